@@ -1,0 +1,377 @@
+#include "ir/Tensor.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <numeric>
+
+namespace einstage {
+
+Strides col_major_strides(const Shape& shape) {
+  Strides s(shape.size());
+  int64_t acc = 1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    s[i] = acc;
+    acc *= std::max<int64_t>(shape[i], 1);
+  }
+  return s;
+}
+
+int64_t element_count(const Shape& shape) {
+  int64_t n = 1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] < 0)
+      fail(ErrorKind::shape, "shape {}: extent {} of axis {} is negative; extents must be >= 0", shape_to_string(shape),
+           shape[i], i);
+    if (shape[i] != 0 && n > std::numeric_limits<int64_t>::max() / shape[i])
+      fail(ErrorKind::shape, "shape {} has more elements than fit in 64 bits", shape_to_string(shape));
+    n *= shape[i];
+  }
+  return n;
+}
+
+std::string shape_to_string(const Shape& shape) { return fmt::format("[{}]", fmt::join(shape, ",")); }
+
+namespace {
+
+std::shared_ptr<std::byte> allocate(size_t bytes) {
+  size_t rounded = std::max<size_t>(64, (bytes + 63) / 64 * 64);
+  void* p = std::aligned_alloc(64, rounded);
+  if (!p) fail(ErrorKind::runtime, "out of memory allocating {} bytes for a tensor", bytes);
+  return std::shared_ptr<std::byte>(static_cast<std::byte*>(p), [](std::byte* q) { std::free(q); });
+}
+
+// Calls fn(offset_a, offset_b) for every multi-index in column-major order, with offsets in elements.
+template <typename Fn>
+void for_each_index2(const Shape& shape, const Strides& sa, const Strides& sb, Fn&& fn) {
+  int r = static_cast<int>(shape.size());
+  for (int64_t e : shape)
+    if (e == 0) return;
+  if (r == 0) {
+    fn(int64_t{0}, int64_t{0});
+    return;
+  }
+  std::vector<int64_t> idx(r, 0);
+  int64_t oa = 0, ob = 0;
+  const int64_t n0 = shape[0], a0 = sa[0], b0 = sb[0];
+  while (true) {
+    for (int64_t i = 0; i < n0; ++i) fn(oa + i * a0, ob + i * b0);
+    int ax = 1;
+    for (; ax < r; ++ax) {
+      oa += sa[ax];
+      ob += sb[ax];
+      if (++idx[ax] < shape[ax]) break;
+      oa -= sa[ax] * shape[ax];
+      ob -= sb[ax] * shape[ax];
+      idx[ax] = 0;
+    }
+    if (ax == r) return;
+  }
+}
+
+template <typename T>
+std::string format_element(T v) {
+  if constexpr (std::is_same_v<T, c64> || std::is_same_v<T, c128>) {
+    return fmt::format("{}{}{}j", v.real(), v.imag() < 0 || std::signbit(v.imag()) ? "-" : "+", std::abs(v.imag()));
+  } else {
+    return fmt::format("{}", v);
+  }
+}
+
+}  // namespace
+
+Tensor Tensor::empty(DType dtype, Shape shape) {
+  int64_t n = element_count(shape);
+  Tensor t;
+  t.storage_ = allocate(static_cast<size_t>(n) * size_of(dtype));
+  t.dtype_ = dtype;
+  t.strides_ = col_major_strides(shape);
+  t.shape_ = std::move(shape);
+  return t;
+}
+
+Tensor Tensor::zeros(DType dtype, Shape shape) {
+  Tensor t = empty(dtype, std::move(shape));
+  std::memset(t.storage_.get(), 0, t.nbytes());
+  return t;
+}
+
+Tensor Tensor::from_bytes(DType dtype, Shape shape, const void* data, size_t bytes, bool col_major) {
+  int64_t n = element_count(shape);
+  size_t expected = static_cast<size_t>(n) * size_of(dtype);
+  if (bytes != expected)
+    fail(ErrorKind::shape, "tensor data has {} elements but shape {} needs {}; pass exactly one value per element",
+         bytes / size_of(dtype), shape_to_string(shape), n);
+  Tensor t = empty(dtype, shape);
+  if (col_major || t.rank() <= 1) {
+    if (bytes) std::memcpy(t.storage_.get(), data, bytes);
+    return t;
+  }
+  Strides rm(shape.size());
+  int64_t s = 1;
+  for (int i = static_cast<int>(shape.size()) - 1; i >= 0; --i) {
+    rm[i] = s;
+    s *= shape[i];
+  }
+  t.copy_from(view_of(dtype, shape, rm, const_cast<void*>(data)));
+  return t;
+}
+
+Tensor Tensor::view_of(DType dtype, Shape shape, Strides strides, void* data) {
+  if (strides.size() != shape.size())
+    fail(ErrorKind::shape, "view_of: {} strides given for shape {} of rank {}", strides.size(), shape_to_string(shape),
+         shape.size());
+  element_count(shape);
+  Tensor t;
+  t.storage_ = std::shared_ptr<std::byte>(static_cast<std::byte*>(data), [](std::byte*) {});
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.strides_ = std::move(strides);
+  return t;
+}
+
+int64_t Tensor::extent(int axis) const {
+  if (axis < 0 || axis >= rank())
+    fail(ErrorKind::invalid_argument, "axis {} is out of range for a tensor of rank {}", axis, rank());
+  return shape_[axis];
+}
+
+int64_t Tensor::numel() const { return element_count(shape_); }
+
+bool Tensor::is_col_major() const {
+  int64_t expect = 1;
+  for (size_t i = 0; i < shape_.size(); ++i) {
+    if (shape_[i] == 0) return true;
+    if (shape_[i] != 1 && strides_[i] != expect) return false;
+    expect *= shape_[i];
+  }
+  return true;
+}
+
+void* Tensor::raw_data() {
+  if (!defined()) fail(ErrorKind::invalid_argument, "raw_data: the tensor is undefined");
+  return storage_.get() + offset_ * static_cast<int64_t>(size_of(dtype_));
+}
+const void* Tensor::raw_data() const { return const_cast<Tensor*>(this)->raw_data(); }
+
+int64_t Tensor::linear_offset(std::span<const int64_t> index) const {
+  if (static_cast<int>(index.size()) != rank())
+    fail(ErrorKind::invalid_argument, "index has {} entries but the tensor {} has rank {}", index.size(),
+         shape_to_string(shape_), rank());
+  int64_t off = offset_;
+  for (int i = 0; i < rank(); ++i) {
+    if (index[i] < 0 || index[i] >= shape_[i])
+      fail(ErrorKind::invalid_argument, "index {} is out of range for axis {} of extent {} (shape {})", index[i], i,
+           shape_[i], shape_to_string(shape_));
+    off += index[i] * strides_[i];
+  }
+  return off;
+}
+
+Tensor Tensor::permute(std::span<const int> perm) const {
+  if (static_cast<int>(perm.size()) != rank())
+    fail(ErrorKind::invalid_argument, "permute: permutation has {} entries but the tensor has rank {}", perm.size(),
+         rank());
+  std::vector<bool> seen(rank(), false);
+  Tensor t = *this;
+  for (int i = 0; i < rank(); ++i) {
+    int p = perm[i];
+    if (p < 0 || p >= rank() || seen[p])
+      fail(ErrorKind::invalid_argument, "permute: [{}] is not a permutation of 0..{}", fmt::join(perm, ","), rank() - 1);
+    seen[p] = true;
+    t.shape_[i] = shape_[p];
+    t.strides_[i] = strides_[p];
+  }
+  return t;
+}
+
+Tensor Tensor::transpose() const {
+  std::vector<int> perm(rank());
+  for (int i = 0; i < rank(); ++i) perm[i] = rank() - 1 - i;
+  return permute(perm);
+}
+
+Tensor Tensor::slice(int axis, int64_t begin, int64_t end, int64_t step) const {
+  int64_t n = extent(axis);
+  if (step <= 0) fail(ErrorKind::invalid_argument, "slice: step must be positive, got {}", step);
+  if (begin < 0 || end > n || begin > end)
+    fail(ErrorKind::invalid_argument, "slice [{}, {}) is out of range for axis {} of extent {}", begin, end, axis, n);
+  Tensor t = *this;
+  t.offset_ += begin * strides_[axis];
+  t.shape_[axis] = (end - begin + step - 1) / step;
+  t.strides_[axis] = strides_[axis] * step;
+  return t;
+}
+
+Tensor Tensor::reshape(Shape shape) const {
+  int64_t n = element_count(shape);
+  if (n != numel())
+    fail(ErrorKind::shape, "cannot reshape {} ({} elements) to {} ({} elements); the element counts must match",
+         shape_to_string(shape_), numel(), shape_to_string(shape), n);
+  // Try a view: walk old and new axes from the fastest, matching groups with equal products; within a group the
+  // old axes must be mutually contiguous (column-major), then the new strides follow from the group's first stride.
+  Shape os;
+  Strides ost;
+  for (int i = 0; i < rank(); ++i)
+    if (shape_[i] != 1) {
+      os.push_back(shape_[i]);
+      ost.push_back(strides_[i]);
+    }
+  Strides ns(shape.size(), 0);
+  bool ok = n != 0;
+  size_t oi = 0, ni = 0;
+  while (ok && ni < shape.size()) {
+    if (shape[ni] == 1) {
+      ns[ni] = 1;
+      ++ni;
+      continue;
+    }
+    if (oi >= os.size()) {
+      ok = false;
+      break;
+    }
+    int64_t po = os[oi], pn = shape[ni];
+    size_t oj = oi + 1, nj = ni + 1;
+    while (po != pn) {
+      if (po < pn) {
+        if (oj >= os.size()) { ok = false; break; }
+        po *= os[oj++];
+      } else {
+        while (nj < shape.size() && shape[nj] == 1) ++nj;
+        if (nj >= shape.size()) { ok = false; break; }
+        pn *= shape[nj++];
+      }
+    }
+    if (!ok) break;
+    for (size_t k = oi; k + 1 < oj; ++k)
+      if (ost[k + 1] != ost[k] * os[k]) ok = false;
+    if (!ok) break;
+    int64_t s = ost[oi];
+    for (size_t k = ni; k < nj; ++k) {
+      ns[k] = s;
+      s *= shape[k];
+    }
+    oi = oj;
+    ni = nj;
+  }
+  if (ok && oi == os.size()) {
+    Tensor t = *this;
+    t.shape_ = std::move(shape);
+    t.strides_ = std::move(ns);
+    return t;
+  }
+  Tensor t = contiguous();
+  if (t.shares_storage_with(*this)) t = clone();
+  t.strides_ = col_major_strides(shape);
+  t.shape_ = std::move(shape);
+  return t;
+}
+
+Tensor Tensor::contiguous() const {
+  if (!defined()) fail(ErrorKind::invalid_argument, "contiguous: the tensor is undefined");
+  if (is_col_major()) return *this;
+  return clone();
+}
+
+Tensor Tensor::clone() const {
+  if (!defined()) fail(ErrorKind::invalid_argument, "clone: the tensor is undefined");
+  Tensor t = empty(dtype_, shape_);
+  t.copy_from(*this);
+  return t;
+}
+
+Tensor Tensor::astype(DType to) const {
+  if (!defined()) fail(ErrorKind::invalid_argument, "astype: the tensor is undefined");
+  if (to == dtype_) return clone();
+  if (is_complex(dtype_) && !is_complex(to))
+    fail(ErrorKind::dtype, "astype: converting {} to {} would drop the imaginary part; take the real part explicitly",
+         name(dtype_), name(to));
+  Tensor out = empty(to, shape_);
+  dispatch_dtype(dtype_, [&](auto s) {
+    using S = decltype(s);
+    dispatch_dtype(to, [&](auto d) {
+      using D = decltype(d);
+      const S* src = static_cast<const S*>(raw_data());
+      D* dst = static_cast<D*>(out.raw_data());
+      int64_t k = 0;
+      for_each_index2(shape_, strides_, strides_, [&](int64_t oa, int64_t) {
+        if constexpr (std::is_same_v<D, c64> || std::is_same_v<D, c128>) {
+          using R = typename D::value_type;
+          if constexpr (std::is_same_v<S, c64> || std::is_same_v<S, c128>)
+            dst[k++] = D(static_cast<R>(src[oa].real()), static_cast<R>(src[oa].imag()));
+          else
+            dst[k++] = D(static_cast<R>(src[oa]), R(0));
+        } else if constexpr (!(std::is_same_v<S, c64> || std::is_same_v<S, c128>)) {
+          dst[k++] = static_cast<D>(src[oa]);
+        }
+      });
+    });
+  });
+  return out;
+}
+
+void Tensor::copy_from(const Tensor& src) {
+  if (!defined() || !src.defined()) fail(ErrorKind::invalid_argument, "copy_from: a tensor is undefined");
+  if (src.dtype_ != dtype_)
+    fail(ErrorKind::dtype, "copy_from: source has dtype {} but destination has {}", name(src.dtype_), name(dtype_));
+  if (src.shape_ != shape_)
+    fail(ErrorKind::shape, "copy_from: source has shape {} but destination has {}", shape_to_string(src.shape_),
+         shape_to_string(shape_));
+  if (is_col_major() && src.is_col_major()) {
+    if (nbytes()) std::memmove(raw_data(), src.raw_data(), nbytes());
+    return;
+  }
+  size_t es = size_of(dtype_);
+  auto* d = static_cast<std::byte*>(raw_data());
+  auto* s = static_cast<const std::byte*>(src.raw_data());
+  dispatch_dtype(dtype_, [&](auto tag) {
+    using T = decltype(tag);
+    T* dt = reinterpret_cast<T*>(d);
+    const T* st = reinterpret_cast<const T*>(s);
+    for_each_index2(shape_, strides_, src.strides_, [&](int64_t od, int64_t os) { dt[od] = st[os]; });
+  });
+  (void)es;
+}
+
+std::string Tensor::to_string() const {
+  if (!defined()) return "Tensor(undefined)";
+  std::string out = fmt::format("{}{}\n", name(dtype_), shape_to_string(shape_));
+  dispatch_dtype(dtype_, [&](auto tag) {
+    using T = decltype(tag);
+    const T* base = static_cast<const T*>(raw_data());
+    const int64_t n = numel();
+    const bool summarize = n > 1000;
+    std::vector<int64_t> idx(rank(), 0);
+    // Nested rows in NumPy's reading: axis 0 outermost, last axis along a line.
+    auto rec = [&](auto&& self, int axis, int64_t off, int indent) -> void {
+      if (axis == rank()) {
+        out += format_element(base[off]);
+        return;
+      }
+      out += '[';
+      int64_t e = shape_[axis];
+      for (int64_t i = 0; i < e; ++i) {
+        if (summarize && e > 6 && i == 3) {
+          out += axis + 1 == rank() ? "..., " : "...,\n" + std::string(indent + 1, ' ');
+          i = e - 3;
+        }
+        self(self, axis + 1, off + i * strides_[axis], indent + 1);
+        if (i + 1 < e) out += axis + 1 == rank() ? ", " : ",\n" + std::string(indent + 1, ' ');
+      }
+      out += ']';
+    };
+    rec(rec, 0, 0, 0);
+  });
+  return out;
+}
+
+bool bitwise_equal(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
+  Tensor ca = a.contiguous(), cb = b.contiguous();
+  return a.nbytes() == 0 || std::memcmp(ca.raw_data(), cb.raw_data(), a.nbytes()) == 0;
+}
+
+}  // namespace einstage

@@ -1,0 +1,44 @@
+// The pairwise contraction kernel interface: C[m..., n..., batch...] (+)= sum_k A[m..., k..., batch...] * B[k..., n..., batch...]
+// over arbitrary element strides (a GETT problem).
+//
+// Every pairwise einsum step, after diagonals and one-sided sums have been taken, is one ContractionProblem: the
+// einsum executor builds it from a StepPlan and the operands' strides; the portable kernel (Portable.cpp) and the JIT
+// kernels (runtime/jit/) both execute it, so they are interchangeable and tests compare them. An outer product is a
+// problem with no k axes; a batched matmul has batch axes. Strides are in elements and may be any value (views,
+// permutations, slices); an axis of extent 1 may be listed or dropped. Depends on ir only.
+#pragma once
+
+#include "ir/DType.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace einstage {
+
+class ThreadPool;
+
+struct ContractionProblem {
+  /// One axis of the iteration space: its extent and its stride (elements) in each tensor it appears in.
+  /// A stride of a tensor the axis does not appear in is ignored.
+  struct Axis {
+    int64_t extent = 1;
+    int64_t stride_a = 0, stride_b = 0, stride_c = 0;
+  };
+  DType dtype = DType::f64;
+  std::vector<Axis> m;      // left free: in A and C
+  std::vector<Axis> n;      // right free: in B and C
+  std::vector<Axis> k;      // contracted: in A and B
+  std::vector<Axis> batch;  // in A, B and C
+  const void* a = nullptr;
+  const void* b = nullptr;
+  void* c = nullptr;
+  bool accumulate = false;  // false: C = A·B; true: C += A·B
+
+  int64_t flops() const;  // multiply-adds × 2 (× 4 more for complex is not counted)
+};
+
+/// Executes p with the portable C++ kernel (the reference and fallback). Results are bitwise identical for any
+/// number of threads: each output element's sum over k is accumulated in one fixed order.
+void contract_portable(const ContractionProblem& p, ThreadPool* pool = nullptr);
+
+}  // namespace einstage
