@@ -1,0 +1,68 @@
+// ThreadPool: a small fixed-size pool of worker threads, owned by whoever creates it (a Runtime, an EinsumPlan's
+// caller, a test). Stage: runtime. Depends on nothing but the standard library.
+//
+// There is no global pool: every kernel that may run in parallel takes a `ThreadPool*` (nullptr = run inline on the
+// calling thread). The only parallel primitive is a *static* partition of an index range into contiguous chunks that
+// depends on n and the chunk count only, never on timing; callers split independent work (output tiles, batch
+// entries), never a reduction, so a result is bitwise the same at any thread count. Nested calls from inside a task
+// and concurrent calls from several outside threads are safe: a nested call runs inline, concurrent calls take turns.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace einstage {
+
+class ThreadPool {
+ public:
+  /// A pool that runs work on `threads` threads in total: the calling thread plus threads - 1 workers.
+  /// threads <= 1 starts no worker and runs everything inline.
+  explicit ThreadPool(int threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  /// Number of threads that share work (>= 1, counting the caller).
+  int size() const { return size_; }
+
+  /// Runs fn(begin, end) over the chunks of [0, n) and returns when all are done. The range is cut into
+  /// chunk_count(n, min_chunk) contiguous chunks, chunk c = [c*n/C, (c+1)*n/C): the cut depends on n, min_chunk and
+  /// size() only. Each chunk runs exactly once, on some thread. The first exception thrown by fn is rethrown here
+  /// (after every started chunk has finished). n <= 0 does nothing.
+  void parallel_for(int64_t n, const std::function<void(int64_t begin, int64_t end)>& fn, int64_t min_chunk = 1);
+
+  /// How many chunks parallel_for uses for n items: min(size(), ceil(n / min_chunk)), at least 1 when n > 0.
+  int chunk_count(int64_t n, int64_t min_chunk = 1) const;
+
+ private:
+  void worker_loop();
+  void run_chunks();
+
+  int size_ = 1;
+  std::vector<std::thread> workers_;
+
+  std::mutex submit_mutex_;  // one parallel_for at a time from outside threads
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::condition_variable done_;
+  bool stop_ = false;
+  uint64_t generation_ = 0;
+  // The current job; workers notice a new one by generation_ changing.
+  const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
+  int64_t n_ = 0;
+  int chunks_ = 0;
+  int next_chunk_ = 0;
+  int unfinished_ = 0;
+  std::exception_ptr error_;
+};
+
+/// parallel_for on pool, or inline fn(0, n) when pool is nullptr or has one thread.
+void parallel_for(ThreadPool* pool, int64_t n, const std::function<void(int64_t begin, int64_t end)>& fn,
+                  int64_t min_chunk = 1);
+
+}  // namespace einstage
