@@ -1,0 +1,134 @@
+#include "runtime/jit/Jit.h"
+
+#include "ir/Error.h"
+#include "runtime/jit/JitLlvm.h"
+
+#include <llvm/ADT/SmallVector.h>
+#include <llvm/Config/llvm-config.h>
+#include <llvm/IR/LegacyPassManager.h>
+#include <llvm/IR/Verifier.h>
+#include <llvm/IRReader/IRReader.h>
+#include <llvm/MC/TargetRegistry.h>
+#include <llvm/Support/MemoryBuffer.h>
+#include <llvm/Support/SourceMgr.h>
+#include <llvm/Support/TargetSelect.h>
+#include <llvm/Support/raw_ostream.h>
+#include <llvm/TargetParser/Host.h>
+
+#include <algorithm>
+#include <mutex>
+
+namespace einstage {
+
+void throw_if_error(llvm::Error error, std::string_view what) {
+  if (!error) return;
+  std::string text = llvm::toString(std::move(error));
+  fail(ErrorKind::runtime, "jit: {} failed: {}", what, text);
+}
+
+namespace {
+
+void initialise_llvm_once() {
+  static std::once_flag once;
+  static bool ok = false;
+  std::call_once(once, [] {
+    ok = !llvm::InitializeNativeTarget() && !llvm::InitializeNativeTargetAsmPrinter() &&
+         !llvm::InitializeNativeTargetAsmParser();
+  });
+  if (!ok) fail(ErrorKind::runtime, "jit: LLVM has no native target for this machine");
+}
+
+// The feature string in a stable order: the host's feature map iterates in hash order, and the string is a cache key.
+std::string sorted_features() {
+  std::vector<std::string> features;
+  for (const auto& entry : llvm::sys::getHostCPUFeatures())
+    features.push_back(std::string(entry.second ? "+" : "-") + entry.first().str());
+  std::sort(features.begin(), features.end());
+  std::string out;
+  for (const std::string& f : features) out += (out.empty() ? "" : ",") + f;
+  return out;
+}
+
+}  // namespace
+
+std::unique_ptr<llvm::Module> Jit::Impl::new_module(llvm::LLVMContext& context, const std::string& name) {
+  auto module = std::make_unique<llvm::Module>(name, context);
+  module->setTargetTriple(tm->getTargetTriple().str());
+  module->setDataLayout(tm->createDataLayout());
+  return module;
+}
+
+std::vector<char> Jit::Impl::emit_object(llvm::Module& module) {
+  std::string verify_message;
+  llvm::raw_string_ostream verify_stream(verify_message);
+  if (llvm::verifyModule(module, &verify_stream))
+    fail(ErrorKind::runtime, "jit: module '{}' is invalid: {}", module.getName().str(), verify_message);
+  llvm::SmallVector<char, 0> buffer;
+  llvm::raw_svector_ostream stream(buffer);
+  std::lock_guard lock(mutex);  // a TargetMachine is not safe to use from two threads at once
+  llvm::legacy::PassManager passes;
+  if (tm->addPassesToEmitFile(passes, stream, nullptr, llvm::CodeGenFileType::ObjectFile))
+    fail(ErrorKind::runtime, "jit: the target machine for '{}' cannot emit object files", host.cpu);
+  passes.run(module);
+  return std::vector<char>(buffer.begin(), buffer.end());
+}
+
+Jit::Jit(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Jit::~Jit() = default;
+
+std::unique_ptr<Jit> Jit::create() {
+  initialise_llvm_once();
+  auto impl = std::make_unique<Impl>();
+  auto jtmb = take_or_throw(llvm::orc::JITTargetMachineBuilder::detectHost(), "detecting the host CPU");
+  jtmb.setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
+  impl->host.llvm_version = LLVM_VERSION_STRING;
+  impl->host.triple = jtmb.getTargetTriple().str();
+  impl->host.cpu = jtmb.getCPU();
+  impl->host.features = sorted_features();
+  impl->host.has_avx512 = impl->host.features.find("+avx512f") != std::string::npos;
+  impl->tm = take_or_throw(jtmb.createTargetMachine(), "creating the target machine");
+  impl->jtmb = std::make_unique<llvm::orc::JITTargetMachineBuilder>(jtmb);
+  impl->lljit = take_or_throw(llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(jtmb)).create(),
+                              "creating the LLJIT");
+  return std::unique_ptr<Jit>(new Jit(std::move(impl)));
+}
+
+const JitHost& Jit::host() const { return impl_->host; }
+
+std::vector<char> Jit::compile_ir_text(std::string_view llvm_ir, std::string_view module_name) {
+  llvm::LLVMContext context;
+  llvm::SMDiagnostic diagnostic;
+  auto buffer = llvm::MemoryBuffer::getMemBuffer(llvm::StringRef(llvm_ir.data(), llvm_ir.size()),
+                                                 llvm::StringRef(module_name.data(), module_name.size()), false);
+  std::unique_ptr<llvm::Module> module = llvm::parseIR(buffer->getMemBufferRef(), diagnostic, context);
+  if (!module) {
+    std::string message;
+    llvm::raw_string_ostream out(message);
+    diagnostic.print(std::string(module_name).c_str(), out, false);
+    fail(ErrorKind::parse, "jit: cannot parse LLVM IR: {}", message);
+  }
+  module->setTargetTriple(impl_->tm->getTargetTriple().str());
+  module->setDataLayout(impl_->tm->createDataLayout());
+  return impl_->emit_object(*module);
+}
+
+void Jit::add_object(const std::vector<char>& object, std::string_view name) {
+  auto buffer = llvm::MemoryBuffer::getMemBufferCopy(llvm::StringRef(object.data(), object.size()),
+                                                     llvm::StringRef(name.data(), name.size()));
+  std::lock_guard lock(impl_->mutex);
+  throw_if_error(impl_->lljit->addObjectFile(std::move(buffer)), "adding object '" + std::string(name) + "'");
+}
+
+void* Jit::lookup(std::string_view symbol) {
+  std::lock_guard lock(impl_->mutex);
+  auto address = impl_->lljit->lookup(llvm::StringRef(symbol.data(), symbol.size()));
+  if (!address) throw_if_error(address.takeError(), "looking up symbol '" + std::string(symbol) + "'");
+  return address->toPtr<void*>();
+}
+
+void* Jit::compile_and_lookup(std::string_view llvm_ir, std::string_view symbol) {
+  add_object(compile_ir_text(llvm_ir, symbol), symbol);
+  return lookup(symbol);
+}
+
+}  // namespace einstage

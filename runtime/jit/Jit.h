@@ -1,0 +1,61 @@
+// Jit: einstage's wrapper around LLVM ORC LLJIT for the host CPU (runtime stage). KaleidoscopeJIT-shaped: create(),
+// compile a module to a relocatable object, add objects, look symbols up. Every compiled function goes the same way:
+// LLVM module -> object file (codegen only, CodeGenOptLevel::Aggressive, no IR optimisation pipeline: the kernels are
+// written as explicit vector IR) -> LLJIT object layer -> address. Splitting "emit object" from "add object" is what
+// lets KernelCache keep compiled objects on disk and skip codegen in a second process.
+//
+// No LLVM type appears here (the implementation is a pimpl; libLLVM is linked privately into einstage_runtime).
+// llvm::Error / Expected are converted to einstage::Error (ErrorKind::runtime) at this boundary. Code inside
+// runtime/jit/ that builds IR reaches the LLVM objects through JitLlvm.h. Depends on ir/Error.h only.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace einstage {
+
+/// What the JIT compiles for; part of every disk-cache key, because an object is only valid for these.
+struct JitHost {
+  std::string llvm_version;  // e.g. "19.1.7"
+  std::string triple;        // e.g. "x86_64-pc-linux-gnu"
+  std::string cpu;           // LLVM's host CPU name, e.g. "sapphirerapids"
+  std::string features;      // LLVM's feature string, sorted, e.g. "+avx512f,+fma,..."
+  bool has_avx512 = false;   // avx512f is available (selects 512-bit micro-kernels)
+};
+
+class Jit {
+ public:
+  /// Initialises the native target once per process and builds an LLJIT for the host. Throws Error(runtime) if
+  /// LLVM cannot target this machine.
+  static std::unique_ptr<Jit> create();
+  ~Jit();
+  Jit(const Jit&) = delete;
+  Jit& operator=(const Jit&) = delete;
+
+  const JitHost& host() const;
+
+  /// Parses textual LLVM IR and compiles it to an ELF object for the host (no IR optimisation passes).
+  std::vector<char> compile_ir_text(std::string_view llvm_ir, std::string_view module_name = "einstage");
+
+  /// Adds a relocatable object (from compile_* or a disk cache) to the JIT's main library. Symbols must be unique
+  /// per Jit instance.
+  void add_object(const std::vector<char>& object, std::string_view name = "einstage-object");
+
+  /// Address of a symbol defined by an added object; throws Error(runtime, not_found text) if absent.
+  void* lookup(std::string_view symbol);
+
+  /// compile_ir_text + add_object + lookup, for one-off functions (tests, tools).
+  void* compile_and_lookup(std::string_view llvm_ir, std::string_view symbol);
+
+  struct Impl;  // LLVM side; see JitLlvm.h
+  Impl& impl() { return *impl_; }
+
+ private:
+  explicit Jit(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace einstage
