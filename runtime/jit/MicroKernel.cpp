@@ -1,0 +1,221 @@
+#include "runtime/jit/MicroKernel.h"
+
+#include "ir/Error.h"
+#include "runtime/jit/JitLlvm.h"
+
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Intrinsics.h>
+
+#include <fmt/format.h>
+
+namespace einstage {
+
+std::string MicroKernelSpec::symbol() const {
+  return fmt::format("ein_ukr_{}_{}x{}_v{}_u{}", name(dtype), mr, nr, lanes, k_unroll);
+}
+
+MicroKernelSpec default_micro_kernel(DType real_dtype, bool avx512) {
+  EIN_ASSERT(real_dtype == DType::f32 || real_dtype == DType::f64, "micro-kernels are real");
+  MicroKernelSpec spec;
+  spec.dtype = real_dtype;
+  int lanes = (avx512 ? 64 : 32) / static_cast<int>(size_of(real_dtype));
+  spec.lanes = lanes;
+  // AVX-512 has 32 vector registers: 3 x 8 accumulator vectors + 3 A vectors + broadcasts folded into the FMAs.
+  // AVX2 has 16: 2 x 6 accumulators + 2 A vectors + 1 broadcast.
+  spec.mr = avx512 ? 3 * lanes : 2 * lanes;
+  spec.nr = avx512 ? 8 : 6;
+  spec.k_unroll = 4;
+  return spec;
+}
+
+namespace {
+
+struct Emitter {
+  const MicroKernelSpec& spec;
+  llvm::LLVMContext& ctx;
+  llvm::IRBuilder<> b;
+  llvm::Type* elt;
+  llvm::VectorType* vec;
+  llvm::Type* i64;
+  llvm::Function* fn = nullptr;
+  int mv;  // vectors per column
+
+  Emitter(const MicroKernelSpec& s, llvm::LLVMContext& c)
+      : spec(s), ctx(c), b(c),
+        elt(s.dtype == DType::f64 ? llvm::Type::getDoubleTy(c) : llvm::Type::getFloatTy(c)),
+        vec(llvm::FixedVectorType::get(elt, s.lanes)), i64(llvm::Type::getInt64Ty(c)), mv(s.mr / s.lanes) {}
+
+  llvm::Align elt_align() const { return llvm::Align(size_of(spec.dtype)); }
+
+  llvm::Value* gep(llvm::Value* base, llvm::Value* index) { return b.CreateInBoundsGEP(elt, base, index); }
+  llvm::Value* gep(llvm::Value* base, int64_t index) { return gep(base, b.getInt64(index)); }
+
+  // One k step for `steps` consecutive k: acc[v*nr + j] += A[k, v] * B[k, j].
+  void k_steps(std::vector<llvm::Value*>& acc, llvm::Value* pa, llvm::Value* pb, int steps) {
+    llvm::Function* fma = llvm::Intrinsic::getDeclaration(fn->getParent(), llvm::Intrinsic::fma, {vec});
+    for (int u = 0; u < steps; ++u) {
+      std::vector<llvm::Value*> av(mv);
+      for (int v = 0; v < mv; ++v)
+        av[v] = b.CreateAlignedLoad(vec, gep(pa, int64_t(u) * spec.mr + int64_t(v) * spec.lanes), elt_align());
+      for (int j = 0; j < spec.nr; ++j) {
+        llvm::Value* bj = b.CreateAlignedLoad(elt, gep(pb, int64_t(u) * spec.nr + j), elt_align());
+        llvm::Value* splat = b.CreateVectorSplat(spec.lanes, bj);
+        for (int v = 0; v < mv; ++v) acc[v * spec.nr + j] = b.CreateCall(fma, {av[v], splat, acc[v * spec.nr + j]});
+      }
+    }
+  }
+
+  // A counted loop running `count` iterations of `steps` k steps; returns the accumulators after it.
+  std::vector<llvm::Value*> loop(const std::string& name, llvm::Value* count, std::vector<llvm::Value*> acc,
+                                 llvm::Value*& pa, llvm::Value*& pb, int steps) {
+    llvm::BasicBlock* pre = b.GetInsertBlock();
+    llvm::BasicBlock* body = llvm::BasicBlock::Create(ctx, name, fn);
+    llvm::BasicBlock* after = llvm::BasicBlock::Create(ctx, name + ".end", fn);
+    b.CreateCondBr(b.CreateICmpSGT(count, b.getInt64(0)), body, after);
+    b.SetInsertPoint(body);
+    llvm::PHINode* i = b.CreatePHI(i64, 2, "i");
+    llvm::PHINode* pa_phi = b.CreatePHI(pa->getType(), 2, "pa");
+    llvm::PHINode* pb_phi = b.CreatePHI(pb->getType(), 2, "pb");
+    std::vector<llvm::PHINode*> acc_phi(acc.size());
+    for (size_t t = 0; t < acc.size(); ++t) acc_phi[t] = b.CreatePHI(vec, 2);
+    i->addIncoming(b.getInt64(0), pre);
+    pa_phi->addIncoming(pa, pre);
+    pb_phi->addIncoming(pb, pre);
+    for (size_t t = 0; t < acc.size(); ++t) acc_phi[t]->addIncoming(acc[t], pre);
+    std::vector<llvm::Value*> next(acc_phi.begin(), acc_phi.end());
+    k_steps(next, pa_phi, pb_phi, steps);
+    llvm::Value* pa_next = gep(pa_phi, int64_t(steps) * spec.mr);
+    llvm::Value* pb_next = gep(pb_phi, int64_t(steps) * spec.nr);
+    llvm::Value* i_next = b.CreateAdd(i, b.getInt64(1));
+    llvm::BasicBlock* latch = b.GetInsertBlock();
+    i->addIncoming(i_next, latch);
+    pa_phi->addIncoming(pa_next, latch);
+    pb_phi->addIncoming(pb_next, latch);
+    for (size_t t = 0; t < acc.size(); ++t) acc_phi[t]->addIncoming(next[t], latch);
+    b.CreateCondBr(b.CreateICmpSLT(i_next, count), body, after);
+    b.SetInsertPoint(after);
+    llvm::PHINode* pa_out = b.CreatePHI(pa->getType(), 2);
+    pa_out->addIncoming(pa, pre);
+    pa_out->addIncoming(pa_next, latch);
+    llvm::PHINode* pb_out = b.CreatePHI(pb->getType(), 2);
+    pb_out->addIncoming(pb, pre);
+    pb_out->addIncoming(pb_next, latch);
+    pa = pa_out;
+    pb = pb_out;
+    std::vector<llvm::Value*> out(acc.size());
+    for (size_t t = 0; t < acc.size(); ++t) {
+      llvm::PHINode* phi = b.CreatePHI(vec, 2);
+      phi->addIncoming(acc[t], pre);
+      phi->addIncoming(next[t], latch);
+      out[t] = phi;
+    }
+    return out;
+  }
+
+  // Stores the tile: full (unmasked, all columns) or edge (masked rows, columns < n_rem); beta 0 or 1.
+  void store(const std::vector<llvm::Value*>& acc, llvm::Value* c, llvm::Value* col_off, llvm::Value* m_rem,
+             llvm::Value* n_rem, bool edge, bool beta, llvm::BasicBlock* exit) {
+    std::vector<llvm::Value*> masks(mv, nullptr);
+    if (edge) {
+      std::vector<llvm::Constant*> iota;
+      for (int l = 0; l < spec.lanes; ++l) iota.push_back(b.getInt64(l));
+      llvm::Value* lane = llvm::ConstantVector::get(iota);
+      for (int v = 0; v < mv; ++v) {
+        llvm::Value* limit = b.CreateVectorSplat(spec.lanes, b.CreateSub(m_rem, b.getInt64(int64_t(v) * spec.lanes)));
+        masks[v] = b.CreateICmpSLT(lane, limit);
+      }
+    }
+    for (int j = 0; j < spec.nr; ++j) {
+      llvm::BasicBlock* next = nullptr;
+      if (edge) {
+        llvm::BasicBlock* body = llvm::BasicBlock::Create(ctx, "col", fn);
+        next = llvm::BasicBlock::Create(ctx, "col.next", fn);
+        b.CreateCondBr(b.CreateICmpSLT(b.getInt64(j), n_rem), body, exit);
+        b.SetInsertPoint(body);
+      }
+      llvm::Value* off = b.CreateAlignedLoad(i64, b.CreateInBoundsGEP(i64, col_off, b.getInt64(j)), llvm::Align(8));
+      llvm::Value* column = gep(c, off);
+      for (int v = 0; v < mv; ++v) {
+        llvm::Value* p = gep(column, int64_t(v) * spec.lanes);
+        llvm::Value* value = acc[v * spec.nr + j];
+        if (edge) {
+          if (beta) value = b.CreateFAdd(b.CreateMaskedLoad(vec, p, elt_align(), masks[v], nullptr), value);
+          b.CreateMaskedStore(value, p, elt_align(), masks[v]);
+        } else {
+          if (beta) value = b.CreateFAdd(b.CreateAlignedLoad(vec, p, elt_align()), value);
+          b.CreateAlignedStore(value, p, elt_align());
+        }
+      }
+      if (edge) {
+        b.CreateBr(next);
+        b.SetInsertPoint(next);
+      }
+    }
+    b.CreateBr(exit);
+  }
+
+  void emit(llvm::Module& module) {
+    llvm::Type* ptr = llvm::PointerType::get(ctx, 0);
+    auto* type = llvm::FunctionType::get(b.getVoidTy(), {i64, ptr, ptr, ptr, ptr, i64, i64, i64}, false);
+    fn = llvm::Function::Create(type, llvm::Function::ExternalLinkage, spec.symbol(), module);
+    fn->addFnAttr(llvm::Attribute::NoUnwind);
+    for (unsigned a : {1u, 2u, 3u, 4u}) fn->addParamAttr(a, llvm::Attribute::NoAlias);
+    auto args = fn->arg_begin();
+    llvm::Value* kc = &*args++;
+    llvm::Value* pa = &*args++;
+    llvm::Value* pb = &*args++;
+    llvm::Value* c = &*args++;
+    llvm::Value* col_off = &*args++;
+    llvm::Value* m_rem = &*args++;
+    llvm::Value* n_rem = &*args++;
+    llvm::Value* beta = &*args++;
+
+    b.SetInsertPoint(llvm::BasicBlock::Create(ctx, "entry", fn));
+    // Touch the C tile early so its lines arrive while the k loop runs (write intent: the epilogue stores there).
+    llvm::Function* prefetch = llvm::Intrinsic::getDeclaration(&module, llvm::Intrinsic::prefetch, {ptr});
+    for (int j = 0; j < spec.nr; ++j) {
+      llvm::Value* off = b.CreateAlignedLoad(i64, b.CreateInBoundsGEP(i64, col_off, b.getInt64(j)), llvm::Align(8));
+      llvm::Value* column = gep(c, off);
+      for (int64_t byte = 0; byte < int64_t(spec.mr) * int64_t(size_of(spec.dtype)); byte += 64)
+        b.CreateCall(prefetch, {b.CreateInBoundsGEP(b.getInt8Ty(), column, b.getInt64(byte)), b.getInt32(1),
+                                b.getInt32(3), b.getInt32(1)});
+    }
+    std::vector<llvm::Value*> acc(size_t(mv) * spec.nr, llvm::Constant::getNullValue(vec));
+    int u = spec.k_unroll;
+    acc = loop("k.main", b.CreateSDiv(kc, b.getInt64(u)), acc, pa, pb, u);
+    acc = loop("k.rem", b.CreateSRem(kc, b.getInt64(u)), acc, pa, pb, 1);
+
+    llvm::BasicBlock* exit = llvm::BasicBlock::Create(ctx, "exit", fn);
+    llvm::BasicBlock* full = llvm::BasicBlock::Create(ctx, "full", fn);
+    llvm::BasicBlock* edge = llvm::BasicBlock::Create(ctx, "edge", fn);
+    llvm::Value* is_full = b.CreateAnd(b.CreateICmpEQ(m_rem, b.getInt64(spec.mr)),
+                                       b.CreateICmpEQ(n_rem, b.getInt64(spec.nr)));
+    llvm::Value* accumulate = b.CreateICmpNE(beta, b.getInt64(0));
+    b.CreateCondBr(is_full, full, edge);
+    for (auto [block, is_edge] : {std::pair{full, false}, std::pair{edge, true}}) {
+      b.SetInsertPoint(block);
+      llvm::BasicBlock* beta0 = llvm::BasicBlock::Create(ctx, "beta0", fn);
+      llvm::BasicBlock* beta1 = llvm::BasicBlock::Create(ctx, "beta1", fn);
+      b.CreateCondBr(accumulate, beta1, beta0);
+      b.SetInsertPoint(beta0);
+      store(acc, c, col_off, m_rem, n_rem, is_edge, false, exit);
+      b.SetInsertPoint(beta1);
+      store(acc, c, col_off, m_rem, n_rem, is_edge, true, exit);
+    }
+    b.SetInsertPoint(exit);
+    b.CreateRetVoid();
+  }
+};
+
+}  // namespace
+
+std::vector<char> compile_micro_kernel(Jit& jit, const MicroKernelSpec& spec) {
+  EIN_ASSERT(spec.dtype == DType::f32 || spec.dtype == DType::f64, "micro-kernels are real");
+  EIN_ASSERT(spec.mr > 0 && spec.mr % spec.lanes == 0 && spec.nr > 0 && spec.k_unroll > 0, "bad micro-kernel tile");
+  llvm::LLVMContext context;
+  auto module = jit.impl().new_module(context, spec.symbol());
+  Emitter(spec, context).emit(*module);
+  return jit.impl().emit_object(*module);
+}
+
+}  // namespace einstage

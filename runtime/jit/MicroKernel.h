@@ -1,0 +1,48 @@
+// Register-blocked GEMM micro-kernels generated as explicit vector LLVM IR (runtime stage, JIT). Depends on ir and
+// runtime/jit/Jit.h; no LLVM type appears here.
+//
+// A micro-kernel computes one MR x NR tile of C from packed panels: C[0:m_rem, 0:n_rem] (+)= Ap · Bp where Ap holds
+// kc columns of MR contiguous elements (k-major) and Bp holds kc rows of NR contiguous elements. The MR x NR
+// accumulators are SSA vector values (MR/lanes vectors per column), so the whole tile lives in registers; each k step
+// loads MR/lanes vectors of A, broadcasts NR elements of B and issues MR/lanes * NR `llvm.fma`s. The k loop runs kc
+// times at run time (unrolled by `k_unroll` plus a remainder loop). Only real element types exist: complex problems
+// run on the real kernels through the 1m method (see Gett.h). The epilogue writes column j at c + col_off[j] with unit
+// stride between rows; beta = 0 overwrites C without reading it, beta = 1 accumulates. Edge tiles (m_rem < MR) use
+// llvm.masked.load/store, and columns j >= n_rem are skipped, so no temporary tile is needed for edges.
+// Summation order for every element is k = 0, 1, ..., kc-1 whatever the tile position: results do not depend on
+// which thread runs a tile.
+#pragma once
+
+#include "ir/DType.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace einstage {
+
+class Jit;
+
+struct MicroKernelSpec {
+  DType dtype = DType::f64;  // f32 or f64
+  int mr = 24;               // rows, a multiple of lanes
+  int nr = 8;                // columns
+  int lanes = 8;             // vector width in elements (8 f64 / 16 f32 for AVX-512)
+  int k_unroll = 4;
+
+  /// Unique symbol name, e.g. "ein_ukr_f64_24x8_v8_u4".
+  std::string symbol() const;
+  friend bool operator==(const MicroKernelSpec&, const MicroKernelSpec&) = default;
+};
+
+/// void kernel(kc, packed A, packed B, C, column offsets (elements, nr of them), m_rem, n_rem, beta 0/1)
+using MicroKernelFn = void (*)(int64_t kc, const void* a, const void* b, void* c, const int64_t* col_off,
+                               int64_t m_rem, int64_t n_rem, int64_t beta);
+
+/// Emits the kernel as LLVM IR and compiles it for the JIT's host; returns the relocatable object.
+std::vector<char> compile_micro_kernel(Jit& jit, const MicroKernelSpec& spec);
+
+/// The tile the GETT driver uses for a real dtype on this host (AVX-512 or AVX2 widths).
+MicroKernelSpec default_micro_kernel(DType real_dtype, bool avx512);
+
+}  // namespace einstage
