@@ -22,11 +22,23 @@ inline constexpr Label kFreshLabelTop = INT32_MAX;
 struct Subscripts {
   std::vector<std::vector<Label>> inputs;
   std::vector<Label> output;
-  /// How each label prints (UTF-8); labels missing here print as their code point if in range, else "#<n>".
+  /// How each label prints (UTF-8); labels missing here print as their code point if it is a printable,
+  /// non-reserved character, else "#<n>" (see label_name in Notation.h).
   std::map<Label, std::string> names;
+  /// The fresh labels of the `...` axes, leftmost axis first (empty when no term had `...`). An input term covering
+  /// k ellipsis axes holds the last k of them, right-aligned. These are the only labels whose length-1 extents
+  /// broadcast without the caller's broadcast permission (BEHAVIOUR §1.5).
+  std::vector<Label> ellipsis;
 
   size_t num_inputs() const { return inputs.size(); }
-  bool operator==(const Subscripts& o) const { return inputs == o.inputs && output == o.output; }
+  bool is_ellipsis_label(Label l) const {
+    for (Label e : ellipsis)
+      if (e == l) return true;
+    return false;
+  }
+  bool operator==(const Subscripts& o) const {
+    return inputs == o.inputs && output == o.output && ellipsis == o.ellipsis;
+  }
 };
 
 }  // namespace einstage::einsum

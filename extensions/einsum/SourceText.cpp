@@ -1,0 +1,101 @@
+#include "extensions/einsum/SourceText.h"
+
+#include <algorithm>
+
+namespace einstage::einsum::detail {
+
+size_t decode_utf8(std::string_view text, size_t pos, char32_t& out) {
+  auto byte = [&](size_t i) { return static_cast<unsigned char>(text[i]); };
+  unsigned char b0 = byte(pos);
+  if (b0 < 0x80) {
+    out = b0;
+    return 1;
+  }
+  size_t len;
+  char32_t c, min;
+  if ((b0 & 0xE0) == 0xC0) {
+    len = 2, c = b0 & 0x1F, min = 0x80;
+  } else if ((b0 & 0xF0) == 0xE0) {
+    len = 3, c = b0 & 0x0F, min = 0x800;
+  } else if ((b0 & 0xF8) == 0xF0) {
+    len = 4, c = b0 & 0x07, min = 0x10000;
+  } else {
+    return 0;
+  }
+  if (pos + len > text.size()) return 0;
+  for (size_t i = 1; i < len; ++i) {
+    unsigned char b = byte(pos + i);
+    if ((b & 0xC0) != 0x80) return 0;
+    c = (c << 6) | (b & 0x3F);
+  }
+  if (c < min || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) return 0;
+  out = c;
+  return len;
+}
+
+namespace {
+bool is_wide(char32_t c) {
+  return (c >= 0x1100 && c <= 0x115F) || (c >= 0x2E80 && c <= 0xA4CF) || (c >= 0xAC00 && c <= 0xD7A3) ||
+         (c >= 0xF900 && c <= 0xFAFF) || (c >= 0xFE30 && c <= 0xFE4F) || (c >= 0xFF00 && c <= 0xFF60) ||
+         (c >= 0xFFE0 && c <= 0xFFE6) || (c >= 0x20000 && c <= 0x3FFFD);
+}
+}  // namespace
+
+std::string caret_block(std::string_view text, const std::vector<size_t>& positions) {
+  if (positions.empty()) return {};
+  std::vector<size_t> columns;
+  for (size_t target : positions) {
+    size_t column = 0;
+    for (size_t pos = 0; pos < target && pos < text.size();) {
+      char32_t c = 0;
+      size_t len = decode_utf8(text, pos, c);
+      column += (len != 0 && is_wide(c)) ? 2 : 1;
+      pos += len == 0 ? 1 : len;
+    }
+    columns.push_back(column);
+  }
+  std::sort(columns.begin(), columns.end());
+  std::string carets(columns.back() + 1, ' ');
+  for (size_t c : columns) carets[c] = '^';
+  return fmt::format("\n  {}\n  {}", text, carets);
+}
+
+void Tokenizer::fail_at(size_t pos, const std::string& message) const {
+  throw Error(ErrorKind::parse, fmt::format("einsum \"{}\": {}{}", text_, message, caret_block(text_, {pos})));
+}
+
+Token Tokenizer::next() {
+  while (pos_ < text_.size() && text_[pos_] == ' ') ++pos_;
+  if (pos_ >= text_.size()) return {TokenKind::end, pos_, 0};
+  size_t at = pos_;
+  char ch = text_[pos_];
+  switch (ch) {
+    case ',': ++pos_; return {TokenKind::comma, at, 0};
+    case '(': ++pos_; return {TokenKind::lparen, at, 0};
+    case ')': ++pos_; return {TokenKind::rparen, at, 0};
+    case '-':
+      if (pos_ + 1 < text_.size() && text_[pos_ + 1] == '>') {
+        pos_ += 2;
+        return {TokenKind::arrow, at, 0};
+      }
+      fail_at(at, "'-' must be followed by '>' (the arrow '->')");
+    case '>': fail_at(at, "'>' without '-' before it (the arrow is '->')");
+    case '.':
+      if (text_.substr(pos_, 3) == "...") {
+        pos_ += 3;
+        return {TokenKind::ellipsis, at, 0};
+      }
+      fail_at(at, "'.' is only valid as part of '...'");
+    default: break;
+  }
+  char32_t c = 0;
+  size_t len = decode_utf8(text_, pos_, c);
+  if (len == 0) fail_at(at, fmt::format("invalid UTF-8 at byte {}", at));
+  if (!is_label_code_point(c))
+    fail_at(at, fmt::format("character U+{:04X} cannot be a label (control or white-space character)",
+                            uint32_t(c)));
+  pos_ += len;
+  return {TokenKind::label, at, c};
+}
+
+}  // namespace einstage::einsum::detail

@@ -1,0 +1,76 @@
+// Internal helpers of the notation parsers: a UTF-8 tokenizer for the plain notation, UTF-8 encoding, and the caret
+// line that error messages put under the offending character.
+//
+// Stage: front end (notation). Used by Notation.cpp and Grouped.cpp only; not part of the public API. Depends on
+// ir/Error.h only.
+#pragma once
+
+#include "ir/Error.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace einstage::einsum::detail {
+
+/// Characters with a meaning of their own in the plain notation.
+inline bool is_reserved(char32_t c) {
+  return c == ',' || c == '-' || c == '>' || c == '(' || c == ')' || c == ' ' || c == '.';
+}
+
+/// A code point that can be a label written in a string: not reserved, not a control character, not a surrogate.
+inline bool is_label_code_point(int64_t c) {
+  return c > 0x20 && c <= 0x10FFFF && !(c >= 0x7F && c < 0xA0) && !(c >= 0xD800 && c <= 0xDFFF) &&
+         !is_reserved(char32_t(c));
+}
+
+inline void append_utf8(std::string& out, char32_t c) {
+  if (c < 0x80) {
+    out += char(c);
+  } else if (c < 0x800) {
+    out += char(0xC0 | (c >> 6));
+    out += char(0x80 | (c & 0x3F));
+  } else if (c < 0x10000) {
+    out += char(0xE0 | (c >> 12));
+    out += char(0x80 | ((c >> 6) & 0x3F));
+    out += char(0x80 | (c & 0x3F));
+  } else {
+    out += char(0xF0 | (c >> 18));
+    out += char(0x80 | ((c >> 12) & 0x3F));
+    out += char(0x80 | ((c >> 6) & 0x3F));
+    out += char(0x80 | (c & 0x3F));
+  }
+}
+
+/// Decodes one code point at text[pos]; returns its length in bytes, or 0 for invalid UTF-8 (overlong forms,
+/// surrogates and values above U+10FFFF are invalid).
+size_t decode_utf8(std::string_view text, size_t pos, char32_t& out);
+
+/// "\n  <text>\n  <spaces>^ ... ^" with a caret under each byte position (columns count East Asian wide
+/// characters as two). Empty when `positions` is empty.
+std::string caret_block(std::string_view text, const std::vector<size_t>& positions);
+
+enum class TokenKind { label, comma, arrow, lparen, rparen, ellipsis, end };
+
+struct Token {
+  TokenKind kind;
+  size_t pos;            // byte offset of the token's first character
+  char32_t code_point;   // for labels
+};
+
+/// Splits a plain-notation string into tokens; skips spaces; fails (Error parse, with a caret) on invalid UTF-8, a
+/// lone '-', '>' or '.', and characters that cannot be labels (control characters).
+class Tokenizer {
+ public:
+  explicit Tokenizer(std::string_view text) : text_(text) {}
+  Token next();
+
+ private:
+  [[noreturn]] void fail_at(size_t pos, const std::string& message) const;
+  std::string_view text_;
+  size_t pos_ = 0;
+};
+
+}  // namespace einstage::einsum::detail
