@@ -1,0 +1,125 @@
+// Strided loop nests for the portable kernels: index spaces over several tensors that share a shape but not strides.
+// Stage: runtime (kernel internals). Depends on ir/Error.h only; no Tensor, no dtype.
+//
+// A LoopNest normalises a shape and the strides of up to four tensors once per call (extent-1 axes dropped, axes
+// ordered so the first tensor's smallest stride is innermost, adjacent axes fused where every tensor allows), so the
+// kernels' inner loops are one pointer stride per element and never recompute multi-indices. Offsets of a multi-axis
+// group can also be tabulated (offset_table) so packing reads through a table instead of index arithmetic.
+#pragma once
+
+#include "ir/Error.h"
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <cstdlib>
+#include <numeric>
+#include <vector>
+
+namespace einstage::kernels {
+
+template <int NT>
+struct LoopNest {
+  std::vector<int64_t> extent;                 // extent[0] is the innermost (fastest) axis
+  std::vector<std::array<int64_t, NT>> stride;  // stride[axis][tensor]
+  int64_t total = 1;                            // product of extents (0 if any is 0)
+
+  int64_t inner() const { return extent.empty() ? 1 : extent[0]; }
+  int64_t outer_count() const { return extent.empty() ? 1 : (extent[0] == 0 ? 0 : total / extent[0]); }
+};
+
+/// Builds the loop nest for `shape` where tensor t has strides[t] (each of shape.size() entries).
+template <int NT>
+LoopNest<NT> make_loop_nest(const std::vector<int64_t>& shape, const std::array<const std::vector<int64_t>*, NT>& strides) {
+  LoopNest<NT> nest;
+  std::vector<int> axes;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    EIN_ASSERT(shape[i] >= 0, "negative extent");
+    nest.total *= shape[i];
+    if (shape[i] != 1) axes.push_back(static_cast<int>(i));
+  }
+  if (nest.total == 0) {
+    nest.extent = {0};
+    nest.stride = {std::array<int64_t, NT>{}};
+    return nest;
+  }
+  // Innermost = smallest |stride| of tensor 0 (the destination by convention), ties by the next tensors, then by
+  // axis number so the order is deterministic.
+  std::stable_sort(axes.begin(), axes.end(), [&](int x, int y) {
+    for (int t = 0; t < NT; ++t) {
+      int64_t sx = std::llabs((*strides[t])[x]), sy = std::llabs((*strides[t])[y]);
+      if (sx != sy) return sx < sy;
+    }
+    return false;
+  });
+  for (int ax : axes) {
+    std::array<int64_t, NT> st;
+    for (int t = 0; t < NT; ++t) st[t] = (*strides[t])[ax];
+    if (!nest.extent.empty()) {
+      bool fuse = true;
+      for (int t = 0; t < NT; ++t)
+        if (st[t] != nest.stride.back()[t] * nest.extent.back()) fuse = false;
+      if (fuse) {
+        nest.extent.back() *= shape[ax];
+        continue;
+      }
+    }
+    nest.extent.push_back(shape[ax]);
+    nest.stride.push_back(st);
+  }
+  return nest;
+}
+
+/// Calls run(offsets, n, inner_strides) for each run of the innermost axis whose outer linear index lies in
+/// [outer_begin, outer_end). offsets[t] is tensor t's element offset at the run's start.
+template <int NT, typename Run>
+void for_each_run(const LoopNest<NT>& nest, int64_t outer_begin, int64_t outer_end, Run&& run) {
+  if (nest.total == 0 || outer_begin >= outer_end) return;
+  const int rank = static_cast<int>(nest.extent.size());
+  std::array<int64_t, NT> inner_stride{};
+  if (rank > 0) inner_stride = nest.stride[0];
+  if (rank <= 1) {
+    run(std::array<int64_t, NT>{}, nest.inner(), inner_stride);
+    return;
+  }
+  // Odometer over axes 1..rank-1, started at outer_begin by one division per axis, then incremented.
+  std::vector<int64_t> idx(static_cast<size_t>(rank), 0);
+  std::array<int64_t, NT> off{};
+  int64_t rest = outer_begin;
+  for (int a = 1; a < rank; ++a) {
+    idx[a] = rest % nest.extent[a];
+    rest /= nest.extent[a];
+    for (int t = 0; t < NT; ++t) off[t] += idx[a] * nest.stride[a][t];
+  }
+  for (int64_t o = outer_begin; o < outer_end; ++o) {
+    run(off, nest.extent[0], inner_stride);
+    for (int a = 1; a < rank; ++a) {
+      if (++idx[a] < nest.extent[a]) {
+        for (int t = 0; t < NT; ++t) off[t] += nest.stride[a][t];
+        break;
+      }
+      idx[a] = 0;
+      for (int t = 0; t < NT; ++t) off[t] -= (nest.extent[a] - 1) * nest.stride[a][t];
+    }
+  }
+}
+
+/// Element offsets of every point of a multi-axis group, linearised with the first axis fastest:
+/// table[i] = sum_a index_a(i) * stride[a]. The size is the product of the extents.
+inline std::vector<int64_t> offset_table(const std::vector<int64_t>& extent, const std::vector<int64_t>& stride) {
+  int64_t total = 1;
+  for (int64_t e : extent) total *= e;
+  std::vector<int64_t> table(static_cast<size_t>(std::max<int64_t>(total, 0)));
+  if (total <= 0) return table;
+  table[0] = 0;
+  int64_t filled = 1;
+  // Each axis replicates the table built so far, shifted by its stride: no per-element division.
+  for (size_t a = 0; a < extent.size(); ++a) {
+    for (int64_t i = 1; i < extent[a]; ++i)
+      for (int64_t j = 0; j < filled; ++j) table[static_cast<size_t>(i * filled + j)] = table[static_cast<size_t>(j)] + i * stride[a];
+    filled *= extent[a];
+  }
+  return table;
+}
+
+}  // namespace einstage::kernels
