@@ -1,0 +1,437 @@
+#include "ir/Npy.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <optional>
+#include <vector>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+namespace einstage {
+
+// Data sections are copied as-is; a big-endian host would need byte swapping, which nothing here does.
+static_assert(std::endian::native == std::endian::little, "einstage's .npy I/O assumes a little-endian host");
+
+namespace {
+
+constexpr std::string_view kMagic = "\x93NUMPY";
+constexpr size_t kAlign = 64;  // NumPy pads the preamble + header to a multiple of 64 bytes
+
+struct DescrEntry {
+  std::string_view descr;
+  DType dtype;
+};
+constexpr DescrEntry kDescrs[] = {
+    {"<f4", DType::f32}, {"<f8", DType::f64}, {"<c8", DType::c64}, {"<c16", DType::c128}, {"<i8", DType::i64},
+};
+constexpr std::string_view kSupportedDescrs = "<f4 (f32), <f8 (f64), <c8 (c64), <c16 (c128) and <i8 (i64)";
+
+std::string_view descr_of(DType dtype) {
+  for (const auto& e : kDescrs)
+    if (e.dtype == dtype) return e.descr;
+  EIN_ASSERT(false, "no .npy descr for dtype {}", name(dtype));
+  return {};
+}
+
+// Printable form of (part of) a header for error messages: one line, control bytes escaped, long text shortened.
+std::string quote(std::string_view text) {
+  std::string out = "\"";
+  size_t shown = std::min<size_t>(text.size(), 160);
+  for (size_t i = 0; i < shown; ++i) {
+    unsigned char c = static_cast<unsigned char>(text[i]);
+    if (c == '\n') out += "\\n";
+    else if (c == '"' || c == '\\') out += {'\\', static_cast<char>(c)};
+    else if (c < 0x20 || c >= 0x7f) out += fmt::format("\\x{:02x}", c);
+    else out += static_cast<char>(c);
+  }
+  out += '"';
+  if (shown < text.size()) out += fmt::format(" (first {} of {} characters)", shown, text.size());
+  return out;
+}
+
+std::string hex_bytes(std::string_view bytes) {
+  std::string out;
+  for (size_t i = 0; i < bytes.size(); ++i)
+    out += fmt::format("{}{:02x}", i ? " " : "", static_cast<unsigned char>(bytes[i]));
+  return out;
+}
+
+// ---- the header dict: a Python literal, parsed by hand ----
+
+struct PyValue {
+  enum class Kind { string, integer, boolean, none, tuple, list, dict } kind = Kind::none;
+  std::string text;     // string
+  int64_t integer = 0;  // integer
+  bool boolean = false;
+  std::vector<PyValue> items;                          // tuple, list
+  std::vector<std::pair<std::string, PyValue>> entries;  // dict (keys must be strings)
+  size_t pos = 0;                                      // where it starts in the header text
+};
+
+std::string_view kind_name(PyValue::Kind k) {
+  switch (k) {
+    case PyValue::Kind::string: return "a string";
+    case PyValue::Kind::integer: return "an integer";
+    case PyValue::Kind::boolean: return "a boolean";
+    case PyValue::Kind::none: return "None";
+    case PyValue::Kind::tuple: return "a tuple";
+    case PyValue::Kind::list: return "a list";
+    case PyValue::Kind::dict: return "a dict";
+  }
+  return "a value";
+}
+
+class LiteralParser {
+ public:
+  LiteralParser(std::string_view text, std::string_view source) : text_(text), source_(source) {}
+
+  PyValue parse_all() {
+    PyValue v = parse_value(0);
+    skip_space();
+    if (pos_ != text_.size()) error("the end of the header after the dict");
+    return v;
+  }
+
+  [[noreturn]] void fail_at(size_t pos, std::string_view message) const {
+    fail(ErrorKind::parse, "{}: malformed .npy header: {} at character {} of the header {}", source_, message, pos,
+         quote(text_));
+  }
+
+ private:
+  [[noreturn]] void error(std::string_view expected) const {
+    std::string found = pos_ < text_.size() ? quote(text_.substr(pos_, 1)) : std::string("the end of the header");
+    fail_at(pos_, fmt::format("expected {} but found {}", expected, found));
+  }
+
+  void skip_space() {
+    while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\n' || text_[pos_] == '\t' ||
+                                   text_[pos_] == '\r'))
+      ++pos_;
+  }
+  bool eat(char c) {
+    skip_space();
+    if (pos_ < text_.size() && text_[pos_] == c) {
+      ++pos_;
+      return true;
+    }
+    return false;
+  }
+
+  PyValue parse_value(int depth) {
+    if (depth > 16) error("a shallower literal (nesting deeper than 16)");
+    skip_space();
+    if (pos_ >= text_.size()) error("a value");
+    PyValue v;
+    v.pos = pos_;
+    char c = text_[pos_];
+    if (c == '{') {
+      ++pos_;
+      v.kind = PyValue::Kind::dict;
+      while (!eat('}')) {
+        skip_space();
+        size_t key_pos = pos_;
+        PyValue key = parse_value(depth + 1);
+        if (key.kind != PyValue::Kind::string) fail_at(key_pos, "a dict key is not a string");
+        if (!eat(':')) error("':' after a dict key");
+        PyValue value = parse_value(depth + 1);
+        v.entries.emplace_back(std::move(key.text), std::move(value));
+        if (!eat(',')) {
+          if (!eat('}')) error("',' or '}' in the dict");
+          break;
+        }
+      }
+    } else if (c == '(' || c == '[') {
+      char close = c == '(' ? ')' : ']';
+      ++pos_;
+      v.kind = c == '(' ? PyValue::Kind::tuple : PyValue::Kind::list;
+      while (!eat(close)) {
+        v.items.push_back(parse_value(depth + 1));
+        if (!eat(',')) {
+          if (!eat(close)) error(c == '(' ? "',' or ')' in the tuple" : "',' or ']' in the list");
+          break;
+        }
+      }
+    } else if (c == '\'' || c == '"') {
+      v.kind = PyValue::Kind::string;
+      v.text = parse_string();
+    } else if (c == '-' || c == '+' || (c >= '0' && c <= '9')) {
+      v.kind = PyValue::Kind::integer;
+      v.integer = parse_integer();
+    } else {
+      size_t end = pos_;
+      while (end < text_.size() && std::isalpha(static_cast<unsigned char>(text_[end]))) ++end;
+      std::string_view word = text_.substr(pos_, end - pos_);
+      if (word == "True" || word == "False") {
+        v.kind = PyValue::Kind::boolean;
+        v.boolean = word == "True";
+      } else if (word == "None") {
+        v.kind = PyValue::Kind::none;
+      } else {
+        error("a value (a string, integer, True, False, None, tuple, list or dict)");
+      }
+      pos_ = end;
+    }
+    return v;
+  }
+
+  std::string parse_string() {
+    char quote_char = text_[pos_++];
+    std::string out;
+    while (true) {
+      if (pos_ >= text_.size()) error(fmt::format("the closing {} of a string", quote_char));
+      char c = text_[pos_++];
+      if (c == quote_char) return out;
+      if (c == '\n') error(fmt::format("the closing {} of a string", quote_char));
+      if (c == '\\' && pos_ < text_.size()) {
+        char e = text_[pos_++];
+        out += e == 'n' ? '\n' : e == 't' ? '\t' : e;
+      } else {
+        out += c;
+      }
+    }
+  }
+
+  int64_t parse_integer() {
+    size_t start = pos_;
+    bool negative = false;
+    if (text_[pos_] == '-' || text_[pos_] == '+') negative = text_[pos_++] == '-';
+    if (pos_ >= text_.size() || !std::isdigit(static_cast<unsigned char>(text_[pos_]))) error("a digit");
+    uint64_t value = 0;
+    while (pos_ < text_.size() && std::isdigit(static_cast<unsigned char>(text_[pos_]))) {
+      value = value * 10 + static_cast<uint64_t>(text_[pos_++] - '0');
+      if (value > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) fail_at(start, "an integer is too large");
+    }
+    if (pos_ < text_.size() && (text_[pos_] == 'L' || text_[pos_] == 'l')) ++pos_;  // Python 2 long, old files
+    if (pos_ < text_.size() && (text_[pos_] == '.' || text_[pos_] == 'e' || text_[pos_] == 'E'))
+      error("an integer (no fraction or exponent)");
+    return negative ? -static_cast<int64_t>(value) : static_cast<int64_t>(value);
+  }
+
+  std::string_view text_;
+  std::string_view source_;
+  size_t pos_ = 0;
+};
+
+uint32_t read_le(std::string_view bytes, size_t at, int n) {
+  uint32_t v = 0;
+  for (int i = n - 1; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(bytes[at + i]);
+  return v;
+}
+
+DType dtype_from_descr(const std::string& descr, std::string_view source) {
+  for (const auto& e : kDescrs)
+    if (e.descr == descr) return e.dtype;
+  if (!descr.empty() && descr[0] == '>')
+    fail(ErrorKind::dtype,
+         "{}: dtype '{}' is big-endian; einstage reads little-endian data only, supported dtypes are {} (in NumPy: "
+         "a.astype(a.dtype.newbyteorder('<')))",
+         source, descr, kSupportedDescrs);
+  fail(ErrorKind::dtype, "{}: unsupported dtype '{}'; supported dtypes are {}", source, descr, kSupportedDescrs);
+}
+
+std::string file_source(const std::string& path) { return fmt::format("'{}'", path); }
+
+}  // namespace
+
+std::string_view to_string(NpyOrder order) { return order == NpyOrder::fortran ? "fortran" : "c"; }
+
+NpyHeader parse_npy_header(std::string_view bytes, std::string_view source) {
+  if (bytes.size() < kMagic.size() || bytes.substr(0, kMagic.size()) != kMagic)
+    fail(ErrorKind::parse, "{}: not a .npy file: it starts with bytes [{}] but a .npy file starts with \\x93NUMPY",
+         source, hex_bytes(bytes.substr(0, std::min<size_t>(bytes.size(), 8))));
+  if (bytes.size() < 10)
+    fail(ErrorKind::parse, "{}: truncated .npy preamble: the file has {} bytes, fewer than the 10 of a version 1.0 "
+         "preamble", source, bytes.size());
+  NpyHeader h;
+  h.version_major = static_cast<unsigned char>(bytes[6]);
+  h.version_minor = static_cast<unsigned char>(bytes[7]);
+  if (h.version_minor != 0 || h.version_major < 1 || h.version_major > 3)
+    fail(ErrorKind::unsupported, "{}: unsupported .npy format version {}.{}; supported versions are 1.0, 2.0 and 3.0",
+         source, h.version_major, h.version_minor);
+  size_t length_bytes = h.version_major == 1 ? 2 : 4;
+  size_t header_start = 8 + length_bytes;
+  if (bytes.size() < header_start)
+    fail(ErrorKind::parse, "{}: truncated .npy preamble: a version {}.0 preamble has {} bytes but the file has {}",
+         source, h.version_major, header_start, bytes.size());
+  size_t header_len = read_le(bytes, 8, static_cast<int>(length_bytes));
+  if (bytes.size() - header_start < header_len)
+    fail(ErrorKind::parse, "{}: truncated .npy header: the preamble announces {} header bytes but only {} follow",
+         source, header_len, bytes.size() - header_start);
+  h.data_offset = header_start + header_len;
+  // Versions 1 and 2 are latin-1 and 3 is UTF-8; the keys and values we accept are ASCII either way.
+  std::string_view text = bytes.substr(header_start, header_len);
+
+  LiteralParser parser(text, source);
+  PyValue dict = parser.parse_all();
+  if (dict.kind != PyValue::Kind::dict)
+    parser.fail_at(dict.pos, fmt::format("expected a dict but found {}", kind_name(dict.kind)));
+  std::map<std::string, const PyValue*> keys;
+  for (const auto& [key, value] : dict.entries) {
+    if (key != "descr" && key != "fortran_order" && key != "shape")
+      parser.fail_at(value.pos, fmt::format("unexpected key '{}' (the keys are 'descr', 'fortran_order' and 'shape')",
+                                            key));
+    if (!keys.emplace(key, &value).second) parser.fail_at(value.pos, fmt::format("key '{}' appears twice", key));
+  }
+  for (std::string_view key : {"descr", "fortran_order", "shape"})
+    if (!keys.count(std::string(key)))
+      parser.fail_at(dict.pos, fmt::format("missing key '{}' (the keys are 'descr', 'fortran_order' and 'shape')",
+                                           key));
+
+  const PyValue& descr = *keys["descr"];
+  if (descr.kind != PyValue::Kind::string)
+    fail(ErrorKind::dtype, "{}: unsupported dtype: 'descr' is {} (a structured dtype?) but einstage reads plain "
+         "arrays with a dtype string, one of {}", source, kind_name(descr.kind), kSupportedDescrs);
+  h.descr = descr.text;
+  h.dtype = dtype_from_descr(descr.text, source);
+
+  const PyValue& order = *keys["fortran_order"];
+  if (order.kind != PyValue::Kind::boolean)
+    parser.fail_at(order.pos, fmt::format("'fortran_order' is {} but must be True or False", kind_name(order.kind)));
+  h.order = order.boolean ? NpyOrder::fortran : NpyOrder::c;
+
+  const PyValue& shape = *keys["shape"];
+  if (shape.kind != PyValue::Kind::tuple)
+    parser.fail_at(shape.pos, fmt::format("'shape' is {} but must be a tuple of integers", kind_name(shape.kind)));
+  int64_t count = 1;
+  for (const PyValue& e : shape.items) {
+    if (e.kind != PyValue::Kind::integer || e.integer < 0)
+      parser.fail_at(e.pos, "a 'shape' entry is not a non-negative integer");
+    if (e.integer != 0 && count > std::numeric_limits<int64_t>::max() / e.integer)
+      parser.fail_at(shape.pos, "'shape' has more elements than fit in 64 bits");
+    count *= e.integer;
+    h.shape.push_back(e.integer);
+  }
+  if (count != 0 && static_cast<uint64_t>(count) > std::numeric_limits<uint64_t>::max() / 16)
+    parser.fail_at(shape.pos, "'shape' has more bytes than fit in 64 bits");
+  return h;
+}
+
+Tensor read_npy_bytes(std::string_view bytes, NpyHeader* header_out, std::string_view source) {
+  NpyHeader h = parse_npy_header(bytes, source);
+  size_t expected = static_cast<size_t>(element_count(h.shape)) * size_of(h.dtype);
+  size_t available = bytes.size() - h.data_offset;
+  if (available < expected)
+    fail(ErrorKind::io, "{}: truncated data: shape {} of dtype {} needs {} bytes after the header but the file has "
+         "only {}", source, shape_to_string(h.shape), h.descr, expected, available);
+  if (available > expected)
+    fail(ErrorKind::io, "{}: {} unexpected bytes after the data: shape {} of dtype {} needs {} bytes after the header "
+         "but the file has {}", source, available - expected, shape_to_string(h.shape), h.descr, expected, available);
+  const char* data = bytes.data() + h.data_offset;
+  Tensor t;
+  if (h.order == NpyOrder::fortran || h.shape.size() <= 1) {
+    t = Tensor::from_bytes(h.dtype, h.shape, data, expected, true);
+  } else {
+    // Row-major data of shape s is column-major data of reversed s: copy the bytes (the source may be misaligned),
+    // then reverse the axes back, so element (i, j, ...) keeps its place.
+    Shape reversed(h.shape.rbegin(), h.shape.rend());
+    t = Tensor::from_bytes(h.dtype, std::move(reversed), data, expected, true).transpose().contiguous();
+  }
+  if (header_out) *header_out = std::move(h);
+  return t;
+}
+
+Tensor read_npy(const std::string& path, NpyHeader* header) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    fail(ErrorKind::io, "cannot read '{}': it is a directory, not a .npy file", path);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(ErrorKind::io, "cannot open '{}' for reading: {}", path, std::strerror(errno));
+  in.seekg(0, std::ios::end);
+  std::streamoff size = in.tellg();
+  in.seekg(0, std::ios::beg);
+  if (size < 0) fail(ErrorKind::io, "cannot read '{}': its size is unknown", path);
+  std::string bytes(static_cast<size_t>(size), '\0');
+  if (size > 0 && !in.read(bytes.data(), size)) fail(ErrorKind::io, "reading '{}' failed after {} bytes", path, in.gcount());
+  return read_npy_bytes(bytes, header, file_source(path));
+}
+
+std::string write_npy_bytes(const Tensor& tensor, NpyOrder order) {
+  if (!tensor.defined()) fail(ErrorKind::invalid_argument, "write_npy: the tensor is undefined");
+  const Shape& shape = tensor.shape();
+  std::string shape_text;
+  if (shape.size() == 1) shape_text = fmt::format("({},)", shape[0]);
+  else shape_text = fmt::format("({})", fmt::join(shape, ", "));
+  std::string dict = fmt::format("{{'descr': '{}', 'fortran_order': {}, 'shape': {}, }}", descr_of(tensor.dtype()),
+                                 order == NpyOrder::fortran ? "True" : "False", shape_text);
+  // Version 1.0 stores the header length in 2 bytes; longer headers (rank in the thousands) need 2.0.
+  auto padded = [&](size_t preamble) { return (preamble + dict.size() + 1 + kAlign - 1) / kAlign * kAlign; };
+  int version = padded(10) - 10 <= 0xffff ? 1 : 2;
+  size_t preamble = version == 1 ? 10 : 12;
+  size_t total = padded(preamble);
+  size_t header_len = total - preamble;
+  dict.append(header_len - dict.size() - 1, ' ');
+  dict += '\n';
+
+  Tensor data;
+  if (order == NpyOrder::fortran || tensor.rank() <= 1) {
+    data = tensor.contiguous();
+  } else {
+    // Row-major bytes of shape s are the column-major bytes of the reversed view.
+    data = tensor.transpose().contiguous();
+  }
+  std::string out;
+  out.reserve(total + data.nbytes());
+  out += kMagic;
+  out += static_cast<char>(version);
+  out += '\0';
+  for (size_t i = 0; i < preamble - 8; ++i) out += static_cast<char>((header_len >> (8 * i)) & 0xff);
+  out += dict;
+  EIN_ASSERT(out.size() == total, "npy header size {} != {}", out.size(), total);
+  if (data.nbytes()) out.append(static_cast<const char*>(data.raw_data()), data.nbytes());
+  return out;
+}
+
+void write_npy(const std::string& path, const Tensor& tensor, NpyOrder order) {
+  std::string bytes = write_npy_bytes(tensor, order);  // everything that can fail on the tensor fails here
+  namespace fs = std::filesystem;
+  fs::path target(path);
+  fs::path dir = target.parent_path().empty() ? fs::path(".") : target.parent_path();
+  static std::atomic<int> counter{0};
+  std::string tmp;
+  int fd = -1;
+  for (int attempt = 0; attempt < 100 && fd < 0; ++attempt) {
+    tmp = (dir / fmt::format(".{}.tmp.{}.{}", target.filename().string(), ::getpid(), counter++)).string();
+    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd < 0 && errno != EEXIST) break;
+  }
+  if (fd < 0)
+    fail(ErrorKind::io, "cannot write '{}': creating a temporary file in '{}' failed: {}", path, dir.string(),
+         std::strerror(errno));
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      int err = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      fail(ErrorKind::io, "cannot write '{}': writing {} bytes failed after {}: {}", path, bytes.size(), done,
+           std::strerror(err));
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::close(fd) != 0) {
+    int err = errno;
+    ::unlink(tmp.c_str());
+    fail(ErrorKind::io, "cannot write '{}': closing the temporary file failed: {}", path, std::strerror(err));
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = errno;
+    ::unlink(tmp.c_str());
+    fail(ErrorKind::io, "cannot write '{}': renaming the temporary file into place failed: {}", path,
+         std::strerror(err));
+  }
+}
+
+}  // namespace einstage

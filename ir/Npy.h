@@ -1,0 +1,51 @@
+// NumPy .npy reading and writing for Tensor, so data crosses to and from NumPy without a silent transpose.
+//
+// Supported: format versions 1.0, 2.0 and 3.0; little-endian dtypes <f4 <f8 <c8 <c16 <i8 (einstage's f32 f64 c64
+// c128 i64); fortran_order True and False both ways. A C-order file is read into column-major storage with its
+// element (i, j, ...) unchanged (the bytes are reordered once), and write_npy can produce either order. Every
+// malformed input (bad magic, unknown version, corrupt header dict, big-endian or unsupported dtype, truncated data,
+// trailing bytes) is an einstage::Error naming the file, what was found and what was expected. write_npy writes to
+// a temporary file in the target directory and renames it, so a failure never leaves a partial file. The header dict
+// is a Python literal and is parsed by a small hand parser (no JSON). Part of ir/; depends on ir/Tensor.h only.
+#pragma once
+
+#include "ir/Tensor.h"
+
+#include <string>
+#include <string_view>
+
+namespace einstage {
+
+/// The element order of the data section of a .npy file (its `fortran_order` flag).
+enum class NpyOrder {
+  fortran,  // fortran_order True: column-major, einstage's own order (no reordering on either side)
+  c,        // fortran_order False: row-major, NumPy's default
+};
+
+std::string_view to_string(NpyOrder order);  // "fortran" or "c"
+
+/// What a .npy header says, besides the data.
+struct NpyHeader {
+  int version_major = 1;
+  int version_minor = 0;
+  DType dtype = DType::f64;
+  std::string descr;  // as written in the file, e.g. "<f8"
+  NpyOrder order = NpyOrder::fortran;
+  Shape shape;
+  size_t data_offset = 0;  // bytes from the start of the file to the first element
+};
+
+/// Reads a .npy file into a column-major tensor; if header is not null, also returns what the header said.
+Tensor read_npy(const std::string& path, NpyHeader* header = nullptr);
+/// The same for the bytes of a whole .npy file held in memory; `source` names them in error messages.
+Tensor read_npy_bytes(std::string_view bytes, NpyHeader* header = nullptr, std::string_view source = "npy bytes");
+/// Parses only the preamble and header dict (data_offset says where the data starts).
+NpyHeader parse_npy_header(std::string_view bytes, std::string_view source = "npy bytes");
+
+/// Writes a tensor (any strides) as a .npy file with the data in the given order: atomically (temporary file in the
+/// same directory, then rename), version 1.0 unless the header needs 2.0.
+void write_npy(const std::string& path, const Tensor& tensor, NpyOrder order = NpyOrder::fortran);
+/// The bytes of that .npy file.
+std::string write_npy_bytes(const Tensor& tensor, NpyOrder order = NpyOrder::fortran);
+
+}  // namespace einstage

@@ -1,0 +1,347 @@
+// .npy reading and writing: NumPy-written fixtures (tests/data/make_npy_fixtures.py), byte-exact agreement with
+// NumPy's writer, round trips for every dtype and both orders, atomic writes, and the error text of malformed files.
+#include "ir/Npy.h"
+#include "support/TempDir.h"
+
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+using namespace einstage;
+using einstage::test::read_file_bytes;
+using einstage::test::TempDir;
+
+namespace {
+
+std::string fixture(const std::string& name) { return std::string(EINSTAGE_TEST_DATA_DIR) + "/" + name; }
+
+// The fixture formula (see make_npy_fixtures.py): element (i, j, k) of a [2,3,4] array is its C-order position
+// 12i + 4j + k; complex dtypes add an imaginary part 0.5 * that - 3.
+template <typename T> T fixture_value(double v) {
+  if constexpr (std::is_same_v<T, c64> || std::is_same_v<T, c128>) {
+    using R = typename T::value_type;
+    return T(static_cast<R>(v), static_cast<R>(0.5 * v - 3.0));
+  } else {
+    return static_cast<T>(v);
+  }
+}
+
+// The [2,3,4] fixture array built independently of any reader, from its C-order formula.
+template <typename T> Tensor fixture_tensor() {
+  Tensor t = Tensor::empty(dtype_v<T>, {2, 3, 4});
+  for (int64_t i = 0; i < 2; ++i)
+    for (int64_t j = 0; j < 3; ++j)
+      for (int64_t k = 0; k < 4; ++k) t.at<T>({i, j, k}) = fixture_value<T>(12.0 * i + 4.0 * j + k);
+  return t;
+}
+
+const char* dtype_file_prefix(DType d) { return name(d).data(); }
+
+// A .npy byte string with the given version, header dict text (padded by this helper) and data bytes.
+std::string make_npy(int major, std::string dict, const std::string& data, bool pad = true) {
+  size_t preamble = major == 1 ? 10 : 12;
+  if (pad) {
+    while ((preamble + dict.size() + 1) % 64) dict += ' ';
+    dict += '\n';
+  }
+  std::string out = "\x93NUMPY";
+  out += static_cast<char>(major);
+  out += '\0';
+  for (size_t i = 0; i < preamble - 8; ++i) out += static_cast<char>((dict.size() >> (8 * i)) & 0xff);
+  return out + dict + data;
+}
+
+std::string f64_bytes(std::initializer_list<double> values) {
+  std::string out;
+  for (double v : values) out.append(reinterpret_cast<const char*>(&v), sizeof v);
+  return out;
+}
+
+std::string error_of(auto&& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// Deterministic values of any dtype for round trips (SplitMix64).
+struct SplitMix64 {
+  uint64_t state;
+  uint64_t next() {
+    uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53 * 200.0 - 100.0; }
+};
+
+Tensor random_tensor(DType dtype, const Shape& shape, uint64_t seed) {
+  SplitMix64 rng{seed};
+  Tensor t = Tensor::empty(dtype, shape);
+  dispatch_dtype(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* p = t.data<T>();
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      if constexpr (std::is_same_v<T, c64> || std::is_same_v<T, c128>) {
+        using R = typename T::value_type;
+        p[i] = T(static_cast<R>(rng.uniform()), static_cast<R>(rng.uniform()));
+      } else if constexpr (std::is_same_v<T, int64_t>) {
+        p[i] = static_cast<int64_t>(rng.next());
+      } else {
+        p[i] = static_cast<T>(rng.uniform());
+      }
+    }
+  });
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("numpy fixtures: every dtype in both orders reads as the same logical array") {
+  for (DType d : kAllDTypes) {
+    dispatch_dtype(d, [&](auto tag) {
+      using T = decltype(tag);
+      for (std::string order : {"c", "f"}) {
+        std::string path = fixture(std::string(dtype_file_prefix(d)) + "_" + order + ".npy");
+        CAPTURE(path);
+        NpyHeader h;
+        Tensor t = read_npy(path, &h);
+        CHECK(h.version_major == 1);
+        CHECK(h.order == (order == "f" ? NpyOrder::fortran : NpyOrder::c));
+        CHECK(h.dtype == d);
+        CHECK(t.dtype() == d);
+        CHECK(t.shape() == Shape{2, 3, 4});
+        CHECK(t.is_col_major());
+        // Element (i, j, k) is NumPy's a[i, j, k], whatever the file's order.
+        for (int64_t i = 0; i < 2; ++i)
+          for (int64_t j = 0; j < 3; ++j)
+            for (int64_t k = 0; k < 4; ++k) {
+              CAPTURE(i); CAPTURE(j); CAPTURE(k);
+              CHECK(t.at<T>({i, j, k}) == fixture_value<T>(12.0 * i + 4.0 * j + k));
+            }
+        // The storage is column-major: the first index runs fastest.
+        std::vector<T> col = t.template to_col_major<T>();
+        CHECK(static_cast<const T*>(t.raw_data())[1] == fixture_value<T>(12.0));
+        CHECK(col[2] == fixture_value<T>(4.0));
+      }
+    });
+  }
+}
+
+TEST_CASE("numpy writes the same bytes as write_npy, for every dtype and both orders") {
+  for (DType d : kAllDTypes) {
+    dispatch_dtype(d, [&](auto tag) {
+      using T = decltype(tag);
+      Tensor t = fixture_tensor<T>();
+      std::string prefix = fixture(std::string(dtype_file_prefix(d)));
+      CAPTURE(prefix);
+      CHECK(write_npy_bytes(t, NpyOrder::c) == read_file_bytes(prefix + "_c.npy"));
+      CHECK(write_npy_bytes(t, NpyOrder::fortran) == read_file_bytes(prefix + "_f.npy"));
+      // From a permuted view too: the bytes depend on the values, not on the layout.
+      Tensor view = t.permute({2, 0, 1}).contiguous().permute({1, 2, 0});
+      REQUIRE(!view.is_col_major());
+      CHECK(write_npy_bytes(view, NpyOrder::c) == read_file_bytes(prefix + "_c.npy"));
+      CHECK(write_npy_bytes(view, NpyOrder::fortran) == read_file_bytes(prefix + "_f.npy"));
+    });
+  }
+}
+
+TEST_CASE("the reference 2x3 matrix read from C and Fortran order files") {
+  for (std::string name : {"matrix_c.npy", "matrix_f.npy"}) {
+    CAPTURE(name);
+    Tensor m = read_npy(fixture(name));
+    CHECK(m.to_row_major<double>() == std::vector<double>{0, 1, 2, 3, 4, 5});
+    CHECK(m.to_col_major<double>() == std::vector<double>{0, 3, 1, 4, 2, 5});
+    CHECK(m.to_string() == "f64[2,3]\n[[0, 1, 2],\n [3, 4, 5]]");
+  }
+}
+
+TEST_CASE("header versions 2.0 and 3.0") {
+  NpyHeader h2, h3;
+  Tensor v2 = read_npy(fixture("f64_v2_f.npy"), &h2);
+  Tensor v3 = read_npy(fixture("f64_v3_c.npy"), &h3);
+  CHECK(h2.version_major == 2);
+  CHECK(h2.order == NpyOrder::fortran);
+  CHECK(h3.version_major == 3);
+  CHECK(h3.order == NpyOrder::c);
+  for (const Tensor* t : {&v2, &v3}) {
+    REQUIRE(t->shape() == Shape{3, 2});
+    for (int64_t i = 0; i < 3; ++i)
+      for (int64_t j = 0; j < 2; ++j) CHECK(t->at<double>({i, j}) == 2.0 * i + j);
+  }
+}
+
+TEST_CASE("rank 0, rank 1 and zero-size fixtures") {
+  Tensor s = read_npy(fixture("f64_scalar.npy"));
+  CHECK(s.rank() == 0);
+  CHECK(s.at<double>({}) == 2.5);
+  Tensor v = read_npy(fixture("i64_vector.npy"));
+  CHECK(v.to_col_major<int64_t>() == std::vector<int64_t>{0, 1, 2, 3, 4});
+  Tensor e = read_npy(fixture("f64_empty.npy"));
+  CHECK(e.shape() == Shape{2, 0, 3});
+  CHECK(e.numel() == 0);
+}
+
+TEST_CASE("round trips for every dtype, both orders and odd shapes, from strided views") {
+  const std::vector<Shape> shapes = {{}, {0}, {5}, {2, 3, 4}, {3, 0, 2}, {1, 7}, {4, 1, 3, 2}};
+  uint64_t seed = 1;
+  for (DType d : kAllDTypes)
+    for (const Shape& shape : shapes)
+      for (NpyOrder order : {NpyOrder::fortran, NpyOrder::c}) {
+        ++seed;
+        INFO("dtype " << name(d) << " shape " << shape_to_string(shape) << " order " << to_string(order) << " seed "
+                      << seed);
+        Tensor t = random_tensor(d, shape, seed);
+        NpyHeader h;
+        std::string bytes = write_npy_bytes(t, order);
+        CHECK(bytes.size() % 64 == t.nbytes() % 64);  // the header is padded to 64 bytes
+        Tensor back = read_npy_bytes(bytes, &h);
+        CHECK(h.order == order);
+        CHECK(h.dtype == d);
+        CHECK(h.data_offset % 64 == 0);
+        CHECK(bitwise_equal(back, t));
+        if (t.rank() >= 2) {  // a transposed view writes its own values, not its parent's
+          Tensor tt = t.transpose();
+          CHECK(bitwise_equal(read_npy_bytes(write_npy_bytes(tt, order)), tt));
+        }
+        if (t.rank() >= 1 && t.extent(0) >= 3) {  // a strided slice
+          Tensor sl = t.slice(0, 1, t.extent(0), 2);
+          CHECK(bitwise_equal(read_npy_bytes(write_npy_bytes(sl, order)), sl));
+        }
+      }
+}
+
+TEST_CASE("write_npy writes files atomically and can overwrite") {
+  TempDir dir;
+  Tensor m = Tensor::from_row_major<double>({2, 3}, {0, 1, 2, 3, 4, 5});
+  std::string path = dir.file("m.npy");
+  write_npy(path, m, NpyOrder::c);
+  CHECK(read_file_bytes(path) == read_file_bytes(fixture("matrix_c.npy")));
+  write_npy(path, m);  // overwrite, Fortran order by default
+  CHECK(read_file_bytes(path) == read_file_bytes(fixture("matrix_f.npy")));
+  NpyHeader h;
+  CHECK(bitwise_equal(read_npy(path, &h), m));
+  CHECK(h.order == NpyOrder::fortran);
+  CHECK(dir.entries() == std::vector<std::string>{"m.npy"});  // no temporary file left behind
+
+  // A failure leaves the existing file as it was and no temporary file.
+  std::string before = read_file_bytes(path);
+  CHECK(error_of([&] { write_npy(path, Tensor()); }) == "write_npy: the tensor is undefined");
+  CHECK(read_file_bytes(path) == before);
+  CHECK(dir.entries() == std::vector<std::string>{"m.npy"});
+
+  // Renaming onto a directory fails after the temporary file was written: it is removed.
+  std::filesystem::create_directory(dir.file("sub"));
+  std::filesystem::create_directory(dir.file("sub/x.npy"));
+  std::string msg = error_of([&] { write_npy(dir.file("sub/x.npy"), m); });
+  CHECK(msg.find("cannot write '" + dir.file("sub/x.npy") + "': renaming the temporary file into place failed") == 0);
+  CHECK(std::filesystem::is_empty(dir.file("sub/x.npy")));
+  CHECK(std::distance(std::filesystem::directory_iterator(dir.file("sub")), {}) == 1);
+
+  msg = error_of([&] { write_npy(dir.file("missing/y.npy"), m); });
+  CHECK(msg.find("cannot write '" + dir.file("missing/y.npy") + "': creating a temporary file in '" +
+                 dir.file("missing") + "' failed: No such file or directory") == 0);
+}
+
+TEST_CASE("hand-written headers: spacing, quotes, Python 2 longs, no padding") {
+  Tensor a = read_npy_bytes(make_npy(1, "{ \"shape\" : (3L,) ,\"fortran_order\":False,'descr':'<f8'}",
+                                     f64_bytes({1, 2, 3})));
+  CHECK(a.to_col_major<double>() == std::vector<double>{1, 2, 3});
+  Tensor b = read_npy_bytes(make_npy(2, "{'descr': '<f8', 'fortran_order': True, 'shape': (2, 1)}",
+                                     f64_bytes({1, 2}), false));
+  CHECK(b.shape() == Shape{2, 1});
+}
+
+TEST_CASE("malformed files: the error names the source, what was found and what was expected") {
+  const std::string ok_dict = "{'descr': '<f8', 'fortran_order': False, 'shape': (2,), }";
+  const std::string two = f64_bytes({1, 2});
+  auto err = [](const std::string& bytes) { return error_of([&] { read_npy_bytes(bytes, nullptr, "'x.npy'"); }); };
+
+  CHECK(err("PK\x03\x04zipfile") ==
+        "'x.npy': not a .npy file: it starts with bytes [50 4b 03 04 7a 69 70 66] but a .npy file starts with "
+        "\\x93NUMPY");
+  CHECK(err("") == "'x.npy': not a .npy file: it starts with bytes [] but a .npy file starts with \\x93NUMPY");
+  CHECK(err(std::string("\x93NUMPY\x01", 7)) ==
+        "'x.npy': truncated .npy preamble: the file has 7 bytes, fewer than the 10 of a version 1.0 preamble");
+  CHECK(err(make_npy(4, ok_dict, two)) ==
+        "'x.npy': unsupported .npy format version 4.0; supported versions are 1.0, 2.0 and 3.0");
+  CHECK(err(make_npy(1, ok_dict, two).substr(0, 40)) ==
+        "'x.npy': truncated .npy header: the preamble announces 118 header bytes but only 30 follow");
+
+  // The header dict.
+  std::string msg = err(make_npy(1, "{'descr': '<f8', 'fortran_order': False}", ""));
+  CHECK(msg.find("'x.npy': malformed .npy header: missing key 'shape' (the keys are 'descr', 'fortran_order' and "
+                 "'shape') at character 0 of the header \"{'descr': '<f8', 'fortran_order': False}   ") == 0);
+  CHECK(msg.find("   \\n\"") == msg.size() - 6);  // the padding and the newline, escaped to keep one line
+  msg = err(make_npy(1, "{'descr': '<f8', 'fortran_order': 0, 'shape': (2,)}", two));
+  CHECK(msg.find("'x.npy': malformed .npy header: 'fortran_order' is an integer but must be True or False at "
+                 "character 34 of the header") == 0);
+  msg = err(make_npy(1, "{'descr': '<f8', 'fortran_order': False, 'shape': [2]}", two));
+  CHECK(msg.find("'x.npy': malformed .npy header: 'shape' is a list but must be a tuple of integers") == 0);
+  msg = err(make_npy(1, "{'descr': '<f8', 'fortran_order': False, 'shape': (2, -1)}", two));
+  CHECK(msg.find("'x.npy': malformed .npy header: a 'shape' entry is not a non-negative integer at character 54") == 0);
+  msg = err(make_npy(1, "{'descr': '<f8', 'fortran_order': False, 'shape': (2,), 'extra': 1}", two));
+  CHECK(msg.find("'x.npy': malformed .npy header: unexpected key 'extra' (the keys are 'descr', 'fortran_order' and "
+                 "'shape')") == 0);
+  msg = err(make_npy(1, "{'descr': '<f8, 'fortran_order': False, 'shape': (2,)}", two));
+  CHECK(msg.find("'x.npy': malformed .npy header: expected ',' or '}' in the dict but found \"f\" at character 17") == 0);
+  msg = err(make_npy(1, "{'descr': '<f8', 'fortran_order': False, 'shape': (2,)} junk", two));
+  CHECK(msg.find("'x.npy': malformed .npy header: expected the end of the header after the dict but found \"j\" at "
+                 "character 56") == 0);
+  msg = err(make_npy(1, "{'descr': '<f8', 'fortran_order': Maybe, 'shape': (2,)}", two));
+  CHECK(msg.find("expected a value (a string, integer, True, False, None, tuple, list or dict) but found \"M\"") !=
+        std::string::npos);
+  msg = err(make_npy(1, "('descr', '<f8')", two));
+  CHECK(msg.find("'x.npy': malformed .npy header: expected a dict but found a tuple at character 0") == 0);
+  msg = err(make_npy(1, "{'descr': '<f8', 'fortran_order': False, 'shape': (2.5,)}", two));
+  CHECK(msg.find("expected an integer (no fraction or exponent) but found \".\"") != std::string::npos);
+  msg = err(make_npy(1, "{'descr': [('a', '<f8')], 'fortran_order': False, 'shape': (2,)}", two));
+  CHECK(msg == "'x.npy': unsupported dtype: 'descr' is a list (a structured dtype?) but einstage reads plain arrays "
+               "with a dtype string, one of <f4 (f32), <f8 (f64), <c8 (c64), <c16 (c128) and <i8 (i64)");
+
+  // Data length.
+  CHECK(err(make_npy(1, ok_dict, two.substr(0, 12))) ==
+        "'x.npy': truncated data: shape [2] of dtype <f8 needs 16 bytes after the header but the file has only 12");
+  CHECK(err(make_npy(1, ok_dict, two + "xyz")) ==
+        "'x.npy': 3 unexpected bytes after the data: shape [2] of dtype <f8 needs 16 bytes after the header but the "
+        "file has 19");
+  // The default source name for bytes.
+  CHECK(error_of([&] { read_npy_bytes("nope"); }).find("npy bytes: not a .npy file") == 0);
+}
+
+TEST_CASE("unsupported dtypes in NumPy-written files name the file and the supported dtypes") {
+  const std::string supported = "supported dtypes are <f4 (f32), <f8 (f64), <c8 (c64), <c16 (c128) and <i8 (i64)";
+  CHECK(error_of([] { read_npy(fixture("f64_big_endian.npy")); }) ==
+        fmt::format("'{}': dtype '>f8' is big-endian; einstage reads little-endian data only, {} (in NumPy: "
+                    "a.astype(a.dtype.newbyteorder('<')))", fixture("f64_big_endian.npy"), supported));
+  CHECK(error_of([] { read_npy(fixture("i32.npy")); }) ==
+        fmt::format("'{}': unsupported dtype '<i4'; {}", fixture("i32.npy"), supported));
+  CHECK(error_of([] { read_npy(fixture("bool.npy")); }) ==
+        fmt::format("'{}': unsupported dtype '|b1'; {}", fixture("bool.npy"), supported));
+  ErrorKind kind = ErrorKind::runtime;
+  try {
+    read_npy(fixture("i32.npy"));
+  } catch (const Error& e) {
+    kind = e.kind();
+  }
+  CHECK(kind == ErrorKind::dtype);
+}
+
+TEST_CASE("files that cannot be read") {
+  TempDir dir;
+  CHECK(error_of([&] { read_npy(dir.file("absent.npy")); }) ==
+        fmt::format("cannot open '{}' for reading: No such file or directory", dir.file("absent.npy")));
+  CHECK(error_of([&] { read_npy(dir.path().string()); }) ==
+        fmt::format("cannot read '{}': it is a directory, not a .npy file", dir.path().string()));
+  // A NumPy file cut short on disk.
+  std::string cut = read_file_bytes(fixture("f64_c.npy"));
+  einstage::test::write_file_bytes(dir.file("cut.npy"), cut.substr(0, cut.size() - 8));
+  CHECK(error_of([&] { read_npy(dir.file("cut.npy")); }) ==
+        fmt::format("'{}': truncated data: shape [2,3,4] of dtype <f8 needs 192 bytes after the header but the file "
+                    "has only 184", dir.file("cut.npy")));
+}
