@@ -72,6 +72,24 @@ void for_each_index2(const Shape& shape, const Strides& sa, const Strides& sb, F
   }
 }
 
+// The bytes [first, last) that a non-empty view can touch, from its offset and strides.
+std::pair<uintptr_t, uintptr_t> byte_range(const Tensor& t) {
+  int64_t lo = 0, hi = 0;
+  for (int i = 0; i < t.rank(); ++i) {
+    int64_t reach = (t.shape()[i] - 1) * t.strides()[i];
+    (reach < 0 ? lo : hi) += reach;
+  }
+  auto base = reinterpret_cast<uintptr_t>(t.raw_data());
+  int64_t es = static_cast<int64_t>(size_of(t.dtype()));
+  return {base + lo * es, base + (hi + 1) * es};
+}
+
+bool overlaps(const Tensor& a, const Tensor& b) {
+  auto [a0, a1] = byte_range(a);
+  auto [b0, b1] = byte_range(b);
+  return a0 < b1 && b0 < a1;
+}
+
 template <typename T>
 std::string format_element(T v) {
   if constexpr (std::is_same_v<T, c64> || std::is_same_v<T, c128>) {
@@ -85,6 +103,9 @@ std::string format_element(T v) {
 
 Tensor Tensor::empty(DType dtype, Shape shape) {
   int64_t n = element_count(shape);
+  if (static_cast<uint64_t>(n) > std::numeric_limits<size_t>::max() / size_of(dtype))
+    fail(ErrorKind::shape, "shape {} of dtype {} needs more bytes than fit in memory", shape_to_string(shape),
+         name(dtype));
   Tensor t;
   t.storage_ = allocate(static_cast<size_t>(n) * size_of(dtype));
   t.dtype_ = dtype;
@@ -200,8 +221,9 @@ Tensor Tensor::slice(int axis, int64_t begin, int64_t end, int64_t step) const {
   if (begin < 0 || end > n || begin > end)
     fail(ErrorKind::invalid_argument, "slice [{}, {}) is out of range for axis {} of extent {}", begin, end, axis, n);
   Tensor t = *this;
-  t.offset_ += begin * strides_[axis];
   t.shape_[axis] = (end - begin + step - 1) / step;
+  // An empty slice keeps the offset, so raw_data() never points past the storage.
+  if (t.shape_[axis] > 0) t.offset_ += begin * strides_[axis];
   t.strides_[axis] = strides_[axis] * step;
   return t;
 }
@@ -320,20 +342,23 @@ void Tensor::copy_from(const Tensor& src) {
   if (src.shape_ != shape_)
     fail(ErrorKind::shape, "copy_from: source has shape {} but destination has {}", shape_to_string(src.shape_),
          shape_to_string(shape_));
+  if (numel() == 0) return;
   if (is_col_major() && src.is_col_major()) {
-    if (nbytes()) std::memmove(raw_data(), src.raw_data(), nbytes());
+    std::memmove(raw_data(), src.raw_data(), nbytes());  // memmove: the two may overlap
     return;
   }
-  size_t es = size_of(dtype_);
-  auto* d = static_cast<std::byte*>(raw_data());
-  auto* s = static_cast<const std::byte*>(src.raw_data());
+  // Element by element, a destination that overlaps the source (say t.copy_from(t.transpose())) would read values
+  // it has already overwritten; copy the source out first.
+  if (overlaps(*this, src)) {
+    copy_from(src.clone());
+    return;
+  }
   dispatch_dtype(dtype_, [&](auto tag) {
     using T = decltype(tag);
-    T* dt = reinterpret_cast<T*>(d);
-    const T* st = reinterpret_cast<const T*>(s);
+    T* dt = static_cast<T*>(raw_data());
+    const T* st = static_cast<const T*>(src.raw_data());
     for_each_index2(shape_, strides_, src.strides_, [&](int64_t od, int64_t os) { dt[od] = st[os]; });
   });
-  (void)es;
 }
 
 std::string Tensor::to_string() const {
@@ -342,33 +367,45 @@ std::string Tensor::to_string() const {
   dispatch_dtype(dtype_, [&](auto tag) {
     using T = decltype(tag);
     const T* base = static_cast<const T*>(raw_data());
-    const int64_t n = numel();
-    const bool summarize = n > 1000;
-    std::vector<int64_t> idx(rank(), 0);
-    // Nested rows in NumPy's reading: axis 0 outermost, last axis along a line.
+    // NumPy's rules: more than 1000 elements are summarised to the first and last 3 entries of every axis longer
+    // than 6; elements are right-aligned to the widest one shown.
+    const bool summarize = numel() > 1000;
+    const int r = rank();
+    size_t width = 0;
+    bool measuring = true;
+    // Nested rows in NumPy's reading: axis 0 outermost, last axis along a line; between blocks of axis a there are
+    // rank - a - 1 line breaks (a blank line between the matrices of a rank-3 tensor).
     auto rec = [&](auto&& self, int axis, int64_t off, int indent) -> void {
-      if (axis == rank()) {
-        out += format_element(base[off]);
+      if (axis == r) {
+        std::string e = format_element(base[off]);
+        if (measuring) width = std::max(width, e.size());
+        else out += fmt::format("{:>{}}", e, width);
         return;
       }
-      out += '[';
+      if (!measuring) out += '[';
+      std::string sep = ",";
+      if (axis + 1 == r) sep += ' ';
+      else sep.append(static_cast<size_t>(r - axis - 1), '\n').append(static_cast<size_t>(indent + 1), ' ');
       int64_t e = shape_[axis];
       for (int64_t i = 0; i < e; ++i) {
         if (summarize && e > 6 && i == 3) {
-          out += axis + 1 == rank() ? "..., " : "...,\n" + std::string(indent + 1, ' ');
+          if (!measuring) out.append("...").append(sep);
           i = e - 3;
         }
         self(self, axis + 1, off + i * strides_[axis], indent + 1);
-        if (i + 1 < e) out += axis + 1 == rank() ? ", " : ",\n" + std::string(indent + 1, ' ');
+        if (!measuring && i + 1 < e) out += sep;
       }
-      out += ']';
+      if (!measuring) out += ']';
     };
+    rec(rec, 0, 0, 0);
+    measuring = false;
     rec(rec, 0, 0, 0);
   });
   return out;
 }
 
 bool bitwise_equal(const Tensor& a, const Tensor& b) {
+  if (!a.defined() || !b.defined()) return !a.defined() && !b.defined();
   if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
   Tensor ca = a.contiguous(), cb = b.contiguous();
   return a.nbytes() == 0 || std::memcmp(ca.raw_data(), cb.raw_data(), a.nbytes()) == 0;
