@@ -1,0 +1,97 @@
+// Extension families: the compiler-side semantics of extension ops and the registry that holds them. Semantic IR
+// (compiler stage); depends on ir/Program.h.
+//
+// A family (e.g. `einstage.einsum.v1`) is registered by an explicit call, register_family(), from the module that
+// provides it: the einsum module does exactly what a third-party module would (no static initialisers, which the
+// linker may drop). The parser, the JSON reader, the Builder and the Verifier find a family's payload readers and
+// type rule through the registry they are given. The lower / linearize / transpose slots may be empty: the passes
+// that need them report the family and the missing rule.
+#pragma once
+
+#include "ir/Program.h"
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace einstage {
+
+/// Expands `inst` into other instructions on `b` given the new operands; symbolic dims are given values by
+/// `bindings` (lowering may need concrete shapes). Returns the value that replaces inst's result.
+using LowerRule =
+    std::function<Value(Builder& b, const Instruction& inst, std::span<const Value> operands, const DimBindings& bindings)>;
+/// Forward mode: the tangent of inst's result given the primal operands and their tangents (nullopt = symbolic
+/// zero). Returns nullopt when the result tangent is zero.
+using LinearizeRule = std::function<std::optional<Value>(Builder& b, const Instruction& inst,
+                                                         std::span<const Value> primals,
+                                                         std::span<const std::optional<Value>> tangents)>;
+/// Reverse mode for an op linear in the operands marked `linear`: the cotangent of each operand (nullopt for the
+/// non-linear ones and for symbolic zeros) given the result cotangent.
+using TransposeRule = std::function<std::vector<std::optional<Value>>(
+    Builder& b, const Instruction& inst, std::span<const Value> operands, std::span<const bool> linear,
+    const Value& cotangent)>;
+
+struct ExtensionSemantics {
+  std::string family;  // "einstage.einsum.v1"
+  std::string module;  // who registered it, for messages ("einstage.einsum")
+  /// Required: reads what ExtensionPayload::to_text() printed (without braces) / to_json() wrote. Fail with
+  /// ErrorKind::parse naming the attribute.
+  std::function<std::unique_ptr<ExtensionPayload>(std::string_view attr_text)> parse_text;
+  std::function<std::unique_ptr<ExtensionPayload>(std::string_view json_text)> parse_json;
+  /// Required: the result type, checking the operands (use ctx.error / ctx.unify so messages name the op and
+  /// undecided extents become shape constraints).
+  std::function<TensorType(const ExtensionPayload& payload, Types operands, TypeContext& ctx)> infer_type;
+  /// Optional extra checks the verifier runs beyond the type rule.
+  std::function<void(const ExtensionPayload& payload, Types operands, TypeContext& ctx)> verify;
+  LowerRule lower;
+  LinearizeRule linearize;
+  TransposeRule transpose;
+};
+
+class ExtensionRegistry {
+ public:
+  /// Fails (invalid_argument) on a malformed family name, a missing required slot, or a family registered twice
+  /// (naming the family and both modules).
+  void register_family(ExtensionSemantics semantics);
+  /// For a module that fills its slots in stages (e.g. AD rules registered after the type rule).
+  ExtensionSemantics* find_mutable(std::string_view family);
+  const ExtensionSemantics* find(std::string_view family) const;
+  /// Fails (not_found) naming the family and saying how to make it available.
+  const ExtensionSemantics& get(std::string_view family) const;
+  /// Registered family names, sorted.
+  std::vector<std::string> families() const;
+
+ private:
+  std::map<std::string, ExtensionSemantics, std::less<>> families_;
+};
+
+/// The not_found error for a family no registry provides (shared by the builder, parser, JSON reader, verifier).
+[[noreturn]] void fail_unknown_family(std::string_view family, std::string_view where);
+
+/// True for `[a-z0-9_]+(.[a-z0-9_]+)*.v<digits>` with at least two segments, e.g. "einstage.einsum.v1".
+bool is_family_name(std::string_view name);
+
+// ---- helpers for payload authors (the same ones the standard-op printer and parser use) ----
+
+/// `"..."` with \" \\ \n \t escaped.
+std::string format_string_literal(std::string_view s);
+/// Reads a whole `"..."` literal; nullopt if `text` is not exactly one.
+std::optional<std::string> parse_string_literal(std::string_view text);
+/// Splits attribute text `k1 = v1, k2 = v2` at top-level commas (outside quotes and brackets ([{<), trimming
+/// spaces. Fails (parse) on an entry without ` = ` or a duplicate key.
+std::vector<std::pair<std::string, std::string>> split_attribute_text(std::string_view text);
+/// Shortest text that reads back to the same double/float (fmt "{}"), and its reader (accepts nan, inf, -inf).
+std::string format_float(double v);
+std::string format_float(float v);
+std::optional<double> parse_double(std::string_view text);
+std::optional<float> parse_float(std::string_view text);
+/// FNV-1a 64; stable across processes and platforms.
+uint64_t hash_bytes(std::string_view bytes, uint64_t seed = 0xcbf29ce484222325ull);
+
+}  // namespace einstage

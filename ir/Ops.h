@@ -1,0 +1,246 @@
+// The standard op set: one struct per op holding its attributes, its text name, arity and type rule (XLA's opcode
+// table, JAX's lax.py rhythm). Semantic IR (compiler stage); depends on ir/Type.h, ir/Tensor.h, ir/ExtensionOp.h.
+//
+// Semantics, written once (docs/ir.md has the full reference with examples):
+// - Column-major throughout: reshape keeps column-major element order (NumPy order="F").
+// - Operands of elementwise binary ops have equal types (no implicit promotion or broadcasting: the tracer inserts
+//   convert and broadcast_in_dim). Symbolic extents that must be equal are recorded as shape constraints and
+//   checked when the program runs; constant extents that differ are an error at build time.
+// - dot_general's result order is [lhs free, rhs free, batch] (batch on the right, the column-major convention).
+// - Every op has exactly one result.
+//
+// `Op` is a std::variant of these structs plus ExtensionOp. OpKind is the variant index, so the runtime's kernel
+// table and the AD rule tables of compiler/ are arrays indexed by OpKind (no string compares in hot loops). The
+// EIN_STD_OPS X-macro is the single list that generates the variant, the OpKind enum and the name table; adding an
+// op = one struct here + one type rule block in ir/Ops.cpp + one section in docs/ir.md (a test checks the docs).
+#pragma once
+
+#include "ir/ExtensionOp.h"
+#include "ir/Tensor.h"
+#include "ir/Type.h"
+
+#include <fmt/format.h>
+
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <variant>
+#include <vector>
+
+namespace einstage {
+
+/// One equality between symbolic extents that the type rule could not decide, with what it was about.
+struct DimEquality {
+  Dim lhs, rhs;
+  std::string what;  // e.g. "'add' operand 1 axis 0"
+};
+
+/// What a type rule can do besides computing the result type: check extents and raise errors that name the op.
+class TypeContext {
+ public:
+  /// `where` names the instruction for messages ("%3 in @loss"); `record` collects undecided equalities (nullptr:
+  /// accept them silently, as the verifier does, since the program already carries its constraints).
+  TypeContext(std::string_view op_name, std::string where, std::vector<DimEquality>* record)
+      : op_name_(op_name), where_(std::move(where)), record_(record) {}
+
+  /// Requires a == b. Equal dims pass; two constants that differ fail (naming the op and `what`); anything else is
+  /// recorded as a constraint. Returns the more concrete of the two (the constant when there is one).
+  Dim unify(const Dim& a, const Dim& b, std::string_view what);
+
+  /// Throws einstage::Error with the message prefixed by "'<op>' at <where>: ".
+  template <typename... Args>
+  [[noreturn]] void error(ErrorKind kind, fmt::format_string<Args...> format, Args&&... args) const {
+    throw Error(kind, fmt::format("'{}' at {}: {}", op_name_, where_,
+                                  fmt::format(format, std::forward<Args>(args)...)));
+  }
+  std::string_view op_name() const { return op_name_; }
+
+ private:
+  std::string_view op_name_;
+  std::string where_;
+  std::vector<DimEquality>* record_;
+};
+
+using Types = std::span<const TensorType>;
+
+/// Attribute reflection: each op lists its attributes as (name, member pointer), sorted by name; the printer,
+/// parser and JSON walk this list, so an attribute is declared once.
+template <typename S, typename T> struct AttrField {
+  std::string_view name;
+  T S::*member;
+};
+template <typename S, typename T> constexpr AttrField<S, T> attr(std::string_view name, T S::*member) {
+  return {name, member};
+}
+using Axes = std::vector<int64_t>;
+
+// ---- contraction and layout ----
+
+/// %2 = dot_general(%0, %1) {lhs_batch = [], lhs_contracting = [1], rhs_batch = [], rhs_contracting = [0]} : f64[2,4]
+struct DotGeneral {
+  static constexpr std::string_view kName = "dot_general";
+  static constexpr int kArity = 2;
+  Axes lhs_batch, lhs_contracting, rhs_batch, rhs_contracting;
+  static constexpr auto attrs() {
+    return std::tuple{attr("lhs_batch", &DotGeneral::lhs_batch), attr("lhs_contracting", &DotGeneral::lhs_contracting),
+                      attr("rhs_batch", &DotGeneral::rhs_batch), attr("rhs_contracting", &DotGeneral::rhs_contracting)};
+  }
+  static TensorType infer(const DotGeneral& op, Types in, TypeContext& ctx);
+  friend bool operator==(const DotGeneral&, const DotGeneral&) = default;
+};
+
+/// Result axis i is operand axis perm[i] (as Tensor::permute).
+struct Transpose {
+  static constexpr std::string_view kName = "transpose";
+  static constexpr int kArity = 1;
+  Axes perm;
+  static constexpr auto attrs() { return std::tuple{attr("perm", &Transpose::perm)}; }
+  static TensorType infer(const Transpose& op, Types in, TypeContext& ctx);
+  friend bool operator==(const Transpose&, const Transpose&) = default;
+};
+
+/// Same elements in column-major order with a new shape; element counts must agree.
+struct Reshape {
+  static constexpr std::string_view kName = "reshape";
+  static constexpr int kArity = 1;
+  std::vector<Dim> shape;
+  static constexpr auto attrs() { return std::tuple{attr("shape", &Reshape::shape)}; }
+  static TensorType infer(const Reshape& op, Types in, TypeContext& ctx);
+  friend bool operator==(const Reshape&, const Reshape&) = default;
+};
+
+/// Operand axis i becomes result axis dims[i] (dims strictly increasing); its extent equals shape[dims[i]] or is 1
+/// (then it is repeated). The other result axes are new and repeat the operand.
+struct BroadcastInDim {
+  static constexpr std::string_view kName = "broadcast_in_dim";
+  static constexpr int kArity = 1;
+  Axes dims;
+  std::vector<Dim> shape;
+  static constexpr auto attrs() {
+    return std::tuple{attr("dims", &BroadcastInDim::dims), attr("shape", &BroadcastInDim::shape)};
+  }
+  static TensorType infer(const BroadcastInDim& op, Types in, TypeContext& ctx);
+  friend bool operator==(const BroadcastInDim&, const BroadcastInDim&) = default;
+};
+
+/// Sums over `axes` (strictly increasing), which are removed from the result.
+struct ReduceSum {
+  static constexpr std::string_view kName = "reduce_sum";
+  static constexpr int kArity = 1;
+  Axes axes;
+  static constexpr auto attrs() { return std::tuple{attr("axes", &ReduceSum::axes)}; }
+  static TensorType infer(const ReduceSum& op, Types in, TypeContext& ctx);
+  friend bool operator==(const ReduceSum&, const ReduceSum&) = default;
+};
+
+/// The diagonal over operand axes axis_a and axis_b (distinct, equal extents): the result is the operand with
+/// axis_b removed, and out[.., i (at axis_a), ..] = in[.., i (at axis_a), .., i (at axis_b), ..].
+struct ExtractDiag {
+  static constexpr std::string_view kName = "extract_diag";
+  static constexpr int kArity = 1;
+  int64_t axis_a = 0, axis_b = 1;
+  static constexpr auto attrs() {
+    return std::tuple{attr("axis_a", &ExtractDiag::axis_a), attr("axis_b", &ExtractDiag::axis_b)};
+  }
+  static TensorType infer(const ExtractDiag& op, Types in, TypeContext& ctx);
+  friend bool operator==(const ExtractDiag&, const ExtractDiag&) = default;
+};
+
+/// The adjoint of extract_diag with the same attributes, numbered in the RESULT: the result has rank r+1 and is the
+/// operand with a new axis inserted at position axis_b, of the extent of result axis axis_a;
+/// out[idx] = in[idx without axis_b] where idx[axis_a] == idx[axis_b], else 0.
+struct EmbedDiag {
+  static constexpr std::string_view kName = "embed_diag";
+  static constexpr int kArity = 1;
+  int64_t axis_a = 0, axis_b = 1;
+  static constexpr auto attrs() {
+    return std::tuple{attr("axis_a", &EmbedDiag::axis_a), attr("axis_b", &EmbedDiag::axis_b)};
+  }
+  static TensorType infer(const EmbedDiag& op, Types in, TypeContext& ctx);
+  friend bool operator==(const EmbedDiag&, const EmbedDiag&) = default;
+};
+
+// ---- elementwise ----
+
+#define EIN_ELEMENTWISE_OP(Struct, text, arity)                                      \
+  struct Struct {                                                                    \
+    static constexpr std::string_view kName = text;                                  \
+    static constexpr int kArity = arity;                                             \
+    static constexpr auto attrs() { return std::tuple{}; }                           \
+    static TensorType infer(const Struct& op, Types in, TypeContext& ctx);           \
+    friend bool operator==(const Struct&, const Struct&) = default;                  \
+  };
+EIN_ELEMENTWISE_OP(Add, "add", 2)    // equal types; any dtype
+EIN_ELEMENTWISE_OP(Sub, "sub", 2)    // equal types; any dtype
+EIN_ELEMENTWISE_OP(Mul, "mul", 2)    // equal types; any dtype
+EIN_ELEMENTWISE_OP(Div, "div", 2)    // equal types; any dtype (i64 truncates toward zero)
+EIN_ELEMENTWISE_OP(Neg, "neg", 1)    // any dtype
+EIN_ELEMENTWISE_OP(Conj, "conj", 1)  // complex conjugate; identity on real dtypes
+EIN_ELEMENTWISE_OP(Real, "real", 1)  // c64 -> f32, c128 -> f64; identity on real dtypes
+EIN_ELEMENTWISE_OP(Imag, "imag", 1)  // c64 -> f32, c128 -> f64; zeros of the same type on real dtypes
+EIN_ELEMENTWISE_OP(Exp, "exp", 1)    // floating dtypes
+EIN_ELEMENTWISE_OP(Log, "log", 1)    // floating dtypes (principal branch for complex)
+EIN_ELEMENTWISE_OP(Sqrt, "sqrt", 1)  // floating dtypes (principal branch for complex)
+#undef EIN_ELEMENTWISE_OP
+
+/// Element type conversion (as Tensor::astype): complex to real is refused; use real/imag.
+struct Convert {
+  static constexpr std::string_view kName = "convert";
+  static constexpr int kArity = 1;
+  DType dtype = DType::f64;
+  static constexpr auto attrs() { return std::tuple{attr("dtype", &Convert::dtype)}; }
+  static TensorType infer(const Convert& op, Types in, TypeContext& ctx);
+  friend bool operator==(const Convert&, const Convert&) = default;
+};
+
+/// A literal tensor (constant dims). Zeros of a symbolic shape are a scalar constant + broadcast_in_dim.
+struct Constant {
+  static constexpr std::string_view kName = "constant";
+  static constexpr int kArity = 0;
+  Tensor value;
+  static constexpr auto attrs() { return std::tuple{attr("value", &Constant::value)}; }
+  static TensorType infer(const Constant& op, Types in, TypeContext& ctx);
+  friend bool operator==(const Constant& a, const Constant& b) { return bitwise_equal(a.value, b.value); }
+};
+
+// ---- the table ----
+
+/// (Struct, enum name). Order = variant index = OpKind value; append new ops anywhere, nothing persists indices.
+#define EIN_STD_OPS(X)                                                                                       \
+  X(DotGeneral, dot_general) X(Transpose, transpose) X(Reshape, reshape) X(BroadcastInDim, broadcast_in_dim) \
+  X(ReduceSum, reduce_sum) X(ExtractDiag, extract_diag) X(EmbedDiag, embed_diag) X(Add, add) X(Sub, sub)     \
+  X(Mul, mul) X(Div, div) X(Neg, neg) X(Conj, conj) X(Real, real) X(Imag, imag) X(Exp, exp) X(Log, log)      \
+  X(Sqrt, sqrt) X(Convert, convert) X(Constant, constant)
+
+#define EIN_OP_TYPE_(Struct, e) Struct,
+using Op = std::variant<EIN_STD_OPS(EIN_OP_TYPE_) ExtensionOp>;
+#undef EIN_OP_TYPE_
+
+#define EIN_OP_ENUM_(Struct, e) e,
+/// The variant index of an Op; `extension` for every extension family.
+enum class OpKind : uint8_t { EIN_STD_OPS(EIN_OP_ENUM_) extension };
+#undef EIN_OP_ENUM_
+
+inline constexpr size_t kStdOpCount = std::variant_size_v<Op> - 1;
+inline constexpr size_t kOpKindCount = std::variant_size_v<Op>;
+
+inline OpKind kind(const Op& op) { return static_cast<OpKind>(op.index()); }
+/// The op's text name: "dot_general", or the family for an extension op ("einstage.einsum.v1").
+std::string_view op_name(const Op& op);
+/// "dot_general" for OpKind::dot_general, "extension" for OpKind::extension.
+std::string_view op_kind_name(OpKind kind);
+/// The standard op with this text name.
+std::optional<OpKind> std_op_from_name(std::string_view name);
+/// Number of operands a standard op takes (asserts kind != extension: families decide their own arity).
+int std_op_arity(OpKind kind);
+/// A default-constructed op of this kind (attributes empty), e.g. for parsers that fill attributes in.
+Op make_std_op(OpKind kind);
+/// Stable across processes: FNV-1a over the printed form (extension payloads: their own hash()).
+uint64_t hash_op(const Op& op);
+
+/// Runs the standard op's type rule on operand types, after checking the operand count.
+TensorType infer_std_op(const Op& op, Types operands, TypeContext& ctx);
+
+}  // namespace einstage

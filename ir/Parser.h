@@ -1,0 +1,18 @@
+// Reads the text form of a Program (ir/Printer.h, grammar in docs/ir.md) back into a verified Program. Semantic IR
+// (compiler stage); depends on ir/Program.h.
+//
+// Every instruction is rebuilt through Builder, so types are re-inferred and must equal the printed ones; the
+// program's constraints are the printed `constraint` lines (exactly those, so parse(print(p)) prints identically).
+// Errors are ErrorKind::parse with "line N:" and what was expected; an unknown extension family is
+// ErrorKind::not_found naming the family and how to make it available.
+#pragma once
+
+#include "ir/Program.h"
+
+#include <string_view>
+
+namespace einstage {
+
+Program parse_program(std::string_view text, const ExtensionRegistry* registry = nullptr);
+
+}  // namespace einstage

@@ -1,0 +1,184 @@
+#include "ir/Program.h"
+
+#include "ir/Extension.h"
+#include "ir/Verifier.h"
+
+#include <fmt/format.h>
+
+namespace einstage {
+
+ValueId Program::next_value_id() const {
+  ValueId next = 0;
+  for (const Parameter& p : params) next = std::max(next, p.value.id + 1);
+  for (const Instruction& i : instructions) next = std::max(next, i.result.id + 1);
+  return next;
+}
+
+std::map<ValueId, std::string> value_names(const Program& program) {
+  std::map<ValueId, std::string> names;
+  for (const Parameter& p : program.params) names[p.value.id] = "%" + p.name;
+  for (size_t i = 0; i < program.instructions.size(); ++i) names[program.instructions[i].result.id] = fmt::format("%{}", i);
+  return names;
+}
+
+TensorType infer_result_type(const Op& op, Types operands, TypeContext& ctx, const ExtensionRegistry* registry) {
+  if (const auto* ext = std::get_if<ExtensionOp>(&op)) {
+    const ExtensionSemantics* sem = registry ? registry->find(ext->family()) : nullptr;
+    if (!sem) fail_unknown_family(ext->family(), "");
+    TensorType t = sem->infer_type(*ext->payload, operands, ctx);
+    if (sem->verify) sem->verify(*ext->payload, operands, ctx);
+    return t;
+  }
+  return infer_std_op(op, operands, ctx);
+}
+
+void check_constraints(const Program& program, const DimBindings& bindings) {
+  auto names = value_names(program);
+  for (const ShapeConstraint& c : program.constraints) {
+    auto l = c.lhs.evaluate(bindings), r = c.rhs.evaluate(bindings);
+    std::string at = c.at < 0 ? "" : fmt::format(" at {}", names.count(c.at) ? names[c.at] : "?");
+    for (const Dim* d : {&c.lhs, &c.rhs})
+      for (const std::string& s : d->symbols())
+        if (!bindings.count(s))
+          fail(ErrorKind::invalid_argument, "@{}: symbolic dim '{}' has no value; bind it from an input shape "
+               "(needed by constraint {} == {}{})", program.name, s, c.lhs.to_string(), c.rhs.to_string(), at);
+    if (*l != *r)
+      fail(ErrorKind::shape, "@{}: shape constraint {} == {}{} does not hold: {} = {} but {} = {} ({})", program.name,
+           c.lhs.to_string(), c.rhs.to_string(), at, c.lhs.to_string(), *l, c.rhs.to_string(), *r, c.what);
+  }
+}
+
+// ---- Builder ----
+
+Builder::Builder(std::string program_name, const ExtensionRegistry* registry) : registry_(registry) {
+  if (!is_identifier(program_name))
+    fail(ErrorKind::invalid_argument, "program name '{}' is not an identifier ([A-Za-z_][A-Za-z0-9_]*)", program_name);
+  program_.name = std::move(program_name);
+}
+
+Builder::Builder(Program program, const ExtensionRegistry* registry) : program_(std::move(program)), registry_(registry) {
+  next_id_ = program_.next_value_id();
+  types_.resize(static_cast<size_t>(next_id_));
+  defined_.assign(static_cast<size_t>(next_id_), false);
+  names_.resize(static_cast<size_t>(next_id_));
+  for (auto& [id, name] : value_names(program_)) names_[static_cast<size_t>(id)] = name;
+  for (const Parameter& p : program_.params) {
+    types_[p.value.id] = p.value.type;
+    defined_[p.value.id] = true;
+  }
+  for (const Instruction& i : program_.instructions) {
+    types_[i.result.id] = i.result.type;
+    defined_[i.result.id] = true;
+  }
+}
+
+Value Builder::parameter(std::string_view name, TensorType type) {
+  if (!is_identifier(name))
+    fail(ErrorKind::invalid_argument, "@{}: parameter name '{}' is not an identifier ([A-Za-z_][A-Za-z0-9_]*)",
+         program_.name, name);
+  for (const Parameter& p : program_.params)
+    if (p.name == name) fail(ErrorKind::invalid_argument, "@{}: parameter '%{}' is defined twice", program_.name, name);
+  Value v{next_id_++, std::move(type)};
+  program_.params.push_back({std::string(name), v});
+  types_.push_back(v.type);
+  defined_.push_back(true);
+  names_.push_back("%" + std::string(name));
+  return v;
+}
+
+void Builder::check_operand(const Value& v, size_t index, std::string_view op) const {
+  std::string where = fmt::format("%{} in @{}", program_.instructions.size(), program_.name);
+  if (v.id < 0 || v.id >= next_id_ || !defined_[static_cast<size_t>(v.id)])
+    fail(ErrorKind::invalid_argument, "'{}' at {}: operand {} (value id {}) is not a value of this program; use "
+         "values returned by this builder", op, where, index, v.id);
+  if (types_[static_cast<size_t>(v.id)] != v.type)
+    fail(ErrorKind::invalid_argument, "'{}' at {}: operand {} ({}) is given with type {} but was defined with type {}",
+         op, where, index, names_[static_cast<size_t>(v.id)], v.type.to_string(),
+         types_[static_cast<size_t>(v.id)].to_string());
+}
+
+Value Builder::emit(Op op, std::vector<Value> operands) {
+  std::string_view name = op_name(op);
+  for (size_t i = 0; i < operands.size(); ++i) check_operand(operands[i], i, name);
+  std::vector<TensorType> types;
+  for (const Value& v : operands) types.push_back(v.type);
+  std::vector<DimEquality> equalities;
+  TypeContext ctx(name, fmt::format("%{} in @{}", program_.instructions.size(), program_.name), &equalities);
+  TensorType type = infer_result_type(op, types, ctx, registry_);
+  // Nothing is appended before the type rule has succeeded.
+  Value result{next_id_++, std::move(type)};
+  for (DimEquality& e : equalities)
+    program_.constraints.push_back({std::move(e.lhs), std::move(e.rhs), result.id, std::move(e.what)});
+  types_.push_back(result.type);
+  defined_.push_back(true);
+  names_.push_back(fmt::format("%{}", program_.instructions.size()));
+  program_.instructions.push_back({std::move(op), std::move(operands), result});
+  return result;
+}
+
+Value Builder::dot_general(const Value& lhs, const Value& rhs, Axes lhs_contracting, Axes rhs_contracting,
+                           Axes lhs_batch, Axes rhs_batch) {
+  return emit(DotGeneral{std::move(lhs_batch), std::move(lhs_contracting), std::move(rhs_batch),
+                         std::move(rhs_contracting)},
+              {lhs, rhs});
+}
+Value Builder::transpose(const Value& x, Axes perm) { return emit(Transpose{std::move(perm)}, {x}); }
+Value Builder::reshape(const Value& x, std::vector<Dim> shape) { return emit(Reshape{std::move(shape)}, {x}); }
+Value Builder::broadcast_in_dim(const Value& x, Axes dims, std::vector<Dim> shape) {
+  return emit(BroadcastInDim{std::move(dims), std::move(shape)}, {x});
+}
+Value Builder::reduce_sum(const Value& x, Axes axes) { return emit(ReduceSum{std::move(axes)}, {x}); }
+Value Builder::extract_diag(const Value& x, int64_t a, int64_t b) { return emit(ExtractDiag{a, b}, {x}); }
+Value Builder::embed_diag(const Value& x, int64_t a, int64_t b) { return emit(EmbedDiag{a, b}, {x}); }
+Value Builder::add(const Value& a, const Value& b) { return emit(Add{}, {a, b}); }
+Value Builder::sub(const Value& a, const Value& b) { return emit(Sub{}, {a, b}); }
+Value Builder::mul(const Value& a, const Value& b) { return emit(Mul{}, {a, b}); }
+Value Builder::div(const Value& a, const Value& b) { return emit(Div{}, {a, b}); }
+Value Builder::neg(const Value& x) { return emit(Neg{}, {x}); }
+Value Builder::conj(const Value& x) { return emit(Conj{}, {x}); }
+Value Builder::real(const Value& x) { return emit(Real{}, {x}); }
+Value Builder::imag(const Value& x) { return emit(Imag{}, {x}); }
+Value Builder::exp(const Value& x) { return emit(Exp{}, {x}); }
+Value Builder::log(const Value& x) { return emit(Log{}, {x}); }
+Value Builder::sqrt(const Value& x) { return emit(Sqrt{}, {x}); }
+Value Builder::convert(const Value& x, DType dtype) { return emit(Convert{dtype}, {x}); }
+Value Builder::constant(Tensor value) { return emit(Constant{std::move(value)}, {}); }
+
+Value Builder::full(const TensorType& type, double value) {
+  Tensor scalar = dispatch_dtype(type.dtype, [&](auto zero) {
+    using T = decltype(zero);
+    return Tensor::scalar<T>(static_cast<T>(value));
+  });
+  Value s = constant(std::move(scalar));
+  if (type.rank() == 0) return s;
+  return broadcast_in_dim(s, {}, type.dims);
+}
+
+Value Builder::extension(std::shared_ptr<const ExtensionPayload> payload, std::vector<Value> operands) {
+  EIN_ASSERT(payload != nullptr, "extension op without payload");
+  return emit(ExtensionOp{std::move(payload)}, std::move(operands));
+}
+
+void Builder::require_equal(const Dim& lhs, const Dim& rhs, std::string what) {
+  if (lhs == rhs) return;
+  if (lhs.is_constant() && rhs.is_constant())
+    fail(ErrorKind::shape, "@{}: {}: extent {} does not match extent {}", program_.name, what, lhs.to_string(),
+         rhs.to_string());
+  program_.constraints.push_back({lhs, rhs, -1, std::move(what)});
+}
+
+Program Builder::finish(std::vector<Value> outputs) {
+  for (size_t i = 0; i < outputs.size(); ++i) check_operand(outputs[i], i, "return");
+  program_.outputs = std::move(outputs);
+  verify(program_, registry_);
+  Program done = std::move(program_);
+  program_ = Program{};
+  program_.name = done.name;
+  next_id_ = 0;
+  types_.clear();
+  defined_.clear();
+  names_.clear();
+  return done;
+}
+
+}  // namespace einstage

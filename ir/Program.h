@@ -1,0 +1,134 @@
+// Program, the unit of the semantic IR: named, typed parameters, SSA instructions in order, outputs, and the shape
+// constraints to check when it runs. Builder is the only way code should add an instruction: it runs the op's type
+// rule, so every instruction in a built program is well typed. Compiler stage; depends on ir/Ops.h only (plus the
+// forward-declared ExtensionRegistry for extension ops).
+//
+// Values are SSA: each parameter and each instruction result has an id unique within its program. Ids are internal
+// (passes may leave gaps); the printer renumbers instruction results densely (%0, %1, ...) and prints parameters by
+// name (%x), so text forms do not churn.
+#pragma once
+
+#include "ir/Ops.h"
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace einstage {
+
+class ExtensionRegistry;
+
+using ValueId = int32_t;
+
+struct Value {
+  ValueId id = -1;
+  TensorType type;
+  friend bool operator==(const Value&, const Value&) = default;
+};
+
+struct Instruction {
+  Op op;
+  std::vector<Value> operands;
+  Value result;
+};
+
+struct Parameter {
+  std::string name;  // an identifier, unique in the program
+  Value value;
+};
+
+/// lhs == rhs must hold when the program runs with concrete shapes. `at` is the result of the instruction whose
+/// type rule needed it (-1 for a constraint on the program as a whole); `what` says what it is about, in the words
+/// of the op or of the user's notation (e.g. "'einstage.einsum.v1' operand 1 axis 0 (label j)").
+struct ShapeConstraint {
+  Dim lhs, rhs;
+  ValueId at = -1;
+  std::string what;
+  friend bool operator==(const ShapeConstraint&, const ShapeConstraint&) = default;
+};
+
+struct Program {
+  std::string name;
+  std::vector<Parameter> params;
+  std::vector<Instruction> instructions;
+  std::vector<Value> outputs;
+  std::vector<ShapeConstraint> constraints;
+
+  /// One more than the largest id in use (params and results): a fresh id for passes that edit in place.
+  ValueId next_value_id() const;
+};
+
+/// The printed name of every value: "%x" for parameter x, "%k" for the result of instruction k (dense).
+std::map<ValueId, std::string> value_names(const Program& program);
+
+/// The result type of `op` on operands of these types: the standard op's type rule, or the extension family's
+/// infer_type found in `registry` (an unknown family fails naming it). Builder, verifier and parsers all use this.
+TensorType infer_result_type(const Op& op, Types operands, TypeContext& ctx, const ExtensionRegistry* registry);
+
+/// Evaluates every constraint under concrete bindings; fails (ErrorKind::shape) naming the first violated one, the
+/// instruction and both extents. Unbound symbols fail too (ErrorKind::invalid_argument).
+void check_constraints(const Program& program, const DimBindings& bindings);
+
+class Builder {
+ public:
+  /// `registry` provides the semantics of extension families; it may be null when no extension op is emitted, and
+  /// must outlive the builder.
+  explicit Builder(std::string program_name, const ExtensionRegistry* registry = nullptr);
+  /// Continues an existing (verified) program: new parameters and instructions are appended after its own.
+  explicit Builder(Program program, const ExtensionRegistry* registry = nullptr);
+
+  Value parameter(std::string_view name, TensorType type);
+
+  /// Appends `op` applied to `operands` after checking that each operand is a value of this program with the type
+  /// it was defined with, and running the op's type rule. Symbolic extents the rule could not decide become
+  /// ShapeConstraints at this instruction. On error nothing is appended.
+  Value emit(Op op, std::vector<Value> operands);
+
+  // Typed helpers, one per standard op (they call emit).
+  Value dot_general(const Value& lhs, const Value& rhs, Axes lhs_contracting, Axes rhs_contracting,
+                    Axes lhs_batch = {}, Axes rhs_batch = {});
+  Value transpose(const Value& x, Axes perm);
+  Value reshape(const Value& x, std::vector<Dim> shape);
+  Value broadcast_in_dim(const Value& x, Axes dims, std::vector<Dim> shape);
+  Value reduce_sum(const Value& x, Axes axes);
+  Value extract_diag(const Value& x, int64_t axis_a, int64_t axis_b);
+  Value embed_diag(const Value& x, int64_t axis_a, int64_t axis_b);
+  Value add(const Value& a, const Value& b);
+  Value sub(const Value& a, const Value& b);
+  Value mul(const Value& a, const Value& b);
+  Value div(const Value& a, const Value& b);
+  Value neg(const Value& x);
+  Value conj(const Value& x);
+  Value real(const Value& x);
+  Value imag(const Value& x);
+  Value exp(const Value& x);
+  Value log(const Value& x);
+  Value sqrt(const Value& x);
+  Value convert(const Value& x, DType dtype);
+  Value constant(Tensor value);
+  /// A tensor of `type` filled with `value` (a scalar constant broadcast to the possibly symbolic shape).
+  Value full(const TensorType& type, double value);
+  Value extension(std::shared_ptr<const ExtensionPayload> payload, std::vector<Value> operands);
+
+  /// Records lhs == rhs for the whole program (at = -1): a constant mismatch fails now, symbols are checked at run.
+  void require_equal(const Dim& lhs, const Dim& rhs, std::string what);
+
+  const Program& program() const { return program_; }
+  const ExtensionRegistry* registry() const { return registry_; }
+  /// Sets the outputs, verifies the program (ir/Verifier.h) and hands it over; the builder is empty afterwards.
+  Program finish(std::vector<Value> outputs);
+
+ private:
+  void check_operand(const Value& v, size_t index, std::string_view op) const;
+
+  Program program_;
+  const ExtensionRegistry* registry_;
+  ValueId next_id_ = 0;
+  std::vector<TensorType> types_;  // indexed by id; dtype-only placeholder where an id is unused
+  std::vector<bool> defined_;
+  std::vector<std::string> names_;  // printed name by id, for messages
+};
+
+}  // namespace einstage

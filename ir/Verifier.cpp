@@ -1,0 +1,92 @@
+#include "ir/Verifier.h"
+
+#include "ir/Extension.h"
+#include "ir/Printer.h"
+
+#include <fmt/format.h>
+
+#include <set>
+
+namespace einstage {
+
+namespace {
+
+// Throws `message` followed by the printed program around `line`, marked with '>'.
+[[noreturn]] void fail_at(const Program& p, size_t line, ErrorKind kind, const std::string& message) {
+  auto lines = print_program_lines(p);
+  size_t first = line >= 3 ? line - 3 : 0, last = std::min(lines.size(), line + 4);
+  std::string text = message + "\nwhile verifying:\n";
+  for (size_t i = first; i < last; ++i) text += (i == line ? "> " : "  ") + lines[i] + "\n";
+  text.pop_back();
+  throw Error(kind, text);
+}
+
+}  // namespace
+
+void verify(const Program& p, const ExtensionRegistry* registry) {
+  std::map<ValueId, TensorType> defined;
+  std::set<std::string> param_names;
+  for (const Parameter& par : p.params) {
+    if (!is_identifier(par.name) || !param_names.insert(par.name).second)
+      fail_at(p, 0, ErrorKind::verification,
+              fmt::format("@{}: parameter name '%{}' is {}", p.name, par.name,
+                          is_identifier(par.name) ? "used twice" : "not an identifier"));
+    if (par.value.id < 0 || !defined.emplace(par.value.id, par.value.type).second)
+      fail_at(p, 0, ErrorKind::verification,
+              fmt::format("@{}: parameter '%{}' has value id {}, which is negative or already in use", p.name,
+                          par.name, par.value.id));
+  }
+  auto names = value_names(p);
+  for (size_t i = 0; i < p.instructions.size(); ++i) {
+    const Instruction& inst = p.instructions[i];
+    std::string_view op = op_name(inst.op);
+    std::string where = fmt::format("'{}' at %{} in @{}", op, i, p.name);
+    std::vector<TensorType> types;
+    for (size_t k = 0; k < inst.operands.size(); ++k) {
+      const Value& v = inst.operands[k];
+      auto it = defined.find(v.id);
+      if (it == defined.end())
+        fail_at(p, i + 1, ErrorKind::verification,
+                fmt::format("{}: operand {} (%?{}) is not defined before this use", where, k, v.id));
+      if (it->second != v.type)
+        fail_at(p, i + 1, ErrorKind::verification,
+                fmt::format("{}: operand {} ({}) is used with type {} but was defined with type {}", where, k,
+                            names[v.id], v.type.to_string(), it->second.to_string()));
+      types.push_back(v.type);
+    }
+    TypeContext ctx(op, fmt::format("%{} in @{}", i, p.name), nullptr);
+    TensorType expected;
+    try {
+      expected = infer_result_type(inst.op, types, ctx, registry);
+    } catch (const Error& e) {
+      fail_at(p, i + 1, e.kind() == ErrorKind::not_found ? ErrorKind::not_found : ErrorKind::verification, e.what());
+    }
+    if (expected != inst.result.type)
+      fail_at(p, i + 1, ErrorKind::verification,
+              fmt::format("{}: result type is {} but the type rule gives {}", where, inst.result.type.to_string(),
+                          expected.to_string()));
+    if (inst.result.id < 0 || !defined.emplace(inst.result.id, inst.result.type).second)
+      fail_at(p, i + 1, ErrorKind::verification,
+              fmt::format("{}: result value id {} is negative or already defined (SSA values are defined once)", where,
+                          inst.result.id));
+  }
+  size_t constraint_line = p.instructions.size() + 1;
+  for (size_t c = 0; c < p.constraints.size(); ++c)
+    if (p.constraints[c].at >= 0 && !names.count(p.constraints[c].at))
+      fail_at(p, constraint_line + c, ErrorKind::verification,
+              fmt::format("@{}: shape constraint {} refers to %?{}, which is not a value of the program", p.name, c,
+                          p.constraints[c].at));
+  size_t return_line = constraint_line + p.constraints.size();
+  for (size_t k = 0; k < p.outputs.size(); ++k) {
+    auto it = defined.find(p.outputs[k].id);
+    if (it == defined.end())
+      fail_at(p, return_line, ErrorKind::verification,
+              fmt::format("@{}: output {} (%?{}) is not a defined value", p.name, k, p.outputs[k].id));
+    if (it->second != p.outputs[k].type)
+      fail_at(p, return_line, ErrorKind::verification,
+              fmt::format("@{}: output {} ({}) has type {} but was defined with type {}", p.name, k,
+                          names[p.outputs[k].id], p.outputs[k].type.to_string(), it->second.to_string()));
+  }
+}
+
+}  // namespace einstage
