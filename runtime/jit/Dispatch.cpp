@@ -1,0 +1,64 @@
+#include "runtime/jit/Dispatch.h"
+
+#include "ir/Error.h"
+#include "runtime/jit/Gett.h"
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+namespace einstage {
+
+namespace {
+
+std::atomic<bool> g_jit_failed{false};
+std::atomic<bool> g_jit_used{false};
+std::atomic<int64_t> g_jit_calls{0};
+std::atomic<int64_t> g_portable_calls{0};
+
+bool disabled_by_env() {
+  const char* value = std::getenv("EINSTAGE_JIT");
+  return value && std::strcmp(value, "0") == 0;
+}
+
+void warn_once(const std::string& message) {
+  static std::once_flag once;
+  std::call_once(once, [&] { std::fprintf(stderr, "einstage: %s\n", message.c_str()); });
+}
+
+}  // namespace
+
+bool jit_enabled() { return !g_jit_failed.load() && !disabled_by_env(); }
+
+void contract(const ContractionProblem& p, ThreadPool* pool) {
+  if (p.dtype != DType::i64) {
+    if (disabled_by_env()) {
+      warn_once("EINSTAGE_JIT=0: contractions run on the portable kernel");
+    } else if (!g_jit_failed.load()) {
+      try {
+        g_jit_used = true;
+        contract_jit(p, pool);  // throws before writing C if a kernel cannot be made
+        ++g_jit_calls;
+        return;
+      } catch (const Error& e) {
+        if (e.kind() != ErrorKind::runtime) throw;  // a bad problem is the caller's error on every path
+        g_jit_failed = true;
+        warn_once("JIT unavailable (" + std::string(e.what()) + "); contractions run on the portable kernel");
+      }
+    }
+  }
+  ++g_portable_calls;
+  contract_portable(p, pool);
+}
+
+DispatchStats dispatch_stats() {
+  DispatchStats stats;
+  if (g_jit_used.load() && !g_jit_failed.load()) stats.jit = KernelCache::process_default().stats();
+  stats.jit_calls = g_jit_calls.load();
+  stats.portable_calls = g_portable_calls.load();
+  return stats;
+}
+
+}  // namespace einstage

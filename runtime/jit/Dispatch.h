@@ -1,0 +1,32 @@
+// contract(): the one entry point that executes a ContractionProblem, choosing the JIT GETT kernels or the portable
+// reference kernel (runtime stage). Depends on ir, runtime/kernels/Contraction.h and runtime/jit/KernelCache.h.
+//
+// Policy: f32, f64, c64 and c128 run on the JIT (runtime/jit/Gett.h); i64 always runs on the portable kernel (the
+// JIT has no integer micro-kernel: integer einsums are rare and not compute-bound in practice). EINSTAGE_JIT=0 in the
+// environment, or any JIT failure (LLVM cannot target the host, codegen error), sends floating-point problems to
+// contract_portable as well, with a one-line warning on stderr printed once per process.
+#pragma once
+
+#include "runtime/jit/KernelCache.h"
+#include "runtime/kernels/Contraction.h"
+
+#include <cstdint>
+
+namespace einstage {
+
+/// Executes p (C = A·B or C += A·B) on the best available kernel; see the policy above.
+void contract(const ContractionProblem& p, ThreadPool* pool = nullptr);
+
+/// False when EINSTAGE_JIT=0 is set (read on every call) or the JIT failed earlier in this process.
+bool jit_enabled();
+
+/// Statistics of the process-wide kernel cache (all zero before the JIT is first used), plus how many problems
+/// contract() sent to the portable kernel.
+struct DispatchStats {
+  JitStats jit;
+  int64_t jit_calls = 0;
+  int64_t portable_calls = 0;
+};
+DispatchStats dispatch_stats();
+
+}  // namespace einstage

@@ -1,0 +1,347 @@
+#include "runtime/jit/Gett.h"
+
+#include "ir/Error.h"
+#include "runtime/ThreadPool.h"
+#include "runtime/jit/KernelCache.h"
+#include "runtime/kernels/Strided.h"
+
+#include <algorithm>
+#include <complex>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <numeric>
+#include <type_traits>
+#include <vector>
+
+namespace einstage {
+
+GettBlocking default_blocking(DType real_dtype) {
+  // B sliver (NR x KC) stays in L1 across the MC/MR A slivers, the packed A block (MC x KC) in L2 (2 MiB), the
+  // packed B panel (KC x NC) in L3.
+  if (real_dtype == DType::f32) return {480, 512, 4096};
+  return {480, 256, 4096};
+}
+
+namespace {
+
+using Axis = ContractionProblem::Axis;
+
+template <typename T> struct real_of { using type = T; };
+template <typename R> struct real_of<std::complex<R>> { using type = R; };
+template <typename T> inline constexpr bool is_complex_v = !std::is_same_v<typename real_of<T>::type, T>;
+
+// One fused index space: offsets (elements) of each position in the tensors that carry the group.
+struct Fused {
+  int64_t size = 1;
+  std::vector<int64_t> a, b, c;
+};
+
+// Builds the offset tables of a group (kernels::offset_table, the odometer): axes are ordered by `key` (ascending, ties by position),
+// the first one varying fastest, so a unit-stride axis gives contiguous runs.
+Fused fuse(std::vector<Axis> axes, int64_t Axis::*key, int64_t Axis::*tie) {
+  std::erase_if(axes, [](const Axis& ax) { return ax.extent == 1; });
+  std::stable_sort(axes.begin(), axes.end(), [&](const Axis& x, const Axis& y) {
+    auto kx = std::abs(x.*key), ky = std::abs(y.*key);
+    if (kx != ky) return kx < ky;
+    return std::abs(x.*tie) < std::abs(y.*tie);
+  });
+  std::vector<int64_t> extent, sa, sb, sc;
+  for (const Axis& ax : axes) {
+    extent.push_back(ax.extent);
+    sa.push_back(ax.stride_a);
+    sb.push_back(ax.stride_b);
+    sc.push_back(ax.stride_c);
+  }
+  Fused f;
+  f.a = kernels::offset_table(extent, sa);
+  f.b = kernels::offset_table(extent, sb);
+  f.c = kernels::offset_table(extent, sc);
+  f.size = static_cast<int64_t>(f.a.size());
+  return f;
+}
+
+bool unit_run(const std::vector<int64_t>& table, int64_t begin, int64_t count) {
+  const int64_t* t = table.data() + begin;
+  for (int64_t r = 1; r < count; ++r)
+    if (t[r] != t[0] + r) return false;
+  return true;
+}
+
+// A 64-byte aligned scratch buffer that only grows; one per thread, reused across calls so that packing does not
+// pay for fresh pages every contraction.
+struct Scratch {
+  struct Free {
+    void operator()(void* p) const { std::free(p); }
+  };
+  std::unique_ptr<void, Free> data;
+  size_t bytes = 0;
+  void* get(size_t need) {
+    if (need > bytes) {
+      size_t size = (std::max(need, bytes * 2) + 63) / 64 * 64;
+      data.reset(std::aligned_alloc(64, size));
+      if (!data) fail(ErrorKind::runtime, "contract: cannot allocate {} bytes of packing buffer", size);
+      bytes = size;
+    }
+    return data.get();
+  }
+};
+
+struct ThreadScratch {
+  Scratch a, b;
+};
+
+ThreadScratch& thread_scratch() {
+  thread_local ThreadScratch scratch;
+  return scratch;
+}
+
+template <typename T>
+struct Gett {
+  using R = typename real_of<T>::type;
+  static constexpr int64_t cf = is_complex_v<T> ? 2 : 1;  // reals per element
+
+  MicroKernelFn kernel;
+  int64_t mr, nr;     // micro-tile in reals (rows) / columns
+  int64_t mrc;        // element rows per micro-tile
+  int64_t kc_e, mc_e, nc;  // blocks in elements
+  Fused m, n, k, batch;
+  std::vector<int64_t> cn_real;  // cf * n.c, padded with nr zeros (the kernel reads nr column offsets)
+  bool b_k_unit = false;         // B's k offsets are 0,1,2,... relative to the first
+  bool a_k_unit = false;
+  bool accumulate = false;
+
+  // ---- packing ----
+
+  // Packs element rows [i0, i0+rows) x k [p0, p0+kc) of A into a sliver of kc*cf columns of mr reals.
+  void pack_a_sliver(R* dst, const T* a, int64_t i0, int64_t rows, int64_t p0, int64_t kc) const {
+    const int64_t* am = m.a.data() + i0;
+    const int64_t* ak = k.a.data() + p0;
+    if constexpr (!is_complex_v<T>) {
+      if (unit_run(m.a, i0, rows)) {
+        for (int64_t p = 0; p < kc; ++p) {
+          const T* src = a + am[0] + ak[p];
+          R* d = dst + p * mr;
+          for (int64_t r = 0; r < rows; ++r) d[r] = src[r];
+          for (int64_t r = rows; r < mr; ++r) d[r] = 0;
+        }
+      } else if (a_k_unit) {  // k contiguous: read each row sequentially
+        for (int64_t r = 0; r < rows; ++r) {
+          const T* src = a + am[r] + ak[0];
+          for (int64_t p = 0; p < kc; ++p) dst[p * mr + r] = src[p];
+        }
+        for (int64_t p = 0; p < kc; ++p)
+          for (int64_t r = rows; r < mr; ++r) dst[p * mr + r] = 0;
+      } else {
+        for (int64_t p = 0; p < kc; ++p) {
+          const T* col = a + ak[p];
+          R* d = dst + p * mr;
+          for (int64_t r = 0; r < rows; ++r) d[r] = col[am[r]];
+          for (int64_t r = rows; r < mr; ++r) d[r] = 0;
+        }
+      }
+    } else {
+      // 1m: element a = x + iy becomes real column 2p = (x, y) per row and column 2p+1 = (-y, x).
+      for (int64_t p = 0; p < kc; ++p) {
+        const T* col = a + ak[p];
+        R* d0 = dst + (2 * p) * mr;
+        R* d1 = d0 + mr;
+        for (int64_t r = 0; r < rows; ++r) {
+          T v = col[am[r]];
+          d0[2 * r] = v.real();
+          d0[2 * r + 1] = v.imag();
+          d1[2 * r] = -v.imag();
+          d1[2 * r + 1] = v.real();
+        }
+        for (int64_t r = 2 * rows; r < mr; ++r) d0[r] = d1[r] = 0;
+      }
+    }
+  }
+
+  // Packs k [p0, p0+kc) x columns [j0, j0+cols) of B into a sliver of kc*cf rows of nr reals.
+  void pack_b_sliver(R* dst, const T* b, int64_t j0, int64_t cols, int64_t p0, int64_t kc) const {
+    const int64_t* bn = n.b.data() + j0;
+    const int64_t* bk = k.b.data() + p0;
+    if constexpr (!is_complex_v<T>) {
+      if (b_k_unit) {  // k contiguous (e.g. a column-major B[k, n]): read each column sequentially
+        for (int64_t j = 0; j < cols; ++j) {
+          const T* src = b + bn[j] + bk[0];
+          for (int64_t p = 0; p < kc; ++p) dst[p * nr + j] = src[p];
+        }
+      } else if (unit_run(n.b, j0, cols)) {
+        for (int64_t p = 0; p < kc; ++p) {
+          const T* src = b + bk[p] + bn[0];
+          for (int64_t j = 0; j < cols; ++j) dst[p * nr + j] = src[j];
+        }
+      } else {
+        for (int64_t p = 0; p < kc; ++p)
+          for (int64_t j = 0; j < cols; ++j) dst[p * nr + j] = b[bk[p] + bn[j]];
+      }
+      if (cols < nr)
+        for (int64_t p = 0; p < kc; ++p)
+          for (int64_t j = cols; j < nr; ++j) dst[p * nr + j] = 0;
+    } else {
+      // 1m: element b = x + iy becomes real row 2p = x and row 2p+1 = y.
+      for (int64_t p = 0; p < kc; ++p) {
+        R* d0 = dst + (2 * p) * nr;
+        R* d1 = d0 + nr;
+        for (int64_t j = 0; j < cols; ++j) {
+          T v = b[bk[p] + bn[j]];
+          d0[j] = v.real();
+          d1[j] = v.imag();
+        }
+        for (int64_t j = cols; j < nr; ++j) d0[j] = d1[j] = 0;
+      }
+    }
+  }
+
+  // ---- the tile ----
+
+  void tile(const R* ap, const R* bp, int64_t kc_real, T* c, int64_t i0, int64_t rows, int64_t j0, int64_t cols,
+            int64_t beta) const {
+    if (unit_run(m.c, i0, rows)) {
+      R* base = reinterpret_cast<R*>(c + m.c[i0]);
+      kernel(kc_real, ap, bp, base, cn_real.data() + j0, rows * cf, cols, beta);
+      return;
+    }
+    // C's rows are not contiguous here: compute into a tile buffer (beta 0) and scatter through the offset tables.
+    alignas(64) R buffer[64 * 16];
+    int64_t offsets[32];
+    EIN_ASSERT(mr * nr <= 64 * 16 && nr <= 32, "micro-tile larger than the scatter buffer");
+    for (int64_t j = 0; j < nr; ++j) offsets[j] = j * mr;
+    kernel(kc_real, ap, bp, buffer, offsets, rows * cf, cols, 0);
+    for (int64_t j = 0; j < cols; ++j) {
+      const T* src = reinterpret_cast<const T*>(buffer + j * mr);
+      T* col = c + n.c[j0 + j];
+      const int64_t* cm = m.c.data() + i0;
+      if (beta)
+        for (int64_t r = 0; r < rows; ++r) col[cm[r]] += src[r];
+      else
+        for (int64_t r = 0; r < rows; ++r) col[cm[r]] = src[r];
+    }
+  }
+
+  // ---- one batch entry ----
+
+  void gemm(const T* a, const T* b, T* c, ThreadPool* pool) const {
+    const int64_t M = m.size, N = n.size, K = k.size;
+    ThreadScratch& scratch = thread_scratch();
+    const int64_t nc_max = std::min(nc, (N + nr - 1) / nr * nr);
+    const int64_t mc_max = std::min(mc_e, (M + mrc - 1) / mrc * mrc);
+    const int64_t kc_max = std::min(kc_e, K);
+    R* bpack = static_cast<R*>(scratch.b.get(sizeof(R) * size_t(nc_max * kc_max * cf)));
+    R* apack = static_cast<R*>(scratch.a.get(sizeof(R) * size_t(mc_max / mrc * mr * kc_max * cf)));
+    for (int64_t jc = 0; jc < N; jc += nc) {
+      const int64_t ncur = std::min(nc, N - jc);
+      const int64_t nslivers = (ncur + nr - 1) / nr;
+      for (int64_t pc = 0; pc < K; pc += kc_e) {
+        const int64_t kc = std::min(kc_e, K - pc);
+        const int64_t kc_real = kc * cf;
+        const int64_t beta = (pc > 0 || accumulate) ? 1 : 0;
+        parallel_for(pool, nslivers, [&](int64_t s0, int64_t s1) {
+          for (int64_t s = s0; s < s1; ++s) {
+            int64_t j0 = jc + s * nr;
+            pack_b_sliver(bpack + s * nr * kc_real, b, j0, std::min(nr, N - j0), pc, kc);
+          }
+        });
+        for (int64_t ic = 0; ic < M; ic += mc_e) {
+          const int64_t mcur = std::min(mc_e, M - ic);
+          const int64_t mslivers = (mcur + mrc - 1) / mrc;
+          parallel_for(pool, mslivers, [&](int64_t s0, int64_t s1) {
+            for (int64_t s = s0; s < s1; ++s) {
+              int64_t i0 = ic + s * mrc;
+              pack_a_sliver(apack + s * mr * kc_real, a, i0, std::min(mrc, M - i0), pc, kc);
+            }
+          });
+          // Tiles are independent: split the columns (B slivers) between threads; each tile's k order is fixed.
+          parallel_for(pool, nslivers, [&](int64_t s0, int64_t s1) {
+            for (int64_t s = s0; s < s1; ++s) {
+              int64_t j0 = jc + s * nr;
+              int64_t cols = std::min(nr, N - j0);
+              for (int64_t t = 0; t < mslivers; ++t) {
+                int64_t i0 = ic + t * mrc;
+                tile(apack + t * mr * kc_real, bpack + s * nr * kc_real, kc_real, c, i0, std::min(mrc, M - i0), j0,
+                     cols, beta);
+              }
+            }
+          });
+        }
+      }
+    }
+  }
+
+  void zero_fill(T* c, ThreadPool* pool) const {
+    parallel_for(pool, batch.size, [&](int64_t b0, int64_t b1) {
+      for (int64_t bt = b0; bt < b1; ++bt)
+        for (int64_t j = 0; j < n.size; ++j)
+          for (int64_t i = 0; i < m.size; ++i) c[batch.c[bt] + n.c[j] + m.c[i]] = T(0);
+    });
+  }
+
+  void run(const ContractionProblem& p, ThreadPool* pool) const {
+    const T* a = static_cast<const T*>(p.a);
+    const T* b = static_cast<const T*>(p.b);
+    T* c = static_cast<T*>(p.c);
+    if (m.size == 0 || n.size == 0 || batch.size == 0) return;
+    if (k.size == 0) {
+      if (!accumulate) zero_fill(c, pool);
+      return;
+    }
+    const bool threaded = pool && pool->size() > 1;
+    const double work = double(m.size) * double(n.size) * double(k.size);
+    if (!threaded || work < 32.0 * 32 * 32) pool = nullptr;
+    if (pool && batch.size >= pool->size()) {
+      // Enough batch entries: each thread runs whole entries with its own packing buffers.
+      parallel_for(pool, batch.size, [&](int64_t b0, int64_t b1) {
+        for (int64_t bt = b0; bt < b1; ++bt) gemm(a + batch.a[bt], b + batch.b[bt], c + batch.c[bt], nullptr);
+      });
+      return;
+    }
+    for (int64_t bt = 0; bt < batch.size; ++bt) gemm(a + batch.a[bt], b + batch.b[bt], c + batch.c[bt], pool);
+  }
+};
+
+template <typename T>
+void run_gett(const ContractionProblem& p, ThreadPool* pool, KernelCache& cache, const GettBlocking* blocking) {
+  using R = typename real_of<T>::type;
+  Gett<T> g;
+  const DType real = dtype_v<R>;
+  MicroKernelSpec spec = default_micro_kernel(real, cache.host().has_avx512);
+  g.kernel = cache.micro_kernel(spec);  // may throw: before anything is written
+  GettBlocking block = blocking ? *blocking : default_blocking(real);
+  g.mr = spec.mr;
+  g.nr = spec.nr;
+  g.mrc = spec.mr / Gett<T>::cf;
+  g.kc_e = std::max<int64_t>(1, block.kc / Gett<T>::cf);
+  g.mc_e = std::max<int64_t>(1, block.mc / spec.mr) * g.mrc;
+  g.nc = std::max<int64_t>(1, block.nc / spec.nr) * spec.nr;
+  g.accumulate = p.accumulate;
+  g.m = fuse(p.m, &Axis::stride_c, &Axis::stride_a);
+  g.n = fuse(p.n, &Axis::stride_c, &Axis::stride_b);
+  g.k = fuse(p.k, &Axis::stride_b, &Axis::stride_a);
+  g.batch = fuse(p.batch, &Axis::stride_c, &Axis::stride_a);
+  g.cn_real.resize(static_cast<size_t>(g.n.size + g.nr), 0);
+  for (int64_t j = 0; j < g.n.size; ++j) g.cn_real[j] = g.n.c[j] * Gett<T>::cf;
+  g.b_k_unit = unit_run(g.k.b, 0, g.k.size);
+  g.a_k_unit = unit_run(g.k.a, 0, g.k.size);
+  g.run(p, pool);
+}
+
+}  // namespace
+
+void contract_jit(const ContractionProblem& p, ThreadPool* pool, KernelCache* cache, const GettBlocking* blocking) {
+  for (const auto* group : {&p.m, &p.n, &p.k, &p.batch})
+    for (const Axis& ax : *group)
+      if (ax.extent < 0) fail(ErrorKind::shape, "contract: axis extent {} is negative", ax.extent);
+  KernelCache& kernels = cache ? *cache : KernelCache::process_default();
+  switch (p.dtype) {
+    case DType::f32: return run_gett<float>(p, pool, kernels, blocking);
+    case DType::f64: return run_gett<double>(p, pool, kernels, blocking);
+    case DType::c64: return run_gett<c64>(p, pool, kernels, blocking);
+    case DType::c128: return run_gett<c128>(p, pool, kernels, blocking);
+    case DType::i64: break;
+  }
+  fail(ErrorKind::unsupported, "contract: the JIT has no i64 kernel; use contract() or contract_portable()");
+}
+
+}  // namespace einstage

@@ -1,0 +1,43 @@
+// GETT execution of a ContractionProblem on JIT-compiled micro-kernels (runtime stage). Depends on ir,
+// runtime/kernels/Contraction.h, runtime/ThreadPool.h and runtime/jit/KernelCache.h; no LLVM.
+//
+// The problem's m, n, k and batch groups are each fused into one index whose element offsets in A, B and C come from
+// a table built by an odometer over the group's axes (axes ordered by stride so the unit-stride one varies fastest).
+// BLIS-style loops run over NC x KC x MC cache blocks; A and B panels are packed straight from their strides (the
+// permutation is folded into packing: no transpose pass, no TTGT workspace) and a register-blocked micro-kernel
+// computes each MR x NR tile. C is written in place when a tile's rows are contiguous in C (the usual case: the
+// unit-stride axis of C is an m axis); otherwise the micro-kernel writes a small tile buffer that is scattered through
+// C's offset tables. Complex dtypes use the 1m method: A is packed as a real 2m x 2k matrix of [re -im; im re] blocks,
+// B as a real 2k x n matrix, and the real micro-kernel then produces C's interleaved real and imaginary parts, so
+// complex runs at the real kernel's rate. i64 is not supported here (contract() sends it to the portable kernel).
+//
+// Determinism: every output element is summed over k in one fixed order (KC blocks in order, k in order inside),
+// and the thread pool only splits independent tiles, slivers or batch entries, so results are bitwise identical for
+// any thread count.
+#pragma once
+
+#include "runtime/kernels/Contraction.h"
+
+#include <cstdint>
+
+namespace einstage {
+
+class KernelCache;
+
+/// Cache block sizes in real elements (complex problems use half as many complex rows / k steps).
+struct GettBlocking {
+  int64_t mc = 0;  // rows of a packed A block (multiple of the micro-kernel's MR)
+  int64_t kc = 0;  // depth of packed panels
+  int64_t nc = 0;  // columns of a packed B panel (multiple of NR)
+};
+
+/// The block sizes contract_jit uses for a real dtype (chosen for a 48 KiB L1d / 2 MiB L2 core).
+GettBlocking default_blocking(DType real_dtype);
+
+/// Executes p with JIT micro-kernels from `cache` (nullptr: KernelCache::process_default()). dtype f32, f64, c64 or
+/// c128; throws Error(unsupported) for i64 and Error(runtime) if the JIT cannot compile. Nothing is written to C
+/// before all kernels are available. `blocking` overrides the default block sizes (tests, tuning).
+void contract_jit(const ContractionProblem& p, ThreadPool* pool = nullptr, KernelCache* cache = nullptr,
+                  const GettBlocking* blocking = nullptr);
+
+}  // namespace einstage

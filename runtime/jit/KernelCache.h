@@ -1,0 +1,66 @@
+// KernelCache: the compiled micro-kernels of one JIT instance, compiled lazily once per (dtype, tile) and kept on
+// disk so that a second process compiles nothing (runtime stage). Depends on ir and runtime/jit/{Jit,MicroKernel}.h.
+//
+// Lookup order for a kernel: this cache's table (already in the JIT) -> disk file -> codegen (then written to disk).
+// The disk key is the LLVM version, target triple, host CPU name and feature string, and the kernel's parameters
+// (its symbol); the file starts with a header holding the key, the payload size and a checksum, so a stale, corrupt
+// or truncated file is detected and recompiled. Files are written to a temporary name and renamed into place, so
+// concurrent processes never see a partial file. All methods are thread-safe; two threads asking for the same
+// kernel compile it once.
+#pragma once
+
+#include "runtime/jit/Jit.h"
+#include "runtime/jit/MicroKernel.h"
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+namespace einstage {
+
+/// Counters of one KernelCache (monotone), for tests and benchmarks.
+struct JitStats {
+  int64_t kernels_compiled = 0;  // codegen runs
+  int64_t disk_hits = 0;         // objects loaded from the disk cache
+  int64_t disk_writes = 0;       // objects written to the disk cache
+  int64_t disk_rejected = 0;     // cache files found stale/corrupt/truncated (then recompiled)
+  double compile_ms = 0;         // wall time spent in codegen
+  double load_ms = 0;            // wall time spent reading + linking cached objects
+};
+
+class KernelCache {
+ public:
+  /// A cache backed by `cache_dir` (created on demand); an empty string keeps objects in memory only.
+  /// Creates the JIT; throws Error(runtime) if LLVM cannot target this machine.
+  explicit KernelCache(std::string cache_dir);
+  ~KernelCache();
+
+  /// EINSTAGE_CACHE_DIR, else $XDG_CACHE_HOME/einstage, else $HOME/.cache/einstage, else "" (no disk cache).
+  static std::string default_cache_dir();
+
+  /// The process-wide cache used by contract(): created on first use with default_cache_dir().
+  static KernelCache& process_default();
+
+  /// The compiled kernel for spec (compiled or loaded on first request).
+  MicroKernelFn micro_kernel(const MicroKernelSpec& spec);
+
+  /// The file a kernel is cached in ("" without a disk cache).
+  std::string cache_file(const MicroKernelSpec& spec) const;
+
+  const JitHost& host() const { return jit_->host(); }
+  const std::string& cache_dir() const { return cache_dir_; }
+  JitStats stats() const;
+
+ private:
+  std::string disk_key(const MicroKernelSpec& spec) const;
+
+  std::string cache_dir_;
+  std::unique_ptr<Jit> jit_;
+  mutable std::mutex mutex_;
+  std::map<std::string, MicroKernelFn> kernels_;  // by symbol
+  JitStats stats_;
+};
+
+}  // namespace einstage

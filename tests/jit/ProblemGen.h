@@ -1,0 +1,243 @@
+// Test helper for the jit suite: seeded random ContractionProblems over owned buffers, and an independent
+// definitional oracle (a plain loop over every index, summed in double precision). Used by test_gett.cpp and
+// test_kernel_cache.cpp only.
+#pragma once
+
+#include "ir/DType.h"
+#include "runtime/kernels/Contraction.h"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <complex>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+namespace einstage::testing {
+
+struct SplitMix64 {
+  uint64_t state;
+  explicit SplitMix64(uint64_t seed) : state(seed) {}
+  uint64_t next() {
+    uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  int64_t below(int64_t n) { return static_cast<int64_t>(next() % static_cast<uint64_t>(n)); }
+  double uniform() { return double(next() >> 11) * (1.0 / 9007199254740992.0) * 2.0 - 1.0; }
+};
+
+/// One tensor's storage: bytes plus the element offset of index (0, ..., 0).
+struct Storage {
+  std::vector<unsigned char> bytes;
+  int64_t origin = 0;
+  int64_t elements = 0;
+};
+
+/// A random problem with its own buffers. Axes get random layouts: a random axis order, optional gaps between axes
+/// (non-contiguous views), optionally a negative stride.
+struct OwnedProblem {
+  ContractionProblem p;
+  Storage a, b, c;
+  std::vector<unsigned char> c_initial;
+
+  void bind() {
+    size_t es = size_of(p.dtype);
+    p.a = a.bytes.data() + a.origin * es;
+    p.b = b.bytes.data() + b.origin * es;
+    p.c = c.bytes.data() + c.origin * es;
+  }
+};
+
+inline const char* kGroupNames[] = {"m", "n", "k", "batch"};
+
+/// Lays out the axes listed in `which` (pointers to stride members) in a random order with random gaps.
+inline Storage layout(SplitMix64& rng, std::vector<std::pair<ContractionProblem::Axis*, int64_t ContractionProblem::Axis::*>> axes,
+                      size_t elem_size, bool allow_gaps, bool allow_negative) {
+  for (size_t i = axes.size(); i > 1; --i) std::swap(axes[i - 1], axes[static_cast<size_t>(rng.below(int64_t(i)))]);
+  int64_t stride = 1, lo = 0, hi = 0;
+  bool empty = false;
+  for (auto& [axis, member] : axes) {
+    if (allow_gaps && rng.below(4) == 0) stride += rng.below(5);  // a gap before this axis
+    int64_t s = stride;
+    if (allow_negative && rng.below(8) == 0) s = -s;
+    axis->*member = s;
+    if (axis->extent == 0) empty = true;
+    int64_t span = (std::max<int64_t>(axis->extent, 1) - 1) * s;
+    (span < 0 ? lo : hi) += span;
+    stride *= std::max<int64_t>(axis->extent, 1);
+  }
+  if (allow_gaps && rng.below(3) == 0) hi += rng.below(7);  // trailing slack
+  Storage st;
+  st.elements = empty ? 1 : hi - lo + 1;
+  st.origin = -lo;
+  st.bytes.resize(static_cast<size_t>(st.elements) * elem_size);
+  return st;
+}
+
+template <typename T>
+T random_value(SplitMix64& rng) {
+  if constexpr (std::is_same_v<T, c64> || std::is_same_v<T, c128>) {
+    using R = typename T::value_type;
+    R re = R(rng.uniform());
+    R im = R(rng.uniform());
+    return T(re, im);
+  } else if constexpr (std::is_same_v<T, int64_t>) {
+    return rng.below(11) - 5;
+  } else {
+    return T(rng.uniform());
+  }
+}
+
+template <typename T>
+void fill(SplitMix64& rng, Storage& s) {
+  T* data = reinterpret_cast<T*>(s.bytes.data());
+  for (int64_t i = 0; i < s.elements; ++i) data[i] = random_value<T>(rng);
+}
+
+/// A random problem: 0-2 axes per group, extents from a list of odd sizes (sometimes 0), total work bounded.
+inline OwnedProblem random_problem(uint64_t seed, DType dtype, bool allow_zero = true) {
+  SplitMix64 rng(seed);
+  OwnedProblem op;
+  ContractionProblem& p = op.p;
+  p.dtype = dtype;
+  static const int64_t kExtents[] = {1, 2, 3, 5, 7, 8, 13, 16, 24, 31, 33, 49, 97};
+  auto make_group = [&](std::vector<ContractionProblem::Axis>& group, int max_axes, int64_t budget) {
+    int count = static_cast<int>(rng.below(max_axes + 1));
+    int64_t product = 1;
+    for (int i = 0; i < count; ++i) {
+      ContractionProblem::Axis ax;
+      do ax.extent = kExtents[rng.below(std::size(kExtents))];
+      while (product * ax.extent > budget && ax.extent > 1);
+      if (allow_zero && rng.below(40) == 0) ax.extent = 0;
+      product *= std::max<int64_t>(ax.extent, 1);
+      group.push_back(ax);
+    }
+  };
+  make_group(p.m, 2, 200);
+  make_group(p.n, 2, 120);
+  make_group(p.k, 3, 300);
+  make_group(p.batch, 2, 6);
+  p.accumulate = rng.below(2) == 0;
+  using Ax = ContractionProblem::Axis;
+  std::vector<std::pair<Ax*, int64_t Ax::*>> la, lb, lc;
+  for (Ax& ax : p.m) la.push_back({&ax, &Ax::stride_a}), lc.push_back({&ax, &Ax::stride_c});
+  for (Ax& ax : p.n) lb.push_back({&ax, &Ax::stride_b}), lc.push_back({&ax, &Ax::stride_c});
+  for (Ax& ax : p.k) la.push_back({&ax, &Ax::stride_a}), lb.push_back({&ax, &Ax::stride_b});
+  for (Ax& ax : p.batch)
+    la.push_back({&ax, &Ax::stride_a}), lb.push_back({&ax, &Ax::stride_b}), lc.push_back({&ax, &Ax::stride_c});
+  size_t es = size_of(dtype);
+  op.a = layout(rng, la, es, true, true);
+  op.b = layout(rng, lb, es, true, true);
+  op.c = layout(rng, lc, es, true, true);
+  dispatch_dtype(dtype, [&](auto zero) {
+    using T = decltype(zero);
+    fill<T>(rng, op.a);
+    fill<T>(rng, op.b);
+    fill<T>(rng, op.c);
+    if (!p.accumulate && !std::is_same_v<T, int64_t>) {
+      // C's previous contents must never be read when overwriting: poison the elements the problem covers.
+      // (Gaps keep their random values and are checked to stay unchanged.)
+    }
+  });
+  op.c_initial = op.c.bytes;
+  op.bind();
+  return op;
+}
+
+template <typename T> struct wide { using type = double; };
+template <> struct wide<c64> { using type = std::complex<double>; };
+template <> struct wide<c128> { using type = std::complex<double>; };
+template <> struct wide<int64_t> { using type = int64_t; };
+
+/// Calls fn(offset_a, offset_b, offset_c) ... over the odometer of a group list. Generic nested loop.
+inline void odometer(const std::vector<ContractionProblem::Axis>& axes, const auto& fn) {
+  std::vector<int64_t> idx(axes.size(), 0);
+  for (const auto& ax : axes)
+    if (ax.extent == 0) return;
+  while (true) {
+    int64_t oa = 0, ob = 0, oc = 0;
+    for (size_t i = 0; i < axes.size(); ++i) {
+      oa += idx[i] * axes[i].stride_a;
+      ob += idx[i] * axes[i].stride_b;
+      oc += idx[i] * axes[i].stride_c;
+    }
+    fn(oa, ob, oc);
+    size_t d = 0;
+    for (; d < axes.size(); ++d) {
+      if (++idx[d] < axes[d].extent) break;
+      idx[d] = 0;
+    }
+    if (d == axes.size()) return;
+  }
+}
+
+/// Definitional oracle: writes the expected C (as T) into `expected` (a copy of C's initial storage) and the sum of
+/// |a||b| per element into `magnitude` (indexed like C's storage) for tolerances.
+template <typename T>
+void oracle(const OwnedProblem& op, std::vector<T>& expected, std::vector<double>& magnitude) {
+  const ContractionProblem& p = op.p;
+  using W = typename wide<T>::type;
+  const T* a = reinterpret_cast<const T*>(op.a.bytes.data()) + op.a.origin;
+  const T* b = reinterpret_cast<const T*>(op.b.bytes.data()) + op.b.origin;
+  expected.assign(reinterpret_cast<const T*>(op.c_initial.data()),
+                  reinterpret_cast<const T*>(op.c_initial.data()) + op.c.elements);
+  magnitude.assign(static_cast<size_t>(op.c.elements), 0.0);
+  odometer(p.batch, [&](int64_t ba, int64_t bb, int64_t bc) {
+    odometer(p.n, [&](int64_t, int64_t nb, int64_t nc) {
+      odometer(p.m, [&](int64_t ma, int64_t, int64_t mc) {
+        W sum{};
+        double mag = 0;
+        odometer(p.k, [&](int64_t ka, int64_t kb, int64_t) {
+          W x = W(a[ba + ma + ka]), y = W(b[bb + nb + kb]);
+          sum += x * y;
+          if constexpr (!std::is_same_v<T, int64_t>) mag += std::abs(x) * std::abs(y);
+        });
+        int64_t at = op.c.origin + bc + mc + nc;
+        if (p.accumulate) {
+          W prev = W(expected[at]);
+          if constexpr (!std::is_same_v<T, int64_t>) mag += std::abs(prev);
+          sum += prev;
+        }
+        expected[at] = T(sum);
+        magnitude[at] = mag;
+      });
+    });
+  });
+}
+
+template <typename T>
+double epsilon() {
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, c64>) return std::numeric_limits<float>::epsilon();
+  else if constexpr (std::is_same_v<T, int64_t>) return 0;
+  else return std::numeric_limits<double>::epsilon();
+}
+
+/// Checks op's C against the oracle: every element within a k-scaled tolerance, gaps untouched.
+template <typename T>
+void check_against_oracle(const OwnedProblem& op) {
+  std::vector<T> expected;
+  std::vector<double> magnitude;
+  oracle<T>(op, expected, magnitude);
+  int64_t k_total = 1;
+  for (const auto& ax : op.p.k) k_total *= ax.extent;
+  const T* got = reinterpret_cast<const T*>(op.c.bytes.data());
+  int64_t bad = 0;
+  for (int64_t i = 0; i < op.c.elements; ++i) {
+    double tol = epsilon<T>() * 4.0 * double(k_total + 2) * magnitude[static_cast<size_t>(i)];
+    double err = std::abs(typename wide<T>::type(got[i]) - typename wide<T>::type(expected[static_cast<size_t>(i)]));
+    if (!(err <= tol)) {
+      if (bad++ < 3) {
+        INFO("storage element " << i << " error " << err << " tolerance " << tol);
+        CHECK(err <= tol);
+      }
+    }
+  }
+  CHECK(bad == 0);
+}
+
+}  // namespace einstage::testing
