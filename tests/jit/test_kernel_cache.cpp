@@ -1,0 +1,168 @@
+// The kernel cache (lazy compile once, disk objects, corrupt files) and the contract() dispatcher's fallback.
+#include "ProblemGen.h"
+
+#include "ir/Error.h"
+#include "runtime/jit/Dispatch.h"
+#include "runtime/jit/Gett.h"
+#include "runtime/jit/KernelCache.h"
+
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+#include <unistd.h>
+
+using namespace einstage;
+using namespace einstage::testing;
+
+namespace {
+
+std::string fresh_dir(const std::string& name) {
+  auto dir = std::filesystem::temp_directory_path() /
+             ("einstage-test-jit-" + name + "-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  return dir.string();
+}
+
+void run_and_check(KernelCache& cache, uint64_t seed, DType dtype) {
+  OwnedProblem op = random_problem(seed, dtype, false);
+  INFO("seed " << seed);
+  contract_jit(op.p, nullptr, &cache);
+  dispatch_dtype(dtype, [&](auto zero) {
+    using T = decltype(zero);
+    if constexpr (!std::is_same_v<T, int64_t>) check_against_oracle<T>(op);
+  });
+}
+
+}  // namespace
+
+TEST_CASE("jit cache: a second cache with the same directory compiles nothing") {
+  std::string dir = fresh_dir("second");
+  {
+    KernelCache first(dir);
+    run_and_check(first, 11, DType::f64);
+    run_and_check(first, 12, DType::c64);  // complex runs on the f32 kernel (1m)
+    run_and_check(first, 13, DType::f64);  // same kernel again: no new compile
+    JitStats s = first.stats();
+    CHECK(s.kernels_compiled == 2);
+    CHECK(s.disk_writes == 2);
+    CHECK(s.disk_hits == 0);
+    CHECK(s.compile_ms > 0);
+  }
+  KernelCache second(dir);
+  run_and_check(second, 14, DType::f64);
+  run_and_check(second, 15, DType::f32);
+  JitStats s = second.stats();
+  CHECK(s.kernels_compiled == 0);
+  CHECK(s.disk_hits == 2);
+  CHECK(s.disk_rejected == 0);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("jit cache: corrupt, truncated or foreign cache files are detected and recompiled") {
+  std::string dir = fresh_dir("corrupt");
+  MicroKernelSpec spec;
+  std::string path;
+  {
+    KernelCache first(dir);
+    spec = default_micro_kernel(DType::f64, first.host().has_avx512);
+    first.micro_kernel(spec);
+    path = first.cache_file(spec);
+  }
+  REQUIRE(std::filesystem::exists(path));
+  auto size = std::filesystem::file_size(path);
+  SUBCASE("a flipped payload byte") {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(static_cast<std::streamoff>(size - 100));
+    char byte = 0;
+    f.read(&byte, 1);
+    byte = static_cast<char>(byte ^ 0x5a);
+    f.seekp(static_cast<std::streamoff>(size - 100));
+    f.write(&byte, 1);
+  }
+  SUBCASE("a truncated file") { std::filesystem::resize_file(path, size / 2); }
+  SUBCASE("an empty file") { std::filesystem::resize_file(path, 0); }
+  KernelCache second(dir);
+  run_and_check(second, 21, DType::f64);
+  JitStats s = second.stats();
+  CHECK(s.disk_rejected == 1);
+  CHECK(s.kernels_compiled == 1);
+  CHECK(s.disk_hits == 0);
+  // The rewritten file is good again.
+  KernelCache third(dir);
+  third.micro_kernel(spec);
+  CHECK(third.stats().disk_hits == 1);
+  CHECK(third.stats().kernels_compiled == 0);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("jit cache: threads asking for the same kernel at once compile it once") {
+  KernelCache cache("");
+  MicroKernelSpec spec = default_micro_kernel(DType::f32, cache.host().has_avx512);
+  MicroKernelFn got[4] = {};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) threads.emplace_back([&, t] { got[t] = cache.micro_kernel(spec); });
+  for (auto& t : threads) t.join();
+  CHECK(cache.stats().kernels_compiled == 1);
+  for (int t = 1; t < 4; ++t) CHECK((got[t] == got[0]));
+}
+
+TEST_CASE("jit cache: the default directory follows EINSTAGE_CACHE_DIR, then XDG_CACHE_HOME, then HOME") {
+  auto saved = [](const char* name) -> std::optional<std::string> {
+    const char* v = std::getenv(name);
+    return v ? std::optional<std::string>(v) : std::nullopt;
+  };
+  auto restore = [](const char* name, const std::optional<std::string>& v) {
+    if (v) ::setenv(name, v->c_str(), 1);
+    else ::unsetenv(name);
+  };
+  auto e = saved("EINSTAGE_CACHE_DIR"), x = saved("XDG_CACHE_HOME"), h = saved("HOME");
+  ::setenv("EINSTAGE_CACHE_DIR", "/tmp/a", 1);
+  ::setenv("XDG_CACHE_HOME", "/tmp/x", 1);
+  ::setenv("HOME", "/tmp/h", 1);
+  CHECK(KernelCache::default_cache_dir() == "/tmp/a");
+  ::unsetenv("EINSTAGE_CACHE_DIR");
+  CHECK(KernelCache::default_cache_dir() == "/tmp/x/einstage");
+  ::unsetenv("XDG_CACHE_HOME");
+  CHECK(KernelCache::default_cache_dir() == "/tmp/h/.cache/einstage");
+  restore("EINSTAGE_CACHE_DIR", e);
+  restore("XDG_CACHE_HOME", x);
+  restore("HOME", h);
+}
+
+TEST_CASE("dispatch: contract() runs floats on the JIT, i64 and EINSTAGE_JIT=0 on the portable kernel") {
+  // Keep the process cache out of the user's home directory.
+  std::string dir = fresh_dir("dispatch");
+  ::setenv("EINSTAGE_CACHE_DIR", dir.c_str(), 1);
+  const char* previous = std::getenv("EINSTAGE_JIT");
+  std::optional<std::string> saved = previous ? std::optional<std::string>(previous) : std::nullopt;
+  ::unsetenv("EINSTAGE_JIT");
+
+  DispatchStats before = dispatch_stats();
+  OwnedProblem f = random_problem(31, DType::f64, false);
+  contract(f.p);
+  check_against_oracle<double>(f);
+  DispatchStats after = dispatch_stats();
+  CHECK(after.jit_calls == before.jit_calls + 1);
+  CHECK(after.portable_calls == before.portable_calls);
+
+  OwnedProblem i = random_problem(32, DType::i64, false);
+  contract(i.p);
+  check_against_oracle<int64_t>(i);
+  CHECK(dispatch_stats().portable_calls == after.portable_calls + 1);
+
+  ::setenv("EINSTAGE_JIT", "0", 1);
+  CHECK(!jit_enabled());
+  OwnedProblem g = random_problem(33, DType::c128, false);
+  contract(g.p);
+  check_against_oracle<c128>(g);
+  CHECK(dispatch_stats().portable_calls == after.portable_calls + 2);
+  CHECK(dispatch_stats().jit_calls == after.jit_calls);
+
+  if (saved) ::setenv("EINSTAGE_JIT", saved->c_str(), 1);
+  else ::unsetenv("EINSTAGE_JIT");
+  CHECK(jit_enabled());
+  std::filesystem::remove_all(dir);
+}
