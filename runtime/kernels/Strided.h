@@ -1,5 +1,5 @@
 // Strided loop nests for the portable kernels: index spaces over several tensors that share a shape but not strides.
-// Stage: runtime (kernel internals). Depends on ir/Error.h only; no Tensor, no dtype.
+// Stage: runtime (kernel internals). Depends on ir/Error.h and runtime/ThreadPool.h only; no Tensor, no dtype.
 //
 // A LoopNest normalises a shape and the strides of up to four tensors once per call (extent-1 axes dropped, axes
 // ordered so the first tensor's smallest stride is innermost, adjacent axes fused where every tensor allows), so the
@@ -8,6 +8,7 @@
 #pragma once
 
 #include "ir/Error.h"
+#include "runtime/ThreadPool.h"
 
 #include <algorithm>
 #include <array>
@@ -120,6 +121,36 @@ inline std::vector<int64_t> offset_table(const std::vector<int64_t>& extent, con
     filled *= extent[a];
   }
   return table;
+}
+
+}  // namespace einstage::kernels
+
+namespace einstage::kernels {
+
+/// Runs fn(offsets, n, inner_strides) over every innermost run of `nest`, cutting runs longer than `piece` into
+/// pieces, and spreading the (run, piece) units over the pool. The cut depends on the nest and `piece` only.
+template <int NT, typename Fn>
+void parallel_runs(ThreadPool* pool, const LoopNest<NT>& nest, int64_t piece, Fn&& fn) {
+  if (nest.total == 0) return;
+  const int64_t inner = nest.inner();
+  const int64_t pieces = (inner + piece - 1) / piece;
+  const int64_t units = nest.outer_count() * pieces;
+  const int64_t min_units = std::max<int64_t>(1, (int64_t(1) << 14) / std::min(inner, piece));
+  parallel_for(pool, units, [&](int64_t u0, int64_t u1) {
+    const int64_t o0 = u0 / pieces, o1 = (u1 - 1) / pieces + 1;
+    int64_t o = o0;
+    for_each_run(nest, o0, o1, [&](const std::array<int64_t, NT>& off, int64_t n, const std::array<int64_t, NT>& st) {
+      const int64_t q0 = (o == o0) ? u0 % pieces : 0;
+      const int64_t q1 = (o == o1 - 1) ? (u1 - 1) % pieces + 1 : pieces;
+      for (int64_t q = q0; q < q1; ++q) {
+        std::array<int64_t, NT> start = off;
+        const int64_t b = q * piece, len = std::min(piece, n - b);
+        for (int t = 0; t < NT; ++t) start[t] += b * st[t];
+        fn(start, len, st);
+      }
+      ++o;
+    });
+  }, min_units);
 }
 
 }  // namespace einstage::kernels

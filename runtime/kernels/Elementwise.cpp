@@ -1,0 +1,146 @@
+#include "runtime/kernels/Elementwise.h"
+
+#include "runtime/ThreadPool.h"
+#include "runtime/kernels/Strided.h"
+
+#include <cmath>
+#include <complex>
+#include <type_traits>
+
+namespace einstage::kernels {
+namespace {
+
+template <typename T> constexpr bool kComplex = std::is_same_v<T, c64> || std::is_same_v<T, c128>;
+
+template <typename T> T apply(UnaryOp op, T x) {
+  switch (op) {
+    case UnaryOp::neg:
+      if constexpr (std::is_same_v<T, int64_t>) return static_cast<int64_t>(0u - static_cast<uint64_t>(x));
+      else return -x;
+    case UnaryOp::conj:
+      if constexpr (kComplex<T>) return std::conj(x);
+      else return x;
+    case UnaryOp::exp:
+      if constexpr (!std::is_same_v<T, int64_t>) return std::exp(x);
+      break;
+    case UnaryOp::log:
+      if constexpr (!std::is_same_v<T, int64_t>) return std::log(x);
+      break;
+    case UnaryOp::sqrt:
+      if constexpr (!std::is_same_v<T, int64_t>) return std::sqrt(x);
+      break;
+  }
+  return x;  // unreachable: i64 exp/log/sqrt are refused before the loop
+}
+
+template <typename T> T apply(BinaryOp op, T x, T y) {
+  if constexpr (std::is_same_v<T, int64_t>) {
+    const uint64_t a = static_cast<uint64_t>(x), b = static_cast<uint64_t>(y);
+    switch (op) {
+      case BinaryOp::add: return static_cast<int64_t>(a + b);
+      case BinaryOp::sub: return static_cast<int64_t>(a - b);
+      case BinaryOp::mul: return static_cast<int64_t>(a * b);
+      case BinaryOp::div: return (x == INT64_MIN && y == -1) ? INT64_MIN : x / y;  // wraps like the others
+    }
+  } else {
+    switch (op) {
+      case BinaryOp::add: return x + y;
+      case BinaryOp::sub: return x - y;
+      case BinaryOp::mul:
+        if constexpr (kComplex<T>)
+          return T(x.real() * y.real() - x.imag() * y.imag(), x.real() * y.imag() + x.imag() * y.real());
+        else return x * y;
+      case BinaryOp::div: return x / y;
+    }
+  }
+  return x;
+}
+
+void check_operand(const Tensor& t, const Tensor& out, const char* what, std::string_view op) {
+  if (!t.defined()) fail(ErrorKind::invalid_argument, "{}: {} is undefined", op, what);
+  if (t.dtype() != out.dtype())
+    fail(ErrorKind::dtype, "{}: {} has dtype {} but the result has {}", op, what, name(t.dtype()), name(out.dtype()));
+  if (t.shape() != out.shape())
+    fail(ErrorKind::shape, "{}: {} has shape {} but the result has {}", op, what, shape_to_string(t.shape()),
+         shape_to_string(out.shape()));
+}
+
+}  // namespace
+
+std::string_view name(UnaryOp op) {
+  switch (op) {
+    case UnaryOp::neg: return "neg";
+    case UnaryOp::conj: return "conj";
+    case UnaryOp::exp: return "exp";
+    case UnaryOp::log: return "log";
+    case UnaryOp::sqrt: return "sqrt";
+  }
+  return "?";
+}
+
+std::string_view name(BinaryOp op) {
+  switch (op) {
+    case BinaryOp::add: return "add";
+    case BinaryOp::sub: return "sub";
+    case BinaryOp::mul: return "mul";
+    case BinaryOp::div: return "div";
+  }
+  return "?";
+}
+
+void unary(UnaryOp op, const Tensor& x, Tensor& out, ThreadPool* pool) {
+  if (!out.defined()) fail(ErrorKind::invalid_argument, "{}: the result is undefined", name(op));
+  check_operand(x, out, "the operand", name(op));
+  if (x.dtype() == DType::i64 && (op == UnaryOp::exp || op == UnaryOp::log || op == UnaryOp::sqrt))
+    fail(ErrorKind::dtype, "{}: needs a floating dtype but the operand is i64; convert it to f64 first", name(op));
+  auto nest = make_loop_nest<2>(out.shape(), {&out.strides(), &x.strides()});
+  dispatch_dtype(out.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    T* d = static_cast<T*>(out.raw_data());
+    const T* s = static_cast<const T*>(x.raw_data());
+    parallel_runs(pool, nest, 4096, [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& st) {
+      for (int64_t i = 0; i < n; ++i) d[off[0] + i * st[0]] = apply<T>(op, s[off[1] + i * st[1]]);
+    });
+  });
+}
+
+Tensor unary(UnaryOp op, const Tensor& x, ThreadPool* pool) {
+  if (!x.defined()) fail(ErrorKind::invalid_argument, "{}: the operand is undefined", name(op));
+  Tensor out = Tensor::empty(x.dtype(), x.shape());
+  unary(op, x, out, pool);
+  return out;
+}
+
+void binary(BinaryOp op, const Tensor& x, const Tensor& y, Tensor& out, ThreadPool* pool) {
+  if (!out.defined()) fail(ErrorKind::invalid_argument, "{}: the result is undefined", name(op));
+  check_operand(x, out, "the left operand", name(op));
+  check_operand(y, out, "the right operand", name(op));
+  auto nest = make_loop_nest<3>(out.shape(), {&out.strides(), &x.strides(), &y.strides()});
+  dispatch_dtype(out.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    T* d = static_cast<T*>(out.raw_data());
+    const T* a = static_cast<const T*>(x.raw_data());
+    const T* b = static_cast<const T*>(y.raw_data());
+    if constexpr (std::is_same_v<T, int64_t>) {
+      if (op == BinaryOp::div) {  // refuse before writing anything
+        bool zero = false;
+        for_each_run(nest, 0, nest.outer_count(), [&](const std::array<int64_t, 3>& off, int64_t n, const std::array<int64_t, 3>& st) {
+          for (int64_t i = 0; i < n; ++i) zero = zero || b[off[2] + i * st[2]] == 0;
+        });
+        if (zero) fail(ErrorKind::invalid_argument, "div: integer division by zero (the right operand has a 0 element)");
+      }
+    }
+    parallel_runs(pool, nest, 4096, [&](const std::array<int64_t, 3>& off, int64_t n, const std::array<int64_t, 3>& st) {
+      for (int64_t i = 0; i < n; ++i) d[off[0] + i * st[0]] = apply<T>(op, a[off[1] + i * st[1]], b[off[2] + i * st[2]]);
+    });
+  });
+}
+
+Tensor binary(BinaryOp op, const Tensor& x, const Tensor& y, ThreadPool* pool) {
+  if (!x.defined()) fail(ErrorKind::invalid_argument, "{}: the left operand is undefined", name(op));
+  Tensor out = Tensor::empty(x.dtype(), x.shape());
+  binary(op, x, y, out, pool);
+  return out;
+}
+
+}  // namespace einstage::kernels

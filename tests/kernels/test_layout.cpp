@@ -1,0 +1,210 @@
+// Layout and elementwise kernels against element-by-element loops written here (through Tensor::at), on seeded
+// random shapes with permuted, sliced (non-unit stride) and zero-extent operands, every dtype, 1 and 2 threads.
+#include "KernelTestUtil.h"
+#include "runtime/ThreadPool.h"
+#include "runtime/kernels/Elementwise.h"
+#include "runtime/kernels/Layout.h"
+
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <vector>
+
+using namespace einstage;
+namespace k = einstage::kernels;
+
+namespace {
+
+std::vector<int64_t> multi_index(int64_t linear, const Shape& shape) {
+  std::vector<int64_t> idx(shape.size());
+  for (size_t d = 0; d < shape.size(); ++d) {
+    idx[d] = linear % shape[d];
+    linear /= shape[d];
+  }
+  return idx;
+}
+
+// A random tensor of `shape` that is a strided view: a permuted, step-2 slice of a larger tensor.
+template <typename T>
+Tensor random_view(kt::Rng& r, const Shape& shape) {
+  const int rank = static_cast<int>(shape.size());
+  std::vector<int> perm(static_cast<size_t>(rank));
+  for (int i = 0; i < rank; ++i) perm[i] = i;
+  for (int i = rank; i > 1; --i) std::swap(perm[i - 1], perm[static_cast<size_t>(r.uniform(0, i - 1))]);
+  Shape base(static_cast<size_t>(rank));
+  std::vector<int64_t> step(static_cast<size_t>(rank));
+  for (int i = 0; i < rank; ++i) {
+    step[perm[i]] = r.uniform(1, 2);
+    base[perm[i]] = shape[i] * step[perm[i]];
+  }
+  std::vector<T> data(static_cast<size_t>(element_count(base)));
+  for (auto& v : data) v = kt::random_value<T>(r);
+  Tensor t = Tensor::from_col_major<T>(base, data);
+  for (int i = 0; i < rank; ++i) t = t.slice(i, 0, base[i], step[i]);
+  // t has shape `base permuted`; undo: result axis i = t axis perm[i] must have extent shape[i].
+  std::vector<int> inv(perm.begin(), perm.end());
+  Tensor v = t.permute(inv);
+  REQUIRE(v.shape() == shape);
+  return v;
+}
+
+Shape random_shape(kt::Rng& r, int rank) {
+  Shape s;
+  for (int i = 0; i < rank; ++i) s.push_back(r.uniform(0, 9) == 0 ? 0 : r.uniform(1, 6));
+  return s;
+}
+
+template <typename T> bool same_bits(const T& a, const T& b) { return std::memcmp(&a, &b, sizeof(T)) == 0; }
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("copy and permute_copy reproduce every element", T, float, double, c64, c128, int64_t) {
+  for (uint64_t seed = 1; seed <= 60; ++seed) {
+    CAPTURE(seed);
+    kt::Rng r(seed);
+    Shape shape = random_shape(r, static_cast<int>(r.uniform(0, 4)));
+    Tensor src = random_view<T>(r, shape);
+    Tensor dst = random_view<T>(r, shape);  // a strided destination
+    ThreadPool pool(static_cast<int>(seed % 2 + 1));
+    k::copy(src, dst, &pool);
+    for (int64_t i = 0; i < element_count(shape); ++i) {
+      auto idx = multi_index(i, shape);
+      REQUIRE(same_bits(dst.at<T>(idx), src.at<T>(idx)));
+    }
+  }
+  // Large transposes take the tiled path.
+  kt::Rng r(99);
+  Tensor src = random_view<T>(r, {70, 45, 3});
+  std::vector<int> perm{1, 2, 0};
+  Tensor out = k::permute_copy(src, perm);
+  CHECK(out.is_col_major());
+  CHECK(out.shape() == Shape{45, 3, 70});
+  for (int64_t a = 0; a < 70; ++a)
+    for (int64_t b = 0; b < 45; ++b)
+      for (int64_t c = 0; c < 3; ++c) REQUIRE(same_bits(out.at<T>({b, c, a}), src.at<T>({a, b, c})));
+}
+
+TEST_CASE_TEMPLATE("reduce_sum sums in the documented order, at any thread count", T, float, double, c64, c128, int64_t) {
+  for (uint64_t seed = 1; seed <= 60; ++seed) {
+    CAPTURE(seed);
+    kt::Rng r(seed * 31);
+    const int rank = static_cast<int>(r.uniform(0, 4));
+    Shape shape = random_shape(r, rank);
+    if (seed % 7 == 0 && rank > 0) shape[0] = 300;  // long runs, several pieces
+    Tensor src = random_view<T>(r, shape);
+    std::vector<int> axes;
+    for (int a = rank - 1; a >= 0; --a)
+      if (r.uniform(0, 1)) axes.push_back(a);  // deliberately not sorted
+    Shape kept;
+    std::vector<bool> red(static_cast<size_t>(rank), false);
+    for (int a : axes) red[a] = true;
+    for (int a = 0; a < rank; ++a)
+      if (!red[a]) kept.push_back(shape[a]);
+    const bool accumulate = seed % 3 == 0;
+    Tensor init = random_view<T>(r, kept);
+    Tensor d1 = init.clone(), d2 = init.clone();
+    k::reduce_sum(src, axes, d1, accumulate, nullptr);
+    ThreadPool pool(2);
+    k::reduce_sum(src, axes, d2, accumulate, &pool);
+    CHECK(bitwise_equal(d1, d2));
+    // The oracle sums in the documented order (lowest reduced axis fastest, from zero), in T, so bits must agree.
+    Shape rshape;
+    for (int a = 0; a < rank; ++a)
+      if (red[a]) rshape.push_back(shape[a]);
+    for (int64_t o = 0; o < element_count(kept); ++o) {
+      auto ko = multi_index(o, kept);
+      using A = std::conditional_t<std::is_same_v<T, int64_t>, uint64_t, T>;
+      A sum = A(0);
+      for (int64_t q = 0; q < element_count(rshape); ++q) {
+        auto rq = multi_index(q, rshape);
+        std::vector<int64_t> idx;
+        size_t ik = 0, ir = 0;
+        for (int a = 0; a < rank; ++a) idx.push_back(red[a] ? rq[ir++] : ko[ik++]);
+        sum += static_cast<A>(src.at<T>(idx));
+      }
+      T want = accumulate ? static_cast<T>(static_cast<A>(init.at<T>(ko)) + sum) : static_cast<T>(sum);
+      REQUIRE(same_bits(d1.at<T>(ko), want));
+    }
+  }
+}
+
+TEST_CASE("reduce_sum errors name the problem") {
+  Tensor x = Tensor::zeros(DType::f64, {2, 3});
+  Tensor bad = Tensor::zeros(DType::f64, {3});
+  std::vector<int> ax{1};
+  CHECK_THROWS_WITH_AS(k::reduce_sum(x, ax, bad), "reduce_sum: destination has shape [3] but reducing [2,3] gives [2]",
+                       Error);
+  std::vector<int> twice{0, 0};
+  CHECK_THROWS_WITH_AS(k::reduce_sum(x, twice), "reduce_sum: axis 0 is listed twice", Error);
+}
+
+TEST_CASE_TEMPLATE("extract_diag and embed_diag are inverse on the diagonal", T, float, c128, int64_t) {
+  kt::Rng r(5);
+  Tensor x = random_view<T>(r, {4, 3, 4});
+  Tensor d = k::extract_diag(x, 2, 0);  // keeps axis 2's position among the remaining axes: shape [3, 4]
+  CHECK(d.shape() == Shape{3, 4});
+  for (int64_t i = 0; i < 4; ++i)
+    for (int64_t j = 0; j < 3; ++j) CHECK(same_bits(d.at<T>({j, i}), x.at<T>({i, j, i})));
+  Tensor e = Tensor::empty(dtype_v<T>, {3, 4, 4});
+  k::embed_diag(d, 1, 2, e);
+  for (int64_t j = 0; j < 3; ++j)
+    for (int64_t a = 0; a < 4; ++a)
+      for (int64_t b = 0; b < 4; ++b) CHECK(same_bits(e.at<T>({j, a, b}), a == b ? d.at<T>({j, a}) : T(0)));
+  CHECK_THROWS_WITH_AS(k::extract_diag(x, 0, 1),
+                       "extract_diag: axes 0 and 1 have extents 4 and 3; a diagonal needs equal extents", Error);
+}
+
+TEST_CASE_TEMPLATE("elementwise kernels match the scalar operations", T, float, double, c64, c128, int64_t) {
+  kt::Rng r(11);
+  Shape shape{5, 3, 2};
+  Tensor x = random_view<T>(r, shape), y = random_view<T>(r, shape);
+  for (auto op : {k::BinaryOp::add, k::BinaryOp::sub, k::BinaryOp::mul, k::BinaryOp::div}) {
+    CAPTURE(k::name(op));
+    if (std::is_same_v<T, int64_t> && op == k::BinaryOp::div) continue;  // may hit zero; tested below
+    Tensor out = k::binary(op, x, y);
+    for (int64_t i = 0; i < element_count(shape); ++i) {
+      auto idx = multi_index(i, shape);
+      T a = x.at<T>(idx), b = y.at<T>(idx), want{};
+      switch (op) {
+        case k::BinaryOp::add: want = a + b; break;
+        case k::BinaryOp::sub: want = a - b; break;
+        case k::BinaryOp::mul: want = a * b; break;
+        case k::BinaryOp::div: want = a / b; break;
+      }
+      CHECK(kt::distance(out.at<T>(idx), kt::widen(want)) <= 1e-6 * (kt::magnitude(want) + 1));
+    }
+  }
+  Tensor neg = k::unary(k::UnaryOp::neg, x);
+  Tensor conj = k::unary(k::UnaryOp::conj, x);
+  for (int64_t i = 0; i < element_count(shape); ++i) {
+    auto idx = multi_index(i, shape);
+    CHECK(same_bits(neg.at<T>(idx), T(-x.at<T>(idx))));
+    if constexpr (std::is_same_v<T, c64> || std::is_same_v<T, c128>) CHECK(same_bits(conj.at<T>(idx), std::conj(x.at<T>(idx))));
+    else CHECK(same_bits(conj.at<T>(idx), x.at<T>(idx)));
+  }
+  if constexpr (!std::is_same_v<T, int64_t>) {
+    Tensor e = k::unary(k::UnaryOp::exp, x), l = k::unary(k::UnaryOp::log, e), s = k::unary(k::UnaryOp::sqrt, e);
+    for (int64_t i = 0; i < element_count(shape); ++i) {
+      auto idx = multi_index(i, shape);
+      CHECK(same_bits(e.at<T>(idx), T(std::exp(x.at<T>(idx)))));
+      CHECK(same_bits(l.at<T>(idx), T(std::log(e.at<T>(idx)))));
+      CHECK(same_bits(s.at<T>(idx), T(std::sqrt(e.at<T>(idx)))));
+    }
+  }
+}
+
+TEST_CASE("elementwise errors: i64 transcendental and division by zero leave the result untouched") {
+  Tensor x = Tensor::from_col_major<int64_t>({3}, {7, -7, 9});
+  Tensor y = Tensor::from_col_major<int64_t>({3}, {2, 2, 0});
+  CHECK_THROWS_WITH_AS(k::unary(k::UnaryOp::exp, x),
+                       "exp: needs a floating dtype but the operand is i64; convert it to f64 first", Error);
+  Tensor out = Tensor::from_col_major<int64_t>({3}, {1, 1, 1});
+  CHECK_THROWS_WITH_AS(k::binary(k::BinaryOp::div, x, y, out),
+                       "div: integer division by zero (the right operand has a 0 element)", Error);
+  CHECK(out.to_col_major<int64_t>() == std::vector<int64_t>{1, 1, 1});
+  Tensor ok = Tensor::from_col_major<int64_t>({3}, {2, 2, 4});
+  CHECK(k::binary(k::BinaryOp::div, x, ok).to_col_major<int64_t>() == std::vector<int64_t>{3, -3, 2});
+  Tensor f = Tensor::zeros(DType::f64, {3});
+  CHECK_THROWS_WITH_AS(k::binary(k::BinaryOp::add, x, f), "add: the right operand has dtype f64 but the result has i64",
+                       Error);
+}
