@@ -421,7 +421,7 @@ BoundEinsum bind_grouped(std::string_view subscripts, std::span<const Shape> sha
   ranks.reserve(shapes.size());
   for (const Shape& s : shapes) ranks.push_back(int64_t(s.size()));
   auto e = expand_grouped(subscripts, ranks, lengths);
-  return bind(e->expanded, shapes, allow_broadcast);
+  return bind_einsum(e->expanded, shapes, allow_broadcast);
 }
 
 GroupedCacheStats grouped_cache_stats() {

@@ -69,7 +69,7 @@ struct GroupedExpansion {
 std::shared_ptr<const GroupedExpansion> expand_grouped(std::string_view subscripts, std::span<const int64_t> ranks,
                                                        std::span<const GroupLength> lengths = {});
 
-/// expand_grouped with the ranks of `shapes`, then bind() of the expanded Subscripts (extents per axis, length-1
+/// expand_grouped with the ranks of `shapes`, then bind_einsum() of the expanded Subscripts (extents per axis, length-1
 /// broadcasting only with allow_broadcast: group axes are named labels).
 BoundEinsum bind_grouped(std::string_view subscripts, std::span<const Shape> shapes,
                          std::span<const GroupLength> lengths = {}, bool allow_broadcast = false);

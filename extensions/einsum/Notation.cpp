@@ -277,7 +277,9 @@ Notation parse_notation(std::string_view text) {
 }
 
 Subscripts expand(const Notation& n, std::span<const int64_t> ranks) {
-  if (ranks.size() != n.inputs.size()) fail_parse(n.text, {}, count_message(ranks.size(), n.inputs.size()));
+  if (ranks.size() != n.inputs.size())
+    throw Error(ErrorKind::shape,
+                fmt::format("einsum \"{}\": {}", n.text, count_message(ranks.size(), n.inputs.size())));
   Subscripts s;
   int64_t longest = 0;
   std::vector<int64_t> cover(n.inputs.size(), 0);
@@ -342,7 +344,7 @@ Subscripts to_subscripts(const Notation& n) {
           carets.push_back(map.inputs[k][e]);
           break;
         }
-    fail_parse(n.text, carets, "'...' needs the operand ranks to expand; use expand() or bind() with the shapes");
+    fail_parse(n.text, carets, "'...' needs the operand ranks to expand; use expand() or bind_einsum() with the shapes");
   }
   Subscripts s;
   s.inputs = n.inputs;
@@ -530,11 +532,11 @@ BoundEinsum bind_impl(const Subscripts& s, std::span<const Shape> shapes, bool a
 
 }  // namespace
 
-BoundEinsum bind(const Subscripts& subscripts, std::span<const Shape> shapes, bool allow_broadcast) {
+BoundEinsum bind_einsum(const Subscripts& subscripts, std::span<const Shape> shapes, bool allow_broadcast) {
   return bind_impl(subscripts, shapes, allow_broadcast, nullptr);
 }
 
-BoundEinsum bind(const Notation& notation, std::span<const Shape> shapes, bool allow_broadcast) {
+BoundEinsum bind_einsum(const Notation& notation, std::span<const Shape> shapes, bool allow_broadcast) {
   std::vector<int64_t> ranks;
   for (const Shape& sh : shapes) ranks.push_back(int64_t(sh.size()));
   Subscripts s = expand(notation, ranks);

@@ -5,7 +5,7 @@
 // Subscripts -> BoundEinsum through these functions and nothing else, so the notation rules and the length-1
 // broadcast rule (BEHAVIOUR §1.5) live in one place. Design: parse_notation() is rank-independent and keeps `...` as
 // a marker (kEllipsisMarker) in the terms; expand() turns it into Subscripts once operand ranks are known (the
-// ellipsis covers "rank minus named labels" axes); bind() checks ranks and extents and returns the extent of every
+// ellipsis covers "rank minus named labels" axes); bind_einsum() checks ranks and extents and returns the extent of every
 // label. A string without `...` needs no ranks (to_subscripts). Error paths re-scan the original text to point a
 // caret at the offending character, so the hot path records no source positions. Depends on ir only (Error, Tensor's
 // Shape).
@@ -48,7 +48,7 @@ Notation parse_notation(std::string_view text);
 
 /// Expands `...` given the rank of every operand (right-aligned; fresh labels counted down from kFreshLabelTop;
 /// the output's `...` takes the longest ellipsis). Checks the number of operands and that no term names more labels
-/// than its operand's rank; bind() checks the rest.
+/// than its operand's rank; bind_einsum() checks the rest.
 Subscripts expand(const Notation& notation, std::span<const int64_t> ranks);
 /// The Subscripts of a notation without `...` (no ranks needed); fails if the string has `...`.
 Subscripts to_subscripts(const Notation& notation);
@@ -86,8 +86,8 @@ struct BoundEinsum {
 /// one operand, and extents across operands with the length-1 rule: axes under `...` broadcast; a named label
 /// whose extents differ with one of them 1 broadcasts only when allow_broadcast is true; anything else fails naming
 /// the label as written, both extents and both operands.
-BoundEinsum bind(const Subscripts& subscripts, std::span<const Shape> shapes, bool allow_broadcast);
+BoundEinsum bind_einsum(const Subscripts& subscripts, std::span<const Shape> shapes, bool allow_broadcast);
 /// expand + bind, with error messages that point a caret into the original string.
-BoundEinsum bind(const Notation& notation, std::span<const Shape> shapes, bool allow_broadcast);
+BoundEinsum bind_einsum(const Notation& notation, std::span<const Shape> shapes, bool allow_broadcast);
 
 }  // namespace einstage::einsum
