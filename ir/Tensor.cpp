@@ -397,6 +397,10 @@ std::string Tensor::to_string() const {
       }
       if (!measuring) out += ']';
     };
+    if (numel() == 0) {  // NumPy prints every empty array as [] (the header has the shape)
+      out += "[]";
+      return;
+    }
     rec(rec, 0, 0, 0);
     measuring = false;
     rec(rec, 0, 0, 0);
