@@ -1,15 +1,75 @@
-// einstage: the command-line driver. Subcommands are added as the layers they drive land.
+// einstage: the command-line driver. `einstage <command> [arguments]`; the table below lists the commands, each
+// implemented in its own .cpp (see Command.h). Later issues add einsum, plan, lower, grad and run.
 #include "ir/Error.h"
+#include "tools/einstage/Command.h"
 
 #include <fmt/format.h>
 
-#include <string_view>
+#include <exception>
+#include <vector>
+
+namespace einstage::cli {
+namespace {
+
+constexpr Command kCommands[] = {
+    {"show", "print .npy files: dtype, shape, stored order, memory layout and values", run_show},
+};
+
+void print_help() {
+  fmt::print(
+      "usage: einstage <command> [arguments]\n"
+      "\n"
+      "einstage is a tracing compiler with a staged runtime for tensor contractions (einsum).\n"
+      "Tensors are column-major (first index fastest); .npy files are read in either order without a transpose.\n"
+      "\n"
+      "commands:\n");
+  for (const Command& c : kCommands) fmt::print("  {:<8}{}\n", c.name, c.summary);
+  fmt::print("\nRun 'einstage <command> --help' for a command's arguments.\n");
+}
+
+// Errors about the user's input or files are status 2; failures of einstage while running are status 1.
+int status_of(ErrorKind kind) {
+  switch (kind) {
+    case ErrorKind::runtime:
+    case ErrorKind::verification: return 1;
+    default: return 2;
+  }
+}
+
+int run(int argc, char** argv) {
+  std::vector<std::string_view> args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+    print_help();
+    return 0;
+  }
+  for (const Command& c : kCommands)
+    if (c.name == args[0]) return c.run(std::span<const std::string_view>(args).subspan(1));
+  if (args[0].starts_with("-")) usage_error("unknown option '{}'; run 'einstage --help' for the usage", args[0]);
+  usage_error("unknown command '{}'; run 'einstage --help' for the list", args[0]);
+}
+
+}  // namespace
+
+bool wants_help(std::span<const std::string_view> args) {
+  for (std::string_view a : args)
+    if (a == "--help" || a == "-h") return true;
+  return false;
+}
+
+}  // namespace einstage::cli
 
 int main(int argc, char** argv) {
-  if (argc > 1 && std::string_view(argv[1]) != "--help") {
-    fmt::print(stderr, "einstage: unknown command '{}'; run 'einstage --help' for the list\n", argv[1]);
+  using namespace einstage;
+  try {
+    return cli::run(argc, argv);
+  } catch (const cli::UsageError& e) {
+    fmt::print(stderr, "einstage: {}\n", e.what());
     return 2;
+  } catch (const Error& e) {
+    fmt::print(stderr, "einstage: {}\n", e.what());
+    return cli::status_of(e.kind());
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "einstage: internal error: {}\n", e.what());
+    return 1;
   }
-  fmt::print("usage: einstage <command> [options]\n");
-  return 0;
 }

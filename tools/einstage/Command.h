@@ -1,0 +1,41 @@
+// The einstage command line's subcommands: each lives in its own .cpp, parses its own arguments, prints its own
+// --help, and is listed in the one table in main.cpp. Part of tools/; may use every layer.
+//
+// Exit status: 0 on success, 2 for a usage error or bad input (unknown option, unreadable or malformed file),
+// 1 for a failure while running. main() prints every error as one line "einstage: <message>" on stderr.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace einstage::cli {
+
+/// A mistake in the command line itself; main() prints it and exits with status 2.
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+template <typename... Args>
+[[noreturn]] void usage_error(fmt::format_string<Args...> format, Args&&... args) {
+  throw UsageError(fmt::format(format, std::forward<Args>(args)...));
+}
+
+struct Command {
+  std::string_view name;
+  std::string_view summary;  // one line for `einstage --help`
+  /// Runs the command on the arguments after its name; returns the exit status.
+  int (*run)(std::span<const std::string_view> args);
+};
+
+/// True if args contains -h or --help (every command answers it by printing its help and succeeding).
+bool wants_help(std::span<const std::string_view> args);
+
+// The commands (one .cpp each).
+int run_show(std::span<const std::string_view> args);
+
+}  // namespace einstage::cli
