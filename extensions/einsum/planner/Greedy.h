@@ -1,0 +1,43 @@
+// Greedy contraction ordering (deterministic, optionally randomised with a seeded stream).
+//
+// Planning stage. Each round contracts the live pair with the lowest score among pairs that share at least one label;
+// when no pair shares a label, the remaining operands are joined by outer products. What is minimised per round:
+//   * GreedyCost::memory_removed (default, opt_einsum's "greedy"): score = |result| - alpha * (|left| + |right|),
+//     i.e. with alpha = 1 the number of elements the step adds to live memory (negative = memory freed). Outer
+//     products at the end join the two smallest operands first (ties: smaller id).
+//   * GreedyCost::smallest_result (the reference system's rule): score = |result|; outer products at the end join
+//     the two smallest ids.
+// Neither minimises total flops; they are fast starting points that the other optimisers refine.
+// Ties are broken by the key (score, result size, smaller id, larger id), so the result depends only on the network
+// and options; the result-size key makes memory_removed start a matrix chain at its vector end (both ends free the
+// same memory, the vector end makes the smaller result).
+// With temperature > 0 the score becomes sgnlog2(score) - temperature * g, g a Gumbel variate drawn from a
+// SplitMix64 stream seeded by `seed` (the random-greedy of cotengra); temperature 0 draws nothing.
+// A candidate queue (binary heap with lazy deletion) and per-label carrier lists make a run O(E log E) for E
+// candidate pairs. Depends on Network.h and ContractionTree.h only.
+#pragma once
+
+#include "extensions/einsum/planner/ContractionTree.h"
+
+#include <cstdint>
+#include <string_view>
+#include <optional>
+
+namespace einstage::einsum {
+
+enum class GreedyCost { memory_removed, smallest_result };
+
+std::string_view to_string(GreedyCost cost);  // "memory_removed", "smallest_result"
+std::optional<GreedyCost> parse_greedy_cost(std::string_view text);
+
+struct GreedyOptions {
+  GreedyCost cost = GreedyCost::memory_removed;
+  double alpha = 1.0;        // weight of the operand sizes in memory_removed (cotengra's costmod)
+  double temperature = 0.0;  // 0 = deterministic greedy, > 0 = Gumbel-perturbed scores
+  uint64_t seed = 0;         // used only when temperature > 0
+};
+
+/// Greedy steps over ids (inputs 0..n-1, step k's result n+k); always a valid tree.
+ContractionTree greedy(const Network& network, const GreedyOptions& options = {});
+
+}  // namespace einstage::einsum

@@ -1,0 +1,384 @@
+#include "extensions/einsum/planner/PlanSpec.h"
+
+#include "extensions/einsum/planner/Exact.h"
+#include "ir/Error.h"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <chrono>
+#include <optional>
+
+namespace einstage::einsum {
+
+namespace {
+
+constexpr PlanKind kKinds[] = {PlanKind::automatic,     PlanKind::greedy, PlanKind::optimal, PlanKind::anneal,
+                               PlanKind::left_to_right, PlanKind::path,   PlanKind::tree};
+constexpr PlanQuality kQualities[] = {PlanQuality::fast, PlanQuality::normal, PlanQuality::high};
+
+// Which options a kind accepts in its text form.
+bool accepts(PlanKind kind, std::string_view key) {
+  if (key == "budget" || key == "seed" || key == "trials" || key == "moves") return kind == PlanKind::automatic || kind == PlanKind::anneal;
+  if (key == "quality") return kind == PlanKind::automatic;
+  if (key == "cost") return kind == PlanKind::greedy;
+  return false;
+}
+
+class SpecParser {
+ public:
+  explicit SpecParser(std::string_view text) : text_(text) {}
+
+  PlanSpec parse() {
+    PlanSpec spec;
+    skip_space();
+    const size_t kind_pos = pos_;
+    std::string_view word = identifier();
+    std::optional<PlanKind> kind;
+    for (PlanKind k : kKinds)
+      if (to_string(k) == word) kind = k;
+    if (!kind)
+      error(kind_pos, fmt::format("unknown plan kind '{}'; expected auto, greedy, optimal, anneal, left_to_right, "
+                                  "path[...] or tree[...]", word));
+    spec.kind = *kind;
+    skip_space();
+    if (peek() == '(') {
+      ++pos_;
+      for (bool first = true;; first = false) {
+        skip_space();
+        if (peek() == ')' && first) break;
+        const size_t key_pos = pos_;
+        std::string_view key = identifier();
+        if (!accepts(spec.kind, key))
+          error(key_pos, fmt::format("option '{}' does not apply to plan kind '{}'", key, to_string(spec.kind)));
+        expect('=');
+        const size_t value_pos = pos_;
+        std::string_view value = token();
+        set_option(spec, key, value, value_pos);
+        skip_space();
+        if (peek() == ',') { ++pos_; continue; }
+        break;
+      }
+      expect(')');
+    }
+    skip_space();
+    const bool wants_steps = spec.kind == PlanKind::path || spec.kind == PlanKind::tree;
+    if (wants_steps) {
+      expect('[');
+      skip_space();
+      if (peek() != ']') {
+        for (;;) {
+          expect('(');
+          const int a = integer();
+          expect(',');
+          const int b = integer();
+          expect(')');
+          spec.steps.emplace_back(a, b);
+          skip_space();
+          if (peek() == ',') { ++pos_; continue; }
+          break;
+        }
+      }
+      expect(']');
+    }
+    skip_space();
+    if (pos_ != text_.size())
+      error(pos_, wants_steps ? "unexpected text after the step list" : "unexpected text after the plan kind");
+    return spec;
+  }
+
+ private:
+  [[noreturn]] void error(size_t at, const std::string& what) {
+    fail(ErrorKind::parse, "plan spec \"{}\" at column {}: {}", text_, at + 1, what);
+  }
+  char peek() const { return pos_ < text_.size() ? text_[pos_] : '\0'; }
+  void skip_space() {
+    while (pos_ < text_.size() && text_[pos_] == ' ') ++pos_;
+  }
+  void expect(char c) {
+    skip_space();
+    if (peek() != c) error(pos_, fmt::format("expected '{}'", c));
+    ++pos_;
+    skip_space();
+  }
+  std::string_view identifier() {
+    const size_t start = pos_;
+    while (pos_ < text_.size() && (std::isalnum(static_cast<unsigned char>(text_[pos_])) || text_[pos_] == '_')) ++pos_;
+    if (start == pos_) error(start, "expected a name");
+    return text_.substr(start, pos_ - start);
+  }
+  std::string_view token() {
+    skip_space();
+    const size_t start = pos_;
+    while (pos_ < text_.size() && text_[pos_] != ',' && text_[pos_] != ')' && text_[pos_] != ' ') ++pos_;
+    if (start == pos_) error(start, "expected a value");
+    return text_.substr(start, pos_ - start);
+  }
+  int integer() {
+    skip_space();
+    int v = 0;
+    auto [end, ec] = std::from_chars(text_.data() + pos_, text_.data() + text_.size(), v);
+    if (ec != std::errc() || end == text_.data() + pos_) error(pos_, "expected a non-negative integer");
+    pos_ = end - text_.data();
+    skip_space();
+    return v;
+  }
+  void set_option(PlanSpec& spec, std::string_view key, std::string_view value, size_t at) {
+    auto whole = [&](auto& out) {
+      auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), out);
+      return ec == std::errc() && end == value.data() + value.size();
+    };
+    if (key == "budget") {
+      if (!whole(spec.budget_s) || !(spec.budget_s > 0))
+        error(at, fmt::format("budget '{}' is not a positive number of seconds", value));
+    } else if (key == "seed") {
+      if (!whole(spec.seed)) error(at, fmt::format("seed '{}' is not an unsigned 64-bit integer", value));
+    } else if (key == "trials") {
+      if (!whole(spec.trials) || spec.trials <= 0) error(at, fmt::format("trials '{}' is not a positive integer", value));
+    } else if (key == "moves") {
+      if (!whole(spec.moves) || spec.moves <= 0) error(at, fmt::format("moves '{}' is not a positive integer", value));
+    } else if (key == "quality") {
+      bool ok = false;
+      for (PlanQuality q : kQualities)
+        if (to_string(q) == value) spec.quality = q, ok = true;
+      if (!ok) error(at, fmt::format("quality '{}' is not one of fast, normal, high", value));
+    } else if (key == "cost") {
+      auto c = parse_greedy_cost(value);
+      if (!c) error(at, fmt::format("greedy cost '{}' is not one of memory_removed, smallest_result", value));
+      spec.greedy_cost = *c;
+    }
+  }
+
+  std::string_view text_;
+  size_t pos_ = 0;
+};
+
+ContractionTree best_of(const Network& net, std::vector<std::pair<ContractionTree, std::string>>& candidates,
+                        std::string& method) {
+  size_t best = 0;
+  double best_flops = 0;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    const double f = evaluate(net, candidates[i].first).flops;
+    if (i == 0 || f < best_flops) best = i, best_flops = f;
+  }
+  method = candidates[best].second;
+  return candidates[best].first;
+}
+
+}  // namespace
+
+std::string_view to_string(PlanKind kind) {
+  switch (kind) {
+    case PlanKind::automatic: return "auto";
+    case PlanKind::greedy: return "greedy";
+    case PlanKind::optimal: return "optimal";
+    case PlanKind::anneal: return "anneal";
+    case PlanKind::left_to_right: return "left_to_right";
+    case PlanKind::path: return "path";
+    case PlanKind::tree: return "tree";
+  }
+  return "?";
+}
+
+std::string_view to_string(PlanQuality quality) {
+  switch (quality) {
+    case PlanQuality::fast: return "fast";
+    case PlanQuality::normal: return "normal";
+    case PlanQuality::high: return "high";
+  }
+  return "?";
+}
+
+PlanSpec PlanSpec::automatic_plan(PlanQuality quality) {
+  PlanSpec s;
+  s.quality = quality;
+  return s;
+}
+PlanSpec PlanSpec::greedy_plan(GreedyCost cost) {
+  PlanSpec s;
+  s.kind = PlanKind::greedy;
+  s.greedy_cost = cost;
+  return s;
+}
+PlanSpec PlanSpec::optimal_plan() {
+  PlanSpec s;
+  s.kind = PlanKind::optimal;
+  return s;
+}
+PlanSpec PlanSpec::anneal_plan(double budget_s, uint64_t seed, int trials) {
+  PlanSpec s;
+  s.kind = PlanKind::anneal;
+  s.budget_s = budget_s;
+  s.seed = seed;
+  s.trials = trials;
+  return s;
+}
+PlanSpec PlanSpec::left_to_right_plan() {
+  PlanSpec s;
+  s.kind = PlanKind::left_to_right;
+  return s;
+}
+PlanSpec PlanSpec::path_plan(std::vector<Step> positions) {
+  PlanSpec s;
+  s.kind = PlanKind::path;
+  s.steps = std::move(positions);
+  return s;
+}
+PlanSpec PlanSpec::tree_plan(std::vector<Step> ids) {
+  PlanSpec s;
+  s.kind = PlanKind::tree;
+  s.steps = std::move(ids);
+  return s;
+}
+
+std::string PlanSpec::to_string() const {
+  std::string s(einsum::to_string(kind));
+  std::vector<std::string> opts;
+  if (budget_s != 0) opts.push_back(fmt::format("budget={}", budget_s));
+  if (seed != 0) opts.push_back(fmt::format("seed={}", seed));
+  if (quality != PlanQuality::normal) opts.push_back(fmt::format("quality={}", einsum::to_string(quality)));
+  if (greedy_cost != GreedyCost::memory_removed) opts.push_back(fmt::format("cost={}", einsum::to_string(greedy_cost)));
+  if (trials != 0) opts.push_back(fmt::format("trials={}", trials));
+  if (moves != 0) opts.push_back(fmt::format("moves={}", moves));
+  for (size_t i = 0; i < opts.size(); ++i) s += (i == 0 ? "(" : ",") + opts[i] + (i + 1 == opts.size() ? ")" : "");
+  if (kind == PlanKind::path || kind == PlanKind::tree) s += ContractionTree::steps_text(steps);
+  return s;
+}
+
+PlanSpec PlanSpec::parse(std::string_view text) { return SpecParser(text).parse(); }
+
+uint64_t PlanSpec::hash() const {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : to_string()) h = (h ^ c) * 0x100000001b3ULL;
+  return h;
+}
+
+PlanResult plan(const PlanSpec& spec, const Network& net, const PlanOptions& options) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const int n = net.num_inputs;
+  PlanResult result;
+  auto finish = [&](ContractionTree tree, std::string method) {
+    result.cost = evaluate(net, tree);
+    result.tree = std::move(tree);
+    result.method = std::move(method);
+    result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return result;
+  };
+  switch (spec.kind) {
+    case PlanKind::left_to_right: return finish(ContractionTree::left_to_right(n), "left_to_right");
+    case PlanKind::path: return finish(ContractionTree::from_positional_path(n, spec.steps), "path");
+    case PlanKind::tree: return finish(ContractionTree(n, spec.steps), "tree");
+    case PlanKind::greedy:
+      return finish(greedy(net, {spec.greedy_cost}), fmt::format("greedy({})", to_string(spec.greedy_cost)));
+    default: break;
+  }
+  if (n <= 1) return finish(ContractionTree(n, {}), "trivial");
+  if (n == 2) return finish(ContractionTree(2, {{0, 1}}), "trivial");
+  if (spec.kind == PlanKind::optimal) {
+    if (is_chain(net)) return finish(interval_optimal(net), "interval_dp");
+    return finish(optimal(net), "subset_dp");
+  }
+  // auto and anneal: both greedy rules are always candidates, so the result is never costlier than greedy.
+  std::vector<std::pair<ContractionTree, std::string>> candidates;
+  candidates.emplace_back(greedy(net, {GreedyCost::memory_removed}), "greedy(memory_removed)");
+  candidates.emplace_back(greedy(net, {GreedyCost::smallest_result}), "greedy(smallest_result)");
+  std::string method;
+  if (spec.kind == PlanKind::anneal) {
+    ContractionTree base = best_of(net, candidates, method);
+    SearchOptions so;
+    so.budget_s = spec.budget_s > 0 ? spec.budget_s : (spec.trials > 0 ? 0 : 1.0);
+    so.trials = spec.trials;
+    so.anneal_moves = spec.moves > 0 ? spec.moves : -1;
+    so.seed = spec.seed;
+    so.threads = options.threads;
+    so.progress = options.progress;
+    SearchResult sr = search(net, base, so);
+    result.stopped_by_budget = sr.stopped_by_budget;
+    result.trials_done = sr.trials_done;
+    const bool improved = evaluate(net, sr.tree).flops < evaluate(net, base).flops;
+    return finish(sr.tree, improved ? "anneal" : method);
+  }
+  // auto
+  const bool chain = is_chain(net);
+  const int exact_limit = spec.quality == PlanQuality::fast ? 10 : spec.quality == PlanQuality::normal ? 12 : 14;
+  if (chain) candidates.emplace_back(interval_optimal(net), "interval_dp");
+  else if (n <= exact_limit) candidates.emplace_back(optimal(net), "subset_dp");
+  if (chain || n <= exact_limit || spec.quality == PlanQuality::fast) {
+    ContractionTree t = best_of(net, candidates, method);
+    return finish(std::move(t), method);
+  }
+  if (n <= 200) candidates.emplace_back(interval_optimal(net), "interval_dp");
+  ContractionTree base = best_of(net, candidates, method);
+  const Deadline deadline(spec.budget_s);
+  if (spec.quality == PlanQuality::normal) {
+    // Fixed work (deterministic): reconfiguration of 8-operand subtrees, at most 4 passes, only while it is cheap.
+    if (n <= 2000) {
+      ContractionTree t = reconfigure(net, base, 8, 4, deadline);
+      if (evaluate(net, t).flops < evaluate(net, base).flops) base = std::move(t), method += "+reconfigure";
+    }
+    result.stopped_by_budget = deadline.expired();
+    return finish(std::move(base), method);
+  }
+  SearchOptions so;
+  so.budget_s = spec.budget_s > 0 ? spec.budget_s : (spec.trials > 0 ? 0 : 1.0);
+  so.trials = spec.trials;
+  so.anneal_moves = spec.moves > 0 ? spec.moves : -1;
+  so.seed = spec.seed;
+  so.threads = options.threads;
+  so.progress = options.progress;
+  SearchResult sr = search(net, base, so);
+  result.stopped_by_budget = sr.stopped_by_budget;
+  result.trials_done = sr.trials_done;
+  if (evaluate(net, sr.tree).flops < evaluate(net, base).flops) base = std::move(sr.tree), method = "anneal";
+  return finish(std::move(base), method);
+}
+
+ContractionTree resolve(const PlanSpec& spec, const Subscripts& subscripts, const Extents& extents,
+                        const PlanOptions& options) {
+  return plan(spec, make_network(subscripts, extents), options).tree;
+}
+
+Extents grouped_extents(const Subscripts& grouped, const std::map<Label, std::vector<Label>>& groups,
+                        const Extents& expanded_extents) {
+  Extents out;
+  auto add = [&](Label g) {
+    if (out.count(g)) return;
+    auto it = groups.find(g);
+    if (it == groups.end()) {
+      auto e = expanded_extents.find(g);
+      if (e == expanded_extents.end())
+        fail(ErrorKind::invalid_argument, "label '{}' has no extent; give an extent for every expanded label",
+             label_name(grouped, g));
+      out[g] = e->second;
+      return;
+    }
+    int64_t product = 1;
+    for (Label l : it->second) {
+      auto e = expanded_extents.find(l);
+      if (e == expanded_extents.end())
+        fail(ErrorKind::invalid_argument, "axis #{} of group '{}' has no extent; give an extent for every expanded "
+             "label", l, label_name(grouped, g));
+      product *= e->second;
+    }
+    out[g] = product;
+  };
+  for (const auto& term : grouped.inputs)
+    for (Label g : term) add(g);
+  for (Label g : grouped.output)
+    if (groups.count(g) || expanded_extents.count(g)) add(g);
+  return out;
+}
+
+ContractionTree resolve_grouped(const PlanSpec& spec, const Subscripts& grouped,
+                                const std::map<Label, std::vector<Label>>& groups, const Subscripts& expanded,
+                                const Extents& expanded_extents, const PlanOptions& options) {
+  if (grouped.inputs.size() != expanded.inputs.size())
+    fail(ErrorKind::invalid_argument, "grouped subscripts have {} operand(s) but the expansion has {}",
+         grouped.inputs.size(), expanded.inputs.size());
+  ContractionTree tree = resolve(spec, grouped, grouped_extents(grouped, groups, expanded_extents), options);
+  // The tree names operand positions only, so it applies unchanged; check it against the expansion's extents.
+  (void)make_network(expanded, expanded_extents);
+  return tree;
+}
+
+}  // namespace einstage::einsum

@@ -1,0 +1,100 @@
+// PlanSpec: the shape-independent request for a contraction order, and resolve() that turns it into a tree.
+//
+// Planning stage. A traced einsum op carries a PlanSpec (printed in the IR, parsed back, compared and hashed); when
+// the shapes are known, resolve() makes the ContractionTree. Kinds:
+//   auto           exact when cheap (chains: interval DP; n <= exact limit: subset DP), otherwise greedy refined by
+//                  subtree reconfiguration; quality=high adds a multi-trial annealing search within the budget.
+//                  Never costlier than greedy (both greedy rules are always candidates).
+//   greedy         one greedy run (Greedy.h), option cost=memory_removed|smallest_result
+//   optimal        exact subset DP (Exact.h); interval DP on chains of any length
+//   anneal         multi-trial search (Search.h) within the budget
+//   left_to_right  (0,1), (n,2), (n+1,3), ...
+//   path[...]      opt_einsum / JAX positional path
+//   tree[...]      explicit steps over ids (this is also how the nested string's order arrives)
+// Text form: kind, then "(key=value,...)" with only the non-default options in the fixed order
+// budget, seed, quality, cost, trials, moves, then "[(a,b),...]" for path and tree. Examples: `auto`,
+// `auto(quality=high)`, `greedy(cost=smallest_result)`, `anneal(budget=10,seed=3)`, `left_to_right`,
+// `path[(0,1),(0,1)]`, `tree[(0,1),(3,2)]`. parse(to_string(s)) == s for every spec.
+// Depends on the other planner headers; no IR or runtime headers.
+#pragma once
+
+#include "extensions/einsum/planner/ContractionTree.h"
+#include "extensions/einsum/planner/Greedy.h"
+#include "extensions/einsum/planner/Search.h"
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace einstage::einsum {
+
+enum class PlanKind : uint8_t { automatic, greedy, optimal, anneal, left_to_right, path, tree };
+enum class PlanQuality : uint8_t { fast, normal, high };
+
+std::string_view to_string(PlanKind kind);        // "auto", "greedy", ...
+std::string_view to_string(PlanQuality quality);  // "fast", "normal", "high"
+
+struct PlanSpec {
+  PlanKind kind = PlanKind::automatic;
+  double budget_s = 0;                        // 0 = the kind's default (auto: 0.1 s cap; anneal: 1 s)
+  uint64_t seed = 0;
+  PlanQuality quality = PlanQuality::normal;  // auto only
+  GreedyCost greedy_cost = GreedyCost::memory_removed;  // greedy only
+  int trials = 0;                             // anneal / auto(high): 0 = as many as the budget allows
+  int64_t moves = 0;                          // anneal / auto(high): rotations per trial, 0 = from the budget
+  std::vector<Step> steps;                    // path: positions; tree: ids
+
+  static PlanSpec automatic_plan(PlanQuality quality = PlanQuality::normal);
+  static PlanSpec greedy_plan(GreedyCost cost = GreedyCost::memory_removed);
+  static PlanSpec optimal_plan();
+  static PlanSpec anneal_plan(double budget_s = 0, uint64_t seed = 0, int trials = 0);
+  static PlanSpec left_to_right_plan();
+  static PlanSpec path_plan(std::vector<Step> positions);
+  static PlanSpec tree_plan(std::vector<Step> ids);
+
+  std::string to_string() const;
+  /// Parses the text form; errors (kind parse) show the text and the position of the problem.
+  static PlanSpec parse(std::string_view text);
+
+  bool operator==(const PlanSpec& other) const = default;
+  /// FNV-1a of the text form: stable across processes and builds.
+  uint64_t hash() const;
+};
+
+struct PlanSpecHash {
+  size_t operator()(const PlanSpec& spec) const { return static_cast<size_t>(spec.hash()); }
+};
+
+/// Per-call settings that never change the chosen tree.
+struct PlanOptions {
+  int threads = 1;            // workers for multi-trial searches
+  ProgressCallback progress;  // called after each finished trial of long searches
+};
+
+struct PlanResult {
+  ContractionTree tree;
+  TreeCost cost;
+  std::string method;         // what produced the tree, e.g. "interval_dp", "greedy(memory_removed)+reconfigure"
+  bool stopped_by_budget = false;
+  int trials_done = 0;
+  double seconds = 0;         // wall time of planning
+};
+
+/// Plans one network. Explicit kinds are validated against its input count (errors name the step and position).
+PlanResult plan(const PlanSpec& spec, const Network& network, const PlanOptions& options = {});
+ContractionTree resolve(const PlanSpec& spec, const Subscripts& subscripts, const Extents& extents,
+                        const PlanOptions& options = {});
+
+/// Grouped dialect: each label of `grouped` stands for the expanded labels listed in `groups` (a label missing from
+/// `groups` stands for itself; an empty list is an empty group). The order is planned on the grouped subscripts, with
+/// a group's extent = the product of its expanded labels' extents (1 for an empty group), and the same tree, which
+/// only names operand positions, is returned for the expanded subscripts. Its cost on the expanded contraction is the
+/// same as on the grouped one, step by step.
+Extents grouped_extents(const Subscripts& grouped, const std::map<Label, std::vector<Label>>& groups,
+                        const Extents& expanded_extents);
+ContractionTree resolve_grouped(const PlanSpec& spec, const Subscripts& grouped,
+                                const std::map<Label, std::vector<Label>>& groups, const Subscripts& expanded,
+                                const Extents& expanded_extents, const PlanOptions& options = {});
+
+}  // namespace einstage::einsum

@@ -1,0 +1,450 @@
+#include "extensions/einsum/planner/Search.h"
+
+#include "extensions/einsum/planner/Exact.h"
+#include "extensions/einsum/planner/Random.h"
+#include "ir/Error.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <condition_variable>
+#include <limits>
+#include <mutex>
+#include <thread>
+
+namespace einstage::einsum {
+
+Deadline::Deadline(double seconds) {
+  if (seconds > 0) {
+    unlimited_ = false;
+    end_ = std::chrono::steady_clock::now() +
+           std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(seconds));
+  }
+}
+
+bool Deadline::expired() const { return !unlimited_ && std::chrono::steady_clock::now() >= end_; }
+
+namespace {
+
+// log2 of the product of extents over A ∪ B (sorted dense label sets).
+double union_weight(const std::vector<int>& a, const std::vector<int>& b, const std::vector<double>& w) {
+  double s = 0;
+  size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    if (a[i] < b[j]) s += w[a[i++]];
+    else if (b[j] < a[i]) s += w[b[j++]];
+    else s += w[a[i]], ++i, ++j;
+  }
+  while (i < a.size()) s += w[a[i++]];
+  while (j < b.size()) s += w[b[j++]];
+  return s;
+}
+
+// out = (A ∪ B) ∩ (P ∪ C): the labels a new node over A and B keeps when P is its ancestor's set and C the sibling
+// operand (see docs/planning.md, "rotations"). Returns the log2 size of out.
+double kept_after_rotation(const std::vector<int>& a, const std::vector<int>& b, const std::vector<int>& p,
+                           const std::vector<int>& c, const std::vector<double>& w, std::vector<int>& out,
+                           std::vector<int>& scratch) {
+  scratch.clear();
+  std::set_union(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(scratch));
+  out.clear();
+  double s = 0;
+  size_t i = 0, j = 0;
+  for (int l : scratch) {
+    while (i < p.size() && p[i] < l) ++i;
+    while (j < c.size() && c[j] < l) ++j;
+    if ((i < p.size() && p[i] == l) || (j < c.size() && c[j] == l)) out.push_back(l), s += w[l];
+  }
+  return s;
+}
+
+// A binary tree with per-node label sets, for local edits. Node ids: leaves 0..n-1, internal n..2n-2.
+struct TreeState {
+  const Network* net = nullptr;
+  int n = 0;
+  int root = -1;
+  std::vector<int> left, right, parent;
+  std::vector<std::vector<int>> labels;  // sorted dense ids; leaves: all their labels
+  std::vector<double> log2_flops;        // internal nodes
+
+  TreeState(const Network& network, const ContractionTree& tree) : net(&network), n(network.num_inputs) {
+    const size_t m = std::max(0, 2 * n - 1);
+    left.assign(m, -1), right.assign(m, -1), parent.assign(m, -1);
+    labels.resize(m);
+    log2_flops.assign(m, 0.0);
+    for (int i = 0; i < n; ++i) labels[i] = network.inputs[i];
+    std::vector<int> live(network.num_carriers);
+    std::vector<uint8_t> inside(network.num_labels, 0);
+    for (size_t k = 0; k < tree.steps().size(); ++k) {
+      auto [a, b] = tree.steps()[k];
+      const int r = n + static_cast<int>(k);
+      left[r] = a, right[r] = b, parent[a] = r, parent[b] = r;
+      std::vector<int> joint;
+      std::set_union(labels[a].begin(), labels[a].end(), labels[b].begin(), labels[b].end(),
+                     std::back_inserter(joint));
+      for (int l : labels[a]) ++inside[l];
+      for (int l : labels[b]) ++inside[l];
+      for (int l : joint) {
+        const int remaining = live[l] - inside[l];
+        inside[l] = 0;
+        if (network.in_output[l] || remaining > 0) labels[r].push_back(l), live[l] = remaining + 1;
+        else live[l] = remaining;
+      }
+      log2_flops[r] = network.log2_size(joint);
+    }
+    root = tree.root();
+  }
+
+  bool is_leaf(int id) const { return id < n; }
+
+  double total_flops() const {
+    double s = 0;
+    for (int r = n; r < 2 * n - 1; ++r) s += std::exp2(log2_flops[r]);
+    return s;
+  }
+
+  // Post-order (children before parents, left first) of internal nodes.
+  std::vector<int> post_order() const {
+    std::vector<int> order;
+    if (n < 2) return order;
+    std::vector<std::pair<int, bool>> stack{{root, false}};
+    while (!stack.empty()) {
+      auto [id, expanded] = stack.back();
+      stack.pop_back();
+      if (is_leaf(id)) continue;
+      if (expanded) {
+        order.push_back(id);
+      } else {
+        stack.push_back({id, true});
+        stack.push_back({right[id], false});
+        stack.push_back({left[id], false});
+      }
+    }
+    return order;
+  }
+
+  ContractionTree to_tree() const {
+    std::vector<int> new_id(2 * std::max(n, 1), -1);
+    for (int i = 0; i < n; ++i) new_id[i] = i;
+    std::vector<Step> steps;
+    for (int id : post_order()) {
+      steps.emplace_back(new_id[left[id]], new_id[right[id]]);
+      new_id[id] = n + static_cast<int>(steps.size()) - 1;
+    }
+    return ContractionTree(n, std::move(steps));
+  }
+};
+
+// Re-solves the region below `node` with up to k frontier operands; returns true if it improved.
+bool reconfigure_at(TreeState& st, int node, int k, std::vector<int>& frontier, std::vector<int>& region) {
+  frontier = {st.left[node], st.right[node]};
+  region = {node};
+  while (static_cast<int>(frontier.size()) < k) {
+    // Expand the internal frontier node with the largest flops (ties: first in the list).
+    int pick = -1;
+    for (size_t i = 0; i < frontier.size(); ++i)
+      if (!st.is_leaf(frontier[i]) && (pick < 0 || st.log2_flops[frontier[i]] > st.log2_flops[frontier[pick]]))
+        pick = static_cast<int>(i);
+    if (pick < 0) break;
+    const int id = frontier[pick];
+    region.push_back(id);
+    frontier[pick] = st.left[id];
+    frontier.insert(frontier.begin() + pick + 1, st.right[id]);
+  }
+  if (frontier.size() < 3) return false;
+  double old_cost = 0;
+  for (int id : region) old_cost += std::exp2(st.log2_flops[id]);
+  std::vector<std::vector<int>> operands;
+  for (int id : frontier) operands.push_back(st.labels[id]);
+  double new_cost = 0;
+  std::vector<Step> steps = solve_small(operands, st.labels[node], st.net->log2_extent, &new_cost);
+  if (!(new_cost < old_cost * (1 - 1e-9))) return false;
+  // Rebuild: step j gets region id j+1 (the region root `node` takes the last step).
+  std::vector<int> ids(frontier);
+  std::vector<int> free_ids(region.begin() + 1, region.end());
+  std::vector<std::vector<int>> local(operands);
+  const Network& net = *st.net;
+  // Count carriers among the frontier to apply the kept rule inside the region.
+  std::vector<int> count_in(net.num_labels, 0);
+  for (auto& ls : operands)
+    for (int l : ls) ++count_in[l];
+  const std::vector<int>& keep = st.labels[node];
+  for (size_t j = 0; j < steps.size(); ++j) {
+    const int a = steps[j].first, b = steps[j].second;
+    const int id = (j + 1 == steps.size()) ? node : free_ids[j];
+    std::vector<int> joint, out;
+    std::set_union(local[a].begin(), local[a].end(), local[b].begin(), local[b].end(), std::back_inserter(joint));
+    for (int l : local[a]) --count_in[l];
+    for (int l : local[b]) --count_in[l];
+    for (int l : joint)
+      if (count_in[l] > 0 || std::binary_search(keep.begin(), keep.end(), l)) out.push_back(l), ++count_in[l];
+    st.left[id] = ids[a], st.right[id] = ids[b];
+    st.parent[ids[a]] = id, st.parent[ids[b]] = id;
+    st.log2_flops[id] = net.log2_size(joint);
+    if (id != node) st.labels[id] = out;
+    ids.push_back(id);
+    local.push_back(std::move(out));
+  }
+  return true;
+}
+
+void reconfigure_state(TreeState& st, int k, int max_passes, const Deadline& deadline) {
+  std::vector<int> frontier, region;
+  for (int pass = 0; pass < max_passes; ++pass) {
+    bool improved = false;
+    for (int node : st.post_order()) {
+      if (deadline.expired()) return;
+      improved |= reconfigure_at(st, node, k, frontier, region);
+    }
+    if (!improved) return;
+  }
+}
+
+void anneal_state(TreeState& st, const AnnealOptions& opt, const Deadline& deadline) {
+  const int n = st.n;
+  if (n < 3 || opt.moves <= 0) return;
+  const std::vector<double>& w = st.net->log2_extent;
+  SplitMix64 rng(opt.seed);
+  const int internal = n - 1;
+  const int64_t sweeps = std::max<int64_t>(1, opt.moves / internal);
+  std::vector<int> cand_new, scratch;
+  double best = st.total_flops();
+  std::vector<int> best_structure_left = st.left, best_structure_right = st.right;
+  int64_t checked = 0;
+  for (int64_t sweep = 0; sweep < sweeps; ++sweep) {
+    const double beta = sweeps == 1 ? opt.beta_end
+                                    : opt.beta_start + (opt.beta_end - opt.beta_start) * sweep / (sweeps - 1);
+    for (int p = n; p < 2 * n - 1; ++p) {
+      if ((++checked & 255) == 0 && deadline.expired()) goto done;
+      // Rotations at p: a deep child Y=(B,C) and the other child X; new child N=(X,B) or (X,C).
+      int options[4][3];  // (deep child, grandchild joining X, grandchild staying)
+      int count = 0;
+      for (int side = 0; side < 2; ++side) {
+        const int y = side == 0 ? st.right[p] : st.left[p];
+        if (st.is_leaf(y)) continue;
+        options[count][0] = y, options[count][1] = st.left[y], options[count][2] = st.right[y], ++count;
+        options[count][0] = y, options[count][1] = st.right[y], options[count][2] = st.left[y], ++count;
+      }
+      if (count == 0) continue;
+      const int pick = static_cast<int>(rng.randint(count));
+      const int y = options[pick][0], b = options[pick][1], c = options[pick][2];
+      const int x = st.left[p] == y ? st.right[p] : st.left[p];
+      kept_after_rotation(st.labels[x], st.labels[b], st.labels[p], st.labels[c], w, cand_new, scratch);
+      const double f_n = union_weight(st.labels[x], st.labels[b], w);
+      const double f_p = union_weight(cand_new, st.labels[c], w);
+      const double old_y = st.log2_flops[y], old_p = st.log2_flops[p];
+      // dE = log2(2^f_n + 2^f_p) - log2(2^old_y + 2^old_p), computed stably.
+      auto lse = [](double u, double v) { const double m = std::max(u, v); return m + std::log2(std::exp2(u - m) + std::exp2(v - m)); };
+      const double de = lse(f_n, f_p) - lse(old_y, old_p);
+      if (de > 0 && rng.uniform() >= std::exp2(-beta * de)) continue;
+      // Apply: y becomes N = (x, b); p becomes (y, c).
+      st.left[y] = x, st.right[y] = b, st.parent[x] = y, st.parent[b] = y;
+      st.left[p] = y, st.right[p] = c, st.parent[c] = p;
+      st.labels[y].swap(cand_new);
+      st.log2_flops[y] = f_n, st.log2_flops[p] = f_p;
+    }
+    {
+      const double total = st.total_flops();
+      if (total < best) {
+        best = total, best_structure_left = st.left, best_structure_right = st.right;
+      }
+    }
+  }
+done:
+  {
+    // Restore the best structure seen (the start tree if nothing beat it) and recompute labels.
+    std::vector<Step> steps;
+    std::vector<int> new_id(2 * n - 1, -1);
+    for (int i = 0; i < n; ++i) new_id[i] = i;
+    // Post-order over the saved structure; find its root (the node without a parent).
+    std::vector<int> par(2 * n - 1, -1);
+    for (int id = n; id < 2 * n - 1; ++id) par[best_structure_left[id]] = id, par[best_structure_right[id]] = id;
+    int r = n;
+    for (int id = n; id < 2 * n - 1; ++id)
+      if (par[id] < 0) r = id;
+    std::vector<std::pair<int, bool>> stack{{r, false}};
+    while (!stack.empty()) {
+      auto [id, expanded] = stack.back();
+      stack.pop_back();
+      if (id < n) continue;
+      if (expanded) {
+        steps.emplace_back(new_id[best_structure_left[id]], new_id[best_structure_right[id]]);
+        new_id[id] = n + static_cast<int>(steps.size()) - 1;
+      } else {
+        stack.push_back({id, true});
+        stack.push_back({best_structure_right[id], false});
+        stack.push_back({best_structure_left[id], false});
+      }
+    }
+    st = TreeState(*st.net, ContractionTree(n, std::move(steps)));
+  }
+}
+
+// The better of the two plain greedy rules, by the one evaluator (ties: memory_removed).
+ContractionTree best_greedy(const Network& net) {
+  ContractionTree a = greedy(net, {GreedyCost::memory_removed});
+  ContractionTree b = greedy(net, {GreedyCost::smallest_result});
+  return evaluate(net, b).flops < evaluate(net, a).flops ? b : a;
+}
+
+}  // namespace
+
+ContractionTree reconfigure(const Network& network, const ContractionTree& tree, int subtree_size, int max_passes,
+                            const Deadline& deadline) {
+  if (network.num_inputs < 3 || subtree_size < 3) return tree;
+  TreeState st(network, tree);
+  reconfigure_state(st, std::min(subtree_size, 16), max_passes, deadline);
+  ContractionTree out = st.to_tree();
+  return evaluate(network, out).flops <= evaluate(network, tree).flops ? out : tree;
+}
+
+ContractionTree anneal(const Network& network, const ContractionTree& start, const AnnealOptions& options,
+                       const Deadline& deadline) {
+  if (network.num_inputs < 3) return start;
+  TreeState st(network, start);
+  anneal_state(st, options, deadline);
+  ContractionTree out = st.to_tree();
+  return evaluate(network, out).flops <= evaluate(network, start).flops ? out : start;
+}
+
+namespace {
+
+struct TrialOutcome {
+  bool done = false;
+  ContractionTree tree;
+  double flops = std::numeric_limits<double>::infinity();
+};
+
+TrialOutcome run_trial(const Network& net, const ContractionTree& first, int index, const SearchOptions& opt,
+                       int64_t moves, const Deadline& deadline) {
+  SplitMix64 rng(trial_seed(opt.seed, static_cast<uint64_t>(index)));
+  ContractionTree start = first;
+  if (index > 0) {
+    GreedyOptions g;
+    g.cost = GreedyCost::memory_removed;
+    g.alpha = rng.uniform() * 2.0;                        // cotengra's costmod range
+    g.temperature = std::exp2(-7.0 + 7.0 * rng.uniform());  // log-uniform in [2^-7, 1]
+    g.seed = rng.next();
+    start = greedy(net, g);
+  }
+  if (deadline.expired()) return {};
+  TreeState st(net, start);
+  if (opt.subtree_size >= 3) reconfigure_state(st, opt.subtree_size, 4, deadline);
+  if (deadline.expired()) return {};
+  if (moves > 0) {
+    AnnealOptions a;
+    a.moves = moves;
+    a.seed = rng.next();
+    anneal_state(st, a, deadline);
+    if (deadline.expired()) return {};
+    if (opt.subtree_size >= 3) reconfigure_state(st, opt.subtree_size, 4, deadline);
+    if (deadline.expired()) return {};
+  }
+  TrialOutcome out;
+  out.tree = st.to_tree();
+  out.flops = evaluate(net, out.tree).flops;
+  out.done = true;
+  return out;
+}
+
+}  // namespace
+
+SearchResult search(const Network& net, const ContractionTree& baseline, const SearchOptions& opt) {
+  if (opt.budget_s <= 0 && opt.trials <= 0)
+    fail(ErrorKind::invalid_argument, "search needs a time budget or a trial count; set budget > 0 or trials > 0");
+  const auto t0 = std::chrono::steady_clock::now();
+  const Deadline deadline(opt.budget_s);
+  SearchResult result;
+  result.tree = baseline;
+  result.flops = evaluate(net, baseline).flops;
+  if (net.num_inputs < 3) return result;
+  const ContractionTree first = best_greedy(net);
+  // Moves per trial from the budget (an assumed rate, never a measured one, so the work stays deterministic).
+  int64_t moves = opt.anneal_moves;
+  if (moves < 0) {
+    const double budget = opt.budget_s > 0 ? opt.budget_s : 1.0;
+    moves = static_cast<int64_t>(std::clamp(budget * 2.0e6 / 8.0, 0.0, 5.0e7));
+    if (moves < 20 * net.num_inputs) moves = budget >= 0.05 ? 20 * net.num_inputs : 0;
+  }
+  const int max_trials = opt.trials > 0 ? opt.trials : std::numeric_limits<int>::max();
+  std::vector<TrialOutcome> outcomes;
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::atomic<int> next{0};
+  int finished = 0, running = 0;
+  bool any_cut = false;
+  auto best_so_far = [&]() {
+    double b = result.flops;
+    for (const auto& o : outcomes)
+      if (o.done) b = std::min(b, o.flops);
+    return b;
+  };
+  auto report = [&]() {
+    if (!opt.progress) return;
+    PlanProgress p;
+    p.trials_done = finished;
+    p.trials_total = opt.trials;
+    p.best_flops = best_so_far();
+    p.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    opt.progress(p);
+  };
+  auto worker = [&]() {
+    for (;;) {
+      if (deadline.expired()) return;
+      const int index = next.fetch_add(1);
+      if (index >= max_trials) return;
+      TrialOutcome o = run_trial(net, first, index, opt, moves, deadline);
+      std::lock_guard lock(mutex);
+      if (static_cast<int>(outcomes.size()) <= index) outcomes.resize(index + 1);
+      if (!o.done) any_cut = true;
+      outcomes[index] = std::move(o);
+      ++finished;
+      cv.notify_all();
+    }
+  };
+  const int threads = std::max(1, opt.threads);
+  if (threads == 1) {
+    while (!deadline.expired()) {
+      const int index = next.fetch_add(1);
+      if (index >= max_trials) break;
+      TrialOutcome o = run_trial(net, first, index, opt, moves, deadline);
+      if (!o.done) any_cut = true;
+      if (static_cast<int>(outcomes.size()) <= index) outcomes.resize(index + 1);
+      outcomes[index] = std::move(o);
+      ++finished;
+      report();
+    }
+  } else {
+    std::vector<std::thread> pool;
+    running = threads;
+    for (int t = 0; t < threads; ++t) pool.emplace_back([&] {
+      worker();
+      std::lock_guard lock(mutex);
+      --running;
+      cv.notify_all();
+    });
+    {
+      std::unique_lock lock(mutex);
+      int reported = 0;
+      while (running > 0) {
+        cv.wait(lock);
+        if (finished != reported) {
+          reported = finished;
+          report();
+        }
+      }
+    }
+    for (auto& t : pool) t.join();
+  }
+  int done = 0;
+  for (size_t i = 0; i < outcomes.size(); ++i) {
+    if (!outcomes[i].done) continue;
+    ++done;
+    if (outcomes[i].flops < result.flops) result.flops = outcomes[i].flops, result.tree = outcomes[i].tree;
+  }
+  result.trials_done = done;
+  result.stopped_by_budget = any_cut || (opt.trials > 0 && done < opt.trials) || opt.trials <= 0;
+  return result;
+}
+
+}  // namespace einstage::einsum

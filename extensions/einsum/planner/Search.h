@@ -1,0 +1,84 @@
+// Tree search: subtree reconfiguration, simulated annealing over tree rotations, and the multi-trial driver.
+//
+// Planning stage. All of it minimises total flops (ContractionTree.h's cost model); the best tree is chosen by the one
+// evaluator. Determinism: a trial's work is fixed by its options and its seed (trial_seed(seed, index)), never by the
+// clock or the thread that runs it; the winner is the minimum of (flops, trial index) over the trials that finished.
+// A time budget only decides how many trials finish: with enough budget (or a trial count that completes within it)
+// the result is the same in every process and at every thread count; a search cut short by the budget says so in
+// SearchResult::stopped_by_budget, and is deterministic only up to how many trials completed.
+// The budget is checked inside every loop (every few hundred moves); an unfinished trial is dropped.
+// Depends on Network.h, ContractionTree.h, Greedy.h and Exact.h; uses std::thread for trials.
+#pragma once
+
+#include "extensions/einsum/planner/ContractionTree.h"
+#include "extensions/einsum/planner/Greedy.h"
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+
+namespace einstage::einsum {
+
+/// A wall-clock limit; a default-constructed deadline never expires.
+class Deadline {
+ public:
+  Deadline() = default;
+  explicit Deadline(double seconds);
+  bool expired() const;
+  bool unlimited() const { return unlimited_; }
+
+ private:
+  bool unlimited_ = true;
+  std::chrono::steady_clock::time_point end_{};
+};
+
+/// Progress of a long search, reported after every finished trial (from the calling thread).
+struct PlanProgress {
+  int trials_done = 0;
+  int trials_total = 0;      // 0 when the count is bounded only by the budget
+  double best_flops = 0;     // best total flops so far (multiply-adds)
+  double elapsed_s = 0;
+};
+using ProgressCallback = std::function<void(const PlanProgress&)>;
+
+/// Re-solves, bottom-up, every subtree of up to `subtree_size` frontier operands exactly (solve_small) and keeps the
+/// change when it lowers that subtree's flops; repeats passes until a pass improves nothing or `max_passes` ran.
+/// Never returns a costlier tree than `tree`.
+ContractionTree reconfigure(const Network& network, const ContractionTree& tree, int subtree_size = 8,
+                            int max_passes = 8, const Deadline& deadline = {});
+
+struct AnnealOptions {
+  int64_t moves = 200000;   // rotation attempts in total (the schedule spreads them over the betas)
+  double beta_start = 1.0;  // inverse temperature per bit of local cost change, linear schedule
+  double beta_end = 15.0;
+  uint64_t seed = 0;
+};
+/// TreeSA-style annealing: at each internal node, try one of its (up to four) rotations and accept with probability
+/// 2^(-beta * dE), dE the change of log2(local flops) of the two nodes involved. Returns the best tree seen (checked
+/// after every sweep), never a costlier tree than `start`.
+ContractionTree anneal(const Network& network, const ContractionTree& start, const AnnealOptions& options,
+                       const Deadline& deadline = {});
+
+struct SearchOptions {
+  double budget_s = 1.0;     // wall-clock budget; <= 0 means no limit (then `trials` must be > 0)
+  int trials = 0;            // 0 = as many as the budget allows
+  uint64_t seed = 0;
+  int threads = 1;           // workers; the result does not depend on it
+  int subtree_size = 8;      // reconfiguration size per trial (0 = none)
+  int64_t anneal_moves = -1; // per trial; -1 = derived from the budget (not from measured speed); 0 = no annealing
+  ProgressCallback progress;
+};
+
+struct SearchResult {
+  ContractionTree tree;
+  double flops = 0;
+  int trials_done = 0;
+  bool stopped_by_budget = false;
+};
+
+/// Multi-trial search: trial 0 starts from the better plain greedy, trial t > 0 from a Gumbel-randomised greedy
+/// (alpha and temperature drawn from the trial's stream); each is reconfigured, annealed and reconfigured again.
+/// `baseline` (e.g. greedy's tree) is always a candidate, so the result is never costlier.
+SearchResult search(const Network& network, const ContractionTree& baseline, const SearchOptions& options);
+
+}  // namespace einstage::einsum
