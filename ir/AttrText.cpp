@@ -88,6 +88,7 @@ std::string format_attr(const Tensor& v) {
   std::vector<std::string> elems = dispatch_dtype(v.dtype(), [&](auto zero) {
     using T = decltype(zero);
     std::vector<std::string> out;
+    if (v.numel() == 0) return out;  // to_col_major needs storage, which an empty tensor need not have
     for (const T& x : v.to_col_major<T>()) out.push_back(format_element(x));
     return out;
   });
@@ -183,6 +184,7 @@ void parse_std_op_attributes(Op& op, std::string_view text, std::string_view whe
         if constexpr (std::is_same_v<T, ExtensionOp>) {
           EIN_ASSERT(false, "parse_std_op_attributes on an extension op");
         } else {
+          std::string prefix = where.empty() ? "" : std::string(where) + ": ";
           auto entries = split_attribute_text(text);
           std::vector<std::string> names;
           std::apply([&](const auto&... f) { (names.emplace_back(f.name), ...); }, T::attrs());
@@ -192,19 +194,19 @@ void parse_std_op_attributes(Op& op, std::string_view text, std::string_view whe
             std::apply(
                 [&](const auto&... f) {
                   ((f.name == key ? (parse_attr(value, o.*(f.member),
-                                                fmt::format("{}: attribute '{}' of '{}'", where, key, T::kName)),
+                                                fmt::format("{}attribute '{}' of '{}'", where.empty() ? "" : std::string(where) + ": ", key, T::kName)),
                                      found = true)
                                   : false),
                    ...);
                 },
                 T::attrs());
             if (!found)
-              fail(ErrorKind::parse, "{}: '{}' has no attribute '{}'; its attributes are [{}]", where, T::kName, key,
+              fail(ErrorKind::parse, "{}'{}' has no attribute '{}'; its attributes are [{}]", prefix, T::kName, key,
                    fmt::join(names, ", "));
             used.insert(key);
           }
           for (const std::string& n : names)
-            if (!used.count(n)) fail(ErrorKind::parse, "{}: '{}' is missing attribute '{}'", where, T::kName, n);
+            if (!used.count(n)) fail(ErrorKind::parse, "{}'{}' is missing attribute '{}'", prefix, T::kName, n);
         }
       },
       op);

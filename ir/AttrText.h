@@ -31,7 +31,8 @@ void parse_attr(std::string_view text, Tensor& out, std::string_view what);
 std::string format_op_attributes(const Op& op);
 
 /// Fills the attributes of a default-constructed standard op from its attribute text (without braces). Every
-/// attribute must be present exactly once; unknown keys fail naming the op and the keys it takes.
+/// attribute must be present exactly once; unknown keys fail naming the op and the keys it takes. `where` (may be
+/// empty) prefixes the messages.
 void parse_std_op_attributes(Op& op, std::string_view text, std::string_view where);
 
 }  // namespace einstage

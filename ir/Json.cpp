@@ -40,6 +40,7 @@ json to_json_attr(const Tensor& t) {
   json data = json::array();
   dispatch_dtype(t.dtype(), [&](auto zero) {
     using T = decltype(zero);
+    if (t.numel() == 0) return;
     for (const T& x : t.to_col_major<T>()) {
       if constexpr (std::is_same_v<T, int64_t>) data.push_back(x);
       else if constexpr (std::is_floating_point_v<T>) data.push_back(real_to_json(x));

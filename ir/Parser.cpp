@@ -199,7 +199,7 @@ class TextParser {
       Op op = make_std_op(*kind);
       if (has_attrs && attrs.empty()) error(n, "empty attribute braces; omit them when an op has no attributes");
       with_line(n, [&] {
-        parse_std_op_attributes(op, attrs, fmt::format("'{}'", name));
+        parse_std_op_attributes(op, attrs, "");
         return 0;
       });
       return op;

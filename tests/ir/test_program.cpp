@@ -1,0 +1,411 @@
+// The IR core: dims and types, the standard ops' type rules (results computed by hand), the builder's and the
+// verifier's error messages, the extension registry, parse errors, constraints checked at run time, hashing, and a
+// seeded property test that random well-typed programs survive print/parse and JSON round trips.
+#include "ir/AttrText.h"
+#include "ir/Extension.h"
+#include "ir/Json.h"
+#include "ir/Parser.h"
+#include "ir/Printer.h"
+#include "ir/Verifier.h"
+#include "test_program_family.h"
+
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+using namespace einstage;
+
+namespace {
+
+Dim sym(const char* s) { return Dim::symbol(s); }
+TensorType f64(std::vector<Dim> dims) { return {DType::f64, std::move(dims)}; }
+
+std::string message_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+ErrorKind kind_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.kind();
+  }
+  FAIL("no error");
+  return ErrorKind::runtime;
+}
+
+ExtensionRegistry test_registry() {
+  ExtensionRegistry r;
+  testing::register_test_families(r);
+  return r;
+}
+
+// Builds one op on parameters of the given types and returns the result type.
+TensorType type_of(Op op, std::vector<TensorType> in) {
+  Builder b("t");
+  std::vector<Value> vs;
+  for (size_t i = 0; i < in.size(); ++i) vs.push_back(b.parameter(fmt::format("a{}", i), in[i]));
+  return b.emit(std::move(op), vs).type;
+}
+
+}  // namespace
+
+TEST_CASE("dims: constants, symbols, canonical products") {
+  Dim n = sym("n"), m = sym("m");
+  CHECK((n * Dim(3) * m).to_string() == "3*m*n");
+  CHECK((m * n) == (n * m));
+  CHECK((n * Dim(0)) == Dim(0));
+  CHECK(product({n, Dim(2), Dim(3)}).to_string() == "6*n");
+  CHECK(Dim::parse("2*n*m") == Dim(2) * m * n);
+  CHECK(Dim::parse("n*3")->to_string() == "3*n");
+  CHECK_FALSE(Dim::parse("n+1"));
+  CHECK_FALSE(Dim::parse("-1"));
+  CHECK_FALSE(Dim::parse(""));
+  CHECK((n * m).evaluate({{"n", 2}, {"m", 5}}) == 10);
+  CHECK_FALSE(n.evaluate({{"m", 5}}));
+  CHECK(message_of([] { Dim::symbol("2x"); }) ==
+        "'2x' is not a valid symbolic dim name; use an identifier such as n");
+  CHECK(message_of([] { Dim(-3); }) == "extent -3 is negative; extents must be >= 0");
+}
+
+TEST_CASE("tensor types print and parse") {
+  TensorType t{DType::f64, {sym("n"), 4}};
+  CHECK(t.to_string() == "f64[n,4]");
+  CHECK(TensorType::parse("f64[n,4]") == t);
+  CHECK(TensorType::parse("c64[]") == TensorType{DType::c64, {}});
+  CHECK(TensorType::parse("i64[2*n,0]")->to_string() == "i64[2*n,0]");
+  CHECK_FALSE(TensorType::parse("f16[2]"));
+  CHECK_FALSE(TensorType::parse("f64[2,]"));
+  CHECK_FALSE(TensorType::parse("f64"));
+}
+
+TEST_CASE("type rules of the standard ops") {
+  // dot_general: [lhs free, rhs free, batch]
+  CHECK(type_of(DotGeneral{{0}, {2}, {0}, {1}}, {f64({6, 2, 3}), f64({6, 3, 4})}) == f64({2, 4, 6}));
+  CHECK(type_of(DotGeneral{{2}, {1}, {2}, {0}}, {f64({2, 3, 6}), f64({3, 4, 6})}) == f64({2, 4, 6}));
+  CHECK(type_of(DotGeneral{{}, {}, {}, {}}, {f64({2}), f64({3})}) == f64({2, 3}));
+  CHECK(type_of(DotGeneral{{}, {0, 1}, {}, {1, 0}}, {f64({2, 3}), f64({3, 2})}) == f64({}));
+  CHECK(type_of(Transpose{{2, 0, 1}}, {f64({2, 3, 4})}) == f64({4, 2, 3}));
+  CHECK(type_of(Reshape{{6, 1}}, {f64({2, 3})}) == f64({6, 1}));
+  CHECK(type_of(BroadcastInDim{{1}, {2, 3, 4}}, {f64({3})}) == f64({2, 3, 4}));
+  CHECK(type_of(BroadcastInDim{{0, 2}, {5, 3, 4}}, {f64({1, 4})}) == f64({5, 3, 4}));
+  CHECK(type_of(ReduceSum{{0, 2}}, {f64({2, 3, 4})}) == f64({3}));
+  CHECK(type_of(ReduceSum{{}}, {f64({2})}) == f64({2}));
+  CHECK(type_of(ExtractDiag{0, 1}, {f64({2, 2, 3})}) == f64({2, 3}));
+  CHECK(type_of(ExtractDiag{2, 0}, {f64({4, 3, 4})}) == f64({3, 4}));
+  CHECK(type_of(EmbedDiag{0, 1}, {f64({2, 3})}) == f64({2, 2, 3}));
+  CHECK(type_of(EmbedDiag{2, 0}, {f64({3, 4})}) == f64({4, 3, 4}));  // inverse of the extract_diag{2, 0} above
+  CHECK(type_of(Add{}, {f64({2}), f64({2})}) == f64({2}));
+  CHECK(type_of(Real{}, {TensorType{DType::c64, {3}}}) == TensorType{DType::f32, {3}});
+  CHECK(type_of(Imag{}, {TensorType{DType::c128, {}}}) == f64({}));
+  CHECK(type_of(Conj{}, {f64({2})}) == f64({2}));
+  CHECK(type_of(Convert{DType::c64}, {f64({2})}) == TensorType{DType::c64, {2}});
+  CHECK(type_of(Constant{Tensor::zeros(DType::i64, {2, 0})}, {}) == TensorType{DType::i64, {2, 0}});
+  // symbolic extents flow through; a constant wins over a symbol it is unified with
+  CHECK(type_of(Add{}, {f64({sym("n")}), f64({3})}) == f64({3}));
+  CHECK(type_of(DotGeneral{{}, {1}, {}, {0}}, {f64({sym("n"), sym("k")}), f64({3, 4})}) == f64({sym("n"), 4}));
+  CHECK(type_of(Reshape{{sym("n"), 3}}, {f64({Dim(3) * sym("n")})}) == f64({sym("n"), 3}));
+}
+
+TEST_CASE("the op table is consistent") {
+  for (size_t i = 0; i < kStdOpCount; ++i) {
+    auto k = static_cast<OpKind>(i);
+    CHECK(std_op_from_name(op_kind_name(k)) == k);
+    CHECK(kind(make_std_op(k)) == k);
+    CHECK(op_name(make_std_op(k)) == op_kind_name(k));
+  }
+  CHECK_FALSE(std_op_from_name("extension"));
+  CHECK(std_op_arity(OpKind::dot_general) == 2);
+  CHECK(std_op_arity(OpKind::constant) == 0);
+  CHECK(std_op_arity(OpKind::exp) == 1);
+}
+
+TEST_CASE("builder errors name the op, the operand and both types") {
+  Builder b("f");
+  Value x = b.parameter("x", f64({3}));
+  Value y = b.parameter("y", {DType::f32, {3}});
+  Value m = b.parameter("m", f64({3, 5}));
+  CHECK(message_of([&] { b.add(x, y); }) ==
+        "'add' at %0 in @f: operand 1 has type f32[3] but operand 0 has f64[3]; operands must have equal dtypes "
+        "(insert a convert)");
+  CHECK(message_of([&] { b.dot_general(m, m, {1}, {0}); }) ==
+        "'dot_general' at %0 in @f: contracting pair 0: lhs axis 1 vs rhs axis 0: extent 5 does not match extent 3");
+  CHECK(kind_of([&] { b.dot_general(m, m, {1}, {0}); }) == ErrorKind::shape);
+  CHECK(message_of([&] { b.transpose(m, {0, 0}); }) == "'transpose' at %0 in @f: perm = [0, 0] names axis 0 twice");
+  CHECK(message_of([&] { b.reduce_sum(m, {2}); }) ==
+        "'reduce_sum' at %0 in @f: axes[0] = 2 is out of range for operand rank 2; expected 0..1");
+  CHECK(message_of([&] { b.reduce_sum(m, {1, 0}); }) ==
+        "'reduce_sum' at %0 in @f: axes = [1, 0] must be strictly increasing");
+  CHECK(message_of([&] { b.reshape(m, {4, 4}); }) ==
+        "'reshape' at %0 in @f: cannot reshape f64[3,5] (15 elements) to [4,4] (16 elements)");
+  CHECK(message_of([&] { b.extract_diag(m, 0, 1); }) ==
+        "'extract_diag' at %0 in @f: diagonal axes 0 and 1 of f64[3,5]: extent 3 does not match extent 5");
+  CHECK(message_of([&] { b.broadcast_in_dim(x, {0}, {4}); }) ==
+        "'broadcast_in_dim' at %0 in @f: operand axis 0 (3) vs shape[0] (4); it must match or be 1: extent 3 does "
+        "not match extent 4");
+  CHECK(message_of([&] { b.exp(b.convert(x, DType::i64)); }) ==
+        "'exp' at %1 in @f: operand 0 has type i64[3]; expected a floating dtype (f32, f64, c64, c128): insert a "
+        "convert");
+  CHECK(message_of([&] { b.convert(b.convert(x, DType::c128), DType::f64); }) ==
+        "'convert' at %2 in @f: cannot convert c128[3] to f64: complex to real would drop the imaginary part; use "
+        "real or imag");
+  CHECK(message_of([&] { b.emit(Add{}, {x}); }) == "'add' at %2 in @f: takes 2 operands but 1 were given");
+  Value stale = x;
+  stale.type = f64({4});
+  CHECK(message_of([&] { b.neg(stale); }) ==
+        "'neg' at %2 in @f: operand 0 (%x) is given with type f64[4] but was defined with type f64[3]");
+  CHECK(message_of([&] { b.neg(Value{99, f64({3})}); }) ==
+        "'neg' at %2 in @f: operand 0 (value id 99) is not a value of this program; use values returned by this "
+        "builder");
+  CHECK(message_of([&] { b.parameter("x", f64({})); }) == "@f: parameter '%x' is defined twice");
+  // nothing half-written: the failed calls appended nothing
+  CHECK(b.program().instructions.size() == 2);
+  CHECK(b.program().constraints.empty());
+}
+
+TEST_CASE("symbolic equalities become constraints checked at run time") {
+  Builder b("f");
+  Value x = b.parameter("x", f64({sym("n"), 3}));
+  Value y = b.parameter("y", f64({sym("m"), 3}));
+  Value s = b.add(x, y);
+  Program p = b.finish({s});
+  REQUIRE(p.constraints.size() == 1);
+  CHECK(p.constraints[0].lhs == sym("n"));
+  CHECK(p.constraints[0].rhs == sym("m"));
+  CHECK(p.constraints[0].at == s.id);
+  CHECK(print_program(p) ==
+        "program @f(%x: f64[n,3], %y: f64[m,3]) -> (f64[n,3]) {\n"
+        "  %0 = add(%x, %y) : f64[n,3]\n"
+        "  constraint n == m at %0 \"'add' operand 1 axis 0 (operand 0 is f64[n,3], operand 1 is f64[m,3])\"\n"
+        "  return %0\n"
+        "}\n");
+  check_constraints(p, {{"n", 4}, {"m", 4}});
+  CHECK(message_of([&] { check_constraints(p, {{"n", 4}, {"m", 5}}); }) ==
+        "@f: shape constraint n == m at %0 does not hold: n = 4 but m = 5 ('add' operand 1 axis 0 (operand 0 is "
+        "f64[n,3], operand 1 is f64[m,3]))");
+  CHECK(message_of([&] { check_constraints(p, {{"n", 4}}); }) ==
+        "@f: symbolic dim 'm' has no value; bind it from an input shape (needed by constraint n == m at %0)");
+}
+
+TEST_CASE("extension families: registry, type rule, constraints") {
+  ExtensionRegistry reg = test_registry();
+  CHECK(reg.families() == std::vector<std::string>{"test.matmul.v1", "test.scale.v1"});
+  ExtensionSemantics again;
+  again.family = "test.scale.v1";
+  again.module = "other.module";
+  CHECK(message_of([&] { reg.register_family(again); }) ==
+        "extension family 'test.scale.v1' is already registered (by module 'einstage.test'); module 'other.module' "
+        "cannot register it again: load each module once, or bump the family's version");
+  ExtensionSemantics bad;
+  bad.family = "NoVersion";
+  bad.module = "m";
+  CHECK(message_of([&] { reg.register_family(bad); }) ==
+        "extension family name 'NoVersion' (module 'm') is malformed; expected lower-case segments joined by '.' "
+        "ending in a version, e.g. 'einstage.einsum.v1'");
+  ExtensionSemantics incomplete;
+  incomplete.family = "test.new.v1";
+  incomplete.module = "m";
+  CHECK(message_of([&] { reg.register_family(incomplete); }) ==
+        "extension family 'test.new.v1' (module 'm') has no parse_text rule; it is required");
+  CHECK(is_family_name("einstage.einsum.v1"));
+  CHECK_FALSE(is_family_name("einsum.v"));
+  CHECK_FALSE(is_family_name("v1"));
+
+  Builder b("g", &reg);
+  Value x = b.parameter("x", f64({sym("n"), sym("k")}));
+  Value w = b.parameter("w", f64({3, 4}));
+  Value y = b.extension(std::make_shared<testing::MatmulPayload>("j"), {x, w});
+  CHECK(y.type == f64({sym("n"), 4}));
+  CHECK(message_of([&] { b.extension(std::make_shared<testing::MatmulPayload>("j"), {w, w}); }) ==
+        "'test.matmul.v1' at %1 in @g: operand 1 axis 0 (label j): extent 4 does not match extent 3");
+  Program p = b.finish({y});
+  REQUIRE(p.constraints.size() == 1);
+  CHECK(p.constraints[0].what == "'test.matmul.v1' operand 1 axis 0 (label j)");
+
+  Builder nob("h");
+  Value z = nob.parameter("z", f64({2}));
+  CHECK(message_of([&] { nob.extension(std::make_shared<testing::ScalePayload>(2), {z}); }) ==
+        "unknown extension family 'test.scale.v1'; register the module that provides it before use (e.g. its "
+        "register function on the ExtensionRegistry, or load the module into the Runtime)");
+}
+
+TEST_CASE("parse errors") {
+  ExtensionRegistry reg = test_registry();
+  auto parse_error = [&](const std::string& body) {
+    return message_of([&] { parse_program("program @f(%x: f64[3]) -> (f64[3]) {\n" + body + "}\n", &reg); });
+  };
+  CHECK(parse_error("  %0 = matmul(%x, %x) : f64[3]\n  return %0\n") ==
+        "line 2: unknown op 'matmul'; standard ops are [dot_general, transpose, reshape, broadcast_in_dim, "
+        "reduce_sum, extract_diag, embed_diag, add, sub, mul, div, neg, conj, real, imag, exp, log, sqrt, convert, "
+        "constant], extension ops are spelled family.name.vN");
+  CHECK(parse_error("  %0 = acme.fft.v2(%x) {n = 3} : f64[3]\n  return %0\n") ==
+        "line 2: unknown extension family 'acme.fft.v2'; register the module that provides it before use (e.g. its "
+        "register function on the ExtensionRegistry, or load the module into the Runtime)");
+  CHECK(kind_of([&] { parse_program("program @f() -> () {\n  %0 = acme.fft.v2() : f64[]\n  return\n}\n", &reg); }) ==
+        ErrorKind::not_found);
+  CHECK(parse_error("  %0 = neg(%y) : f64[3]\n  return %0\n") == "line 2: use of undefined value '%y'");
+  CHECK(parse_error("  %0 = neg(%x) : f64[4]\n  return %0\n") ==
+        "line 2: 'neg' is printed with type f64[4] but its type rule gives f64[3]");
+  CHECK(parse_error("  %0 = add(%x, %x) : f64[3]\n  return %1\n") == "line 3: use of undefined value '%1'");
+  CHECK(parse_error("  %1 = neg(%x) : f64[3]\n  return %1\n") ==
+        "line 2: expected result '%0' (results are numbered densely), got '%1'");
+  CHECK(parse_error("  %0 = reduce_sum(%x) {axis = [0]} : f64[]\n  return %0\n") ==
+        "line 2: 'reduce_sum' has no attribute 'axis'; its attributes are [axes]");
+  CHECK(parse_error("  %0 = transpose(%x) : f64[3]\n  return %0\n") ==
+        "line 2: 'transpose' is missing attribute 'perm'");
+  CHECK(parse_error("  %0 = transpose(%x) {perm = [a]} : f64[3]\n  return %0\n") ==
+        "line 2: attribute 'perm' of 'transpose': 'a' in [a] is not an integer");
+  CHECK(parse_error("  %0 = add(%x, %x) : f64[3]\n  return %0\n  return %0\n") ==
+        "line 4: expected '}' after 'return'");
+  CHECK(parse_error("  %0 = test.scale.v1(%x) {factor = abc} : f64[3]\n  return %0\n") ==
+        "line 2: 'test.scale.v1' attribute 'factor': 'abc' is not a number");
+  CHECK(parse_error("  %0 = dot_general(%x, %x) {lhs_batch = [], lhs_contracting = [0], rhs_batch = [], "
+                    "rhs_contracting = [0]} : f64[]\n  return %0\n") ==
+        "line 3: output 0 has type f64[] but the header declares f64[3]");
+  CHECK(message_of([] { parse_program("func @f() {\n}\n"); }) ==
+        "line 1: expected 'program @name(...) -> (...) {', got 'func @f() {'");
+  CHECK(kind_of([] { parse_program(""); }) == ErrorKind::parse);
+}
+
+TEST_CASE("malformed JSON programs") {
+  ExtensionRegistry reg = test_registry();
+  CHECK(message_of([&] { program_from_json("{\"format\": ", &reg); }).starts_with(
+      "malformed JSON program: not valid JSON ("));
+  CHECK(message_of([&] { program_from_json("[1, 2]", &reg); }) == "malformed JSON program: top level: expected an object");
+  CHECK(message_of([&] { program_from_json("{\"format\": \"einstage.ir\", \"version\": 2}", &reg); }) ==
+        "malformed JSON program: version: expected \"version\": 1 (this build reads version 1 only)");
+  std::string head = R"({"format": "einstage.ir", "version": 1, "name": "f", "params": [{"name": "x", "type": "f64[3]"}], )";
+  CHECK(message_of([&] { program_from_json(head + R"("instructions": [{"result": "%0", "op": "neg", "operands": ["%z"], "attributes": {}, "type": "f64[3]"}], "constraints": [], "outputs": []})", &reg); }) ==
+        "malformed JSON program: instructions[0].operands[0]: use of undefined value \"%z\"");
+  CHECK(message_of([&] { program_from_json(head + R"("instructions": [{"result": "%0", "op": "transpose", "operands": ["%x"], "attributes": {"perm": "0"}, "type": "f64[3]"}], "constraints": [], "outputs": []})", &reg); }) ==
+        "malformed JSON program: instructions[0].attributes.perm: expected an array of integers");
+  CHECK(message_of([&] { program_from_json(head + R"("instructions": [], "outputs": []})", &reg); }) ==
+        "malformed JSON program: top level: missing \"constraints\"");
+  CHECK(message_of([&] { program_from_json(head + R"("instructions": [{"result": "%0", "op": "frob", "operands": [], "type": "f64[3]"}], "constraints": [], "outputs": []})", &reg); }) ==
+        "malformed JSON program: instructions[0]: unknown op 'frob'");
+  CHECK(message_of([&] { program_from_json(head + R"("instructions": [{"result": "%0", "op": "acme.fft.v2", "operands": [], "payload": {}, "type": "f64[3]"}], "constraints": [], "outputs": []})", &reg); }) ==
+        "JSON program instructions[0]: unknown extension family 'acme.fft.v2'; register the module that provides it "
+        "before use (e.g. its register function on the ExtensionRegistry, or load the module into the Runtime)");
+  CHECK(message_of([&] { program_from_json(head + R"("instructions": [{"result": "%0", "op": "add", "operands": ["%x", "%x"], "attributes": {}, "type": "f64[4]"}], "constraints": [], "outputs": []})", &reg); }) ==
+        "malformed JSON program: instructions[0]: 'add' is recorded with type f64[4] but its type rule gives f64[3]");
+}
+
+TEST_CASE("the verifier names the instruction and shows the lines around it") {
+  Builder b("f");
+  Value x = b.parameter("x", f64({3}));
+  Value a = b.neg(x);
+  Value c = b.exp(a);
+  Value d = b.add(a, c);
+  Program good = b.finish({d});
+  verify(good);
+
+  Program wrong_type = good;
+  wrong_type.instructions[1].result.type = f64({4});
+  wrong_type.instructions[2].operands[1].type = f64({4});
+  wrong_type.outputs[0].type = f64({3});
+  CHECK(message_of([&] { verify(wrong_type); }) ==
+        "'exp' at %1 in @f: result type is f64[4] but the type rule gives f64[3]\n"
+        "while verifying:\n"
+        "  program @f(%x: f64[3]) -> (f64[3]) {\n"
+        "    %0 = neg(%x) : f64[3]\n"
+        ">   %1 = exp(%0) : f64[4]\n"
+        "    %2 = add(%0, %1) : f64[3]\n"
+        "    return %2\n"
+        "  }");
+  CHECK(kind_of([&] { verify(wrong_type); }) == ErrorKind::verification);
+
+  Program undefined = good;
+  undefined.instructions[0].operands[0].id = 42;
+  CHECK(message_of([&] { verify(undefined); }) ==
+        "'neg' at %0 in @f: operand 0 (%?42) is not defined before this use\n"
+        "while verifying:\n"
+        "  program @f(%x: f64[3]) -> (f64[3]) {\n"
+        ">   %0 = neg(%?42) : f64[3]\n"
+        "    %1 = exp(%0) : f64[3]\n"
+        "    %2 = add(%0, %1) : f64[3]\n"
+        "    return %2");
+
+  Program use_before_def = good;
+  std::swap(use_before_def.instructions[0], use_before_def.instructions[1]);
+  CHECK(message_of([&] { verify(use_before_def); }).starts_with(
+      "'exp' at %0 in @f: operand 0 (%?1) is not defined before this use\n"));
+
+  Program bad_rule = good;
+  bad_rule.instructions[2].operands[1] = Value{x.id, x.type};
+  bad_rule.instructions[2].op = DotGeneral{{}, {0}, {}, {1}};
+  CHECK(message_of([&] { verify(bad_rule); }).starts_with(
+      "'dot_general' at %2 in @f: rhs_contracting[0] = 1 is out of range for operand rank 1; expected 0..0\n"
+      "while verifying:\n"));
+
+  Program bad_output = good;
+  bad_output.outputs[0].id = 77;
+  CHECK(message_of([&] { verify(bad_output); }).starts_with("@f: output 0 (%?77) is not a defined value\n"));
+
+  Program twice = good;
+  twice.instructions[1].result.id = twice.instructions[0].result.id;
+  twice.instructions[2].operands[1].id = twice.instructions[0].result.id;
+  CHECK(message_of([&] { verify(twice); }).starts_with(
+      "'exp' at %1 in @f: result value id 1 is negative or already defined (SSA values are defined once)\n"));
+}
+
+TEST_CASE("op equality and hashing") {
+  CHECK(Op(Transpose{{1, 0}}) == Op(Transpose{{1, 0}}));
+  CHECK_FALSE(Op(Transpose{{1, 0}}) == Op(Transpose{{0, 1}}));
+  CHECK(hash_op(Transpose{{1, 0}}) == hash_op(Transpose{{1, 0}}));
+  CHECK(hash_op(Transpose{{1, 0}}) != hash_op(Transpose{{0, 1}}));
+  CHECK(hash_op(Add{}) != hash_op(Mul{}));
+  Op c1 = Constant{Tensor::from_col_major<double>({2}, {1, 2})};
+  Op c2 = Constant{Tensor::from_col_major<double>({2}, {1, 2})};
+  CHECK(c1 == c2);
+  CHECK(hash_op(c1) == hash_op(c2));
+  Op e1 = ExtensionOp{std::make_shared<testing::ScalePayload>(2)};
+  Op e2 = ExtensionOp{std::make_shared<testing::ScalePayload>(2)};
+  Op e3 = ExtensionOp{std::make_shared<testing::ScalePayload>(3)};
+  CHECK(e1 == e2);
+  CHECK_FALSE(e1 == e3);
+  CHECK(hash_op(e1) == hash_op(e2));
+  CHECK(kind(e1) == OpKind::extension);
+  CHECK(op_name(e1) == "test.scale.v1");
+}
+
+TEST_CASE("attribute text: tensors, floats, strings") {
+  Tensor t = Tensor::from_row_major<double>({2, 2}, {1, 2, 3, 0.1});
+  CHECK(format_attr(t) == "f64[2,2]<[1, 3, 2, 0.1]>");  // column-major element order
+  Tensor back;
+  parse_attr(format_attr(t), back, "t");
+  CHECK(bitwise_equal(back, t));
+  CHECK(format_attr(Tensor::scalar<c64>(c64(1.5f, -0.25f))) == "c64[]<[(1.5, -0.25)]>");
+  CHECK(format_float(0.1f) == "0.1");
+  CHECK(format_float(1.0 / 3) == "0.3333333333333333");
+  CHECK(parse_double("-inf") == -std::numeric_limits<double>::infinity());
+  CHECK(std::isnan(*parse_double("nan")));
+  CHECK_FALSE(parse_double("1.5x"));
+  CHECK(format_string_literal("a\"b\\c\n") == "\"a\\\"b\\\\c\\n\"");
+  CHECK(parse_string_literal(format_string_literal("a\"b\\c\n")) == "a\"b\\c\n");
+  CHECK(split_attribute_text("s = \"x, y = z\", l = [1, 2], t = f64[2]<[1, 2]>") ==
+        std::vector<std::pair<std::string, std::string>>{{"s", "\"x, y = z\""}, {"l", "[1, 2]"}, {"t", "f64[2]<[1, 2]>"}});
+  CHECK(message_of([] { split_attribute_text("a = 1, a = 2"); }) == "attribute 'a' is given twice");
+  CHECK(message_of([] { Tensor u; parse_attr("f64[3]<[1, 2]>", u, "value"); }) ==
+        "value: a f64[3] literal needs 3 elements but 2 are given");
+}
+
+TEST_CASE("docs/ir.md documents every standard op") {
+  std::ifstream in(std::filesystem::path(EINSTAGE_SOURCE_DIR) / "docs" / "ir.md");
+  REQUIRE(in);
+  std::stringstream s;
+  s << in.rdbuf();
+  std::string doc = s.str();
+  for (size_t i = 0; i < kStdOpCount; ++i) {
+    std::string_view name = op_kind_name(static_cast<OpKind>(i));
+    CAPTURE(name);
+    CHECK(doc.find(fmt::format("### `{}`", name)) != std::string::npos);
+    // each section shows an example line of the op's text form
+    CHECK(doc.find(fmt::format("= {}(", name)) != std::string::npos);
+  }
+}
