@@ -2,6 +2,7 @@
 // for the user-facing rules.
 #include "extensions/einsum/Notation.h"
 
+#include "extensions/einsum/BindRule.h"
 #include "extensions/einsum/SourceText.h"
 #include "ir/Error.h"
 
@@ -188,6 +189,14 @@ std::string count_message(size_t given, size_t terms) {
 }
 
 }  // namespace
+
+namespace detail {
+std::string term_label_text(const Subscripts& s, const std::vector<Label>& term) { return term_text(s, term); }
+std::string operand_count_message(size_t given, size_t terms) { return count_message(given, terms); }
+std::string operand_rank_message(size_t k, int64_t rank, const std::string& term, size_t named, bool ellipsis) {
+  return rank_message(k, rank, term, named, ellipsis);
+}
+}  // namespace detail
 
 bool Notation::has_ellipsis() const {
   for (const auto& term : inputs)
@@ -455,8 +464,19 @@ struct Source {
   std::vector<int64_t> cover;
 };
 
+// Integer extents: every comparison is decided, so the rule never records anything.
+struct ConcreteExtentRules {
+  detail::ExtentCmp compare(int64_t a, int64_t b) const {
+    return a == b ? detail::ExtentCmp::equal : detail::ExtentCmp::differ;
+  }
+  bool is_one(int64_t e) const { return e == 1; }
+  bool negative(int64_t e) const { return e < 0; }
+  std::string text(int64_t e) const { return std::to_string(e); }
+  int64_t assume_equal(int64_t a, int64_t, const std::string&) const { return a; }  // never called
+};
+
 BoundEinsum bind_impl(const Subscripts& s, std::span<const Shape> shapes, bool allow_broadcast, const Source* src) {
-  auto fail_shape = [&](std::vector<std::pair<size_t, size_t>> axes, const std::string& message) {
+  auto fail_shape = [&](const std::vector<std::pair<size_t, size_t>>& axes, const std::string& message) {
     std::string shown = src ? src->notation->text : to_string(s);
     std::string carets;
     if (src) {
@@ -466,64 +486,17 @@ BoundEinsum bind_impl(const Subscripts& s, std::span<const Shape> shapes, bool a
     }
     throw Error(ErrorKind::shape, fmt::format("einsum \"{}\": {}{}", shown, message, carets));
   };
-  if (shapes.size() != s.inputs.size()) fail_shape({}, count_message(shapes.size(), s.inputs.size()));
-  for (size_t k = 0; k < shapes.size(); ++k) {
-    if (shapes[k].size() != s.inputs[k].size())
-      fail_shape({}, rank_message(k, int64_t(shapes[k].size()), term_text(s, s.inputs[k]), s.inputs[k].size(), false));
-    for (size_t a = 0; a < shapes[k].size(); ++a)
-      if (shapes[k][a] < 0)
-        fail_shape({{k, a}}, fmt::format("operand {} has a negative extent {} on axis {}", k, shapes[k][a], a));
-  }
-  struct Seen {
-    int64_t extent;
-    size_t operand, axis;  // where the current extent came from
-  };
-  std::map<Label, Seen> seen;
+  ConcreteExtentRules rules;
+  // The rule itself lives in BindRule.h, shared with the traced op's type rule (symbolic extents).
+  detail::LabelExtents<int64_t> bound = detail::bind_label_extents<int64_t>(s, shapes, allow_broadcast, rules, fail_shape);
   BoundEinsum b;
-  for (size_t k = 0; k < shapes.size(); ++k) {
-    const auto& term = s.inputs[k];
-    for (size_t a = 0; a < term.size(); ++a) {
-      Label l = term[a];
-      int64_t e = shapes[k][a];
-      // A label repeated inside one operand takes a diagonal: its extents must agree exactly.
-      for (size_t p = 0; p < a; ++p)
-        if (term[p] == l && shapes[k][p] != e)
-          fail_shape({{k, p}, {k, a}},
-                     fmt::format("label '{}' is repeated in operand {} with extents {} (axis {}) and {} (axis {}); a "
-                                 "repeated label takes a diagonal and needs equal extents",
-                                 label_name(s, l), k, shapes[k][p], p, e, a));
-      auto [it, fresh] = seen.try_emplace(l, Seen{e, k, a});
-      if (fresh || it->second.extent == e) continue;
-      Seen& prev = it->second;
-      bool one = e == 1 || prev.extent == 1;
-      if (one && (allow_broadcast || s.is_ellipsis_label(l))) {
-        if (prev.extent == 1) prev = Seen{e, k, a};
-        continue;
-      }
-      std::string msg = fmt::format("label '{}' has extent {} in operand {} (axis {}) but {} in operand {} (axis {})",
-                                    label_name(s, l), prev.extent, prev.operand, prev.axis, e, k, a);
-      if (one)
-        msg += "; a length-1 axis broadcasts only under '...' or when the caller allows broadcasting "
-               "(allow_broadcast)";
-      else
-        msg += "; the extents of a label must agree (or one of them be 1 with broadcasting allowed)";
-      fail_shape({{prev.operand, prev.axis}, {k, a}}, msg);
-    }
-  }
-  for (auto& [l, sn] : seen) b.extents.emplace_hint(b.extents.end(), l, sn.extent);
+  b.extents = std::move(bound.extents);
+  b.output_shape = std::move(bound.output);
   b.broadcast_axes.resize(shapes.size());
   for (size_t k = 0; k < shapes.size(); ++k) {
     b.broadcast_axes[k].resize(shapes[k].size(), false);
     for (size_t a = 0; a < shapes[k].size(); ++a)
       if (shapes[k][a] == 1 && b.extents[s.inputs[k][a]] != 1) b.broadcast_axes[k][a] = b.broadcasts = true;
-  }
-  for (Label l : s.output) {
-    auto it = b.extents.find(l);
-    if (it == b.extents.end())
-      fail_shape({}, fmt::format("output label '{}' appears in no input; add it to an input or remove it from the "
-                                 "output",
-                                 label_name(s, l)));
-    b.output_shape.push_back(it->second);
   }
   b.subs = s;
   b.shapes.assign(shapes.begin(), shapes.end());
