@@ -1,0 +1,466 @@
+#include "extensions/einsum/Executor.h"
+
+#include "extensions/einsum/Notation.h"
+#include "runtime/ThreadPool.h"
+#include "runtime/jit/Dispatch.h"
+#include "runtime/kernels/Contraction.h"
+#include "runtime/kernels/Layout.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <new>
+
+namespace einstage::einsum {
+
+namespace {
+
+// The one call site of the pairwise kernel: the dispatcher picks the JIT GETT for floating types and the portable
+// kernel otherwise (runtime/jit/Dispatch.h). Replace with contract_portable to run without the JIT.
+void run_contraction(const ContractionProblem& p, ThreadPool* pool) { contract(p, pool); }
+
+std::vector<Label> first_occurrences(const std::vector<Label>& labels) {
+  std::vector<Label> out;
+  for (Label l : labels)
+    if (std::find(out.begin(), out.end(), l) == out.end()) out.push_back(l);
+  return out;
+}
+
+int64_t product(const Shape& s) {
+  int64_t p = 1;
+  for (int64_t e : s) p *= e;
+  return p;
+}
+
+// Where a tree node's tensor lives during execute().
+struct Node {
+  std::vector<Label> labels;
+  Shape shape;
+  int input = -1;        // >= 0: operand index
+  int64_t offset = -1;   // >= 0: byte offset in the arena
+};
+
+// First fit over byte ranges [offset, offset + size); the arena grows at the end when no free block fits.
+class FirstFit {
+ public:
+  int64_t allocate(int64_t size) {
+    if (size == 0) return 0;
+    for (auto it = free_.begin(); it != free_.end(); ++it)
+      if (it->second >= size) {
+        int64_t off = it->first;
+        if (it->second == size) free_.erase(it);
+        else {
+          it->first += size;
+          it->second -= size;
+        }
+        return off;
+      }
+    // A free block touching the end can be extended.
+    if (!free_.empty() && free_.back().first + free_.back().second == end_) {
+      int64_t off = free_.back().first;
+      free_.pop_back();
+      end_ = off + size;
+      return off;
+    }
+    int64_t off = end_;
+    end_ += size;
+    return off;
+  }
+  void release(int64_t off, int64_t size) {
+    if (size == 0) return;
+    auto it = std::lower_bound(free_.begin(), free_.end(), std::make_pair(off, int64_t(0)));
+    it = free_.insert(it, {off, size});
+    // coalesce with the next and the previous block
+    if (it + 1 != free_.end() && it->first + it->second == (it + 1)->first) {
+      it->second += (it + 1)->second;
+      free_.erase(it + 1);
+    }
+    if (it != free_.begin() && (it - 1)->first + (it - 1)->second == it->first) {
+      (it - 1)->second += it->second;
+      free_.erase(it);
+    }
+  }
+  int64_t end() const { return end_; }
+
+ private:
+  std::vector<std::pair<int64_t, int64_t>> free_;  // sorted by offset
+  int64_t end_ = 0;
+};
+
+}  // namespace
+
+struct EinsumPlan::Impl {
+  Subscripts subs;
+  std::vector<TensorMeta> metas;
+  DType dtype = DType::f64;
+  Shape output_shape;
+  std::map<Label, int64_t> extents;
+  bool shortcut = false;
+  ContractionTree tree;
+  std::vector<StepPlan> steps;
+  std::vector<Node> nodes;                      // tree ids: inputs 0..n-1, then one per step
+  std::vector<std::pair<int, int>> step_nodes;  // (left id, right id) per binary step
+  std::vector<int64_t> lhs_ws, rhs_ws;          // workspace byte offsets per step (-1: no one-sided sum)
+  int64_t peak = 0, arena = 0, workspace = 0;
+
+  void build(const BoundEinsum& bound, std::span<const TensorMeta> metas_in, const PlanSpec& spec,
+             const ContractionTree* given_tree);
+  void run(std::span<const Tensor> operands, Tensor& out, ThreadPool* pool) const;
+};
+
+// ---- prepare ----
+
+void EinsumPlan::Impl::build(const BoundEinsum& bound, std::span<const TensorMeta> metas_in, const PlanSpec& spec,
+                             const ContractionTree* given_tree) {
+  subs = bound.subs;
+  metas.assign(metas_in.begin(), metas_in.end());
+  extents = bound.extents;
+  output_shape = bound.output_shape;
+  const int n = static_cast<int>(subs.inputs.size());
+  if (n == 0) fail(ErrorKind::invalid_argument, "einsum: no operands; an einsum needs at least one operand");
+  dtype = metas[0].dtype;
+  for (const TensorMeta& m : metas) dtype = promote(dtype, m.dtype);
+  const int64_t es = static_cast<int64_t>(size_of(dtype));
+  for (int i = 0; i < n; ++i) nodes.push_back(Node{subs.inputs[i], metas[i].shape, i, -1});
+
+  if (n == 1) {
+    steps.push_back(make_unary_step(subs.inputs[0], metas[0].shape, subs.output, extents));
+    return;
+  }
+  const std::vector<Label> out_distinct = first_occurrences(subs.output);
+  const bool explicit_order = spec.kind == PlanKind::path || spec.kind == PlanKind::tree;
+  std::vector<std::vector<Label>> keep;
+  if (!given_tree && n == 2 && !explicit_order && is_direct_dot_general(subs)) {
+    shortcut = true;
+    step_nodes.push_back({0, 1});
+    keep.push_back(out_distinct);
+  } else {
+    tree = given_tree ? *given_tree : resolve(spec, subs, extents);
+    const TreeCost cost = evaluate(subs, extents, tree);
+    for (size_t k = 0; k < tree.steps().size(); ++k) {
+      step_nodes.push_back(tree.steps()[k]);
+      keep.push_back(k + 1 == tree.steps().size() ? out_distinct : cost.steps[k].result_labels);
+    }
+  }
+  FirstFit arena_fit;
+  int64_t live = 0;
+  for (size_t k = 0; k < step_nodes.size(); ++k) {
+    const bool last = k + 1 == step_nodes.size();
+    auto [a, b] = step_nodes[k];
+    StepPlan s = make_binary_step(nodes[a].labels, nodes[a].shape, nodes[b].labels, nodes[b].shape, keep[k], extents,
+                                  last ? &subs.output : nullptr);
+    // Workspace for one-sided sums of this step: lhs first, then rhs.
+    int64_t ws = 0;
+    lhs_ws.push_back(-1);
+    rhs_ws.push_back(-1);
+    Shape red;
+    if (!s.lhs.summed.empty()) {
+      for (Label l : s.lhs.reduced) red.push_back(extents.at(l));
+      lhs_ws.back() = ws;
+      ws += product(red) * es;
+    }
+    if (!s.rhs.summed.empty()) {
+      red.clear();
+      for (Label l : s.rhs.reduced) red.push_back(extents.at(l));
+      rhs_ws.back() = ws;
+      ws += product(red) * es;
+    }
+    workspace = std::max(workspace, ws);
+    Node result{s.result, s.result_shape, -1, -1};
+    if (!last) {  // the result is allocated while both operands are live, then the operands are released
+      const int64_t bytes = product(s.result_shape) * es;
+      result.offset = arena_fit.allocate(bytes);
+      peak = std::max(peak, live + bytes);
+      live += bytes;
+    }
+    for (int id : {a, b})
+      if (nodes[id].offset >= 0) {
+        const int64_t bytes = product(nodes[id].shape) * es;
+        arena_fit.release(nodes[id].offset, bytes);
+        live -= bytes;
+      }
+    nodes.push_back(std::move(result));
+    steps.push_back(std::move(s));
+  }
+  arena = arena_fit.end();
+}
+
+// ---- execute ----
+
+namespace {
+
+// An operand during a step: base pointer and, per label of `labels`, extent and stride.
+struct Operand {
+  void* data = nullptr;
+  std::vector<Label> labels;
+  Shape extents;
+  Strides strides;
+};
+
+// The step operand's distinct labels with their strides: a repeated label's stride is the sum of its axes' strides
+// (the diagonal), a broadcast axis has stride 0 and the label's full extent.
+Operand distinct_view(const StepOperand& op, void* data, const Strides& stored_strides,
+                      const std::map<Label, int64_t>& extents) {
+  Operand v;
+  v.data = data;
+  v.labels = op.distinct;
+  for (size_t d = 0; d < op.distinct.size(); ++d) {
+    int64_t stride = 0;
+    for (size_t a = 0; a < op.labels.size(); ++a)
+      if (op.labels[a] == op.distinct[d]) stride += stored_strides[a];
+    v.extents.push_back(extents.at(op.distinct[d]));
+    v.strides.push_back(op.broadcast[d] ? 0 : stride);
+  }
+  return v;
+}
+
+// Sums the one-sided labels into `ws` (column-major over op.reduced); returns the reduced operand.
+Operand sum_first(const StepOperand& op, const Operand& v, DType dtype, void* ws, ThreadPool* pool) {
+  Tensor src = Tensor::view_of(dtype, v.extents, v.strides, v.data);
+  Operand r;
+  r.data = ws;
+  r.labels = op.reduced;
+  std::vector<int> axes;
+  for (size_t d = 0; d < v.labels.size(); ++d) {
+    if (std::find(op.summed.begin(), op.summed.end(), v.labels[d]) != op.summed.end()) axes.push_back(static_cast<int>(d));
+    else r.extents.push_back(v.extents[d]);
+  }
+  r.strides = col_major_strides(r.extents);
+  Tensor dst = Tensor::view_of(dtype, r.extents, r.strides, ws);
+  kernels::reduce_sum(src, axes, dst, false, pool);
+  return r;
+}
+
+int64_t stride_of(const Operand& v, Label l) {
+  for (size_t i = 0; i < v.labels.size(); ++i)
+    if (v.labels[i] == l) return v.strides[i];
+  EIN_ASSERT(false, "label {} missing from operand", l);
+  return 0;
+}
+
+// Per output-distinct label, the output tensor's stride (sum over the axes that carry it: the diagonal).
+Strides output_label_strides(const StepPlan& s, const Tensor& out) {
+  Strides st;
+  for (Label l : s.output_distinct) {
+    int64_t sum = 0;
+    for (size_t a = 0; a < s.output.size(); ++a)
+      if (s.output[a] == l) sum += out.strides()[a];
+    st.push_back(sum);
+  }
+  return st;
+}
+
+}  // namespace
+
+void EinsumPlan::Impl::run(std::span<const Tensor> operands, Tensor& out, ThreadPool* pool) const {
+  const int n = static_cast<int>(metas.size());
+  // Promote operands whose dtype differs (NumPy rules); the copies live for this call.
+  std::vector<Tensor> converted(static_cast<size_t>(n));
+  std::vector<const Tensor*> in(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    if (operands[i].dtype() != dtype) {
+      converted[i] = operands[i].astype(dtype);
+      in[i] = &converted[i];
+    } else {
+      in[i] = &operands[i];
+    }
+  }
+  const bool repeated_output = subs.output.size() != first_occurrences(subs.output).size();
+  if (repeated_output) kernels::fill_zero(out, pool);  // off-diagonal zeros; the steps write the diagonal
+
+  if (n == 1) {
+    const StepPlan& s = steps[0];
+    Operand v = distinct_view(s.lhs, const_cast<void*>(in[0]->raw_data()), in[0]->strides(), extents);
+    Tensor src = Tensor::view_of(dtype, v.extents, v.strides, v.data);
+    // The destination seen in the result's label order (the kept labels in operand order): the transpose and the
+    // output diagonals are its strides.
+    Strides ost = output_label_strides(s, out);
+    Shape dshape;
+    Strides dstrides;
+    for (Label l : s.result) {
+      size_t i = static_cast<size_t>(std::find(s.output_distinct.begin(), s.output_distinct.end(), l) - s.output_distinct.begin());
+      dshape.push_back(extents.at(l));
+      dstrides.push_back(ost[i]);
+    }
+    Tensor dst = Tensor::view_of(dtype, dshape, dstrides, out.raw_data());
+    std::vector<int> axes;
+    for (size_t d = 0; d < v.labels.size(); ++d)
+      if (std::find(s.lhs.summed.begin(), s.lhs.summed.end(), v.labels[d]) != s.lhs.summed.end())
+        axes.push_back(static_cast<int>(d));
+    kernels::reduce_sum(src, axes, dst, false, pool);
+    return;
+  }
+
+  const int64_t scratch_bytes = arena + workspace;
+  struct AlignedFree {
+    void operator()(std::byte* p) const { ::operator delete[](p, std::align_val_t(64)); }
+  };
+  std::unique_ptr<std::byte[], AlignedFree> scratch;
+  if (scratch_bytes > 0)
+    scratch.reset(static_cast<std::byte*>(::operator new[](static_cast<size_t>(scratch_bytes), std::align_val_t(64))));
+  std::byte* arena_base = scratch.get();
+  std::byte* ws_base = scratch.get() + arena;
+
+  for (size_t k = 0; k < steps.size(); ++k) {
+    const StepPlan& s = steps[k];
+    auto [a, b] = step_nodes[k];
+    auto locate = [&](int id, const StepOperand& op) {
+      const Node& node = nodes[static_cast<size_t>(id)];
+      if (node.input >= 0) {
+        const Tensor& t = *in[static_cast<size_t>(node.input)];
+        return distinct_view(op, const_cast<void*>(t.raw_data()), t.strides(), extents);
+      }
+      return distinct_view(op, arena_base + node.offset, col_major_strides(node.shape), extents);
+    };
+    Operand lv = locate(a, s.lhs), rv = locate(b, s.rhs);
+    if (lhs_ws[k] >= 0) lv = sum_first(s.lhs, lv, dtype, ws_base + lhs_ws[k], pool);
+    if (rhs_ws[k] >= 0) rv = sum_first(s.rhs, rv, dtype, ws_base + rhs_ws[k], pool);
+
+    // The destination: the output (through its label strides) or the intermediate's arena slot (column-major in
+    // dot_general order).
+    Operand dv;
+    dv.labels = s.result;
+    if (s.final) {
+      dv.data = out.raw_data();
+      Strides ost = output_label_strides(s, out);
+      for (Label l : s.result) {
+        size_t i = static_cast<size_t>(std::find(s.output_distinct.begin(), s.output_distinct.end(), l) - s.output_distinct.begin());
+        dv.strides.push_back(ost[i]);
+      }
+    } else {
+      dv.data = arena_base + nodes[static_cast<size_t>(n) + k].offset;
+      dv.strides = col_major_strides(s.result_shape);
+    }
+    ContractionProblem p;
+    p.dtype = dtype;
+    p.a = lv.data;
+    p.b = rv.data;
+    p.c = dv.data;
+    using Axis = ContractionProblem::Axis;
+    for (Label l : s.lhs_free) p.m.push_back(Axis{extents.at(l), stride_of(lv, l), 0, stride_of(dv, l)});
+    for (Label l : s.rhs_free) p.n.push_back(Axis{extents.at(l), 0, stride_of(rv, l), stride_of(dv, l)});
+    for (Label l : s.contracted) p.k.push_back(Axis{extents.at(l), stride_of(lv, l), stride_of(rv, l), 0});
+    for (Label l : s.batch) p.batch.push_back(Axis{extents.at(l), stride_of(lv, l), stride_of(rv, l), stride_of(dv, l)});
+    run_contraction(p, pool);
+  }
+}
+
+// ---- public API ----
+
+namespace {
+
+std::vector<Shape> shapes_of(std::span<const TensorMeta> metas) {
+  std::vector<Shape> shapes;
+  for (const TensorMeta& m : metas) shapes.push_back(m.shape);
+  return shapes;
+}
+
+}  // namespace
+
+EinsumPlan EinsumPlan::prepare(std::string_view text, std::span<const TensorMeta> metas, const EinsumOptions& options) {
+  const Notation notation = parse_notation(text);
+  const std::vector<Shape> shapes = shapes_of(metas);
+  const BoundEinsum bound = bind_einsum(notation, shapes, options.allow_broadcast);
+  auto impl = std::make_shared<Impl>();
+  if (notation.nested && notation.num_inputs() >= 2) {
+    if (options.plan.kind != PlanKind::automatic)
+      fail(ErrorKind::invalid_argument,
+           "einsum: \"{}\" fixes the contraction order with parentheses, and plan {} was passed too; use one of them",
+           notation.text, options.plan.to_string());
+    ContractionTree tree(static_cast<int>(notation.num_inputs()), notation.order);
+    impl->build(bound, metas, options.plan, &tree);
+  } else {
+    impl->build(bound, metas, options.plan, nullptr);
+  }
+  EinsumPlan plan;
+  plan.impl_ = std::move(impl);
+  return plan;
+}
+
+EinsumPlan EinsumPlan::prepare(const Subscripts& subscripts, std::span<const TensorMeta> metas,
+                               const EinsumOptions& options) {
+  const std::vector<Shape> shapes = shapes_of(metas);
+  const BoundEinsum bound = bind_einsum(subscripts, shapes, options.allow_broadcast);
+  auto impl = std::make_shared<Impl>();
+  impl->build(bound, metas, options.plan, nullptr);
+  EinsumPlan plan;
+  plan.impl_ = std::move(impl);
+  return plan;
+}
+
+EinsumPlan EinsumPlan::prepare_grouped(std::string_view text, std::span<const TensorMeta> metas,
+                                       std::span<const GroupLength> lengths, const EinsumOptions& options) {
+  const std::vector<Shape> shapes = shapes_of(metas);
+  std::vector<int64_t> ranks;
+  for (const Shape& s : shapes) ranks.push_back(static_cast<int64_t>(s.size()));
+  const auto expansion = expand_grouped(text, ranks, lengths);
+  const BoundEinsum bound = bind_einsum(expansion->expanded, shapes, options.allow_broadcast);
+  auto impl = std::make_shared<Impl>();
+  if (bound.subs.inputs.size() >= 2) {
+    // The order is planned on the grouped form (one symbol per group) and applied to the expansion.
+    ContractionTree tree = resolve_grouped(options.plan, expansion->notation->symbolic, expansion->symbol_labels,
+                                           expansion->expanded, bound.extents);
+    impl->build(bound, metas, options.plan, &tree);
+  } else {
+    impl->build(bound, metas, options.plan, nullptr);
+  }
+  EinsumPlan plan;
+  plan.impl_ = std::move(impl);
+  return plan;
+}
+
+void EinsumPlan::execute_into(std::span<const Tensor> operands, Tensor& out, ThreadPool* pool) const {
+  EIN_ASSERT(impl_, "execute on an empty EinsumPlan");
+  const Impl& im = *impl_;
+  if (operands.size() != im.metas.size())
+    fail(ErrorKind::invalid_argument, "einsum: the plan for \"{}\" takes {} operand(s) but {} were given",
+         einsum::to_string(im.subs), im.metas.size(), operands.size());
+  for (size_t i = 0; i < operands.size(); ++i) {
+    const Tensor& t = operands[i];
+    if (!t.defined()) fail(ErrorKind::invalid_argument, "einsum: operand {} is undefined", i);
+    if (t.dtype() != im.metas[i].dtype || t.shape() != im.metas[i].shape)
+      fail(ErrorKind::shape, "einsum: operand {} is {}{} but the plan was prepared for {}{}; prepare a plan for these operands",
+           i, name(t.dtype()), shape_to_string(t.shape()), name(im.metas[i].dtype), shape_to_string(im.metas[i].shape));
+  }
+  if (!out.defined()) fail(ErrorKind::invalid_argument, "einsum: the output tensor is undefined");
+  if (out.dtype() != im.dtype || out.shape() != im.output_shape)
+    fail(ErrorKind::shape, "einsum: the output tensor is {}{} but the result is {}{}", name(out.dtype()),
+         shape_to_string(out.shape()), name(im.dtype), shape_to_string(im.output_shape));
+  im.run(operands, out, pool);
+}
+
+Tensor EinsumPlan::execute(std::span<const Tensor> operands, ThreadPool* pool) const {
+  EIN_ASSERT(impl_, "execute on an empty EinsumPlan");
+  Tensor out = Tensor::empty(impl_->dtype, impl_->output_shape);
+  execute_into(operands, out, pool);
+  return out;
+}
+
+DType EinsumPlan::dtype() const { return impl_->dtype; }
+const Shape& EinsumPlan::output_shape() const { return impl_->output_shape; }
+const Subscripts& EinsumPlan::subscripts() const { return impl_->subs; }
+const std::map<Label, int64_t>& EinsumPlan::extents() const { return impl_->extents; }
+bool EinsumPlan::is_shortcut() const { return impl_->shortcut; }
+const ContractionTree& EinsumPlan::tree() const { return impl_->tree; }
+const std::vector<StepPlan>& EinsumPlan::steps() const { return impl_->steps; }
+int64_t EinsumPlan::peak_intermediate_bytes() const { return impl_->peak; }
+int64_t EinsumPlan::arena_bytes() const { return impl_->arena; }
+int64_t EinsumPlan::workspace_bytes() const { return impl_->workspace; }
+
+std::string EinsumPlan::to_string() const {
+  const Impl& im = *impl_;
+  std::string out = fmt::format("einsum {} dtype {} output {}{}\n", einsum::to_string(im.subs), name(im.dtype),
+                                shape_to_string(im.output_shape), im.shortcut ? " (shortcut: one dot_general)" : "");
+  if (!im.tree.steps().empty()) out += fmt::format("tree {}\n", im.tree.to_string());
+  out += fmt::format("arena {} bytes (peak live {}), workspace {} bytes\n", im.arena, im.peak, im.workspace);
+  const int n = static_cast<int>(im.metas.size());
+  for (size_t k = 0; k < im.steps.size(); ++k) {
+    out += im.steps[k].to_string(im.subs);
+    if (im.steps[k].binary && !im.steps[k].final)
+      out += fmt::format("  -> arena offset {}\n", im.nodes[static_cast<size_t>(n) + k].offset);
+  }
+  return out;
+}
+
+}  // namespace einstage::einsum

@@ -1,0 +1,96 @@
+// EinsumPlan: an einsum prepared for given operand dtypes and shapes -- the tree, the StepPlans, the scratch arena
+// layout -- and its execution on concrete tensors.
+//
+// Stage: einsum extension, runtime side. prepare() binds the subscripts to the shapes (bind_einsum: the one
+// validation and broadcast rule), asks the planner for a tree (resolve), builds one StepPlan per step from the
+// evaluator's kept labels, and lays the intermediates out in one arena (first fit, a dead intermediate's space is
+// reused; the last step writes straight into the output). execute() then only runs kernels: diagonals and broadcast
+// axes are strides (sum of the repeated axes' strides; 0 on a broadcast axis), one-sided sums are reduce_sum into a
+// workspace, every product is one ContractionProblem, and the final transpose and output diagonals are folded into
+// the output strides. A plan is immutable and may run on several threads at once (each execute() allocates its own
+// arena). Mixed operand dtypes promote like NumPy (ir/DType.h promote(): f32+f64 -> f64, i64+f32 -> f64,
+// real+complex -> complex of the wider precision); differing operands are converted once per call (a copy outside
+// the arena). Depends on the notation, planner and StepPlan headers and on runtime kernels; not on the compiler.
+#pragma once
+
+#include "extensions/einsum/Grouped.h"
+#include "extensions/einsum/StepPlan.h"
+#include "extensions/einsum/Subscripts.h"
+#include "extensions/einsum/planner/ContractionTree.h"
+#include "extensions/einsum/planner/PlanSpec.h"
+#include "ir/Tensor.h"
+
+#include <memory>
+#include <span>
+#include <string_view>
+#include <vector>
+
+namespace einstage {
+class ThreadPool;
+}
+
+namespace einstage::einsum {
+
+/// What prepare() needs to know of an operand.
+struct TensorMeta {
+  DType dtype = DType::f64;
+  Shape shape;
+  static TensorMeta of(const Tensor& t) { return TensorMeta{t.dtype(), t.shape()}; }
+  bool operator==(const TensorMeta&) const = default;
+};
+
+struct EinsumOptions {
+  PlanSpec plan;                 // contraction order request (default: auto)
+  bool allow_broadcast = false;  // length-1 broadcasting of named labels (BEHAVIOUR §1.5); `...` axes always may
+  /// Threads for one-shot einsum(): `pool` if set, else a pool of `threads` made for the call (pass a pool to avoid
+  /// starting threads on every call). prepare() ignores both; pass the pool to execute().
+  ThreadPool* pool = nullptr;
+  int threads = 1;
+};
+
+class EinsumPlan {
+ public:
+  /// Prepares "ij,jk->ik" (plain, nested or `...` strings) for operands with these dtypes and shapes.
+  static EinsumPlan prepare(std::string_view subscripts, std::span<const TensorMeta> metas,
+                            const EinsumOptions& options = {});
+  /// Prepares integer-label Subscripts (Notation.h make_subscripts).
+  static EinsumPlan prepare(const Subscripts& subscripts, std::span<const TensorMeta> metas,
+                            const EinsumOptions& options = {});
+  /// Prepares a grouped-dialect string (Grouped.h); the order is planned on the grouped form.
+  static EinsumPlan prepare_grouped(std::string_view subscripts, std::span<const TensorMeta> metas,
+                                    std::span<const GroupLength> lengths = {}, const EinsumOptions& options = {});
+
+  /// Runs the plan on operands matching the prepared dtypes and shapes (any strides); returns a fresh column-major
+  /// tensor of output_shape() and dtype().
+  Tensor execute(std::span<const Tensor> operands, ThreadPool* pool = nullptr) const;
+  /// Same, writing into `out` (dtype() and output_shape(), any strides; must not overlap an operand).
+  void execute_into(std::span<const Tensor> operands, Tensor& out, ThreadPool* pool = nullptr) const;
+
+  DType dtype() const;                 // the promoted dtype of the result and of every step
+  const Shape& output_shape() const;
+  const Subscripts& subscripts() const;
+  const std::map<Label, int64_t>& extents() const;
+  /// True when the two-operand shortcut applies (BEHAVIOUR §4.1): no tree was planned, one dot_general.
+  bool is_shortcut() const;
+  /// The planned tree (empty for the shortcut and for one operand).
+  const ContractionTree& tree() const;
+  /// The steps in execution order (one unary step for a one-operand einsum).
+  const std::vector<StepPlan>& steps() const;
+  /// Peak bytes of intermediates live at once (elements x dtype size; inputs and output excluded; a step's result
+  /// is live together with its operands). This is what the planner's evaluator predicts for the tree.
+  int64_t peak_intermediate_bytes() const;
+  /// Bytes of the intermediate arena as laid out by first fit (>= peak_intermediate_bytes(); larger only when the
+  /// free space is fragmented).
+  int64_t arena_bytes() const;
+  /// Bytes for one-sided sums taken before a product (the largest total of one step), allocated beside the arena.
+  int64_t workspace_bytes() const;
+  /// Steps and arena offsets, for dumps.
+  std::string to_string() const;
+
+  struct Impl;
+
+ private:
+  std::shared_ptr<const Impl> impl_;
+};
+
+}  // namespace einstage::einsum
