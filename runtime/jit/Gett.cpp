@@ -6,6 +6,7 @@
 #include "runtime/kernels/Strided.h"
 
 #include <algorithm>
+#include <cmath>
 #include <complex>
 #include <cstdlib>
 #include <cstring>
@@ -306,7 +307,20 @@ void run_gett(const ContractionProblem& p, ThreadPool* pool, KernelCache& cache,
   using R = typename real_of<T>::type;
   Gett<T> g;
   const DType real = dtype_v<R>;
-  MicroKernelSpec spec = default_micro_kernel(real, cache.host().has_avx512);
+  g.m = fuse(p.m, &Axis::stride_c, &Axis::stride_a);
+  g.n = fuse(p.n, &Axis::stride_c, &Axis::stride_b);
+  g.k = fuse(p.k, &Axis::stride_b, &Axis::stride_a);
+  g.batch = fuse(p.batch, &Axis::stride_c, &Axis::stride_a);
+  // The tile with the least padded work (rows rounded up to MR, columns to NR), weighted by its throughput.
+  const double rows = double(g.m.size * Gett<T>::cf), cols = double(g.n.size);
+  MicroKernelSpec spec;
+  spec.mr = 0;
+  double best = 0;
+  for (const MicroKernelChoice& choice : micro_kernel_candidates(real, cache.host().has_avx512)) {
+    const MicroKernelSpec& s = choice.spec;
+    double cost = std::ceil(rows / s.mr) * s.mr * std::ceil(cols / s.nr) * s.nr / choice.efficiency;
+    if (spec.mr == 0 || cost < best) spec = s, best = cost;
+  }
   g.kernel = cache.micro_kernel(spec);  // may throw: before anything is written
   GettBlocking block = blocking ? *blocking : default_blocking(real);
   g.mr = spec.mr;
@@ -316,10 +330,6 @@ void run_gett(const ContractionProblem& p, ThreadPool* pool, KernelCache& cache,
   g.mc_e = std::max<int64_t>(1, block.mc / spec.mr) * g.mrc;
   g.nc = std::max<int64_t>(1, block.nc / spec.nr) * spec.nr;
   g.accumulate = p.accumulate;
-  g.m = fuse(p.m, &Axis::stride_c, &Axis::stride_a);
-  g.n = fuse(p.n, &Axis::stride_c, &Axis::stride_b);
-  g.k = fuse(p.k, &Axis::stride_b, &Axis::stride_a);
-  g.batch = fuse(p.batch, &Axis::stride_c, &Axis::stride_a);
   g.cn_real.resize(static_cast<size_t>(g.n.size + g.nr), 0);
   for (int64_t j = 0; j < g.n.size; ++j) g.cn_real[j] = g.n.c[j] * Gett<T>::cf;
   g.b_k_unit = unit_run(g.k.b, 0, g.k.size);

@@ -114,9 +114,14 @@ std::string KernelCache::cache_file(const MicroKernelSpec& spec) const {
 }
 
 MicroKernelFn KernelCache::micro_kernel(const MicroKernelSpec& spec) {
+  {
+    std::shared_lock read(fast_mutex_);
+    for (const auto& [known, fn] : fast_)
+      if (known == spec) return fn;
+  }
   std::string symbol = spec.symbol();
   std::lock_guard lock(mutex_);  // held through codegen: a second thread waits for the first compile
-  if (auto it = kernels_.find(symbol); it != kernels_.end()) return it->second;
+  if (auto it = kernels_.find(symbol); it != kernels_.end()) return it->second;  // linked while we waited
 
   std::string key = disk_key(spec);
   std::string path = cache_file(spec);
@@ -145,6 +150,8 @@ MicroKernelFn KernelCache::micro_kernel(const MicroKernelSpec& spec) {
   auto fn = reinterpret_cast<MicroKernelFn>(jit_->lookup(symbol));
   (from_disk ? stats_.load_ms : stats_.compile_ms) += ms_since(t0);
   kernels_.emplace(symbol, fn);
+  std::unique_lock write(fast_mutex_);
+  fast_.emplace_back(spec, fn);
   return fn;
 }
 

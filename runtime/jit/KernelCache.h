@@ -16,6 +16,9 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
+#include <utility>
+#include <vector>
 #include <string>
 
 namespace einstage {
@@ -58,8 +61,11 @@ class KernelCache {
 
   std::string cache_dir_;
   std::unique_ptr<Jit> jit_;
-  mutable std::mutex mutex_;
+  mutable std::mutex mutex_;                      // held through codegen
   std::map<std::string, MicroKernelFn> kernels_;  // by symbol
+  // Kernels already linked, scanned without formatting a symbol (the per-call fast path).
+  mutable std::shared_mutex fast_mutex_;
+  std::vector<std::pair<MicroKernelSpec, MicroKernelFn>> fast_;
   JitStats stats_;
 };
 

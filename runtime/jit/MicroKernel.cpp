@@ -28,6 +28,23 @@ MicroKernelSpec default_micro_kernel(DType real_dtype, bool avx512) {
   return spec;
 }
 
+std::vector<MicroKernelChoice> micro_kernel_candidates(DType real_dtype, bool avx512) {
+  MicroKernelSpec base = default_micro_kernel(real_dtype, avx512);
+  std::vector<MicroKernelChoice> out = {{base, 1.0}};
+  if (!avx512) return out;
+  // 2 x 14 / 2 x 12 accumulator vectors reach the same rate as 3 x 8 (measured); 1 x 24 is load-port bound (one A
+  // vector per 24 broadcasts), so it only wins when m is tiny.
+  MicroKernelSpec wide = base;
+  wide.mr = 2 * base.lanes;
+  wide.nr = real_dtype == DType::f64 ? 14 : 12;
+  out.push_back({wide, 1.0});
+  MicroKernelSpec thin = base;
+  thin.mr = base.lanes;
+  thin.nr = 24;
+  out.push_back({thin, 0.85});
+  return out;
+}
+
 namespace {
 
 struct Emitter {

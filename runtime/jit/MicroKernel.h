@@ -42,7 +42,15 @@ using MicroKernelFn = void (*)(int64_t kc, const void* a, const void* b, void* c
 /// Emits the kernel as LLVM IR and compiles it for the JIT's host; returns the relocatable object.
 std::vector<char> compile_micro_kernel(Jit& jit, const MicroKernelSpec& spec);
 
-/// The tile the GETT driver uses for a real dtype on this host (AVX-512 or AVX2 widths).
+/// The default tile for a real dtype on this host (AVX-512 or AVX2 widths).
 MicroKernelSpec default_micro_kernel(DType real_dtype, bool avx512);
+
+/// The tiles the GETT driver chooses from (default first) with their relative throughput; it takes the one with the
+/// least padded work for the problem's m and n extents, so e.g. 64 x 64 does not run 72 rows of 24-row tiles.
+struct MicroKernelChoice {
+  MicroKernelSpec spec;
+  double efficiency = 1;
+};
+std::vector<MicroKernelChoice> micro_kernel_candidates(DType real_dtype, bool avx512);
 
 }  // namespace einstage
