@@ -1,0 +1,219 @@
+#include "runtime/Interpreter.h"
+
+#include "runtime/StdKernels.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+
+namespace einstage {
+
+Shape concrete_shape(const TensorType& type, const DimBindings& bindings, std::string_view what) {
+  Shape shape;
+  shape.reserve(type.dims.size());
+  for (const Dim& d : type.dims) {
+    auto v = d.evaluate(bindings);
+    if (!v)
+      fail(ErrorKind::invalid_argument, "{}: dim '{}' of {} has no value; it must be bound from an input shape", what,
+           d.to_string(), type.to_string());
+    shape.push_back(*v);
+  }
+  return shape;
+}
+
+Interpreter::Interpreter(const Program& program) : program_(&program) {
+  std::map<ValueId, int> slot;
+  auto names = value_names(program);
+  auto define = [&](ValueId id) {
+    EIN_ASSERT(!slot.count(id), "value %{} defined twice", id);
+    int s = slot_count_++;
+    slot[id] = s;
+    names_.push_back(names.count(id) ? names[id] : fmt::format("%?{}", id));
+    return s;
+  };
+  auto lookup = [&](ValueId id) {
+    auto it = slot.find(id);
+    EIN_ASSERT(it != slot.end(), "value %{} used before its definition", id);
+    return it->second;
+  };
+  for (const Parameter& p : program.params) param_slots_.push_back(define(p.value.id));
+  for (const Instruction& inst : program.instructions) {
+    Step step;
+    for (const Value& v : inst.operands) step.operands.push_back(lookup(v.id));
+    step.result = define(inst.result.id);
+    steps_.push_back(std::move(step));
+  }
+  for (const Value& v : program.outputs) output_slots_.push_back(lookup(v.id));
+
+  // Last use of each slot: the last step reading it; outputs live to the end; a result nobody reads dies at once.
+  std::vector<int> last(static_cast<size_t>(slot_count_), -1);
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    for (int s : steps_[i].operands) last[static_cast<size_t>(s)] = static_cast<int>(i);
+    last[static_cast<size_t>(steps_[i].result)] = std::max(last[static_cast<size_t>(steps_[i].result)],
+                                                           static_cast<int>(i));
+  }
+  std::vector<bool> is_output(static_cast<size_t>(slot_count_), false);
+  for (int s : output_slots_) is_output[static_cast<size_t>(s)] = true;
+  for (int s = 0; s < slot_count_; ++s) {
+    if (is_output[static_cast<size_t>(s)]) continue;
+    if (last[static_cast<size_t>(s)] >= 0) steps_[static_cast<size_t>(last[static_cast<size_t>(s)])].release.push_back(s);
+    else release_unused_params_.push_back(s);
+  }
+}
+
+DimBindings Interpreter::bind(std::span<const Tensor> inputs) const {
+  const Program& p = *program_;
+  auto param_text = [&](size_t i) { return fmt::format("%{}: {}", p.params[i].name, p.params[i].value.type.to_string()); };
+  if (inputs.size() != p.params.size()) {
+    std::vector<std::string> list;
+    for (size_t i = 0; i < p.params.size(); ++i) list.push_back(param_text(i));
+    fail(ErrorKind::invalid_argument, "@{} takes {} input{} ({}) but {} {} given", p.name, p.params.size(),
+         p.params.size() == 1 ? "" : "s", fmt::join(list, ", "), inputs.size(), inputs.size() == 1 ? "was" : "were");
+  }
+  DimBindings bindings;
+  std::map<std::string, std::string, std::less<>> bound_by;  // symbol -> "input 0 (%x) axis 1"
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& t = inputs[i];
+    const TensorType& type = p.params[i].value.type;
+    std::string who = fmt::format("@{}: input {} (%{})", p.name, i, p.params[i].name);
+    if (!t.defined()) fail(ErrorKind::invalid_argument, "{} is an undefined tensor; expected {}", who, type.to_string());
+    if (t.dtype() != type.dtype)
+      fail(ErrorKind::dtype, "{} has dtype {} but the parameter is {}; convert it (Tensor::astype({}))", who,
+           name(t.dtype()), type.to_string(), name(type.dtype));
+    if (t.rank() != type.rank())
+      fail(ErrorKind::shape, "{} has shape {} (rank {}) but the parameter is {} (rank {})", who,
+           shape_to_string(t.shape()), t.rank(), type.to_string(), type.rank());
+    for (int a = 0; a < t.rank(); ++a) {
+      const Dim& d = type.dims[static_cast<size_t>(a)];
+      int64_t e = t.shape()[static_cast<size_t>(a)];
+      if (d.is_constant()) {
+        if (d.constant() != e)
+          fail(ErrorKind::shape, "{} has shape {} but the parameter is {}: axis {} has extent {}, expected {}", who,
+               shape_to_string(t.shape()), type.to_string(), a, e, d.constant());
+      } else if (d.is_symbol()) {
+        const std::string& s = d.symbols()[0];
+        auto it = bindings.find(s);
+        if (it == bindings.end()) {
+          bindings.emplace(s, e);
+          bound_by.emplace(s, fmt::format("input {} (%{}) axis {}", i, p.params[i].name, a));
+        } else if (it->second != e) {
+          fail(ErrorKind::shape, "{} axis {} gives symbolic dim '{}' the value {} but {} gave it {}; inputs that share "
+               "a symbol must agree", who, a, s, e, bound_by[s], it->second);
+        }
+      }
+    }
+  }
+  // Products (2*n, n*m): check those that are fully bound; solve those with one unknown symbol (power 1).
+  for (int round = 0; round < 2; ++round)
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const TensorType& type = p.params[i].value.type;
+      for (int a = 0; a < type.rank(); ++a) {
+        const Dim& d = type.dims[static_cast<size_t>(a)];
+        if (d.is_constant() || d.is_symbol()) continue;
+        int64_t e = inputs[i].shape()[static_cast<size_t>(a)];
+        std::string who = fmt::format("@{}: input {} (%{}) axis {}", p.name, i, p.params[i].name, a);
+        if (auto v = d.evaluate(bindings)) {
+          if (*v != e)
+            fail(ErrorKind::shape, "{} has extent {} but the parameter says {} = {}", who, e, d.to_string(), *v);
+          continue;
+        }
+        std::vector<std::string> unknown;
+        int64_t known = d.factor();
+        for (const std::string& s : d.symbols()) {
+          auto it = bindings.find(s);
+          if (it == bindings.end()) unknown.push_back(s);
+          else known *= it->second;
+        }
+        if (unknown.size() != 1) {
+          if (round == 0) continue;  // another parameter may bind one of them
+          fail(ErrorKind::invalid_argument, "{}: cannot bind the symbols of {} from extent {}; give another input "
+               "whose axis is exactly {}", who, d.to_string(), e, unknown[0]);
+        }
+        if (known == 0 || e % known != 0)
+          fail(ErrorKind::shape, "{} has extent {}, which is not a multiple of {} as {} requires", who, e, known,
+               d.to_string());
+        bindings.emplace(unknown[0], e / known);
+        bound_by.emplace(unknown[0], who);
+      }
+    }
+  check_constraints(p, bindings);
+  return bindings;
+}
+
+std::vector<Tensor> Interpreter::run(std::span<const Tensor> inputs, const EvalOptions& options, EvalStats* stats) const {
+  DimBindings bindings = bind(inputs);
+  return execute(inputs, bindings, options, stats);
+}
+
+std::vector<Tensor> Interpreter::execute(std::span<const Tensor> inputs, const DimBindings& bindings,
+                                         const EvalOptions& options, EvalStats* stats) const {
+  const Program& p = *program_;
+  EIN_ASSERT(inputs.size() == param_slots_.size(), "execute: bind() was not called with these inputs");
+  std::vector<Tensor> values(static_cast<size_t>(slot_count_));
+  int64_t live = 0, peak = 0;
+  auto set = [&](int s, Tensor t) {
+    values[static_cast<size_t>(s)] = std::move(t);
+    peak = std::max(peak, ++live);
+  };
+  auto release = [&](int s) {
+    values[static_cast<size_t>(s)] = Tensor();
+    --live;
+  };
+  for (size_t i = 0; i < inputs.size(); ++i) set(param_slots_[i], inputs[i]);
+  for (int s : release_unused_params_) release(s);
+
+  std::vector<Tensor> operands;
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    const Instruction& inst = p.instructions[i];
+    const Step& step = steps_[i];
+    operands.clear();
+    for (int s : step.operands) operands.push_back(values[static_cast<size_t>(s)]);
+    std::string where = fmt::format("{} in @{}", names_[static_cast<size_t>(step.result)], p.name);
+    Shape shape = concrete_shape(inst.result.type, bindings, fmt::format("'{}' at {}", op_name(inst.op), where));
+    Tensor result;
+    if (kind(inst.op) == OpKind::extension) {
+      if (!options.extension)
+        fail(ErrorKind::not_found, "'{}' at {}: no executor for extension family \"{}\"; run the program with a "
+             "Runtime that has loaded the module providing it, or lower it first (lower_to_standard_ops)",
+             op_name(inst.op), where, op_name(inst.op));
+      result = options.extension(inst, where, operands, bindings);
+      if (!result.defined() || result.dtype() != inst.result.type.dtype || result.shape() != shape)
+        fail(ErrorKind::runtime, "'{}' at {}: the module's executor returned {}{} but the type rule says {}{}",
+             op_name(inst.op), where, result.defined() ? std::string(name(result.dtype())) : "an undefined tensor",
+             result.defined() ? shape_to_string(result.shape()) : "", inst.result.type.to_string(),
+             inst.result.type.constant_shape() ? "" : " = " + shape_to_string(shape));
+    } else {
+      result = run_std_op(inst.op, operands, shape, options.pool);
+      EIN_ASSERT(result.dtype() == inst.result.type.dtype && result.shape() == shape,
+                 "'{}' at {}: kernel result {}{} differs from the type rule's {}", op_name(inst.op), where,
+                 name(result.dtype()), shape_to_string(result.shape()), shape_to_string(shape));
+    }
+    set(step.result, std::move(result));
+    for (int s : step.release) release(s);
+  }
+  if (stats) {
+    stats->instructions = static_cast<int64_t>(steps_.size());
+    stats->peak_live_values = peak;
+  }
+
+  // Outputs are owned and distinct: a value that is (a view of) an input, a constant or an earlier output is copied,
+  // so callers may write into any output.
+  std::vector<Tensor> outputs;
+  for (int s : output_slots_) {
+    const Tensor& v = values[static_cast<size_t>(s)];
+    bool borrowed = false;
+    for (const Tensor& in : inputs) borrowed = borrowed || v.shares_storage_with(in);
+    for (const Tensor& out : outputs) borrowed = borrowed || v.shares_storage_with(out);
+    for (const Instruction& inst : p.instructions)
+      if (const auto* c = std::get_if<Constant>(&inst.op)) borrowed = borrowed || v.shares_storage_with(c->value);
+    outputs.push_back(borrowed ? v.clone() : v.contiguous());
+  }
+  return outputs;
+}
+
+std::vector<Tensor> evaluate(const Program& program, std::span<const Tensor> inputs, const EvalOptions& options) {
+  return Interpreter(program).run(inputs, options);
+}
+
+}  // namespace einstage

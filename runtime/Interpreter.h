@@ -1,0 +1,87 @@
+// The reference interpreter: runs a Program on concrete Tensors. Stage: runtime. Depends on ir/ and the kernels in
+// runtime/kernels and runtime/jit/Dispatch.h; never on compiler/ or extensions/.
+//
+// Standard ops run through one kernel binding per OpKind (runtime/StdKernels.h), found by the op's variant index.
+// Extension ops are handed to EvalOptions::extension (the Runtime passes its modules' executors there); without a
+// handler an extension op is an error that names its family and says how to run it. Running a program first binds
+// its symbolic dims from the inputs' shapes and checks its recorded shape constraints (errors name the parameter, or
+// the instruction, the symbol and both values); then every instruction runs in order and each value is released
+// after its last use, so peak memory follows the live set, not the program length. The compiler's tests, the AD
+// tests and Executable::run all evaluate programs through this one loop.
+#pragma once
+
+#include "ir/Program.h"
+#include "ir/Tensor.h"
+
+#include <cstddef>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace einstage {
+
+class ThreadPool;
+
+/// Runs one extension instruction: `where` names it for messages ("%3 in @f"); operands are concrete; the returned
+/// tensor must have the instruction's result type under `bindings` (the interpreter checks).
+using ExtensionHandler = std::function<Tensor(const Instruction& inst, const std::string& where,
+                                              std::span<const Tensor> operands, const DimBindings& bindings)>;
+
+struct EvalOptions {
+  ThreadPool* pool = nullptr;  // kernels' threads; nullptr = the calling thread
+  ExtensionHandler extension;  // empty: extension ops fail with an error naming the family
+};
+
+/// What one evaluation did (for tests and tools).
+struct EvalStats {
+  int64_t instructions = 0;
+  /// Most values (parameters and results) held at once; with release after last use a chain of n unary ops keeps 2.
+  int64_t peak_live_values = 0;
+};
+
+/// A program prepared for repeated evaluation: value slots, per-instruction operand slots and which values die after
+/// each instruction are computed once. `run` is const and keeps no state between calls, so one Interpreter may run
+/// from several threads at once (if the extension handler is thread-safe). The program must outlive it.
+class Interpreter {
+ public:
+  explicit Interpreter(const Program& program);
+
+  /// Checks the inputs against the parameters (count, dtype, rank, constant extents: errors name the parameter),
+  /// binds each symbolic dim from the first input axis that carries it (a different value later fails naming both
+  /// parameters), solves product dims such as 2*n when one factor is unknown, and checks the program's shape
+  /// constraints (ir's check_constraints).
+  DimBindings bind(std::span<const Tensor> inputs) const;
+
+  /// bind() + execute(). Outputs are owned column-major tensors (never views of an input or a constant).
+  std::vector<Tensor> run(std::span<const Tensor> inputs, const EvalOptions& options = {},
+                          EvalStats* stats = nullptr) const;
+
+  /// Runs the instructions under bindings that bind() produced for these inputs.
+  std::vector<Tensor> execute(std::span<const Tensor> inputs, const DimBindings& bindings,
+                              const EvalOptions& options = {}, EvalStats* stats = nullptr) const;
+
+  const Program& program() const { return *program_; }
+
+ private:
+  struct Step {
+    std::vector<int> operands;  // slots
+    int result = -1;
+    std::vector<int> release;   // slots whose last use is this step
+  };
+  const Program* program_;
+  std::vector<std::string> names_;  // printed name per slot ("%x", "%3")
+  std::vector<int> param_slots_;
+  std::vector<Step> steps_;
+  std::vector<int> output_slots_;
+  std::vector<int> release_unused_params_;  // parameters no instruction or output reads
+  int slot_count_ = 0;
+};
+
+/// One-shot evaluation: Interpreter(program).run(inputs, options).
+std::vector<Tensor> evaluate(const Program& program, std::span<const Tensor> inputs, const EvalOptions& options = {});
+
+/// The concrete shape of `type` under bindings; fails (invalid_argument) naming `what` when a symbol is unbound.
+Shape concrete_shape(const TensorType& type, const DimBindings& bindings, std::string_view what);
+
+}  // namespace einstage

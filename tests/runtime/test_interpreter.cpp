@@ -1,0 +1,251 @@
+// The reference interpreter (runtime/Interpreter.h): every standard op against a loop written here, input binding
+// and its errors, constraint checks, extension delegation, release after last use, owned outputs.
+#include "runtime/Interpreter.h"
+
+#include "RuntimeTestUtil.h"
+#include "ir/Extension.h"
+#include "ir/Program.h"
+
+#include <doctest/doctest.h>
+
+#include <string>
+
+using namespace einstage;
+using namespace einstage::runtime_test;
+
+namespace {
+
+TensorType f64(std::vector<Dim> dims) { return {DType::f64, std::move(dims)}; }
+Dim sym(const char* s) { return Dim::symbol(s); }
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+Tensor kernels_free_double(const Tensor& x) {  // 2x by a plain loop
+  Tensor out = Tensor::empty(DType::f64, x.shape());
+  for (int64_t i = 0; i < x.numel(); ++i) out.data<double>()[i] = 2 * x.contiguous().data<double>()[i];
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("interpreter: dot_general with a symbolic batch matches the definitional loop, also on transposed views") {
+  Builder b("bmm");
+  Value x = b.parameter("x", f64({2, 3, sym("n")}));
+  Value y = b.parameter("y", f64({4, 3, sym("n")}));
+  Value yt = b.transpose(y, {1, 0, 2});                        // [3,4,n], a strided view at run time
+  Value z = b.dot_general(x, yt, {1}, {0}, {2}, {2});          // [2,4,n]
+  Value w = b.transpose(z, {2, 0, 1});                         // [n,2,4]
+  Program p = b.finish({w});
+  for (int64_t n : {1, 5}) {
+    CAPTURE(n);
+    Tensor xs = random_tensor(DType::f64, {2, 3, n}, 11 + n), ys = random_tensor(DType::f64, {4, 3, n}, 23 + n);
+    auto out = evaluate(p, std::vector<Tensor>{xs, ys});
+    REQUIRE(out.size() == 1);
+    Tensor expect = naive_einsum<double>({"ijb", "kjb"}, "bik", {xs, ys});
+    CHECK(out[0].shape() == Shape{n, 2, 4});
+    CHECK(out[0].is_col_major());
+    CHECK(max_abs_diff(out[0], expect) < 1e-13);
+  }
+}
+
+TEST_CASE("interpreter: i64 dot_general, elementwise and reductions are exact") {
+  Builder b("ints");
+  Value x = b.parameter("x", {DType::i64, {3, 4}});
+  Value y = b.parameter("y", {DType::i64, {4, 2}});
+  Value z = b.dot_general(x, y, {1}, {0});                     // [3,2]
+  Value s = b.reduce_sum(b.mul(z, z), {0});                    // [2]
+  Value q = b.div(s, b.full({DType::i64, {2}}, 3));            // truncating division
+  Program p = b.finish({z, q});
+  Tensor xs = random_tensor(DType::i64, {3, 4}, 1), ys = random_tensor(DType::i64, {4, 2}, 2);
+  auto out = evaluate(p, std::vector<Tensor>{xs, ys});
+  Tensor zz = naive_einsum<int64_t>({"ij", "jk"}, "ik", {xs, ys});
+  CHECK(bitwise_equal(out[0], zz));
+  for (int64_t k = 0; k < 2; ++k) {
+    int64_t sum = 0;
+    for (int64_t i = 0; i < 3; ++i) sum += zz.at<int64_t>({i, k}) * zz.at<int64_t>({i, k});
+    CHECK(out[1].at<int64_t>({k}) == sum / 3);
+  }
+}
+
+TEST_CASE("interpreter: broadcast_in_dim repeats length-1 axes and adds new ones; reshape is column-major") {
+  Builder b("bcast");
+  Value x = b.parameter("x", f64({3, 1}));
+  Value y = b.broadcast_in_dim(x, {0, 2}, {3, 2, 4});          // y[i,j,k] = x[i,0]
+  Value r = b.reshape(y, {6, 4});                              // column-major: r[i + 3j, k] = y[i,j,k]
+  Program p = b.finish({y, r});
+  Tensor xs = random_tensor(DType::f64, {3, 1}, 5);
+  auto out = evaluate(p, std::vector<Tensor>{xs});
+  for (int64_t i = 0; i < 3; ++i)
+    for (int64_t j = 0; j < 2; ++j)
+      for (int64_t k = 0; k < 4; ++k) {
+        CHECK(out[0].at<double>({i, j, k}) == xs.at<double>({i, 0}));
+        CHECK(out[1].at<double>({i + 3 * j, k}) == xs.at<double>({i, 0}));
+      }
+}
+
+TEST_CASE("interpreter: reduce_sum, extract_diag and embed_diag follow their definitions") {
+  Builder b("diag");
+  Value x = b.parameter("x", f64({3, 2, 3}));
+  Value d = b.extract_diag(x, 0, 2);                           // [3,2]: d[i,j] = x[i,j,i]
+  Value e = b.embed_diag(d, 1, 2);                             // [3,2,2]: e[i,j,k] = (j==k) d[i,j]
+  Value s = b.reduce_sum(x, {0, 2});                           // [2]
+  Program p = b.finish({d, e, s});
+  Tensor xs = random_tensor(DType::f64, {3, 2, 3}, 9);
+  auto out = evaluate(p, std::vector<Tensor>{xs});
+  CHECK(out[1].shape() == Shape{3, 2, 2});
+  for (int64_t j = 0; j < 2; ++j) {
+    double sum = 0;
+    for (int64_t k = 0; k < 3; ++k)
+      for (int64_t i = 0; i < 3; ++i) sum += xs.at<double>({i, j, k});
+    CHECK(out[2].at<double>({j}) == doctest::Approx(sum).epsilon(1e-14));
+    for (int64_t i = 0; i < 3; ++i) {
+      CHECK(out[0].at<double>({i, j}) == xs.at<double>({i, j, i}));
+      for (int64_t k = 0; k < 2; ++k) CHECK(out[1].at<double>({i, j, k}) == (j == k ? xs.at<double>({i, j, i}) : 0.0));
+    }
+  }
+}
+
+TEST_CASE("interpreter: complex real/imag/conj, unary math and convert") {
+  Builder b("cplx");
+  Value z = b.parameter("z", {DType::c128, {4}});
+  Value x = b.parameter("x", f64({4}));
+  Value re = b.real(z), im = b.imag(b.conj(z));
+  Value ex = b.exp(b.neg(x));
+  Value sq = b.sqrt(b.add(b.mul(x, x), b.full(f64({4}), 1.0)));
+  Value lg = b.log(sq);
+  Value cv = b.convert(x, DType::c128);
+  Value ix = b.imag(x);
+  Program p = b.finish({re, im, ex, lg, cv, b.sub(x, ix)});
+  Tensor zs = random_tensor(DType::c128, {4}, 3), xs = random_tensor(DType::f64, {4}, 4);
+  auto out = evaluate(p, std::vector<Tensor>{zs, xs});
+  for (int64_t i = 0; i < 4; ++i) {
+    c128 zi = zs.at<c128>({i});
+    double xi = xs.at<double>({i});
+    CHECK(out[0].at<double>({i}) == zi.real());
+    CHECK(out[1].at<double>({i}) == -zi.imag());
+    CHECK(out[2].at<double>({i}) == doctest::Approx(std::exp(-xi)));
+    CHECK(out[3].at<double>({i}) == doctest::Approx(std::log(std::sqrt(xi * xi + 1))));
+    CHECK(out[4].at<c128>({i}) == c128(xi, 0));
+    CHECK(out[5].at<double>({i}) == xi);  // x - imag(x) = x - 0
+  }
+}
+
+TEST_CASE("interpreter: constants and inputs returned as outputs are owned copies") {
+  Builder b("owned");
+  Value x = b.parameter("x", f64({2}));
+  Value c = b.constant(Tensor::from_col_major<double>({2}, {7.0, 8.0}));
+  Program p = b.finish({x, c, x});
+  Tensor xs = Tensor::from_col_major<double>({2}, {1.0, 2.0});
+  auto out = evaluate(p, std::vector<Tensor>{xs});
+  CHECK_FALSE(out[0].shares_storage_with(xs));
+  CHECK_FALSE(out[2].shares_storage_with(out[0]));
+  out[1].at<double>({0}) = -1;  // must not change the program's literal
+  auto again = evaluate(p, std::vector<Tensor>{xs});
+  CHECK(again[1].at<double>({0}) == 7.0);
+}
+
+TEST_CASE("interpreter: values are released after their last use") {
+  Builder b("chain");
+  Value x = b.parameter("x", f64({8}));
+  Value v = x;
+  for (int i = 0; i < 10; ++i) v = b.neg(v);
+  Program p = b.finish({v});
+  Interpreter interp(p);
+  EvalStats stats;
+  Tensor xs = random_tensor(DType::f64, {8}, 1);
+  auto out = interp.run(std::vector<Tensor>{xs}, {}, &stats);
+  CHECK(stats.instructions == 10);
+  CHECK(stats.peak_live_values == 2);  // the operand and the result of one neg, never the whole chain
+  CHECK(bitwise_equal(out[0], xs));
+}
+
+TEST_CASE("interpreter: input errors name the parameter") {
+  Builder b("f");
+  Value x = b.parameter("x", f64({sym("n"), 3}));
+  Value y = b.parameter("y", f64({sym("n")}));
+  Program p = b.finish({b.reduce_sum(x, {1}), y});
+  Tensor good = Tensor::zeros(DType::f64, {2, 3});
+  CHECK(error_of([&] { evaluate(p, std::vector<Tensor>{good}); }) ==
+        "@f takes 2 inputs (%x: f64[n,3], %y: f64[n]) but 1 was given");
+  CHECK(error_of([&] { evaluate(p, std::vector<Tensor>{good.astype(DType::c128), Tensor::zeros(DType::f64, {2})}); }) ==
+        "@f: input 0 (%x) has dtype c128 but the parameter is f64[n,3]; convert it (Tensor::astype(f64))");
+  CHECK(error_of([&] { evaluate(p, std::vector<Tensor>{good, Tensor::zeros(DType::f64, {2, 1})}); }) ==
+        "@f: input 1 (%y) has shape [2,1] (rank 2) but the parameter is f64[n] (rank 1)");
+  CHECK(error_of([&] { evaluate(p, std::vector<Tensor>{Tensor::zeros(DType::f64, {2, 4}), Tensor::zeros(DType::f64, {2})}); }) ==
+        "@f: input 0 (%x) has shape [2,4] but the parameter is f64[n,3]: axis 1 has extent 4, expected 3");
+  CHECK(error_of([&] { evaluate(p, std::vector<Tensor>{good, Tensor::zeros(DType::f64, {5})}); }) ==
+        "@f: input 1 (%y) axis 0 gives symbolic dim 'n' the value 5 but input 0 (%x) axis 0 gave it 2; inputs that "
+        "share a symbol must agree");
+}
+
+TEST_CASE("interpreter: recorded shape constraints are checked with the instruction, the symbols and both values") {
+  Builder b("g");
+  Value x = b.parameter("x", f64({sym("n")}));
+  Value y = b.parameter("y", f64({sym("m")}));
+  Program p = b.finish({b.add(x, y)});
+  auto ok = evaluate(p, std::vector<Tensor>{Tensor::zeros(DType::f64, {3}), Tensor::zeros(DType::f64, {3})});
+  CHECK(ok[0].shape() == Shape{3});
+  std::string msg = error_of([&] {
+    evaluate(p, std::vector<Tensor>{Tensor::zeros(DType::f64, {3}), Tensor::zeros(DType::f64, {4})});
+  });
+  CHECK(msg.find("shape constraint n == m at %0 does not hold: n = 3 but m = 4") != std::string::npos);
+}
+
+TEST_CASE("interpreter: product dims bind the remaining factor") {
+  Builder b("h");
+  Value x = b.parameter("x", f64({Dim(2) * sym("n")}));
+  Value y = b.parameter("y", f64({sym("n"), 2}));
+  Program p = b.finish({b.add(x, b.reshape(y, {Dim(2) * sym("n")}))});
+  Tensor xs = random_tensor(DType::f64, {6}, 1), ys = random_tensor(DType::f64, {3, 2}, 2);
+  auto out = evaluate(p, std::vector<Tensor>{xs, ys});
+  for (int64_t i = 0; i < 6; ++i) CHECK(out[0].at<double>({i}) == xs.at<double>({i}) + ys.at<double>({i % 3, i / 3}));
+  CHECK(error_of([&] { evaluate(p, std::vector<Tensor>{Tensor::zeros(DType::f64, {8}), ys}); }) ==
+        "@h: input 0 (%x) axis 0 has extent 8 but the parameter says 2*n = 6");
+}
+
+TEST_CASE("interpreter: extension ops go to the handler; without one the family is named") {
+  struct Payload final : ExtensionPayload {
+    std::string_view family() const override { return "test.double.v1"; }
+    std::string to_text() const override { return ""; }
+    std::string to_json() const override { return "{}"; }
+    uint64_t hash() const override { return 1; }
+    bool equals(const ExtensionPayload&) const override { return true; }
+    std::unique_ptr<ExtensionPayload> clone() const override { return std::make_unique<Payload>(); }
+  };
+  ExtensionRegistry registry;
+  ExtensionSemantics sem;
+  sem.family = "test.double.v1";
+  sem.module = "test";
+  sem.parse_text = [](std::string_view) { return std::make_unique<Payload>(); };
+  sem.parse_json = [](std::string_view) { return std::make_unique<Payload>(); };
+  sem.infer_type = [](const ExtensionPayload&, Types in, TypeContext&) { return in[0]; };
+  registry.register_family(sem);
+  Builder b("e", &registry);
+  Value x = b.parameter("x", f64({3}));
+  Program p = b.finish({b.neg(b.extension(std::make_shared<Payload>(), {x}))});
+  Tensor xs = random_tensor(DType::f64, {3}, 2);
+  CHECK(error_of([&] { evaluate(p, std::vector<Tensor>{xs}); }) ==
+        "'test.double.v1' at %0 in @e: no executor for extension family \"test.double.v1\"; run the program with a "
+        "Runtime that has loaded the module providing it, or lower it first (lower_to_standard_ops)");
+  EvalOptions opts;
+  std::string seen;
+  opts.extension = [&](const Instruction&, const std::string& where, std::span<const Tensor> in, const DimBindings&) {
+    seen = where;
+    return kernels_free_double(in[0]);
+  };
+  auto out = evaluate(p, std::vector<Tensor>{xs}, opts);
+  CHECK(seen == "%0 in @e");
+  for (int64_t i = 0; i < 3; ++i) CHECK(out[0].at<double>({i}) == -2 * xs.at<double>({i}));
+  opts.extension = [](const Instruction&, const std::string&, std::span<const Tensor>, const DimBindings&) {
+    return Tensor::zeros(DType::f64, {4});
+  };
+  CHECK(error_of([&] { evaluate(p, std::vector<Tensor>{xs}, opts); }) ==
+        "'test.double.v1' at %0 in @e: the module's executor returned f64[4] but the type rule says f64[3]");
+}
