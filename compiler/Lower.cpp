@@ -1,0 +1,82 @@
+#include "compiler/Lower.h"
+
+#include <fmt/format.h>
+
+#include <map>
+
+namespace einstage {
+
+namespace {
+
+Dim substitute(const Dim& d, const DimBindings& bindings) {
+  if (auto v = d.evaluate(bindings)) return Dim(*v);
+  return d;
+}
+
+std::vector<Dim> substitute(const std::vector<Dim>& dims, const DimBindings& bindings) {
+  std::vector<Dim> out;
+  for (const Dim& d : dims) out.push_back(substitute(d, bindings));
+  return out;
+}
+
+TensorType substitute(const TensorType& t, const DimBindings& bindings) {
+  return TensorType{t.dtype, substitute(t.dims, bindings)};
+}
+
+// Only symbols that are fully bound are checked here; the rest stay constraints of the lowered program.
+bool bound(const Dim& d, const DimBindings& bindings) { return d.evaluate(bindings).has_value(); }
+
+}  // namespace
+
+Program lower_to_standard_ops(const Program& program, const DimBindings& bindings, const ExtensionRegistry& registry) {
+  Program checked;  // the constraints whose symbols are all bound
+  checked.name = program.name;
+  checked.params = program.params;
+  checked.instructions = program.instructions;
+  for (const ShapeConstraint& c : program.constraints)
+    if (bound(c.lhs, bindings) && bound(c.rhs, bindings)) checked.constraints.push_back(c);
+  check_constraints(checked, bindings);
+
+  Builder b(program.name, &registry);
+  std::map<ValueId, Value> map;  // old id -> new value
+  for (const Parameter& p : program.params) map[p.value.id] = b.parameter(p.name, substitute(p.value.type, bindings));
+  for (size_t i = 0; i < program.instructions.size(); ++i) {
+    const Instruction& inst = program.instructions[i];
+    std::vector<Value> operands;
+    for (const Value& v : inst.operands) operands.push_back(map.at(v.id));
+    Value result;
+    if (const auto* ext = std::get_if<ExtensionOp>(&inst.op)) {
+      const ExtensionSemantics& sem = registry.get(ext->family());
+      if (!sem.lower)
+        fail(ErrorKind::unsupported, "lower_to_standard_ops: '{}' at %{} in @{} has no lowering rule (module '{}' "
+             "registers none); run the program with a runtime that loads the module instead", ext->family(), i,
+             program.name, sem.module);
+      try {
+        result = sem.lower(b, inst, operands, bindings);
+      } catch (const Error& e) {
+        throw Error(e.kind(), fmt::format("lowering '{}' at %{} in @{}: {}", ext->family(), i, program.name, e.what()));
+      }
+      TensorType expected = substitute(inst.result.type, bindings);
+      if (result.type != expected)
+        fail(ErrorKind::verification, "lowering '{}' at %{} in @{} produced type {} but the instruction has type {}",
+             ext->family(), i, program.name, result.type.to_string(), expected.to_string());
+    } else {
+      Op op = inst.op;
+      if (auto* r = std::get_if<Reshape>(&op)) r->shape = substitute(r->shape, bindings);
+      if (auto* bc = std::get_if<BroadcastInDim>(&op)) bc->shape = substitute(bc->shape, bindings);
+      result = b.emit(std::move(op), std::move(operands));
+    }
+    map[inst.result.id] = result;
+  }
+  std::vector<Value> outputs;
+  for (const Value& v : program.outputs) outputs.push_back(map.at(v.id));
+  // Constraints with unbound symbols survive; the ones the builder recorded again while re-emitting are kept too.
+  for (const ShapeConstraint& c : program.constraints) {
+    Dim l = substitute(c.lhs, bindings), r = substitute(c.rhs, bindings);
+    if (l.is_constant() && r.is_constant()) continue;
+    b.require_equal(l, r, c.what);
+  }
+  return b.finish(std::move(outputs));
+}
+
+}  // namespace einstage

@@ -1,0 +1,129 @@
+// TraceContext and the tracing operations: thin wrappers over ir's Builder plus dtype promotion and rank-0
+// broadcasting for the binary operators.
+#include "compiler/Trace.h"
+
+#include <fmt/format.h>
+
+namespace einstage {
+
+TraceContext& TracedTensor::context() const {
+  if (!ctx_) fail(ErrorKind::invalid_argument, "use of an empty TracedTensor; take tensors from a TraceContext");
+  return *ctx_;
+}
+
+TraceContext::TraceContext(std::string program_name, const ExtensionRegistry* registry)
+    : builder_(std::move(program_name), registry) {}
+
+TracedTensor TraceContext::parameter(std::string_view name, DType dtype, std::vector<Dim> dims) {
+  return parameter(name, TensorType{dtype, std::move(dims)});
+}
+
+TracedTensor TraceContext::parameter(std::string_view name, TensorType type) {
+  return wrap(builder_.parameter(name, std::move(type)));
+}
+
+TracedTensor TraceContext::constant(const Tensor& value) { return wrap(builder_.constant(value.contiguous())); }
+
+TracedTensor TraceContext::full(const TensorType& type, double value) { return wrap(builder_.full(type, value)); }
+
+TracedTensor TraceContext::emit(Op op, std::span<const TracedTensor> operands) {
+  std::vector<Value> values;
+  for (size_t i = 0; i < operands.size(); ++i) {
+    if (&operands[i].context() != this)
+      fail(ErrorKind::invalid_argument, "'{}' in @{}: operand {} belongs to another TraceContext; a program is traced "
+           "in one context", op_name(op), builder_.program().name, i);
+    values.push_back(operands[i].value());
+  }
+  return wrap(builder_.emit(std::move(op), std::move(values)));
+}
+
+TracedTensor TraceContext::extension(std::shared_ptr<const ExtensionPayload> payload,
+                                     std::span<const TracedTensor> operands) {
+  return emit(ExtensionOp{std::move(payload)}, operands);
+}
+
+void TraceContext::require_equal(const Dim& lhs, const Dim& rhs, std::string what) {
+  builder_.require_equal(lhs, rhs, std::move(what));
+}
+
+Program TraceContext::finish(std::span<const TracedTensor> outputs) {
+  std::vector<Value> values;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (&outputs[i].context() != this)
+      fail(ErrorKind::invalid_argument, "@{}: output {} belongs to another TraceContext", builder_.program().name, i);
+    values.push_back(outputs[i].value());
+  }
+  return builder_.finish(std::move(values));
+}
+
+namespace {
+
+TracedTensor unary(const TracedTensor& x, Op op) {
+  return x.context().emit(std::move(op), std::span<const TracedTensor>(&x, 1));
+}
+
+// Promotes both operands to a common dtype and broadcasts a rank-0 operand to the other's shape, then emits `op`.
+TracedTensor binary(TracedTensor a, TracedTensor b, Op op) {
+  TraceContext& ctx = a.context();
+  if (&b.context() != &ctx)
+    fail(ErrorKind::invalid_argument, "'{}': operands belong to different TraceContexts", op_name(op));
+  DType t = promote(a.dtype(), b.dtype());
+  if (a.dtype() != t) a = convert(a, t);
+  if (b.dtype() != t) b = convert(b, t);
+  if (a.rank() == 0 && b.rank() > 0) a = broadcast_in_dim(a, {}, b.dims());
+  if (b.rank() == 0 && a.rank() > 0) b = broadcast_in_dim(b, {}, a.dims());
+  const TracedTensor operands[] = {a, b};
+  return ctx.emit(std::move(op), operands);
+}
+
+TracedTensor scalar_like(const TracedTensor& x, double v) {
+  return x.context().full(TensorType{x.dtype(), {}}, v);
+}
+
+}  // namespace
+
+TracedTensor operator+(const TracedTensor& a, const TracedTensor& b) { return binary(a, b, Add{}); }
+TracedTensor operator-(const TracedTensor& a, const TracedTensor& b) { return binary(a, b, Sub{}); }
+TracedTensor operator*(const TracedTensor& a, const TracedTensor& b) { return binary(a, b, Mul{}); }
+TracedTensor operator/(const TracedTensor& a, const TracedTensor& b) { return binary(a, b, Div{}); }
+TracedTensor operator+(const TracedTensor& a, double b) { return a + scalar_like(a, b); }
+TracedTensor operator-(const TracedTensor& a, double b) { return a - scalar_like(a, b); }
+TracedTensor operator*(const TracedTensor& a, double b) { return a * scalar_like(a, b); }
+TracedTensor operator/(const TracedTensor& a, double b) { return a / scalar_like(a, b); }
+TracedTensor operator+(double a, const TracedTensor& b) { return scalar_like(b, a) + b; }
+TracedTensor operator-(double a, const TracedTensor& b) { return scalar_like(b, a) - b; }
+TracedTensor operator*(double a, const TracedTensor& b) { return scalar_like(b, a) * b; }
+TracedTensor operator/(double a, const TracedTensor& b) { return scalar_like(b, a) / b; }
+TracedTensor operator-(const TracedTensor& x) { return neg(x); }
+
+TracedTensor neg(const TracedTensor& x) { return unary(x, Neg{}); }
+TracedTensor conj(const TracedTensor& x) { return unary(x, Conj{}); }
+TracedTensor real(const TracedTensor& x) { return unary(x, Real{}); }
+TracedTensor imag(const TracedTensor& x) { return unary(x, Imag{}); }
+TracedTensor exp(const TracedTensor& x) { return unary(x, Exp{}); }
+TracedTensor log(const TracedTensor& x) { return unary(x, Log{}); }
+TracedTensor sqrt(const TracedTensor& x) { return unary(x, Sqrt{}); }
+TracedTensor convert(const TracedTensor& x, DType dtype) { return unary(x, Convert{dtype}); }
+
+TracedTensor reshape(const TracedTensor& x, std::vector<Dim> shape) { return unary(x, Reshape{std::move(shape)}); }
+TracedTensor transpose(const TracedTensor& x, Axes perm) { return unary(x, Transpose{std::move(perm)}); }
+TracedTensor broadcast_in_dim(const TracedTensor& x, Axes dims, std::vector<Dim> shape) {
+  return unary(x, BroadcastInDim{std::move(dims), std::move(shape)});
+}
+TracedTensor reduce_sum(const TracedTensor& x, Axes axes) { return unary(x, ReduceSum{std::move(axes)}); }
+TracedTensor sum(const TracedTensor& x) {
+  Axes all;
+  for (int i = 0; i < x.rank(); ++i) all.push_back(i);
+  return reduce_sum(x, std::move(all));
+}
+TracedTensor extract_diag(const TracedTensor& x, int64_t a, int64_t b) { return unary(x, ExtractDiag{a, b}); }
+TracedTensor embed_diag(const TracedTensor& x, int64_t a, int64_t b) { return unary(x, EmbedDiag{a, b}); }
+TracedTensor dot_general(const TracedTensor& lhs, const TracedTensor& rhs, Axes lhs_contracting,
+                         Axes rhs_contracting, Axes lhs_batch, Axes rhs_batch) {
+  const TracedTensor operands[] = {lhs, rhs};
+  return lhs.context().emit(DotGeneral{std::move(lhs_batch), std::move(lhs_contracting), std::move(rhs_batch),
+                                       std::move(rhs_contracting)},
+                            operands);
+}
+
+}  // namespace einstage

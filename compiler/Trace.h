@@ -1,0 +1,125 @@
+// The tracing front end: TraceContext hands out TracedTensors, and every operation on them appends one instruction
+// to the Program being built (JAX's tracer, without Python). Stage: compiler, front end. Depends on ir only; it never
+// includes runtime/ or extensions/ headers.
+//
+//   TraceContext ctx("loss", &registry);
+//   TracedTensor x = ctx.parameter("x", DType::f64, {Dim::symbol("n"), 3});
+//   TracedTensor w = ctx.parameter("w", DType::f64, {3, 4});
+//   TracedTensor y = einsum::einsum(ctx, "ij,jk->ik", {x, w});   // extensions/einsum/Trace.h
+//   Program p = ctx.finish({sum(y * y)});
+//
+// Each call goes through ir's Builder, so the op's type rule runs immediately: constant extents that disagree fail
+// at the call (the message names the instruction), equalities involving symbols become the program's shape
+// constraints. Extension families add their own tracing calls as free functions over TraceContext (einsum's are in
+// extensions/einsum/Trace.h), which keeps the compiler free of any family. Binary operators promote dtypes (ir's
+// promote(), through convert) and broadcast a rank-0 operand to the other's shape; other shape differences are
+// errors naming both types. A TracedTensor is a handle (context + value); it must not outlive its context.
+#pragma once
+
+#include "ir/Extension.h"
+#include "ir/Program.h"
+
+#include <initializer_list>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace einstage {
+
+class TraceContext;
+
+class TracedTensor {
+ public:
+  TracedTensor() = default;
+  TracedTensor(TraceContext* ctx, Value value) : ctx_(ctx), value_(std::move(value)) {}
+
+  TraceContext& context() const;
+  const Value& value() const { return value_; }
+  const TensorType& type() const { return value_.type; }
+  DType dtype() const { return value_.type.dtype; }
+  const std::vector<Dim>& dims() const { return value_.type.dims; }
+  int rank() const { return value_.type.rank(); }
+  bool valid() const { return ctx_ != nullptr; }
+
+ private:
+  TraceContext* ctx_ = nullptr;
+  Value value_;
+};
+
+class TraceContext {
+ public:
+  /// `registry` provides extension families (may be null when the trace uses none); it must outlive the context.
+  explicit TraceContext(std::string program_name = "traced", const ExtensionRegistry* registry = nullptr);
+  TraceContext(const TraceContext&) = delete;
+  TraceContext& operator=(const TraceContext&) = delete;
+
+  /// A named input; dims are constants or symbols (`Dim::symbol("n")`), bound when the program runs.
+  TracedTensor parameter(std::string_view name, DType dtype, std::vector<Dim> dims);
+  TracedTensor parameter(std::string_view name, TensorType type);
+  /// A literal tensor (copied into the program).
+  TracedTensor constant(const Tensor& value);
+  /// A tensor of `type` filled with `value` (scalar constant + broadcast_in_dim for a non-scalar shape).
+  TracedTensor full(const TensorType& type, double value);
+
+  /// Appends any op (standard or extension) on these operands; the building block of the helpers below and of
+  /// extension families' tracing calls.
+  TracedTensor emit(Op op, std::span<const TracedTensor> operands);
+  TracedTensor extension(std::shared_ptr<const ExtensionPayload> payload, std::span<const TracedTensor> operands);
+
+  /// Records lhs == rhs for the whole program (constants that differ fail now).
+  void require_equal(const Dim& lhs, const Dim& rhs, std::string what);
+
+  /// Sets the outputs and returns the verified program; the context is empty afterwards.
+  Program finish(std::span<const TracedTensor> outputs);
+  Program finish(std::initializer_list<TracedTensor> outputs) {
+    return finish(std::span<const TracedTensor>(outputs.begin(), outputs.size()));
+  }
+
+  const Program& program() const { return builder_.program(); }
+  const ExtensionRegistry* registry() const { return builder_.registry(); }
+  Builder& builder() { return builder_; }
+
+ private:
+  TracedTensor wrap(Value v) { return TracedTensor(this, std::move(v)); }
+  Builder builder_;
+};
+
+// ---- operations (each appends one instruction, or a few for promotion/broadcast) ----
+
+TracedTensor operator+(const TracedTensor& a, const TracedTensor& b);
+TracedTensor operator-(const TracedTensor& a, const TracedTensor& b);
+TracedTensor operator*(const TracedTensor& a, const TracedTensor& b);
+TracedTensor operator/(const TracedTensor& a, const TracedTensor& b);
+TracedTensor operator+(const TracedTensor& a, double b);
+TracedTensor operator-(const TracedTensor& a, double b);
+TracedTensor operator*(const TracedTensor& a, double b);
+TracedTensor operator/(const TracedTensor& a, double b);
+TracedTensor operator+(double a, const TracedTensor& b);
+TracedTensor operator-(double a, const TracedTensor& b);
+TracedTensor operator*(double a, const TracedTensor& b);
+TracedTensor operator/(double a, const TracedTensor& b);
+TracedTensor operator-(const TracedTensor& x);
+
+TracedTensor neg(const TracedTensor& x);
+TracedTensor conj(const TracedTensor& x);
+TracedTensor real(const TracedTensor& x);
+TracedTensor imag(const TracedTensor& x);
+TracedTensor exp(const TracedTensor& x);
+TracedTensor log(const TracedTensor& x);
+TracedTensor sqrt(const TracedTensor& x);
+TracedTensor convert(const TracedTensor& x, DType dtype);
+
+TracedTensor reshape(const TracedTensor& x, std::vector<Dim> shape);
+TracedTensor transpose(const TracedTensor& x, Axes perm);
+TracedTensor broadcast_in_dim(const TracedTensor& x, Axes dims, std::vector<Dim> shape);
+TracedTensor reduce_sum(const TracedTensor& x, Axes axes);
+/// The sum over every axis (a scalar).
+TracedTensor sum(const TracedTensor& x);
+TracedTensor extract_diag(const TracedTensor& x, int64_t axis_a, int64_t axis_b);
+TracedTensor embed_diag(const TracedTensor& x, int64_t axis_a, int64_t axis_b);
+TracedTensor dot_general(const TracedTensor& lhs, const TracedTensor& rhs, Axes lhs_contracting,
+                         Axes rhs_contracting, Axes lhs_batch = {}, Axes rhs_batch = {});
+
+}  // namespace einstage
