@@ -210,6 +210,7 @@ bool Notation::has_ellipsis() const {
 Notation parse_notation(std::string_view text) {
   Notation n;
   n.text.assign(text);
+  if (detail::parse_simple_ascii(text, n.inputs, n.output, n.explicit_output)) return n;
   n.inputs.emplace_back();
   std::vector<Label>* term = &n.inputs.back();
   enum class Prev { start, label, comma, lparen, rparen };
@@ -362,9 +363,11 @@ Subscripts to_subscripts(const Notation& n) {
 }
 
 Subscripts parse_subscripts(std::string_view text) {
+  Subscripts s;
+  bool explicit_output;
+  if (detail::parse_simple_ascii(text, s.inputs, s.output, explicit_output)) return s;
   Notation n = parse_notation(text);
   if (n.has_ellipsis()) return to_subscripts(n);  // fails with a caret
-  Subscripts s;
   s.inputs = std::move(n.inputs);
   s.output = std::move(n.output);
   return s;

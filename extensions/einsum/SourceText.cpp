@@ -60,6 +60,50 @@ std::string caret_block(std::string_view text, const std::vector<size_t>& positi
   return fmt::format("\n  {}\n  {}", text, carets);
 }
 
+bool parse_simple_ascii(std::string_view t, std::vector<std::vector<int32_t>>& inputs, std::vector<int32_t>& output,
+                        bool& explicit_output) {
+  const size_t n = t.size();
+  constexpr size_t kNone = ~size_t(0);
+  size_t arrow = kNone, commas = 0;
+  uint8_t count[128] = {};  // occurrences of each label in the input terms (saturating)
+  for (size_t i = 0; i < n; ++i) {
+    unsigned char c = static_cast<unsigned char>(t[i]);
+    if (c <= 0x20 || c >= 0x7F || c == '(' || c == ')' || c == '.' || c == '>') return false;
+    if (c == '-') {
+      if (arrow != kNone || i + 1 >= n || t[i + 1] != '>') return false;
+      arrow = i++;
+    } else if (c == ',') {
+      if (arrow != kNone) return false;
+      ++commas;
+    } else if (arrow == kNone && count[c] < 255) {
+      ++count[c];
+    }
+  }
+  const size_t in_end = arrow == kNone ? n : arrow;
+  if (arrow != kNone)
+    for (size_t i = arrow + 2; i < n; ++i)
+      if (count[static_cast<unsigned char>(t[i])] == 0) return false;  // the general parser reports it
+  inputs.resize(commas + 1);
+  size_t start = 0, k = 0;
+  for (size_t i = 0; i <= in_end; ++i) {
+    if (i == in_end || t[i] == ',') {
+      inputs[k++].assign(t.begin() + std::ptrdiff_t(start), t.begin() + std::ptrdiff_t(i));
+      start = i + 1;
+    }
+  }
+  explicit_output = arrow != kNone;
+  if (explicit_output) {
+    output.assign(t.begin() + std::ptrdiff_t(arrow + 2), t.end());
+  } else {
+    size_t once = 0;
+    for (int c = 0; c < 128; ++c) once += count[c] == 1;
+    output.reserve(once);
+    for (int c = 0; c < 128; ++c)  // increasing code point
+      if (count[c] == 1) output.push_back(c);
+  }
+  return true;
+}
+
 void Tokenizer::fail_at(size_t pos, const std::string& message) const {
   throw Error(ErrorKind::parse, fmt::format("einsum \"{}\": {}{}", text_, message, caret_block(text_, {pos})));
 }

@@ -52,6 +52,13 @@ size_t decode_utf8(std::string_view text, size_t pos, char32_t& out);
 /// characters as two). Empty when `positions` is empty.
 std::string caret_block(std::string_view text, const std::vector<size_t>& positions);
 
+/// The fast path for the common case: a string of printable ASCII labels, ',' and at most one '->' (no spaces,
+/// parentheses, '...' or other characters). Fills the terms and the (explicit or implicit) output and returns true;
+/// returns false, having decided nothing, whenever the string is anything else or invalid, so the general parser
+/// handles it and reports errors with carets. Allocates exactly one vector per term.
+bool parse_simple_ascii(std::string_view text, std::vector<std::vector<int32_t>>& inputs, std::vector<int32_t>& output,
+                        bool& explicit_output);
+
 enum class TokenKind { label, comma, arrow, lparen, rparen, ellipsis, end };
 
 struct Token {
