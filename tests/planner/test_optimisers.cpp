@@ -27,6 +27,7 @@ std::vector<PlanSpec> searching_specs() {
           high,
           PlanSpec::greedy_plan(GreedyCost::memory_removed),
           PlanSpec::greedy_plan(GreedyCost::smallest_result),
+          PlanSpec::greedy_plan(GreedyCost::opt_einsum),
           anneal};
 }
 
@@ -107,6 +108,12 @@ TEST_CASE("the 7-matrix chain ij,jk,kl,lm,mn,no,o->i is planned from the vector 
   specs.push_back(PlanSpec::optimal_plan());
   for (const PlanSpec& spec : specs) {
     INFO("spec " << spec.to_string());
+    if (spec.kind == PlanKind::greedy && spec.greedy_cost == GreedyCost::opt_einsum) {
+      // The reproduction of opt_einsum's greedy keeps its weakness: both ends free 65536 elements and its tie-break
+      // (larger id first) picks ij,jk. Pinned so the compatibility mode stays faithful; auto never returns it here.
+      CHECK(plan(spec, net).tree.steps()[0] == Step{0, 1});
+      continue;
+    }
     PlanResult r = plan(spec, net);
     CHECK(r.cost.flops <= vector_end);
     CHECK(r.cost.max_intermediate <= 256);  // never a matrix-matrix product
@@ -152,8 +159,10 @@ TEST_CASE("auto is never costlier than greedy") {
     Case c = random_case(seed, 5 + static_cast<int>(seed % 30));
     Network net = make_network(c.subscripts, c.extents);
     INFO("seed " << seed);
-    const double g = std::min(evaluate(net, greedy(net, {GreedyCost::memory_removed})).flops,
-                              evaluate(net, greedy(net, {GreedyCost::smallest_result})).flops);
+    double g = evaluate(net, greedy(net, {GreedyCost::memory_removed})).flops;
+    g = std::min(g, evaluate(net, greedy(net, {GreedyCost::smallest_result})).flops);
+    g = std::min(g, evaluate(net, greedy(net, {GreedyCost::opt_einsum})).flops);
+    CHECK(evaluate(net, best_greedy(net)).flops == g);
     CHECK(plan(PlanSpec::automatic_plan(), net).cost.flops <= g);
     CHECK(plan(PlanSpec::automatic_plan(PlanQuality::fast), net).cost.flops <= g);
   }

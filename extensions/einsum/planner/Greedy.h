@@ -7,10 +7,14 @@
 //     products at the end join the two smallest operands first (ties: smaller id).
 //   * GreedyCost::smallest_result (the reference system's rule): score = |result|; outer products at the end join
 //     the two smallest ids.
+//   * GreedyCost::opt_einsum: opt_einsum's greedy reproduced: the memory_removed score, but operands with equal label
+//     sets are multiplied first (Hadamard products), only non-output labels that not every input carries connect
+//     operands, each new operand queues only its single best pair, ties go by (score, larger id, smaller id), and the
+//     final outer products join the operands with the smallest output part first.
 // Neither minimises total flops; they are fast starting points that the other optimisers refine.
-// Ties are broken by the key (score, result size, smaller id, larger id), so the result depends only on the network
-// and options; the result-size key makes memory_removed start a matrix chain at its vector end (both ends free the
-// same memory, the vector end makes the smaller result).
+// memory_removed and smallest_result queue every pair and break ties by (score, result size, smaller id, larger id):
+// the result depends only on the network and options, and the result-size key makes memory_removed start a matrix
+// chain at its vector end (both ends free the same memory, the vector end makes the smaller result).
 // With temperature > 0 the score becomes sgnlog2(score) - temperature * g, g a Gumbel variate drawn from a
 // SplitMix64 stream seeded by `seed` (the random-greedy of cotengra); temperature 0 draws nothing.
 // A candidate queue (binary heap with lazy deletion) and per-label carrier lists make a run O(E log E) for E
@@ -25,9 +29,9 @@
 
 namespace einstage::einsum {
 
-enum class GreedyCost { memory_removed, smallest_result };
+enum class GreedyCost { memory_removed, smallest_result, opt_einsum };
 
-std::string_view to_string(GreedyCost cost);  // "memory_removed", "smallest_result"
+std::string_view to_string(GreedyCost cost);  // "memory_removed", "smallest_result", "opt_einsum"
 std::optional<GreedyCost> parse_greedy_cost(std::string_view text);
 
 struct GreedyOptions {
@@ -39,5 +43,9 @@ struct GreedyOptions {
 
 /// Greedy steps over ids (inputs 0..n-1, step k's result n+k); always a valid tree.
 ContractionTree greedy(const Network& network, const GreedyOptions& options = {});
+
+/// The cheapest (by evaluate()) of the three deterministic rules; ties keep the earlier of memory_removed,
+/// opt_einsum, smallest_result. `rule` receives the winner's name if given.
+ContractionTree best_greedy(const Network& network, GreedyCost* rule = nullptr);
 
 }  // namespace einstage::einsum

@@ -153,18 +153,6 @@ class SpecParser {
   size_t pos_ = 0;
 };
 
-ContractionTree best_of(const Network& net, std::vector<std::pair<ContractionTree, std::string>>& candidates,
-                        std::string& method) {
-  size_t best = 0;
-  double best_flops = 0;
-  for (size_t i = 0; i < candidates.size(); ++i) {
-    const double f = evaluate(net, candidates[i].first).flops;
-    if (i == 0 || f < best_flops) best = i, best_flops = f;
-  }
-  method = candidates[best].second;
-  return candidates[best].first;
-}
-
 }  // namespace
 
 std::string_view to_string(PlanKind kind) {
@@ -278,15 +266,20 @@ PlanResult plan(const PlanSpec& spec, const Network& net, const PlanOptions& opt
     if (is_chain(net)) return finish(interval_optimal(net), "interval_dp");
     return finish(optimal(net), "subset_dp");
   }
-  // auto and anneal: both greedy rules are always candidates, so the result is never costlier than greedy.
-  std::vector<std::pair<ContractionTree, std::string>> candidates;
-  candidates.emplace_back(greedy(net, {GreedyCost::memory_removed}), "greedy(memory_removed)");
-  candidates.emplace_back(greedy(net, {GreedyCost::smallest_result}), "greedy(smallest_result)");
-  std::string method;
-  if (spec.kind == PlanKind::anneal) {
-    ContractionTree base = best_of(net, candidates, method);
+  // auto and anneal: every greedy rule is a candidate, so the result is never costlier than greedy.
+  const double default_budget = spec.kind == PlanKind::anneal || spec.quality == PlanQuality::high ? 1.0 : 0.0;
+  const double budget = spec.budget_s > 0 ? spec.budget_s : (spec.trials > 0 ? 0.0 : default_budget);
+  const Deadline deadline(budget);  // counts from here: set-up time is part of the budget
+  GreedyCost rule = GreedyCost::memory_removed;
+  ContractionTree base = best_greedy(net, &rule);
+  std::string method = fmt::format("greedy({})", to_string(rule));
+  auto consider = [&](ContractionTree t, std::string name) {
+    if (evaluate(net, t).flops < evaluate(net, base).flops) base = std::move(t), method = std::move(name);
+  };
+  auto run_search = [&]() {
     SearchOptions so;
-    so.budget_s = spec.budget_s > 0 ? spec.budget_s : (spec.trials > 0 ? 0 : 1.0);
+    so.deadline = deadline;
+    so.budget_s = budget;
     so.trials = spec.trials;
     so.anneal_moves = spec.moves > 0 ? spec.moves : -1;
     so.seed = spec.seed;
@@ -295,41 +288,33 @@ PlanResult plan(const PlanSpec& spec, const Network& net, const PlanOptions& opt
     SearchResult sr = search(net, base, so);
     result.stopped_by_budget = sr.stopped_by_budget;
     result.trials_done = sr.trials_done;
-    const bool improved = evaluate(net, sr.tree).flops < evaluate(net, base).flops;
-    return finish(sr.tree, improved ? "anneal" : method);
-  }
-  // auto
-  const bool chain = is_chain(net);
-  const int exact_limit = spec.quality == PlanQuality::fast ? 10 : spec.quality == PlanQuality::normal ? 12 : 14;
-  if (chain) candidates.emplace_back(interval_optimal(net), "interval_dp");
-  else if (n <= exact_limit) candidates.emplace_back(optimal(net), "subset_dp");
-  if (chain || n <= exact_limit || spec.quality == PlanQuality::fast) {
-    ContractionTree t = best_of(net, candidates, method);
-    return finish(std::move(t), method);
-  }
-  if (n <= 200) candidates.emplace_back(interval_optimal(net), "interval_dp");
-  ContractionTree base = best_of(net, candidates, method);
-  const Deadline deadline(spec.budget_s);
-  if (spec.quality == PlanQuality::normal) {
-    // Fixed work (deterministic): reconfiguration of 8-operand subtrees, at most 4 passes, only while it is cheap.
-    if (n <= 2000) {
-      ContractionTree t = reconfigure(net, base, 8, 4, deadline);
-      if (evaluate(net, t).flops < evaluate(net, base).flops) base = std::move(t), method += "+reconfigure";
-    }
-    result.stopped_by_budget = deadline.expired();
+    consider(std::move(sr.tree), "anneal");
+  };
+  if (spec.kind == PlanKind::anneal) {
+    run_search();
     return finish(std::move(base), method);
   }
-  SearchOptions so;
-  so.budget_s = spec.budget_s > 0 ? spec.budget_s : (spec.trials > 0 ? 0 : 1.0);
-  so.trials = spec.trials;
-  so.anneal_moves = spec.moves > 0 ? spec.moves : -1;
-  so.seed = spec.seed;
-  so.threads = options.threads;
-  so.progress = options.progress;
-  SearchResult sr = search(net, base, so);
-  result.stopped_by_budget = sr.stopped_by_budget;
-  result.trials_done = sr.trials_done;
-  if (evaluate(net, sr.tree).flops < evaluate(net, base).flops) base = std::move(sr.tree), method = "anneal";
+  const bool chain = is_chain(net);
+  const int exact_limit = spec.quality == PlanQuality::fast ? 10 : spec.quality == PlanQuality::normal ? 12 : 14;
+  if (chain) {
+    consider(interval_optimal(net), "interval_dp");
+    return finish(std::move(base), method);
+  }
+  if (n <= exact_limit) {
+    consider(optimal(net), "subset_dp");
+    return finish(std::move(base), method);
+  }
+  if (spec.quality == PlanQuality::fast) return finish(std::move(base), method);
+  // Fixed work (deterministic unless a budget cuts it): the best contiguous-range tree for moderate n, then
+  // reconfiguration of 8-operand subtrees (at most 4 passes) while it is cheap.
+  if (n <= 200) consider(interval_optimal(net), "interval_dp");
+  if (n <= 2000) {
+    const std::string before = method;
+    consider(reconfigure(net, base, 8, 4, deadline), "");
+    if (method.empty()) method = before + "+reconfigure";
+  }
+  if (spec.quality == PlanQuality::high && !deadline.expired()) run_search();
+  else result.stopped_by_budget = deadline.expired();
   return finish(std::move(base), method);
 }
 

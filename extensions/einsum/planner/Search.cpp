@@ -280,13 +280,6 @@ done:
   }
 }
 
-// The better of the two plain greedy rules, by the one evaluator (ties: memory_removed).
-ContractionTree best_greedy(const Network& net) {
-  ContractionTree a = greedy(net, {GreedyCost::memory_removed});
-  ContractionTree b = greedy(net, {GreedyCost::smallest_result});
-  return evaluate(net, b).flops < evaluate(net, a).flops ? b : a;
-}
-
 }  // namespace
 
 ContractionTree reconfigure(const Network& network, const ContractionTree& tree, int subtree_size, int max_passes,
@@ -350,15 +343,15 @@ TrialOutcome run_trial(const Network& net, const ContractionTree& first, int ind
 }  // namespace
 
 SearchResult search(const Network& net, const ContractionTree& baseline, const SearchOptions& opt) {
-  if (opt.budget_s <= 0 && opt.trials <= 0)
+  if (opt.budget_s <= 0 && opt.trials <= 0 && opt.deadline.unlimited())
     fail(ErrorKind::invalid_argument, "search needs a time budget or a trial count; set budget > 0 or trials > 0");
   const auto t0 = std::chrono::steady_clock::now();
-  const Deadline deadline(opt.budget_s);
+  const Deadline deadline = opt.deadline.unlimited() ? Deadline(opt.budget_s) : opt.deadline;
   SearchResult result;
   result.tree = baseline;
   result.flops = evaluate(net, baseline).flops;
   if (net.num_inputs < 3) return result;
-  const ContractionTree first = best_greedy(net);
+  const ContractionTree& first = baseline;
   // Moves per trial from the budget (an assumed rate, never a measured one, so the work stays deterministic).
   int64_t moves = opt.anneal_moves;
   if (moves < 0) {

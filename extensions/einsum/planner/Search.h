@@ -61,6 +61,7 @@ ContractionTree anneal(const Network& network, const ContractionTree& start, con
 
 struct SearchOptions {
   double budget_s = 1.0;     // wall-clock budget; <= 0 means no limit (then `trials` must be > 0)
+  Deadline deadline;         // if limited, used instead of budget_s (lets a caller count its own set-up time)
   int trials = 0;            // 0 = as many as the budget allows
   uint64_t seed = 0;
   int threads = 1;           // workers; the result does not depend on it
@@ -76,7 +77,7 @@ struct SearchResult {
   bool stopped_by_budget = false;
 };
 
-/// Multi-trial search: trial 0 starts from the better plain greedy, trial t > 0 from a Gumbel-randomised greedy
+/// Multi-trial search: trial 0 starts from `baseline`, trial t > 0 from a Gumbel-randomised greedy
 /// (alpha and temperature drawn from the trial's stream); each is reconfigured, annealed and reconfigured again.
 /// `baseline` (e.g. greedy's tree) is always a candidate, so the result is never costlier.
 SearchResult search(const Network& network, const ContractionTree& baseline, const SearchOptions& options);
