@@ -376,3 +376,43 @@ TEST_CASE("broadcasting evaluated by the naive loop: 1 vs n") {
   std::vector<double> out = notation_test::naive_einsum(b, {a, c});
   CHECK(out == std::vector<double>{1, 2, 3, 8, 10, 12});
 }
+
+TEST_CASE("property: the ASCII fast path and the general parser agree on random strings") {
+  // A leading space sends the same string through the general tokenizer; results (or the fact of an error) must
+  // match, and every accepted string must survive print -> parse.
+  const char alphabet[] = "abcijkAB1abcijk,,-";
+  int accepted = 0;
+  for (uint64_t seed = 1; seed <= 3000; ++seed) {
+    notation_test::SplitMix64 rng{seed};
+    std::string s;
+    size_t len = rng.next() % 12;
+    for (size_t i = 0; i < len; ++i) {
+      char c = alphabet[rng.next() % (sizeof(alphabet) - 1)];
+      s += c;
+      if (c == '-' && rng.next() % 4 != 0) s += '>';  // mostly arrows, sometimes a lone '-'
+    }
+    CAPTURE(seed);
+    CAPTURE(s);
+    std::string fast_err, slow_err;
+    Subscripts fast, slow;
+    try {
+      fast = parse_subscripts(s);
+    } catch (const Error& e) {
+      fast_err = e.what();
+    }
+    try {
+      slow = parse_subscripts(" " + s);
+    } catch (const Error& e) {
+      slow_err = e.what();
+    }
+    CHECK(fast_err.empty() == slow_err.empty());
+    if (!fast_err.empty()) continue;
+    ++accepted;
+    CHECK(fast == slow);
+    CHECK(parse_subscripts(to_string(fast)) == fast);
+    Notation n = parse_notation(s);
+    CHECK(n.inputs == fast.inputs);
+    CHECK(n.output == fast.output);
+  }
+  CHECK(accepted > 500);
+}
