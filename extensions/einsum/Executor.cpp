@@ -299,8 +299,10 @@ void EinsumPlan::Impl::run(std::span<const Tensor> operands, Tensor& out, Thread
   std::unique_ptr<std::byte[], AlignedFree> scratch;
   if (scratch_bytes > 0)
     scratch.reset(static_cast<std::byte*>(::operator new[](static_cast<size_t>(scratch_bytes), std::align_val_t(64))));
-  std::byte* arena_base = scratch.get();
-  std::byte* ws_base = scratch.get() + arena;
+  // Zero-size intermediates still need a non-null address (Tensor views of them must be defined).
+  alignas(64) static std::byte empty_scratch[64];
+  std::byte* arena_base = scratch ? scratch.get() : empty_scratch;
+  std::byte* ws_base = arena_base + arena;
 
   for (size_t k = 0; k < steps.size(); ++k) {
     const StepPlan& s = steps[k];
