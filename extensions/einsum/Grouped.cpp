@@ -308,6 +308,7 @@ std::shared_ptr<const GroupedExpansion> solve_and_expand(std::shared_ptr<const G
   for (const auto& t : g.inputs)
     for (char c : t)
       if (is_lower(c)) out->symbol_labels[Label(c)] = {Label(c)};
+  for (char c : g.groups) out->group_labels[c] = labels_of[(unsigned char)c];
   for (const auto& run : g.runs) {
     auto& ls = out->symbol_labels[Label(run.front())];
     for (char c : run) ls.insert(ls.end(), labels_of[(unsigned char)c].begin(), labels_of[(unsigned char)c].end());

@@ -61,6 +61,8 @@ struct GroupedExpansion {
   Subscripts expanded;
   /// symbolic label -> its labels in `expanded`, in order (a lower-case letter maps to itself; an empty run to {}).
   std::map<Label, std::vector<Label>> symbol_labels;
+  /// group letter -> its labels in `expanded`, in order ({} for an empty group).
+  std::map<char, std::vector<Label>> group_labels;
 };
 
 /// Solves and expands (cached). ranks[k] is the rank of operand k. Errors (Error invalid_argument / shape):

@@ -294,6 +294,9 @@ TEST_CASE("grouped: co-travelling runs and the symbolic form") {
   CHECK(e->symbol_labels.at('W') == std::vector<Label>{t, t - 1, t - 2});
   CHECK(e->symbol_labels.at('C') == std::vector<Label>{t - 3});
   CHECK(e->symbol_labels.at('i') == std::vector<Label>{'i'});
+  CHECK(e->group_labels.at('W') == std::vector<Label>{t, t - 1, t - 2});
+  CHECK(e->group_labels.at('K').empty());
+  CHECK(e->group_labels.at('C') == std::vector<Label>{t - 3});
   CHECK(e->lengths == std::map<char, int64_t>{{'C', 1}, {'K', 0}, {'W', 3}});  // remainder on the first free member
   CHECK(e->expanded.inputs[0] == std::vector<Label>{t, t - 1, t - 2, t - 3, 'i'});
   CHECK(e->expanded.inputs[1] == std::vector<Label>{t - 3, 'i', 'o'});
