@@ -8,6 +8,7 @@
 
 #include <doctest/doctest.h>
 
+#include <cstdlib>
 #include <set>
 
 using namespace einstage;
@@ -125,4 +126,18 @@ TEST_CASE("einsum matches the definitional loop on 600 random einsums") {
     dispatch_dtype(dt, [&](auto tag) { run_case<decltype(tag)>(c, r, seed); });
   }
   CHECK(counts[0] == 120);
+}
+
+TEST_CASE("einsum on the portable kernel (EINSTAGE_JIT=0) matches the definitional loop") {
+  // The dispatcher reads EINSTAGE_JIT on every call; restore it afterwards.
+  const char* old = std::getenv("EINSTAGE_JIT");
+  const std::string saved = old ? old : "";
+  setenv("EINSTAGE_JIT", "0", 1);
+  for (uint64_t seed = 601; seed <= 800; ++seed) {
+    kt::Rng r(seed * 1000003);
+    Case c = random_case(r);
+    dispatch_dtype(kAllDTypes[seed % 5], [&](auto tag) { run_case<decltype(tag)>(c, r, seed); });
+  }
+  if (old) setenv("EINSTAGE_JIT", saved.c_str(), 1);
+  else unsetenv("EINSTAGE_JIT");
 }
