@@ -362,6 +362,15 @@ TEST_CASE("bind: extents per label and the length-1 broadcast rule") {
           "length-1 axis broadcasts only under '...' or when the caller allows broadcasting (allow_broadcast)");
     CHECK(bind_einsum(s, sh, true).extents.at(1) == 3);
   }
+  // Subscripts assembled by hand (not through make_subscripts) are still checked when bound.
+  {
+    Subscripts raw;
+    raw.inputs = {{'i'}};
+    raw.output = {'j'};
+    std::vector<Shape> s{{2}};
+    CHECK(error_of([&] { bind_einsum(raw, s, false); }) ==
+          "einsum \"i->j\": output label 'j' appears in no input; add it to an input or remove it from the output");
+  }
   CHECK(error_of([&] {
           std::vector<Shape> s{{2, -1}};
           bind_einsum(parse_notation("ij->i"), s, false);
