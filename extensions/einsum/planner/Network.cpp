@@ -7,38 +7,7 @@
 
 namespace einstage::einsum {
 
-namespace {
-
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
-
-}  // namespace
-
-std::string label_name(const Subscripts& subscripts, Label label) {
-  if (auto it = subscripts.names.find(label); it != subscripts.names.end()) return it->second;
-  // Printable code points only; surrogates and control characters would make unreadable reports.
-  if (label >= 0x21 && label <= 0x10FFFF && !(label >= 0xD800 && label <= 0xDFFF) && label != 0x7F) {
-    std::string out;
-    append_utf8(out, static_cast<uint32_t>(label));
-    return out;
-  }
-  return fmt::format("#{}", label);
-}
+// label_name (declared in Network.h) is defined once, in Notation.cpp.
 
 Extents extents_from_shapes(const Subscripts& subscripts, const std::vector<std::vector<int64_t>>& shapes) {
   if (shapes.size() != subscripts.inputs.size())
