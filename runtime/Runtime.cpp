@@ -1,0 +1,311 @@
+#include "runtime/Runtime.h"
+
+#include "ir/Verifier.h"
+#include "runtime/ModuleLoader.h"
+#include "runtime/ThreadPool.h"
+
+#include <fmt/format.h>
+
+#include <atomic>
+#include <deque>
+#include <future>
+#include <mutex>
+#include <tuple>
+
+namespace einstage {
+
+namespace {
+
+// ---- the prepared-op cache: (family, payload, operand types) -> PreparedOp ----
+
+struct CacheKey {
+  std::string family;
+  uint64_t payload_hash = 0;
+  std::vector<std::pair<DType, Shape>> operands;
+  friend bool operator<(const CacheKey& a, const CacheKey& b) {
+    return std::tie(a.family, a.payload_hash, a.operands) < std::tie(b.family, b.payload_hash, b.operands);
+  }
+};
+
+using PreparedFuture = std::shared_future<std::shared_ptr<const PreparedOp>>;
+
+struct CacheEntry {
+  std::shared_ptr<const ExtensionPayload> payload;  // equal hashes are told apart by equals()
+  PreparedFuture prepared;
+};
+
+}  // namespace
+
+class PreparedCache {
+ public:
+  /// The prepared form of `op` for these operands, preparing it on a miss; concurrent misses on one key prepare
+  /// once (the others wait for it). A failed prepare is not cached.
+  std::shared_ptr<const PreparedOp> get(const ExtensionOp& op, const ExtensionExecutor& executor,
+                                        std::span<const TensorType> operands, const TensorType& result, bool* hit) {
+    CacheKey key{std::string(op.family()), op.payload->hash(), {}};
+    for (const TensorType& t : operands) key.operands.emplace_back(t.dtype, *t.constant_shape());
+    std::promise<std::shared_ptr<const PreparedOp>> promise;
+    {
+      std::unique_lock lock(mutex_);
+      auto& bucket = map_[key];
+      for (const CacheEntry& e : bucket)
+        if (e.payload->family() == op.family() && e.payload->equals(*op.payload)) {
+          PreparedFuture f = e.prepared;
+          ++hits_;
+          lock.unlock();
+          *hit = true;
+          return f.get();
+        }
+      bucket.push_back({op.payload, promise.get_future().share()});
+      ++misses_;
+    }
+    *hit = false;
+    try {
+      std::shared_ptr<const PreparedOp> prepared = executor.prepare(*op.payload, operands, result);
+      if (!prepared)
+        fail(ErrorKind::runtime, "the executor of family \"{}\" prepared nothing (null)", op.family());
+      promise.set_value(prepared);
+      return prepared;
+    } catch (...) {
+      promise.set_exception(std::current_exception());
+      std::lock_guard lock(mutex_);
+      auto& bucket = map_[key];
+      std::erase_if(bucket, [&](const CacheEntry& e) { return e.payload == op.payload; });
+      if (bucket.empty()) map_.erase(key);
+      throw;
+    }
+  }
+
+  PreparedCacheStats stats() const {
+    std::lock_guard lock(mutex_);
+    PreparedCacheStats s{hits_, misses_, 0};
+    for (auto& [k, bucket] : map_) s.entries += bucket.size();
+    return s;
+  }
+
+  void clear() {
+    std::lock_guard lock(mutex_);
+    map_.clear();
+    hits_ = misses_ = 0;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::map<CacheKey, std::vector<CacheEntry>> map_;
+  uint64_t hits_ = 0, misses_ = 0;
+};
+
+struct Runtime::State {
+  mutable std::mutex mutex;  // guards registry, executors and modules while modules are added
+  ExtensionRegistry registry;
+  std::map<std::string, std::shared_ptr<const ExtensionExecutor>, std::less<>> executors;
+  std::map<std::string, size_t, std::less<>> family_module;  // family -> index in modules
+  std::deque<ModuleInfo> modules;                             // deque: add_module hands out stable references
+  std::unique_ptr<ThreadPool> pool;
+  PreparedCache cache;
+
+  const ModuleInfo& add(const EinstageModuleDescriptor* d, const std::string& origin);
+};
+
+std::string module_library_name(std::string_view module_name) {
+  std::string file = "lib";
+  for (char c : module_name) file += c == '.' ? '_' : c;
+  return file + "_module.so";
+}
+
+const ModuleInfo& Runtime::State::add(const EinstageModuleDescriptor* d, const std::string& origin) {
+  check_module_descriptor(d, origin);
+  const std::string name = d->name;
+  const std::string who = origin == "linked" ? fmt::format("module '{}' (linked in)", name)
+                                             : fmt::format("module '{}' ('{}')", name, origin);
+  std::lock_guard lock(mutex);
+  for (size_t i = 0; i < d->family_count; ++i) {
+    std::string_view family = d->families[i].family;
+    auto it = family_module.find(family);
+    if (it != family_module.end()) {
+      const ModuleInfo& other = modules[it->second];
+      fail(ErrorKind::invalid_argument, "{} provides extension family \"{}\", which module '{}' ({}) already "
+           "provides; a family is registered once per Runtime", who, family, other.name,
+           other.origin == "linked" ? "linked in" : "'" + other.origin + "'");
+    }
+  }
+  // Stage everything; commit only when every family registered cleanly.
+  ModuleRegistrar registrar(name, HostServices{kModuleAbiVersion, origin});
+  std::vector<std::string> declared;
+  for (size_t i = 0; i < d->family_count; ++i) {
+    const EinstageFamilyEntry& entry = d->families[i];
+    declared.emplace_back(entry.family);
+    try {
+      entry.register_family(registrar);
+    } catch (const Error& e) {
+      fail(e.kind(), "{}: registering family \"{}\" failed: {}", who, entry.family, e.what());
+    } catch (const std::exception& e) {
+      fail(ErrorKind::runtime, "{}: registering family \"{}\" failed: {}", who, entry.family, e.what());
+    } catch (...) {
+      fail(ErrorKind::runtime, "{}: registering family \"{}\" failed with an unknown exception", who, entry.family);
+    }
+    if (!registrar.staged_semantics().find(entry.family))
+      fail(ErrorKind::runtime, "{}: the registration function of family \"{}\" registered no semantics for it; call "
+           "registrar.semantics().register_family(...)", who, entry.family);
+    if (!registrar.staged_executors().count(entry.family))
+      fail(ErrorKind::runtime, "{}: the registration function of family \"{}\" registered no executor for it; call "
+           "registrar.set_executor(\"{}\", ...)", who, entry.family, entry.family);
+  }
+  auto is_declared = [&](std::string_view f) { return std::find(declared.begin(), declared.end(), f) != declared.end(); };
+  for (const std::string& f : registrar.staged_semantics().families())
+    if (!is_declared(f))
+      fail(ErrorKind::runtime, "{} registered family \"{}\", which its descriptor does not list; list every family "
+           "it provides", who, f);
+  for (const auto& [f, e] : registrar.staged_executors())
+    if (!is_declared(f))
+      fail(ErrorKind::runtime, "{} registered an executor for family \"{}\", which its descriptor does not list", who,
+           f);
+
+  // Commit: nothing below can fail (names were checked against this registry under the lock, slots by staging).
+  ModuleInfo info{name, d->version, origin, declared};
+  for (const std::string& f : declared) {
+    ExtensionSemantics s = *registrar.staged_semantics().find(f);
+    if (s.module.empty()) s.module = name;
+    registry.register_family(std::move(s));
+    executors.emplace(f, registrar.staged_executors().find(f)->second);
+    family_module.emplace(f, modules.size());
+  }
+  modules.push_back(std::move(info));
+  return modules.back();
+}
+
+// ---- Runtime ----
+
+Runtime::Runtime(RuntimeOptions options) : state_(std::make_shared<State>()) {
+  if (options.threads < 1)
+    fail(ErrorKind::invalid_argument, "RuntimeOptions::threads is {}; expected 1 or more", options.threads);
+  if (options.threads > 1) state_->pool = std::make_unique<ThreadPool>(options.threads);
+}
+Runtime::~Runtime() = default;
+Runtime::Runtime(Runtime&&) noexcept = default;
+Runtime& Runtime::operator=(Runtime&&) noexcept = default;
+
+const ModuleInfo& Runtime::add_module(const EinstageModuleDescriptor* descriptor) {
+  return state_->add(descriptor, "linked");
+}
+
+const ModuleInfo& Runtime::load_module(const std::string& path) {
+  ModuleLibrary lib = open_module_library(path);
+  try {
+    return state_->add(lib.descriptor, path);
+  } catch (...) {
+    close_module_library(lib);  // refused: nothing of it was registered, so nothing refers to its code
+    throw;
+  }
+}
+
+std::vector<ModuleInfo> Runtime::modules() const {
+  std::lock_guard lock(state_->mutex);
+  return {state_->modules.begin(), state_->modules.end()};
+}
+
+const ExtensionRegistry& Runtime::registry() const { return state_->registry; }
+PreparedCacheStats Runtime::cache_stats() const { return state_->cache.stats(); }
+void Runtime::clear_cache() { state_->cache.clear(); }
+ThreadPool* Runtime::pool() const { return state_->pool.get(); }
+
+// ---- Executable ----
+
+struct Executable::Impl {
+  std::shared_ptr<Runtime::State> state;
+  Program program;
+  std::unique_ptr<Interpreter> interpreter;                          // refers to `program` (Impl never moves)
+  std::vector<std::shared_ptr<const ExtensionExecutor>> executors;  // by instruction index; null for standard ops
+  mutable std::atomic<uint64_t> runs{0}, hits{0}, misses{0};
+
+  std::shared_ptr<const PreparedOp> prepared(const Instruction& inst, const std::string& where,
+                                             std::span<const Tensor> operands, const DimBindings& bindings) const {
+    const auto& op = std::get<ExtensionOp>(inst.op);
+    auto index = static_cast<size_t>(&inst - program.instructions.data());
+    std::vector<TensorType> types;
+    for (const Tensor& t : operands) {
+      TensorType type{t.dtype(), {}};
+      for (int64_t e : t.shape()) type.dims.emplace_back(e);
+      types.push_back(std::move(type));
+    }
+    TensorType result{inst.result.type.dtype, {}};
+    for (int64_t e : concrete_shape(inst.result.type, bindings, where)) result.dims.emplace_back(e);
+    bool hit = false;
+    try {
+      auto p = state->cache.get(op, *executors[index], types, result, &hit);
+      ++(hit ? hits : misses);
+      return p;
+    } catch (const Error& e) {
+      fail(e.kind(), "'{}' at {}: {}", op.family(), where, e.what());
+    }
+  }
+};
+
+Executable Runtime::prepare(const Program& program) const {
+  auto impl = std::make_shared<Executable::Impl>();
+  impl->state = state_;
+  impl->program = program;
+  {
+    std::lock_guard lock(state_->mutex);
+    auto names = value_names(program);
+    for (const Instruction& inst : program.instructions) {
+      const auto* ext = std::get_if<ExtensionOp>(&inst.op);
+      if (!ext) {
+        impl->executors.emplace_back();
+        continue;
+      }
+      auto it = state_->executors.find(ext->family());
+      if (it == state_->executors.end()) {
+        std::string family(ext->family());
+        std::string module = family.substr(0, family.rfind('.'));
+        fail(ErrorKind::not_found, "@{}: missing extension family \"{}\" (used by {}): load the module that provides "
+             "it (Runtime::load_module(\"path/to/{}\")) or link the module in and call Runtime::add_module with its "
+             "descriptor", program.name, family, names[inst.result.id], module_library_name(module));
+      }
+      impl->executors.push_back(it->second);
+    }
+    verify(impl->program, &state_->registry);
+  }
+  impl->interpreter = std::make_unique<Interpreter>(impl->program);
+  return Executable(std::move(impl));
+}
+
+std::vector<Tensor> Executable::run(std::span<const Tensor> inputs) const { return run(inputs, nullptr); }
+
+std::vector<Tensor> Executable::run(std::span<const Tensor> inputs, EvalStats* stats) const {
+  const Impl& impl = *impl_;
+  EvalOptions options;
+  options.pool = impl.state->pool.get();
+  options.extension = [&impl, pool = options.pool](const Instruction& inst, const std::string& where,
+                                                    std::span<const Tensor> operands, const DimBindings& bindings) {
+    return impl.prepared(inst, where, operands, bindings)->run(operands, pool);
+  };
+  ++impl.runs;
+  return impl.interpreter->run(inputs, options, stats);
+}
+
+std::string Executable::describe_prepared(std::span<const Tensor> inputs) const {
+  const Impl& impl = *impl_;
+  std::string text;
+  auto names = value_names(impl.program);
+  EvalOptions options;
+  options.pool = impl.state->pool.get();
+  options.extension = [&](const Instruction& inst, const std::string& where, std::span<const Tensor> operands,
+                          const DimBindings& bindings) {
+    auto p = impl.prepared(inst, where, operands, bindings);
+    std::vector<std::string> types;
+    for (const Tensor& t : operands) types.push_back(fmt::format("{}{}", name(t.dtype()), shape_to_string(t.shape())));
+    text += fmt::format("{} = {} on {}:\n", names[inst.result.id], op_name(inst.op), fmt::join(types, ", "));
+    std::string d = p->describe();
+    if (!d.empty()) text += d + (d.back() == '\n' ? "" : "\n");
+    return p->run(operands, options.pool);
+  };
+  impl.interpreter->run(inputs, options);
+  return text;
+}
+
+const Program& Executable::program() const { return impl_->program; }
+
+Executable::Stats Executable::stats() const { return {impl_->runs.load(), impl_->hits.load(), impl_->misses.load()}; }
+
+}  // namespace einstage
