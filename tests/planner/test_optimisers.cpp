@@ -129,10 +129,16 @@ TEST_CASE("determinism: repeated runs and thread counts give byte-identical tree
     Case c = random_case(seed, 40);
     Network net = make_network(c.subscripts, c.extents);
     INFO("seed " << seed);
-    PlanSpec spec = PlanSpec::anneal_plan(0, seed, 4);  // fixed trial count: no budget involved
-    spec.moves = 20000;
+    // Fixed trial count (no budget involved): 16 exploration trials, then 4 annealing trials.
+    PlanSpec spec = PlanSpec::anneal_plan(0, seed, 20);
+    spec.moves = 5000;
     const std::string ref = plan(spec, net, {.threads = 1}).tree.to_string();
-    for (int threads : {1, 2, 3}) CHECK(plan(spec, net, {.threads = threads}).tree.to_string() == ref);
+    for (int threads : {1, 2, 3}) {
+      PlanResult r = plan(spec, net, {.threads = threads});
+      CHECK(r.tree.to_string() == ref);
+      CHECK(r.trials_done == 20);
+      CHECK_FALSE(r.stopped_by_budget);
+    }
     const std::string g = greedy(net, {.temperature = 0.5, .seed = seed}).to_string();
     CHECK(greedy(net, {.temperature = 0.5, .seed = seed}).to_string() == g);
     CHECK(plan(PlanSpec::automatic_plan(), net).tree.to_string() == plan(PlanSpec::automatic_plan(), net).tree.to_string());

@@ -308,37 +308,59 @@ struct TrialOutcome {
   double flops = std::numeric_limits<double>::infinity();
 };
 
-TrialOutcome run_trial(const Network& net, const ContractionTree& first, int index, const SearchOptions& opt,
-                       int64_t moves, const Deadline& deadline) {
+// Phase 1 ("explore") trial: trial 0 refines `first`; trial t > 0 refines the best of kGreediesPerTrial randomised
+// greedy runs. alpha is log-uniform in [0.01, 16] (cotengra's costmod range (0.1, 4) squared: a large alpha favours
+// joining the largest operands, which finds slab sweeps on lattices), the temperature log-uniform in [0.001, 1].
+TrialOutcome explore_trial(const Network& net, const ContractionTree& first, int index, const SearchOptions& opt,
+                           const Deadline& deadline) {
   SplitMix64 rng(trial_seed(opt.seed, static_cast<uint64_t>(index)));
   ContractionTree start = first;
   if (index > 0) {
-    GreedyOptions g;
-    g.cost = GreedyCost::memory_removed;
-    g.alpha = rng.uniform() * 2.0;                        // cotengra's costmod range
-    g.temperature = std::exp2(-7.0 + 7.0 * rng.uniform());  // log-uniform in [2^-7, 1]
-    g.seed = rng.next();
-    start = greedy(net, g);
+    constexpr int kGreediesPerTrial = 8;
+    double best = 0;
+    for (int r = 0; r < kGreediesPerTrial; ++r) {
+      GreedyOptions g;
+      g.cost = GreedyCost::memory_removed;
+      g.alpha = std::exp2(std::log2(0.01) + rng.uniform() * (std::log2(16.0) - std::log2(0.01)));
+      g.temperature = std::exp2(std::log2(0.001) * (1.0 - rng.uniform()));
+      g.seed = rng.next();
+      ContractionTree t = greedy(net, g);
+      const double f = evaluate(net, t).flops;
+      if (r == 0 || f < best) best = f, start = std::move(t);
+      if (deadline.expired()) return {};
+    }
   }
-  if (deadline.expired()) return {};
   TreeState st(net, start);
   if (opt.subtree_size >= 3) reconfigure_state(st, opt.subtree_size, 4, deadline);
   if (deadline.expired()) return {};
-  if (moves > 0) {
-    AnnealOptions a;
-    a.moves = moves;
-    a.seed = rng.next();
-    anneal_state(st, a, deadline);
-    if (deadline.expired()) return {};
-    if (opt.subtree_size >= 3) reconfigure_state(st, opt.subtree_size, 4, deadline);
-    if (deadline.expired()) return {};
-  }
   TrialOutcome out;
   out.tree = st.to_tree();
   out.flops = evaluate(net, out.tree).flops;
   out.done = true;
   return out;
 }
+
+// Phase 2 ("anneal") trial: anneal `start` with the trial's own seed, then reconfigure.
+TrialOutcome anneal_trial(const Network& net, const ContractionTree& start, int index, const SearchOptions& opt,
+                          int64_t moves, const Deadline& deadline) {
+  SplitMix64 rng(trial_seed(opt.seed, static_cast<uint64_t>(index)));
+  TreeState st(net, start);
+  AnnealOptions a;
+  a.moves = moves;
+  a.seed = rng.next();
+  anneal_state(st, a, deadline);
+  if (deadline.expired()) return {};
+  if (opt.subtree_size >= 3) reconfigure_state(st, opt.subtree_size, 4, deadline);
+  if (deadline.expired()) return {};
+  TrialOutcome out;
+  out.tree = st.to_tree();
+  out.flops = evaluate(net, out.tree).flops;
+  out.done = true;
+  return out;
+}
+
+constexpr int kExploreTrials = 16;  // phase 1 size
+constexpr int kAnnealStarts = 4;    // phase 2 trial j anneals the (j mod 4)-th best phase-1 tree
 
 }  // namespace
 
@@ -351,74 +373,69 @@ SearchResult search(const Network& net, const ContractionTree& baseline, const S
   result.tree = baseline;
   result.flops = evaluate(net, baseline).flops;
   if (net.num_inputs < 3) return result;
-  const ContractionTree& first = baseline;
-  // Moves per trial from the budget (an assumed rate, never a measured one, so the work stays deterministic).
+  // Moves per anneal trial from the budget (an assumed rate, never a measured one, so the work stays deterministic).
   int64_t moves = opt.anneal_moves;
   if (moves < 0) {
     const double budget = opt.budget_s > 0 ? opt.budget_s : 1.0;
     moves = static_cast<int64_t>(std::clamp(budget * 2.0e6 / 8.0, 0.0, 5.0e7));
     if (moves < 20 * net.num_inputs) moves = budget >= 0.05 ? 20 * net.num_inputs : 0;
   }
-  const int max_trials = opt.trials > 0 ? opt.trials : std::numeric_limits<int>::max();
+  const int total = opt.trials > 0 ? opt.trials : std::numeric_limits<int>::max();
+  const int explore = std::min(total, kExploreTrials);
   std::vector<TrialOutcome> outcomes;
   std::mutex mutex;
   std::condition_variable cv;
-  std::atomic<int> next{0};
-  int finished = 0, running = 0;
+  int finished = 0;
   bool any_cut = false;
-  auto best_so_far = [&]() {
-    double b = result.flops;
-    for (const auto& o : outcomes)
-      if (o.done) b = std::min(b, o.flops);
-    return b;
-  };
-  auto report = [&]() {
+  auto report = [&]() {  // with `mutex` held (or single-threaded)
     if (!opt.progress) return;
     PlanProgress p;
     p.trials_done = finished;
     p.trials_total = opt.trials;
-    p.best_flops = best_so_far();
+    p.best_flops = result.flops;
+    for (const auto& o : outcomes)
+      if (o.done) p.best_flops = std::min(p.best_flops, o.flops);
     p.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     opt.progress(p);
   };
-  auto worker = [&]() {
-    for (;;) {
-      if (deadline.expired()) return;
-      const int index = next.fetch_add(1);
-      if (index >= max_trials) return;
-      TrialOutcome o = run_trial(net, first, index, opt, moves, deadline);
-      std::lock_guard lock(mutex);
+  // Runs trial indices [begin, end) on the workers until done or out of time; results land in outcomes[index].
+  auto run_range = [&](int begin, int end, const std::function<TrialOutcome(int)>& trial) {
+    std::atomic<int> next{begin};
+    auto store = [&](int index, TrialOutcome o) {
       if (static_cast<int>(outcomes.size()) <= index) outcomes.resize(index + 1);
       if (!o.done) any_cut = true;
       outcomes[index] = std::move(o);
       ++finished;
-      cv.notify_all();
+    };
+    const int threads = std::max(1, opt.threads);
+    if (threads == 1) {
+      while (!deadline.expired()) {
+        const int index = next.fetch_add(1);
+        if (index >= end) break;
+        store(index, trial(index));
+        report();
+      }
+      return;
     }
-  };
-  const int threads = std::max(1, opt.threads);
-  if (threads == 1) {
-    while (!deadline.expired()) {
-      const int index = next.fetch_add(1);
-      if (index >= max_trials) break;
-      TrialOutcome o = run_trial(net, first, index, opt, moves, deadline);
-      if (!o.done) any_cut = true;
-      if (static_cast<int>(outcomes.size()) <= index) outcomes.resize(index + 1);
-      outcomes[index] = std::move(o);
-      ++finished;
-      report();
-    }
-  } else {
+    int running = threads, reported = finished;
     std::vector<std::thread> pool;
-    running = threads;
-    for (int t = 0; t < threads; ++t) pool.emplace_back([&] {
-      worker();
-      std::lock_guard lock(mutex);
-      --running;
-      cv.notify_all();
-    });
+    for (int t = 0; t < threads; ++t)
+      pool.emplace_back([&] {
+        for (;;) {
+          if (deadline.expired()) break;
+          const int index = next.fetch_add(1);
+          if (index >= end) break;
+          TrialOutcome o = trial(index);
+          std::lock_guard lock(mutex);
+          store(index, std::move(o));
+          cv.notify_all();
+        }
+        std::lock_guard lock(mutex);
+        --running;
+        cv.notify_all();
+      });
     {
       std::unique_lock lock(mutex);
-      int reported = 0;
       while (running > 0) {
         cv.wait(lock);
         if (finished != reported) {
@@ -428,6 +445,22 @@ SearchResult search(const Network& net, const ContractionTree& baseline, const S
       }
     }
     for (auto& t : pool) t.join();
+  };
+  run_range(0, explore, [&](int index) { return explore_trial(net, baseline, index, opt, deadline); });
+  // Phase 2 starts only from a complete phase 1, so its inputs never depend on timing or threads.
+  bool phase1_complete = static_cast<int>(outcomes.size()) >= explore;
+  for (int i = 0; i < explore && phase1_complete; ++i) phase1_complete = outcomes[i].done;
+  if (phase1_complete && total > explore && moves > 0 && !deadline.expired()) {
+    std::vector<int> order(explore);
+    for (int i = 0; i < explore; ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int a, int b) { return outcomes[a].flops < outcomes[b].flops; });
+    const int starts = std::min(kAnnealStarts, explore);
+    std::vector<ContractionTree> start_trees;
+    for (int k = 0; k < starts; ++k) start_trees.push_back(outcomes[order[k]].tree);
+    run_range(explore, total, [&](int index) {
+      return anneal_trial(net, start_trees[(index - explore) % starts], index, opt, moves, deadline);
+    });
   }
   int done = 0;
   for (size_t i = 0; i < outcomes.size(); ++i) {
@@ -436,7 +469,7 @@ SearchResult search(const Network& net, const ContractionTree& baseline, const S
     if (outcomes[i].flops < result.flops) result.flops = outcomes[i].flops, result.tree = outcomes[i].tree;
   }
   result.trials_done = done;
-  result.stopped_by_budget = any_cut || (opt.trials > 0 && done < opt.trials) || opt.trials <= 0;
+  result.stopped_by_budget = any_cut || done < (opt.trials > 0 ? opt.trials : std::numeric_limits<int>::max());
   return result;
 }
 

@@ -77,9 +77,10 @@ struct SearchResult {
   bool stopped_by_budget = false;
 };
 
-/// Multi-trial search: trial 0 starts from `baseline`, trial t > 0 from a Gumbel-randomised greedy
-/// (alpha and temperature drawn from the trial's stream); each is reconfigured, annealed and reconfigured again.
-/// `baseline` (e.g. greedy's tree) is always a candidate, so the result is never costlier.
+/// Multi-trial search in two phases. Phase 1 (trials 0..15): trial 0 reconfigures `baseline`, trial t > 0 the best of
+/// 8 Gumbel-randomised greedy runs (alpha, temperature and noise from the trial's stream). Phase 2 (trials 16, 17,
+/// ...), only once phase 1 is complete: trial j anneals the ((j-16) mod 4)-th best phase-1 tree with its own seed and
+/// reconfigures the result. `baseline` is always a candidate, so the result is never costlier.
 SearchResult search(const Network& network, const ContractionTree& baseline, const SearchOptions& options);
 
 }  // namespace einstage::einsum
