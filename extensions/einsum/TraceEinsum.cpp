@@ -59,4 +59,10 @@ TracedTensor einsum_grouped(TraceContext& ctx, std::string_view subscripts, std:
   return append(ctx, expansion->expanded, options.plan, operands, options);
 }
 
+TracedTensor einsum_grouped(TraceContext& ctx, std::string_view subscripts, std::initializer_list<TracedTensor> operands,
+                            std::span<const GroupLength> lengths, const TraceEinsumOptions& options) {
+  return einsum_grouped(ctx, subscripts, std::span<const TracedTensor>(operands.begin(), operands.size()), lengths,
+                        options);
+}
+
 }  // namespace einstage::einsum

@@ -45,5 +45,7 @@ TracedTensor einsum(TraceContext& ctx, const Subscripts& subscripts, std::initia
 /// The grouped dialect; group lengths are solved from the operand ranks and `lengths`.
 TracedTensor einsum_grouped(TraceContext& ctx, std::string_view subscripts, std::span<const TracedTensor> operands,
                             std::span<const GroupLength> lengths = {}, const TraceEinsumOptions& options = {});
+TracedTensor einsum_grouped(TraceContext& ctx, std::string_view subscripts, std::initializer_list<TracedTensor> operands,
+                            std::span<const GroupLength> lengths = {}, const TraceEinsumOptions& options = {});
 
 }  // namespace einstage::einsum

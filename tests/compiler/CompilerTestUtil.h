@@ -1,0 +1,72 @@
+// Shared helpers of the compiler suite: the einsum registry, golden files (one per case under
+// tests/compiler/golden/, EINSTAGE_UPDATE_GOLDEN=1 rewrites them; review the diff), round trips, error capture.
+#pragma once
+
+#include "extensions/einsum/EinsumOp.h"
+#include "ir/Json.h"
+#include "ir/Parser.h"
+#include "ir/Printer.h"
+#include "support/TempDir.h"
+
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <string>
+
+namespace compiler_test {
+
+inline const einstage::ExtensionRegistry& registry() {
+  static const einstage::ExtensionRegistry reg = [] {
+    einstage::ExtensionRegistry r;
+    einstage::einsum::register_einsum_semantics(r);
+    return r;
+  }();
+  return reg;
+}
+
+inline std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const einstage::Error& e) {
+    return e.what();
+  }
+  return "<no error>";
+}
+
+inline bool update_goldens() {
+  const char* v = std::getenv("EINSTAGE_UPDATE_GOLDEN");
+  return v && std::string(v) == "1";
+}
+
+inline std::string golden_path(const std::string& name) {
+  return std::string(EINSTAGE_SOURCE_DIR) + "/tests/compiler/golden/" + name + ".ir";
+}
+
+/// The golden's text must equal print_program(p); then parse(text) and JSON(p) must both print the same text.
+inline void check_golden(const std::string& name, const einstage::Program& p) {
+  using namespace einstage;
+  const std::string text = print_program(p);
+  const std::string path = golden_path(name);
+  if (update_goldens()) {
+    std::ofstream(path, std::ios::binary) << text;
+  } else {
+    std::ifstream in(path, std::ios::binary);
+    REQUIRE_MESSAGE(in.good(), "missing golden " << path << " (run with EINSTAGE_UPDATE_GOLDEN=1)");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    CHECK_MESSAGE(text == ss.str(), "golden " << name << " differs (run with EINSTAGE_UPDATE_GOLDEN=1 and review)");
+  }
+  INFO("golden " << name);
+  Program parsed = parse_program(text, &registry());
+  CHECK(print_program(parsed) == text);
+  const std::string json = program_to_json(p);
+  Program from_json = program_from_json(json, &registry());
+  CHECK(print_program(from_json) == text);
+  CHECK(program_to_json(from_json) == json);
+  CHECK(program_to_json(parsed) == json);
+}
+
+}  // namespace compiler_test
