@@ -254,7 +254,7 @@ Program program_from_json(std::string_view text, const ExtensionRegistry* regist
     std::string pname = string_field(params[i], "name", where);
     TensorType type = type_field(params[i], where);
     try {
-      values["%" + pname] = b.parameter(pname, type);
+      values[fmt::format("%{}", pname)] = b.parameter(pname, type);
     } catch (const Error& e) {
       malformed(where, e.what());
     }

@@ -141,7 +141,7 @@ class TextParser {
       auto type = TensorType::parse(param.substr(colon + 2));
       if (!type) error(n, "'{}' is not a tensor type like f64[n,4]", param.substr(colon + 2));
       Value v = with_line(n, [&] { return b.parameter(pname, *type); });
-      values_["%" + pname] = v;
+      values_[fmt::format("%{}", pname)] = v;
     }
     std::string_view rest = trim(line.substr(close + 1));
     if (!rest.starts_with("-> (") || !rest.ends_with(") {"))

@@ -16,7 +16,7 @@ ValueId Program::next_value_id() const {
 
 std::map<ValueId, std::string> value_names(const Program& program) {
   std::map<ValueId, std::string> names;
-  for (const Parameter& p : program.params) names[p.value.id] = "%" + p.name;
+  for (const Parameter& p : program.params) names[p.value.id] = fmt::format("%{}", p.name);
   for (size_t i = 0; i < program.instructions.size(); ++i) names[program.instructions[i].result.id] = fmt::format("%{}", i);
   return names;
 }
@@ -46,6 +46,67 @@ void check_constraints(const Program& program, const DimBindings& bindings) {
       fail(ErrorKind::shape, "@{}: shape constraint {} == {}{} does not hold: {} = {} but {} = {} ({})", program.name,
            c.lhs.to_string(), c.rhs.to_string(), at, c.lhs.to_string(), *l, c.rhs.to_string(), *r, c.what);
   }
+}
+
+DimBindings bind_parameters(const Program& p, std::span<const Shape> shapes) {
+  if (shapes.size() != p.params.size())
+    fail(ErrorKind::invalid_argument, "@{}: {} input shapes given but the program has {} parameters", p.name,
+         shapes.size(), p.params.size());
+  DimBindings bound;
+  std::map<std::string, std::string, std::less<>> bound_from;  // symbol -> "input i (%x) axis a", for messages
+  auto where = [&](size_t i, size_t a) { return fmt::format("input {} (%{}) axis {}", i, p.params[i].name, a); };
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const TensorType& t = p.params[i].value.type;
+    if (static_cast<int>(shapes[i].size()) != t.rank())
+      fail(ErrorKind::shape, "@{}: input {} (%{}) has shape {} but the parameter has type {}", p.name, i,
+           p.params[i].name, shape_to_string(shapes[i]), t.to_string());
+    for (size_t a = 0; a < shapes[i].size(); ++a) {
+      const Dim& d = t.dims[a];
+      int64_t e = shapes[i][a];
+      if (d.is_constant() && d.constant() != e)
+        fail(ErrorKind::shape, "@{}: {} has extent {} but the parameter's type {} requires {}", p.name, where(i, a),
+             e, t.to_string(), d.constant());
+      if (!d.is_symbol()) continue;
+      const std::string& s = d.symbols()[0];
+      if (auto it = bound.find(s); it != bound.end()) {
+        if (it->second != e)
+          fail(ErrorKind::shape, "@{}: symbolic dim '{}' is {} from {} but {} from {}", p.name, s, it->second,
+               bound_from[s], e, where(i, a));
+      } else {
+        bound.emplace(s, e);
+        bound_from.emplace(s, where(i, a));
+      }
+    }
+  }
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const TensorType& t = p.params[i].value.type;
+    for (size_t a = 0; a < shapes[i].size(); ++a) {
+      const Dim& d = t.dims[a];
+      if (d.is_constant() || d.is_symbol()) continue;
+      auto v = d.evaluate(bound);
+      if (!v)
+        fail(ErrorKind::shape, "@{}: {} has extent {} = {}, whose symbols no parameter gives as a plain dim", p.name,
+             where(i, a), d.to_string(), shapes[i][a]);
+      if (*v != shapes[i][a])
+        fail(ErrorKind::shape, "@{}: {} has extent {} but the parameter's type {} requires {} = {}", p.name,
+             where(i, a), shapes[i][a], t.to_string(), d.to_string(), *v);
+    }
+  }
+  return bound;
+}
+
+Shape evaluate_shape(const TensorType& type, const DimBindings& bindings) {
+  Shape shape;
+  for (const Dim& d : type.dims) {
+    auto v = d.evaluate(bindings);
+    if (!v)
+      for (const std::string& s : d.symbols())
+        if (!bindings.count(s))
+          fail(ErrorKind::invalid_argument, "symbolic dim '{}' of {} has no value; bind it from an input shape", s,
+               type.to_string());
+    shape.push_back(*v);
+  }
+  return shape;
 }
 
 // ---- Builder ----
@@ -82,7 +143,7 @@ Value Builder::parameter(std::string_view name, TensorType type) {
   program_.params.push_back({std::string(name), v});
   types_.push_back(v.type);
   defined_.push_back(true);
-  names_.push_back("%" + std::string(name));
+  names_.push_back(fmt::format("%{}", name));
   return v;
 }
 

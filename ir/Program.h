@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,14 @@ std::map<ValueId, std::string> value_names(const Program& program);
 /// The result type of `op` on operands of these types: the standard op's type rule, or the extension family's
 /// infer_type found in `registry` (an unknown family fails naming it). Builder, verifier and parsers all use this.
 TensorType infer_result_type(const Op& op, Types operands, TypeContext& ctx, const ExtensionRegistry* registry);
+
+/// Binds the program's symbolic dims from the concrete shapes of its inputs (one per parameter, in order): checks
+/// ranks and constant extents, gives each plain symbol (`n`) its extent, requires a symbol seen twice to agree, and
+/// then checks product dims (`3*n`) against their inputs. Fails (ErrorKind::shape) naming the input, the parameter,
+/// the axis and both extents. The runtime calls this, then check_constraints.
+DimBindings bind_parameters(const Program& program, std::span<const Shape> input_shapes);
+/// The concrete extents of `type` under `bindings`; fails (invalid_argument) naming an unbound symbol.
+Shape evaluate_shape(const TensorType& type, const DimBindings& bindings);
 
 /// Evaluates every constraint under concrete bindings; fails (ErrorKind::shape) naming the first violated one, the
 /// instruction and both extents. Unbound symbols fail too (ErrorKind::invalid_argument).

@@ -409,3 +409,29 @@ TEST_CASE("docs/ir.md documents every standard op") {
     CHECK(doc.find(fmt::format("= {}(", name)) != std::string::npos);
   }
 }
+
+TEST_CASE("binding symbolic dims from input shapes") {
+  Builder b("f");
+  Value x = b.parameter("x", f64({sym("n"), 3}));
+  Value y = b.parameter("y", f64({sym("n"), sym("m")}));
+  Value z = b.parameter("z", f64({Dim(2) * sym("m")}));
+  Program p = b.finish({x, y, z});
+  std::vector<Shape> ok = {{4, 3}, {4, 5}, {10}};
+  DimBindings bound = bind_parameters(p, ok);
+  CHECK(bound == DimBindings{{"m", 5}, {"n", 4}});
+  CHECK(evaluate_shape(z.type, bound) == Shape{10});
+  CHECK(message_of([&] { evaluate_shape(f64({sym("k")}), bound); }) ==
+        "symbolic dim 'k' of f64[k] has no value; bind it from an input shape");
+  std::vector<Shape> bad_const = {{4, 2}, {4, 5}, {10}};
+  CHECK(message_of([&] { bind_parameters(p, bad_const); }) ==
+        "@f: input 0 (%x) axis 1 has extent 2 but the parameter's type f64[n,3] requires 3");
+  std::vector<Shape> disagree = {{4, 3}, {6, 5}, {10}};
+  CHECK(message_of([&] { bind_parameters(p, disagree); }) ==
+        "@f: symbolic dim 'n' is 4 from input 0 (%x) axis 0 but 6 from input 1 (%y) axis 0");
+  std::vector<Shape> bad_product = {{4, 3}, {4, 5}, {11}};
+  CHECK(message_of([&] { bind_parameters(p, bad_product); }) ==
+        "@f: input 2 (%z) axis 0 has extent 11 but the parameter's type f64[2*m] requires 2*m = 10");
+  std::vector<Shape> bad_rank = {{4}, {4, 5}, {10}};
+  CHECK(message_of([&] { bind_parameters(p, bad_rank); }) ==
+        "@f: input 0 (%x) has shape [4] but the parameter has type f64[n,3]");
+}
