@@ -112,6 +112,11 @@ struct Gett {
   bool a_k_unit = false;
   bool accumulate = false;
 
+  // Lane mode (real dtypes, a batch axis with unit stride in A, B and C): vectors run along that axis.
+  LaneKernelFn lane_kernel = nullptr;
+  int64_t lanes = 0, lane_extent = 0;
+  std::vector<int64_t> cm_pad, cn_pad;  // m.c / n.c padded with a tile's worth of zeros
+
   // ---- packing ----
 
   // Packs element rows [i0, i0+rows) x k [p0, p0+kc) of A into a sliver of kc*cf columns of mr reals.
@@ -271,11 +276,76 @@ struct Gett {
     }
   }
 
+  // ---- lane mode: one block of `lanes` consecutive entries of the lane axis ----
+
+  void lane_gemm(const T* a, const T* b, T* c, int64_t lane_rem) const {
+    const int64_t M = m.size, N = n.size, K = k.size, V = lanes;
+    ThreadScratch& scratch = thread_scratch();
+    const int64_t nc_max = std::min(nc, (N + nr - 1) / nr * nr);
+    const int64_t mc_max = std::min(mc_e, (M + mr - 1) / mr * mr);
+    const int64_t kc_max = std::min(kc_e, K);
+    R* bpack = static_cast<R*>(scratch.b.get(sizeof(R) * size_t(nc_max * kc_max * V)));
+    R* apack = static_cast<R*>(scratch.a.get(sizeof(R) * size_t(mc_max * kc_max * V)));
+    const size_t lane_bytes = sizeof(R) * size_t(lane_rem);
+    auto copy_lanes = [&](R* dst, const T* src) {
+      std::memcpy(dst, src, lane_bytes);
+      for (int64_t l = lane_rem; l < V; ++l) dst[l] = 0;
+    };
+    for (int64_t jc = 0; jc < N; jc += nc) {
+      const int64_t ncur = std::min(nc, N - jc);
+      for (int64_t pc = 0; pc < K; pc += kc_e) {
+        const int64_t kc = std::min(kc_e, K - pc);
+        const int64_t beta = (pc > 0 || accumulate) ? 1 : 0;
+        for (int64_t s = 0; s * nr < ncur; ++s) {
+          const int64_t j0 = jc + s * nr, cols = std::min(nr, N - j0);
+          R* dst = bpack + s * nr * kc * V;
+          for (int64_t p = 0; p < kc; ++p)
+            for (int64_t j = 0; j < nr; ++j, dst += V) {
+              if (j < cols) copy_lanes(dst, b + k.b[pc + p] + n.b[j0 + j]);
+              else std::memset(dst, 0, sizeof(R) * size_t(V));
+            }
+        }
+        for (int64_t ic = 0; ic < M; ic += mc_e) {
+          const int64_t mcur = std::min(mc_e, M - ic);
+          for (int64_t t = 0; t * mr < mcur; ++t) {
+            const int64_t i0 = ic + t * mr, rows = std::min(mr, M - i0);
+            R* dst = apack + t * mr * kc * V;
+            for (int64_t p = 0; p < kc; ++p)
+              for (int64_t i = 0; i < mr; ++i, dst += V) {
+                if (i < rows) copy_lanes(dst, a + k.a[pc + p] + m.a[i0 + i]);
+                else std::memset(dst, 0, sizeof(R) * size_t(V));
+              }
+          }
+          for (int64_t s = 0; s * nr < ncur; ++s) {
+            const int64_t j0 = jc + s * nr, cols = std::min(nr, N - j0);
+            for (int64_t t = 0; t * mr < mcur; ++t) {
+              const int64_t i0 = ic + t * mr, rows = std::min(mr, M - i0);
+              lane_kernel(kc, apack + t * mr * kc * V, bpack + s * nr * kc * V, c, cm_pad.data() + i0,
+                          cn_pad.data() + j0, lane_rem, rows, cols, beta);
+            }
+          }
+        }
+      }
+    }
+  }
+
+  void run_lanes(const T* a, const T* b, T* c, ThreadPool* pool) const {
+    const int64_t blocks = (lane_extent + lanes - 1) / lanes;
+    // Lane blocks and batch entries are independent: split them between threads.
+    parallel_for(pool, batch.size * blocks, [&](int64_t w0, int64_t w1) {
+      for (int64_t w = w0; w < w1; ++w) {
+        int64_t bt = w / blocks, l0 = (w % blocks) * lanes;
+        lane_gemm(a + batch.a[bt] + l0, b + batch.b[bt] + l0, c + batch.c[bt] + l0, std::min(lanes, lane_extent - l0));
+      }
+    });
+  }
+
   void zero_fill(T* c, ThreadPool* pool) const {
     parallel_for(pool, batch.size, [&](int64_t b0, int64_t b1) {
       for (int64_t bt = b0; bt < b1; ++bt)
         for (int64_t j = 0; j < n.size; ++j)
-          for (int64_t i = 0; i < m.size; ++i) c[batch.c[bt] + n.c[j] + m.c[i]] = T(0);
+          for (int64_t i = 0; i < m.size; ++i)
+            for (int64_t l = 0; l < std::max<int64_t>(lane_extent, 1); ++l) c[batch.c[bt] + n.c[j] + m.c[i] + l] = T(0);
     });
   }
 
@@ -283,14 +353,15 @@ struct Gett {
     const T* a = static_cast<const T*>(p.a);
     const T* b = static_cast<const T*>(p.b);
     T* c = static_cast<T*>(p.c);
-    if (m.size == 0 || n.size == 0 || batch.size == 0) return;
+    if (m.size == 0 || n.size == 0 || batch.size == 0 || (lane_kernel && lane_extent == 0)) return;
     if (k.size == 0) {
       if (!accumulate) zero_fill(c, pool);
       return;
     }
     const bool threaded = pool && pool->size() > 1;
     const double work = double(m.size) * double(n.size) * double(k.size);
-    if (!threaded || work < 32.0 * 32 * 32) pool = nullptr;
+    if (!threaded || work * std::max<int64_t>(lane_extent, 1) < 32.0 * 32 * 32) pool = nullptr;
+    if (lane_kernel) return run_lanes(a, b, c, pool);
     if (pool && batch.size >= pool->size()) {
       // Enough batch entries: each thread runs whole entries with its own packing buffers.
       parallel_for(pool, batch.size, [&](int64_t b0, int64_t b1) {
@@ -310,6 +381,35 @@ void run_gett(const ContractionProblem& p, ThreadPool* pool, KernelCache& cache,
   g.m = fuse(p.m, &Axis::stride_c, &Axis::stride_a);
   g.n = fuse(p.n, &Axis::stride_c, &Axis::stride_b);
   g.k = fuse(p.k, &Axis::stride_b, &Axis::stride_a);
+  g.accumulate = p.accumulate;
+  if constexpr (!is_complex_v<T>) {
+    // A batch axis with unit stride in all three tensors: run lane kernels along it (the GEMM packing would read
+    // one element per cache line there). Complex stays on the 1m path.
+    auto lane = std::find_if(p.batch.begin(), p.batch.end(), [](const Axis& ax) {
+      return ax.extent > 1 && ax.stride_a == 1 && ax.stride_b == 1 && ax.stride_c == 1;
+    });
+    if (lane != p.batch.end()) {
+      std::vector<Axis> rest = p.batch;
+      rest.erase(rest.begin() + (lane - p.batch.begin()));
+      g.batch = fuse(rest, &Axis::stride_c, &Axis::stride_a);
+      MicroKernelSpec spec = default_lane_kernel(real, cache.host().has_avx512);
+      g.lane_kernel = cache.lane_kernel(spec);  // may throw: before anything is written
+      g.lane_extent = lane->extent;
+      g.lanes = spec.lanes;
+      g.mr = spec.mr;
+      g.nr = spec.nr;
+      // Per k step a tile reads (mr + nr) vectors: keep the A and B slivers together within L1.
+      GettBlocking lane_block = blocking ? *blocking : GettBlocking{256, 64, 4096};
+      g.kc_e = std::max<int64_t>(1, lane_block.kc);
+      g.mc_e = std::max<int64_t>(1, lane_block.mc / spec.mr) * spec.mr;
+      g.nc = std::max<int64_t>(1, lane_block.nc / spec.nr) * spec.nr;
+      g.cm_pad = g.m.c;
+      g.cm_pad.resize(g.m.c.size() + size_t(g.mr), 0);
+      g.cn_pad = g.n.c;
+      g.cn_pad.resize(g.n.c.size() + size_t(g.nr), 0);
+      return g.run(p, pool);
+    }
+  }
   g.batch = fuse(p.batch, &Axis::stride_c, &Axis::stride_a);
   // The tile with the least padded work (rows rounded up to MR, columns to NR), weighted by its throughput.
   const double rows = double(g.m.size * Gett<T>::cf), cols = double(g.n.size);
@@ -329,7 +429,6 @@ void run_gett(const ContractionProblem& p, ThreadPool* pool, KernelCache& cache,
   g.kc_e = std::max<int64_t>(1, block.kc / Gett<T>::cf);
   g.mc_e = std::max<int64_t>(1, block.mc / spec.mr) * g.mrc;
   g.nc = std::max<int64_t>(1, block.nc / spec.nr) * spec.nr;
-  g.accumulate = p.accumulate;
   g.cn_real.resize(static_cast<size_t>(g.n.size + g.nr), 0);
   for (int64_t j = 0; j < g.n.size; ++j) g.cn_real[j] = g.n.c[j] * Gett<T>::cf;
   g.b_k_unit = unit_run(g.k.b, 0, g.k.size);

@@ -49,6 +49,11 @@ class KernelCache {
   /// The compiled kernel for spec (compiled or loaded on first request).
   MicroKernelFn micro_kernel(const MicroKernelSpec& spec);
 
+  /// The compiled lane kernel for spec (spec.lane must be set).
+  LaneKernelFn lane_kernel(const MicroKernelSpec& spec) {
+    return reinterpret_cast<LaneKernelFn>(micro_kernel(spec));
+  }
+
   /// The file a kernel is cached in ("" without a disk cache).
   std::string cache_file(const MicroKernelSpec& spec) const;
 

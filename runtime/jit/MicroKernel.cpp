@@ -11,7 +11,7 @@
 namespace einstage {
 
 std::string MicroKernelSpec::symbol() const {
-  return fmt::format("ein_ukr_{}_{}x{}_v{}_u{}", name(dtype), mr, nr, lanes, k_unroll);
+  return fmt::format("ein_{}_{}_{}x{}_v{}_u{}", lane ? "lkr" : "ukr", name(dtype), mr, nr, lanes, k_unroll);
 }
 
 MicroKernelSpec default_micro_kernel(DType real_dtype, bool avx512) {
@@ -25,6 +25,15 @@ MicroKernelSpec default_micro_kernel(DType real_dtype, bool avx512) {
   spec.mr = avx512 ? 3 * lanes : 2 * lanes;
   spec.nr = avx512 ? 8 : 6;
   spec.k_unroll = 4;
+  return spec;
+}
+
+MicroKernelSpec default_lane_kernel(DType real_dtype, bool avx512) {
+  MicroKernelSpec spec = default_micro_kernel(real_dtype, avx512);
+  // 4 x 6 accumulators: per k step 4 + 6 vector loads feed 24 FMAs, within two load ports' reach.
+  spec.lane = true;
+  spec.mr = avx512 ? 4 : 3;
+  spec.nr = avx512 ? 6 : 4;
   return spec;
 }
 
@@ -60,7 +69,12 @@ struct Emitter {
   Emitter(const MicroKernelSpec& s, llvm::LLVMContext& c)
       : spec(s), ctx(c), b(c),
         elt(s.dtype == DType::f64 ? llvm::Type::getDoubleTy(c) : llvm::Type::getFloatTy(c)),
-        vec(llvm::FixedVectorType::get(elt, s.lanes)), i64(llvm::Type::getInt64Ty(c)), mv(s.mr / s.lanes) {}
+        vec(llvm::FixedVectorType::get(elt, s.lanes)), i64(llvm::Type::getInt64Ty(c)),
+        mv(s.lane ? s.mr : s.mr / s.lanes) {}
+
+  // Elements one k step advances the packed A / B pointers by.
+  int64_t a_step() const { return spec.lane ? int64_t(spec.mr) * spec.lanes : spec.mr; }
+  int64_t b_step() const { return spec.lane ? int64_t(spec.nr) * spec.lanes : spec.nr; }
 
   llvm::Align elt_align() const { return llvm::Align(size_of(spec.dtype)); }
 
@@ -73,10 +87,15 @@ struct Emitter {
     for (int u = 0; u < steps; ++u) {
       std::vector<llvm::Value*> av(mv);
       for (int v = 0; v < mv; ++v)
-        av[v] = b.CreateAlignedLoad(vec, gep(pa, int64_t(u) * spec.mr + int64_t(v) * spec.lanes), elt_align());
+        av[v] = b.CreateAlignedLoad(vec, gep(pa, int64_t(u) * a_step() + int64_t(v) * spec.lanes), elt_align());
       for (int j = 0; j < spec.nr; ++j) {
-        llvm::Value* bj = b.CreateAlignedLoad(elt, gep(pb, int64_t(u) * spec.nr + j), elt_align());
-        llvm::Value* splat = b.CreateVectorSplat(spec.lanes, bj);
+        llvm::Value* splat;
+        if (spec.lane) {
+          splat = b.CreateAlignedLoad(vec, gep(pb, int64_t(u) * b_step() + int64_t(j) * spec.lanes), elt_align());
+        } else {
+          llvm::Value* bj = b.CreateAlignedLoad(elt, gep(pb, int64_t(u) * spec.nr + j), elt_align());
+          splat = b.CreateVectorSplat(spec.lanes, bj);
+        }
         for (int v = 0; v < mv; ++v) acc[v * spec.nr + j] = b.CreateCall(fma, {av[v], splat, acc[v * spec.nr + j]});
       }
     }
@@ -101,8 +120,8 @@ struct Emitter {
     for (size_t t = 0; t < acc.size(); ++t) acc_phi[t]->addIncoming(acc[t], pre);
     std::vector<llvm::Value*> next(acc_phi.begin(), acc_phi.end());
     k_steps(next, pa_phi, pb_phi, steps);
-    llvm::Value* pa_next = gep(pa_phi, int64_t(steps) * spec.mr);
-    llvm::Value* pb_next = gep(pb_phi, int64_t(steps) * spec.nr);
+    llvm::Value* pa_next = gep(pa_phi, int64_t(steps) * a_step());
+    llvm::Value* pb_next = gep(pb_phi, int64_t(steps) * b_step());
     llvm::Value* i_next = b.CreateAdd(i, b.getInt64(1));
     llvm::BasicBlock* latch = b.GetInsertBlock();
     i->addIncoming(i_next, latch);
@@ -171,7 +190,103 @@ struct Emitter {
     b.CreateBr(exit);
   }
 
+  // Lane-kernel epilogue: vector (row i, column j) goes to c + row_off[i] + col_off[j]; the edge variant masks
+  // lanes >= lane_rem and skips rows >= m_rem and columns >= n_rem.
+  void store_lane(const std::vector<llvm::Value*>& acc, llvm::Value* c, llvm::Value* row_off, llvm::Value* col_off,
+                  llvm::Value* lane_rem, llvm::Value* m_rem, llvm::Value* n_rem, bool edge, bool beta,
+                  llvm::BasicBlock* exit) {
+    llvm::Value* mask = nullptr;
+    if (edge) {
+      std::vector<llvm::Constant*> iota;
+      for (int l = 0; l < spec.lanes; ++l) iota.push_back(b.getInt64(l));
+      mask = b.CreateICmpSLT(llvm::ConstantVector::get(iota), b.CreateVectorSplat(spec.lanes, lane_rem));
+    }
+    auto load_offset = [&](llvm::Value* table, int index) {
+      return b.CreateAlignedLoad(i64, b.CreateInBoundsGEP(i64, table, b.getInt64(index)), llvm::Align(8));
+    };
+    for (int i = 0; i < spec.mr; ++i) {
+      llvm::BasicBlock* row_next = nullptr;
+      if (edge) {
+        llvm::BasicBlock* body = llvm::BasicBlock::Create(ctx, "row", fn);
+        row_next = llvm::BasicBlock::Create(ctx, "row.next", fn);
+        b.CreateCondBr(b.CreateICmpSLT(b.getInt64(i), m_rem), body, exit);
+        b.SetInsertPoint(body);
+      }
+      llvm::Value* row = gep(c, load_offset(row_off, i));
+      for (int j = 0; j < spec.nr; ++j) {
+        llvm::BasicBlock* col_next = nullptr;
+        if (edge) {
+          llvm::BasicBlock* body = llvm::BasicBlock::Create(ctx, "col", fn);
+          col_next = llvm::BasicBlock::Create(ctx, "col.next", fn);
+          b.CreateCondBr(b.CreateICmpSLT(b.getInt64(j), n_rem), body, row_next);
+          b.SetInsertPoint(body);
+        }
+        llvm::Value* p = gep(row, load_offset(col_off, j));
+        llvm::Value* value = acc[i * spec.nr + j];
+        if (edge) {
+          if (beta) value = b.CreateFAdd(b.CreateMaskedLoad(vec, p, elt_align(), mask, nullptr), value);
+          b.CreateMaskedStore(value, p, elt_align(), mask);
+          b.CreateBr(col_next);
+          b.SetInsertPoint(col_next);
+        } else {
+          if (beta) value = b.CreateFAdd(b.CreateAlignedLoad(vec, p, elt_align()), value);
+          b.CreateAlignedStore(value, p, elt_align());
+        }
+      }
+      if (edge) {
+        b.CreateBr(row_next);
+        b.SetInsertPoint(row_next);
+      }
+    }
+    b.CreateBr(exit);
+  }
+
+  void emit_lane(llvm::Module& module) {
+    llvm::Type* ptr = llvm::PointerType::get(ctx, 0);
+    auto* type = llvm::FunctionType::get(b.getVoidTy(), {i64, ptr, ptr, ptr, ptr, ptr, i64, i64, i64, i64}, false);
+    fn = llvm::Function::Create(type, llvm::Function::ExternalLinkage, spec.symbol(), module);
+    fn->addFnAttr(llvm::Attribute::NoUnwind);
+    for (unsigned a : {1u, 2u, 3u}) fn->addParamAttr(a, llvm::Attribute::NoAlias);
+    auto args = fn->arg_begin();
+    llvm::Value* kc = &*args++;
+    llvm::Value* pa = &*args++;
+    llvm::Value* pb = &*args++;
+    llvm::Value* c = &*args++;
+    llvm::Value* row_off = &*args++;
+    llvm::Value* col_off = &*args++;
+    llvm::Value* lane_rem = &*args++;
+    llvm::Value* m_rem = &*args++;
+    llvm::Value* n_rem = &*args++;
+    llvm::Value* beta = &*args++;
+    b.SetInsertPoint(llvm::BasicBlock::Create(ctx, "entry", fn));
+    std::vector<llvm::Value*> acc(size_t(mv) * spec.nr, llvm::Constant::getNullValue(vec));
+    int u = spec.k_unroll;
+    acc = loop("k.main", b.CreateSDiv(kc, b.getInt64(u)), acc, pa, pb, u);
+    acc = loop("k.rem", b.CreateSRem(kc, b.getInt64(u)), acc, pa, pb, 1);
+    llvm::BasicBlock* exit = llvm::BasicBlock::Create(ctx, "exit", fn);
+    llvm::BasicBlock* full = llvm::BasicBlock::Create(ctx, "full", fn);
+    llvm::BasicBlock* edge = llvm::BasicBlock::Create(ctx, "edge", fn);
+    llvm::Value* is_full = b.CreateAnd(b.CreateAnd(b.CreateICmpEQ(m_rem, b.getInt64(spec.mr)),
+                                                   b.CreateICmpEQ(n_rem, b.getInt64(spec.nr))),
+                                       b.CreateICmpEQ(lane_rem, b.getInt64(spec.lanes)));
+    llvm::Value* accumulate = b.CreateICmpNE(beta, b.getInt64(0));
+    b.CreateCondBr(is_full, full, edge);
+    for (auto [block, is_edge] : {std::pair{full, false}, std::pair{edge, true}}) {
+      b.SetInsertPoint(block);
+      llvm::BasicBlock* beta0 = llvm::BasicBlock::Create(ctx, "beta0", fn);
+      llvm::BasicBlock* beta1 = llvm::BasicBlock::Create(ctx, "beta1", fn);
+      b.CreateCondBr(accumulate, beta1, beta0);
+      b.SetInsertPoint(beta0);
+      store_lane(acc, c, row_off, col_off, lane_rem, m_rem, n_rem, is_edge, false, exit);
+      b.SetInsertPoint(beta1);
+      store_lane(acc, c, row_off, col_off, lane_rem, m_rem, n_rem, is_edge, true, exit);
+    }
+    b.SetInsertPoint(exit);
+    b.CreateRetVoid();
+  }
+
   void emit(llvm::Module& module) {
+    if (spec.lane) return emit_lane(module);
     llvm::Type* ptr = llvm::PointerType::get(ctx, 0);
     auto* type = llvm::FunctionType::get(b.getVoidTy(), {i64, ptr, ptr, ptr, ptr, i64, i64, i64}, false);
     fn = llvm::Function::Create(type, llvm::Function::ExternalLinkage, spec.symbol(), module);
@@ -228,7 +343,8 @@ struct Emitter {
 
 std::vector<char> compile_micro_kernel(Jit& jit, const MicroKernelSpec& spec) {
   EIN_ASSERT(spec.dtype == DType::f32 || spec.dtype == DType::f64, "micro-kernels are real");
-  EIN_ASSERT(spec.mr > 0 && spec.mr % spec.lanes == 0 && spec.nr > 0 && spec.k_unroll > 0, "bad micro-kernel tile");
+  EIN_ASSERT(spec.mr > 0 && (spec.lane || spec.mr % spec.lanes == 0) && spec.nr > 0 && spec.k_unroll > 0,
+             "bad micro-kernel tile");
   llvm::LLVMContext context;
   auto module = jit.impl().new_module(context, spec.symbol());
   Emitter(spec, context).emit(*module);

@@ -29,8 +29,10 @@ struct MicroKernelSpec {
   int nr = 8;                // columns
   int lanes = 8;             // vector width in elements (8 f64 / 16 f32 for AVX-512)
   int k_unroll = 4;
+  /// Lane kernel (see LaneKernelFn): mr x nr accumulator vectors, each along the lane (batch) axis.
+  bool lane = false;
 
-  /// Unique symbol name, e.g. "ein_ukr_f64_24x8_v8_u4".
+  /// Unique symbol name, e.g. "ein_ukr_f64_24x8_v8_u4" (lane kernels "ein_lkr_...").
   std::string symbol() const;
   friend bool operator==(const MicroKernelSpec&, const MicroKernelSpec&) = default;
 };
@@ -38,6 +40,16 @@ struct MicroKernelSpec {
 /// void kernel(kc, packed A, packed B, C, column offsets (elements, nr of them), m_rem, n_rem, beta 0/1)
 using MicroKernelFn = void (*)(int64_t kc, const void* a, const void* b, void* c, const int64_t* col_off,
                                int64_t m_rem, int64_t n_rem, int64_t beta);
+
+/// A lane kernel serves a batch axis that has unit stride in A, B and C (e.g. column-major bij,bjk->bik): the
+/// vector lanes run along that axis, so there is nothing to broadcast. Packed A holds kc x mr vectors ([k][row][lane]),
+/// packed B kc x nr vectors; C element (lane l, row i, column j) is at c + l + row_off[i] + col_off[j]. Only lanes
+/// < lane_rem, rows < m_rem and columns < n_rem are written.
+using LaneKernelFn = void (*)(int64_t kc, const void* a, const void* b, void* c, const int64_t* row_off,
+                              const int64_t* col_off, int64_t lane_rem, int64_t m_rem, int64_t n_rem, int64_t beta);
+
+/// The lane-kernel tile for a real dtype (AVX-512 widths; AVX2 halves the lanes).
+MicroKernelSpec default_lane_kernel(DType real_dtype, bool avx512);
 
 /// Emits the kernel as LLVM IR and compiles it for the JIT's host; returns the relocatable object.
 std::vector<char> compile_micro_kernel(Jit& jit, const MicroKernelSpec& spec);

@@ -57,14 +57,19 @@ inline const char* kGroupNames[] = {"m", "n", "k", "batch"};
 
 /// Lays out the axes listed in `which` (pointers to stride members) in a random order with random gaps.
 inline Storage layout(SplitMix64& rng, std::vector<std::pair<ContractionProblem::Axis*, int64_t ContractionProblem::Axis::*>> axes,
-                      size_t elem_size, bool allow_gaps, bool allow_negative) {
+                      size_t elem_size, bool allow_gaps, bool allow_negative, const ContractionProblem::Axis* first = nullptr) {
   for (size_t i = axes.size(); i > 1; --i) std::swap(axes[i - 1], axes[static_cast<size_t>(rng.below(int64_t(i)))]);
+  if (first) {  // this axis gets stride 1 (a unit-stride batch axis in every tensor)
+    auto it = std::find_if(axes.begin(), axes.end(), [&](const auto& entry) { return entry.first == first; });
+    std::rotate(axes.begin(), it, it + 1);
+  }
   int64_t stride = 1, lo = 0, hi = 0;
   bool empty = false;
   for (auto& [axis, member] : axes) {
-    if (allow_gaps && rng.below(4) == 0) stride += rng.below(5);  // a gap before this axis
+    bool pinned = first && axis == first;
+    if (allow_gaps && !pinned && rng.below(4) == 0) stride += rng.below(5);  // a gap before this axis
     int64_t s = stride;
-    if (allow_negative && rng.below(8) == 0) s = -s;
+    if (allow_negative && !pinned && rng.below(8) == 0) s = -s;
     axis->*member = s;
     if (axis->extent == 0) empty = true;
     int64_t span = (std::max<int64_t>(axis->extent, 1) - 1) * s;
@@ -100,7 +105,8 @@ void fill(SplitMix64& rng, Storage& s) {
 }
 
 /// A random problem: 0-2 axes per group, extents from a list of odd sizes (sometimes 0), total work bounded.
-inline OwnedProblem random_problem(uint64_t seed, DType dtype, bool allow_zero = true) {
+/// With lane_batch, batch axis 0 exists and has stride 1 in A, B and C (the JIT's lane-kernel layout).
+inline OwnedProblem random_problem(uint64_t seed, DType dtype, bool allow_zero = true, bool lane_batch = false) {
   SplitMix64 rng(seed);
   OwnedProblem op;
   ContractionProblem& p = op.p;
@@ -122,6 +128,10 @@ inline OwnedProblem random_problem(uint64_t seed, DType dtype, bool allow_zero =
   make_group(p.n, 2, 120);
   make_group(p.k, 3, 300);
   make_group(p.batch, 2, 6);
+  if (lane_batch) {
+    static const int64_t kLanes[] = {2, 3, 8, 13, 17, 33};
+    p.batch.insert(p.batch.begin(), ContractionProblem::Axis{kLanes[rng.below(std::size(kLanes))], 0, 0, 0});
+  }
   p.accumulate = rng.below(2) == 0;
   using Ax = ContractionProblem::Axis;
   std::vector<std::pair<Ax*, int64_t Ax::*>> la, lb, lc;
@@ -131,9 +141,10 @@ inline OwnedProblem random_problem(uint64_t seed, DType dtype, bool allow_zero =
   for (Ax& ax : p.batch)
     la.push_back({&ax, &Ax::stride_a}), lb.push_back({&ax, &Ax::stride_b}), lc.push_back({&ax, &Ax::stride_c});
   size_t es = size_of(dtype);
-  op.a = layout(rng, la, es, true, true);
-  op.b = layout(rng, lb, es, true, true);
-  op.c = layout(rng, lc, es, true, true);
+  const Ax* first = lane_batch ? &p.batch[0] : nullptr;
+  op.a = layout(rng, la, es, true, true, first);
+  op.b = layout(rng, lb, es, true, true, first);
+  op.c = layout(rng, lc, es, true, true, first);
   dispatch_dtype(dtype, [&](auto zero) {
     using T = decltype(zero);
     fill<T>(rng, op.a);

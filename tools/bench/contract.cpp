@@ -365,6 +365,7 @@ int main(int argc, char** argv) {
   std::erase_if(rows, [&](const Row& r) { return r.name.find(filter) == std::string::npos; });
   std::vector<Measured> results;
   for (Row& row : rows) {
+    fmt::print(stderr, "measuring {}\n", row.name);
     results.push_back(dispatch_dtype(row.dtype, [&](auto zero) -> Measured {
       using T = decltype(zero);
       if constexpr (std::is_same_v<T, int64_t>) return {};
@@ -377,7 +378,8 @@ int main(int argc, char** argv) {
     json spec = json::array();
     for (const Row& row : rows)
       spec.push_back({{"name", row.name}, {"spec", row.spec}, {"shapes", row.shapes}, {"dtype", name(row.dtype)},
-                      {"min_time", min_time}, {"threads", threads}});
+                      {"flops", real_flops(row)}, {"min_time", min_time}, {"threads", threads}});
+    fmt::print(stderr, "running peers (OPENBLAS_CORETYPE=SkylakeX, then unset)\n");
     peers_skx = run_peers(peers_script, spec, true, threads);
     peers_default = run_peers(peers_script, spec, false, threads);
   }
