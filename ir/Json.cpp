@@ -199,7 +199,12 @@ std::string program_to_json(const Program& p, int indent) {
     e["operands"] = json::array();
     for (const Value& v : inst.operands) e["operands"].push_back(ref(v.id));
     if (const auto* ext = std::get_if<ExtensionOp>(&inst.op)) {
-      e["payload"] = json::parse(ext->payload->to_json());
+      try {
+        e["payload"] = json::parse(ext->payload->to_json());
+      } catch (const json::exception& err) {
+        fail(ErrorKind::invalid_argument, "'{}' at %{} in @{}: the payload's to_json() is not valid JSON ({})",
+             ext->family(), i, p.name, err.what());
+      }
     } else {
       e["attributes"] = op_attributes(inst.op);
     }

@@ -40,7 +40,9 @@ struct Parameter {
   Value value;
 };
 
-/// lhs == rhs must hold when the program runs with concrete shapes. `at` is the result of the instruction whose
+/// lhs == rhs must hold when the program runs with concrete shapes. A pass that deletes an instruction must keep
+/// the constraints recorded at it (set `at` to -1 or to a surviving value): they still constrain the inputs, and the
+/// verifier rejects an `at` that names no value. `at` is the result of the instruction whose
 /// type rule needed it (-1 for a constraint on the program as a whole); `what` says what it is about, in the words
 /// of the op or of the user's notation (e.g. "'einstage.einsum.v1' operand 1 axis 0 (label j)").
 struct ShapeConstraint {

@@ -435,3 +435,30 @@ TEST_CASE("binding symbolic dims from input shapes") {
   CHECK(message_of([&] { bind_parameters(p, bad_rank); }) ==
         "@f: input 0 (%x) has shape [4] but the parameter has type f64[n,3]");
 }
+
+TEST_CASE("a builder continues an existing program, as passes do") {
+  Builder b("f");
+  Value x = b.parameter("x", f64({sym("n")}));
+  Value y = b.neg(x);
+  Program p = b.finish({y});
+  Builder more(p);
+  Value z = more.add(y, y);
+  Value w = more.parameter("w", f64({}));
+  Value s = more.add(more.reduce_sum(z, {0}), w);
+  Value filled = more.full(f64({}), 2.5);
+  Program q = more.finish({more.mul(s, filled)});
+  CHECK(print_program(q) ==
+        "program @f(%x: f64[n], %w: f64[]) -> (f64[]) {\n"
+        "  %0 = neg(%x) : f64[n]\n"
+        "  %1 = add(%0, %0) : f64[n]\n"
+        "  %2 = reduce_sum(%1) {axes = [0]} : f64[]\n"
+        "  %3 = add(%2, %w) : f64[]\n"
+        "  %4 = constant() {value = f64[]<[2.5]>} : f64[]\n"
+        "  %5 = mul(%3, %4) : f64[]\n"
+        "  return %5\n"
+        "}\n");
+  CHECK(message_of([&] { Builder c("g"); c.require_equal(3, 4, "the two inputs' lengths"); }) ==
+        "@g: the two inputs' lengths: extent 3 does not match extent 4");
+  CHECK(message_of([] { Builder c("not a name"); }) ==
+        "program name 'not a name' is not an identifier ([A-Za-z_][A-Za-z0-9_]*)");
+}
