@@ -145,7 +145,12 @@ Tensor Tensor::view_of(DType dtype, Shape shape, Strides strides, void* data) {
   if (strides.size() != shape.size())
     fail(ErrorKind::shape, "view_of: {} strides given for shape {} of rank {}", strides.size(), shape_to_string(shape),
          shape.size());
-  element_count(shape);
+  int64_t n = element_count(shape);
+  if (!data && n > 0)
+    fail(ErrorKind::invalid_argument, "view_of: data is null for a view of shape {}", shape_to_string(shape));
+  // A view with no elements may come from an empty vector's null data(); it still is a defined tensor.
+  static std::byte no_elements;
+  if (!data) data = &no_elements;
   Tensor t;
   t.storage_ = std::shared_ptr<std::byte>(static_cast<std::byte*>(data), [](std::byte*) {});
   t.dtype_ = dtype;

@@ -160,12 +160,14 @@ template <typename T> const T& Tensor::at(std::span<const int64_t> index) const 
 template <typename T> std::vector<T> Tensor::to_col_major() const {
   check_dtype<T>("to_col_major");
   std::vector<T> out(static_cast<size_t>(numel()));
+  if (out.empty()) return out;  // an empty vector's data() may be null, which view_of would take as undefined
   Tensor::view_of(dtype_, shape_, col_major_strides(shape_), out.data()).copy_from(*this);
   return out;
 }
 template <typename T> std::vector<T> Tensor::to_row_major() const {
   check_dtype<T>("to_row_major");
   std::vector<T> out(static_cast<size_t>(numel()));
+  if (out.empty()) return out;
   // Row-major memory of shape s is column-major memory of the reversed shape; view it that way.
   Strides st(shape_.size());
   int64_t s = 1;
