@@ -369,6 +369,20 @@ TEST_CASE("bitwise_equal compares dtype, shape and bits, not layout") {
   CHECK_FALSE(bitwise_equal(Tensor(), Tensor::scalar(0.0)));
 }
 
+TEST_CASE("zero-size tensors export, copy and view like any other") {
+  Tensor z = Tensor::zeros(DType::f64, {0, 3});
+  CHECK(z.to_col_major<double>().empty());
+  CHECK(z.to_row_major<double>().empty());
+  std::vector<double> none;
+  Tensor v = Tensor::view_of(DType::f64, {3, 0}, {1, 3}, none.data());
+  CHECK(v.defined());
+  v.copy_from(z.transpose());
+  CHECK(bitwise_equal(v, z.transpose()));
+  CHECK(z.permute({1, 0}).shape() == Shape{3, 0});
+  CHECK(error_of([] { Tensor::view_of(DType::f64, {2}, {1}, nullptr); }) ==
+        "view_of: data is null for a view of shape [2]");
+}
+
 TEST_CASE("storage is 64-byte aligned") {
   for (DType d : kAllDTypes)
     for (int64_t n : {0, 1, 3, 100}) {
