@@ -1,0 +1,94 @@
+#include "tools/einstage/EinsumArgs.h"
+
+#include "ir/Error.h"
+#include "tools/einstage/Command.h"
+
+#include <charconv>
+
+namespace einstage::cli {
+
+einsum::PlanSpec parse_optimize(std::string_view command, std::string_view text) {
+  std::string spec(text);
+  if (text == "left-to-right") spec = "left_to_right";
+  else if (text.starts_with("path:")) spec = "path[" + std::string(text.substr(5)) + "]";
+  try {
+    return einsum::PlanSpec::parse(spec);
+  } catch (const Error& e) {
+    std::string why = e.what();
+    why = why.substr(0, why.find('\n'));  // the caret lines would break the one-line error
+    usage_error("{}: bad --optimize value '{}': expected auto, greedy, optimal, anneal, left-to-right, "
+                "path:(0,1),(0,1) or a plan spec such as anneal(budget=2) ({})", command, text, why);
+  }
+}
+
+std::vector<Shape> parse_shapes(std::string_view command, std::string_view text) {
+  std::vector<Shape> shapes;
+  size_t start = 0;
+  for (;;) {
+    size_t comma = text.find(',', start);
+    std::string_view item = text.substr(start, comma == std::string_view::npos ? text.npos : comma - start);
+    Shape shape;
+    if (!item.empty() && item != "scalar") {
+      size_t p = 0;
+      for (;;) {
+        size_t x = item.find('x', p);
+        std::string_view num = item.substr(p, x == std::string_view::npos ? item.npos : x - p);
+        int64_t v = -1;
+        auto [end, ec] = std::from_chars(num.data(), num.data() + num.size(), v);
+        if (num.empty() || ec != std::errc() || end != num.data() + num.size() || v < 0)
+          usage_error("{}: bad --shapes value '{}': '{}' is not an extent; expected e.g. 6x2x3,6x3x4", command, text,
+                      num);
+        shape.push_back(v);
+        if (x == std::string_view::npos) break;
+        p = x + 1;
+      }
+    }
+    shapes.push_back(std::move(shape));
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  return shapes;
+}
+
+DType parse_dtype_arg(std::string_view command, std::string_view text) {
+  auto d = parse_dtype(text);
+  if (!d) usage_error("{}: bad --dtype value '{}'; expected f32, f64, c64, c128 or i64", command, text);
+  return *d;
+}
+
+bool ArgScanner::next() {
+  if (started_) ++i_;
+  started_ = true;
+  return i_ < args_.size();
+}
+
+bool ArgScanner::option(std::string_view name, std::string* value, std::string_view alias) {
+  std::string_view a = args_[i_];
+  for (std::string_view n : {name, alias}) {
+    if (n.empty()) continue;
+    if (a == n) {
+      if (i_ + 1 >= args_.size()) usage_error("{}: option {} needs a value", command_, n);
+      *value = std::string(args_[++i_]);
+      return true;
+    }
+    if (a.size() > n.size() && a.starts_with(n) && a[n.size()] == '=') {
+      *value = std::string(a.substr(n.size() + 1));
+      return true;
+    }
+  }
+  return false;
+}
+
+bool ArgScanner::flag(std::string_view name, std::string_view alias) {
+  std::string_view a = args_[i_];
+  return a == name || (!alias.empty() && a == alias);
+}
+
+std::string_view ArgScanner::positional() {
+  std::string_view a = args_[i_];
+  if (a.size() > 1 && a.starts_with("-"))
+    usage_error("{}: unknown option '{}'; run 'einstage {} --help'", command_, a, command_);
+  return a;
+}
+
+}  // namespace einstage::cli

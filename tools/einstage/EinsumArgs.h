@@ -1,0 +1,46 @@
+// Argument readers shared by the einsum-family commands of the einstage command line (einsum, plan, lower, run):
+// --optimize values, --shapes lists, --dtype names, and a small option scanner. Part of tools/; may use every layer.
+#pragma once
+
+#include "extensions/einsum/planner/PlanSpec.h"
+#include "ir/DType.h"
+#include "ir/Tensor.h"
+
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace einstage::cli {
+
+/// Reads an --optimize value: auto | greedy | optimal | anneal | left-to-right | path:(0,1),(0,1) | any PlanSpec text
+/// (e.g. "anneal(budget=2,seed=3)", "tree[(0,1),(3,2)]"). `command` prefixes the usage error.
+einsum::PlanSpec parse_optimize(std::string_view command, std::string_view text);
+
+/// Reads "6x2x3,6x3x4" (one shape per operand; "" or "scalar" for a rank-0 operand, e.g. "3x3,scalar").
+std::vector<Shape> parse_shapes(std::string_view command, std::string_view text);
+
+/// Reads a dtype name (f32, f64, c64, c128, i64).
+DType parse_dtype_arg(std::string_view command, std::string_view text);
+
+/// Walks a command's arguments: options with values (`--name value` or `--name=value`), flags, and positionals.
+class ArgScanner {
+ public:
+  ArgScanner(std::string_view command, std::span<const std::string_view> args) : command_(command), args_(args) {}
+  /// Advances to the next argument; false at the end.
+  bool next();
+  /// The current argument is `--name` or `--name=...` (or the short alias); for value options, reads the value.
+  bool option(std::string_view name, std::string* value, std::string_view alias = {});
+  bool flag(std::string_view name, std::string_view alias = {});
+  /// The current argument if it is not an option; else fails with "unknown option".
+  std::string_view positional();
+
+ private:
+  std::string_view command_;
+  std::span<const std::string_view> args_;
+  size_t i_ = 0;
+  bool started_ = false;
+};
+
+}  // namespace einstage::cli

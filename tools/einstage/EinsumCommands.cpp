@@ -1,0 +1,239 @@
+// `einstage einsum`, `einstage plan` and `einstage lower`: a contraction on .npy files, the planner's report for
+// given shapes, and the standard-op program an einsum lowers to. Each goes through the library's one path for the
+// job (einsum::einsum, the planner's plan() + report, TraceContext + lower_to_standard_ops); nothing here knows a
+// contraction rule.
+#include "compiler/Lower.h"
+#include "compiler/Trace.h"
+#include "extensions/einsum/Einsum.h"
+#include "extensions/einsum/EinsumOp.h"
+#include "extensions/einsum/Notation.h"
+#include "extensions/einsum/TraceEinsum.h"
+#include "extensions/einsum/planner/Network.h"
+#include "extensions/einsum/planner/Report.h"
+#include "ir/Json.h"
+#include "ir/Npy.h"
+#include "ir/Printer.h"
+#include "tools/einstage/Command.h"
+#include "tools/einstage/EinsumArgs.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <charconv>
+#include <cstdio>
+
+namespace einstage::cli {
+
+namespace {
+
+constexpr std::string_view kEinsumHelp =
+    "usage: einstage einsum SUBSCRIPTS A.npy [B.npy ...] [-o OUT.npy] [options]\n"
+    "\n"
+    "Contracts the .npy operands as SUBSCRIPTS says (NumPy's einsum notation: \"ij,jk->ik\", implicit output \"ij,jk\",\n"
+    "\"...ij,...jk->...ik\", nested order \"(ij,jk),kl->il\") and writes the result to OUT.npy (Fortran order) or\n"
+    "prints it. Files may be in C or Fortran order; element (i, j, ...) is NumPy's a[i, j, ...] either way.\n"
+    "\n"
+    "options:\n"
+    "  -o, --output FILE   write the result to FILE (.npy) instead of printing it\n"
+    "  --optimize ORDER    auto (default), greedy, optimal, anneal, left-to-right, path:(0,1),(0,1),\n"
+    "                      or a plan spec such as anneal(budget=2,seed=1)\n"
+    "  --broadcast         allow length-1 broadcasting of named labels (`...` axes always broadcast)\n"
+    "  --dtype T           convert every operand to T (f32, f64, c64, c128, i64) first; otherwise mixed dtypes\n"
+    "                      promote like NumPy\n"
+    "  --threads N         kernel threads (default 1)\n"
+    "  -h, --help          print this help\n";
+
+constexpr std::string_view kPlanHelp =
+    "usage: einstage plan SUBSCRIPTS --shapes 6x2x3,6x3x4 [options]\n"
+    "\n"
+    "Plans the contraction order for operands of the given shapes and prints the planner's report: each pairwise\n"
+    "step with its flops and result size, then the totals (flops, largest intermediate, peak memory) and the speed-up\n"
+    "over one naive loop nest. Long searches show a progress line on stderr when it is a terminal.\n"
+    "\n"
+    "options:\n"
+    "  --shapes S          one shape per operand, extents joined by 'x', operands by ',' (\"scalar\" for rank 0)\n"
+    "  --optimize ORDER    auto (default), greedy, optimal, anneal, left-to-right, path:(0,1),(0,1),\n"
+    "                      or a plan spec such as anneal(budget=2,seed=1)\n"
+    "  --broadcast         allow length-1 broadcasting of named labels\n"
+    "  --threads N         threads for multi-trial searches (the plan does not depend on it)\n"
+    "  --json              print the report as JSON\n"
+    "  -h, --help          print this help\n";
+
+constexpr std::string_view kLowerHelp =
+    "usage: einstage lower SUBSCRIPTS --shapes 6x2x3,6x3x4 [options]\n"
+    "\n"
+    "Traces one einsum on parameters of the given shapes (named a, b, c, ...) and prints the program that\n"
+    "lower_to_standard_ops makes of it: the planned pairwise steps as standard ops (extract_diag, reduce_sum,\n"
+    "broadcast_in_dim, dot_general, mul, transpose, embed_diag).\n"
+    "\n"
+    "options:\n"
+    "  --shapes S          one shape per operand (see 'einstage plan --help')\n"
+    "  --format F          text (default), json or dot (Graphviz)\n"
+    "  --optimize ORDER    the contraction order (see 'einstage plan --help')\n"
+    "  --broadcast         allow length-1 broadcasting of named labels\n"
+    "  --dtype T           the parameters' dtype (default f64)\n"
+    "  -h, --help          print this help\n";
+
+int parse_threads(std::string_view command, const std::string& text) {
+  int n = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (ec != std::errc() || end != text.data() + text.size() || n < 1 || n > 1024)
+    usage_error("{}: bad --threads value '{}'; expected a count from 1 to 1024", command, text);
+  return n;
+}
+
+// The first line of a library error (notation errors add caret lines; the command line reports one line).
+[[noreturn]] void rethrow_one_line(const Error& e) {
+  std::string what = e.what();
+  throw Error(e.kind(), what.substr(0, what.find('\n')));
+}
+
+std::string param_name(size_t k) { return k < 26 ? std::string(1, static_cast<char>('a' + k)) : fmt::format("t{}", k); }
+
+}  // namespace
+
+int run_einsum(std::span<const std::string_view> args) {
+  if (wants_help(args)) {
+    fmt::print("{}", kEinsumHelp);
+    return 0;
+  }
+  ArgScanner scan("einsum", args);
+  std::string subscripts, output, value;
+  std::vector<std::string> files;
+  bool have_subscripts = false;
+  std::optional<DType> dtype;
+  einsum::EinsumOptions options;
+  while (scan.next()) {
+    if (scan.option("--output", &output, "-o")) continue;
+    if (scan.option("--optimize", &value)) { options.plan = parse_optimize("einsum", value); continue; }
+    if (scan.option("--dtype", &value)) { dtype = parse_dtype_arg("einsum", value); continue; }
+    if (scan.option("--threads", &value)) { options.threads = parse_threads("einsum", value); continue; }
+    if (scan.flag("--broadcast")) { options.allow_broadcast = true; continue; }
+    std::string_view p = scan.positional();
+    if (!have_subscripts) {
+      subscripts = std::string(p);
+      have_subscripts = true;
+    } else {
+      files.emplace_back(p);
+    }
+  }
+  if (!have_subscripts) usage_error("einsum: no subscripts given; usage: einstage einsum SUBSCRIPTS A.npy [B.npy ...]");
+  if (files.empty()) usage_error("einsum: no operand files given; usage: einstage einsum SUBSCRIPTS A.npy [B.npy ...]");
+  std::vector<Tensor> operands;
+  for (const std::string& f : files) {
+    Tensor t = read_npy(f);
+    operands.push_back(dtype && t.dtype() != *dtype ? t.astype(*dtype) : t);
+  }
+  Tensor result;
+  try {
+    result = einsum::einsum(subscripts, operands, options);
+  } catch (const Error& e) {
+    rethrow_one_line(e);
+  }
+  if (!output.empty()) write_npy(output, result, NpyOrder::fortran);
+  else fmt::print("{}\n", result.to_string());
+  return 0;
+}
+
+int run_plan(std::span<const std::string_view> args) {
+  if (wants_help(args)) {
+    fmt::print("{}", kPlanHelp);
+    return 0;
+  }
+  ArgScanner scan("plan", args);
+  std::string subscripts, shapes_text, value;
+  bool have_subscripts = false, have_shapes = false, json = false, broadcast = false;
+  std::optional<einsum::PlanSpec> spec;
+  einsum::PlanOptions plan_options;
+  while (scan.next()) {
+    if (scan.option("--shapes", &shapes_text)) { have_shapes = true; continue; }
+    if (scan.option("--optimize", &value)) { spec = parse_optimize("plan", value); continue; }
+    if (scan.option("--threads", &value)) { plan_options.threads = parse_threads("plan", value); continue; }
+    if (scan.flag("--json")) { json = true; continue; }
+    if (scan.flag("--broadcast")) { broadcast = true; continue; }
+    std::string_view p = scan.positional();
+    if (have_subscripts) usage_error("plan: unexpected argument '{}'; usage: einstage plan SUBSCRIPTS --shapes ...", p);
+    subscripts = std::string(p);
+    have_subscripts = true;
+  }
+  if (!have_subscripts) usage_error("plan: no subscripts given; usage: einstage plan SUBSCRIPTS --shapes 6x2x3,6x3x4");
+  if (!have_shapes) usage_error("plan: --shapes is required, e.g. --shapes 6x2x3,6x3x4");
+  std::vector<Shape> shapes = parse_shapes("plan", shapes_text);
+  const bool show_progress = ::isatty(STDERR_FILENO) == 1;
+  bool progress_shown = false;
+  if (show_progress)
+    plan_options.progress = [&](const einsum::PlanProgress& p) {
+      if (p.elapsed_s < 0.3) return;  // short searches stay quiet
+      progress_shown = true;
+      if (p.trials_total > 0) {
+        int width = 30, filled = static_cast<int>(width * static_cast<double>(p.trials_done) / p.trials_total);
+        fmt::print(stderr, "\rplanning [{:<{}}] {}/{} trials, best {:.4g} flops, {:.1f} s", std::string(filled, '#'),
+                   width, p.trials_done, p.trials_total, p.best_flops, p.elapsed_s);
+      } else {
+        fmt::print(stderr, "\rplanning: {} trials, best {:.4g} flops, {:.1f} s", p.trials_done, p.best_flops,
+                   p.elapsed_s);
+      }
+      std::fflush(stderr);
+    };
+  try {
+    einsum::Notation notation = einsum::parse_notation(subscripts);
+    einsum::BoundEinsum bound = einsum::bind_einsum(notation, shapes, broadcast);
+    einsum::PlanSpec chosen = spec ? *spec
+                                   : (notation.order.empty() ? einsum::PlanSpec{} : einsum::PlanSpec::tree_plan(notation.order));
+    einsum::Network network = einsum::make_network(bound.subs, bound.extents);
+    einsum::PlanResult result = einsum::plan(chosen, network, plan_options);
+    if (progress_shown) fmt::print(stderr, "\n");
+    if (json) fmt::print("{}\n", einsum::report_json(bound.subs, result.tree, result.cost, result.method, 2));
+    else fmt::print("{}", einsum::report_text(bound.subs, result));
+  } catch (const Error& e) {
+    if (progress_shown) fmt::print(stderr, "\n");
+    rethrow_one_line(e);
+  }
+  return 0;
+}
+
+int run_lower(std::span<const std::string_view> args) {
+  if (wants_help(args)) {
+    fmt::print("{}", kLowerHelp);
+    return 0;
+  }
+  ArgScanner scan("lower", args);
+  std::string subscripts, shapes_text, format = "text", value;
+  bool have_subscripts = false, have_shapes = false;
+  einsum::TraceEinsumOptions options;
+  DType dtype = DType::f64;
+  while (scan.next()) {
+    if (scan.option("--shapes", &shapes_text)) { have_shapes = true; continue; }
+    if (scan.option("--format", &format)) continue;
+    if (scan.option("--optimize", &value)) { options.plan = parse_optimize("lower", value); continue; }
+    if (scan.option("--dtype", &value)) { dtype = parse_dtype_arg("lower", value); continue; }
+    if (scan.flag("--broadcast")) { options.allow_broadcast = true; continue; }
+    std::string_view p = scan.positional();
+    if (have_subscripts) usage_error("lower: unexpected argument '{}'; usage: einstage lower SUBSCRIPTS --shapes ...", p);
+    subscripts = std::string(p);
+    have_subscripts = true;
+  }
+  if (!have_subscripts) usage_error("lower: no subscripts given; usage: einstage lower SUBSCRIPTS --shapes 6x2x3,6x3x4");
+  if (!have_shapes) usage_error("lower: --shapes is required, e.g. --shapes 6x2x3,6x3x4");
+  if (format != "text" && format != "json" && format != "dot")
+    usage_error("lower: bad --format value '{}'; expected text, json or dot", format);
+  std::vector<Shape> shapes = parse_shapes("lower", shapes_text);
+  try {
+    ExtensionRegistry registry;
+    einsum::register_einsum_semantics(registry);
+    TraceContext ctx("lowered", &registry);
+    std::vector<TracedTensor> params;
+    for (size_t k = 0; k < shapes.size(); ++k)
+      params.push_back(ctx.parameter(param_name(k), dtype, std::vector<Dim>(shapes[k].begin(), shapes[k].end())));
+    TracedTensor y = einsum::einsum(ctx, subscripts, params, options);
+    Program lowered = lower_to_standard_ops(ctx.finish({y}), {}, registry);
+    if (format == "json") fmt::print("{}\n", program_to_json(lowered));
+    else if (format == "dot") fmt::print("{}", print_dot(lowered));
+    else fmt::print("{}", print_program(lowered));
+  } catch (const Error& e) {
+    rethrow_one_line(e);
+  }
+  return 0;
+}
+
+}  // namespace einstage::cli
