@@ -37,5 +37,10 @@ bool wants_help(std::span<const std::string_view> args);
 
 // The commands (one .cpp each).
 int run_show(std::span<const std::string_view> args);
+int run_einsum(std::span<const std::string_view> args);  // EinsumCommands.cpp
+int run_plan(std::span<const std::string_view> args);    // EinsumCommands.cpp
+int run_lower(std::span<const std::string_view> args);   // EinsumCommands.cpp
+int run_run(std::span<const std::string_view> args);     // Run.cpp
+int run_demo(std::span<const std::string_view> args);    // Demo.cpp (also what `einstage` alone runs)
 
 }  // namespace einstage::cli

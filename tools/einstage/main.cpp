@@ -1,5 +1,5 @@
 // einstage: the command-line driver. `einstage <command> [arguments]`; the table below lists the commands, each
-// implemented in its own .cpp (see Command.h). Later issues add einsum, plan, lower, grad and run.
+// implemented in its own .cpp (see Command.h); with no arguments it runs the demonstration (Demo.cpp).
 #include "ir/Error.h"
 #include "tools/einstage/Command.h"
 
@@ -13,6 +13,11 @@ namespace {
 
 constexpr Command kCommands[] = {
     {"show", "print .npy files: dtype, shape, stored order, memory layout and values", run_show},
+    {"einsum", "contract .npy files: einsum SUBSCRIPTS A.npy B.npy ... [-o OUT.npy]", run_einsum},
+    {"plan", "print the contraction plan for given shapes: plan SUBSCRIPTS --shapes 6x2x3,6x3x4", run_plan},
+    {"lower", "print an einsum lowered to standard ops: lower SUBSCRIPTS --shapes ...", run_lower},
+    {"run", "run a saved program: run PROGRAM.json --input NAME=FILE.npy ...", run_run},
+    {"demo", "a short tour of the pipeline (also what 'einstage' alone does)", run_demo},
 };
 
 void print_help() {
@@ -38,7 +43,8 @@ int status_of(ErrorKind kind) {
 
 int run(int argc, char** argv) {
   std::vector<std::string_view> args(argv + 1, argv + argc);
-  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+  if (args.empty()) return run_demo({});
+  if (args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
     print_help();
     return 0;
   }

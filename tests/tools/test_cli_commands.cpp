@@ -1,0 +1,273 @@
+// The einstage command line's einsum, plan, lower and run commands and the no-argument demonstration, run as a
+// separate process: results checked against values computed here with plain loops, error cases pinned by their one
+// line on stderr and their exit status.
+#include "ir/Npy.h"
+#include "support/TempDir.h"
+
+#include <doctest/doctest.h>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+using namespace einstage;
+
+namespace {
+
+struct Run {
+  int status = -1;
+  std::string out, err;
+};
+
+// Runs the built binary with the given (already shell-quoted) arguments, in directory `cwd`.
+Run run_cli(const std::string& args, const test::TempDir& cwd) {
+  std::string out = cwd.file(".stdout"), err = cwd.file(".stderr");
+  std::string cmd = fmt::format("cd '{}' && '{}' {} >'{}' 2>'{}'", cwd.path().string(), EINSTAGE_CLI_PATH, args, out, err);
+  int raw = std::system(cmd.c_str());
+  Run r;
+  REQUIRE(WIFEXITED(raw));
+  r.status = WEXITSTATUS(raw);
+  r.out = test::read_file_bytes(out);
+  r.err = test::read_file_bytes(err);
+  return r;
+}
+
+// Deterministic small values: element k (column-major) is (k * 7 mod 11) - 5, as doubles.
+Tensor values(Shape shape) {
+  Tensor t = Tensor::empty(DType::f64, std::move(shape));
+  for (int64_t k = 0; k < t.numel(); ++k) t.data<double>()[k] = static_cast<double>((k * 7) % 11 - 5);
+  return t;
+}
+
+void expect_one_line_error(const Run& r, int status, const std::string& message) {
+  CHECK(r.status == status);
+  CHECK(r.out.empty());
+  CHECK(r.err == "einstage: " + message + "\n");
+}
+
+}  // namespace
+
+TEST_CASE("einsum: a matmul of a C-order and a Fortran-order file matches a loop, written to -o or printed") {
+  test::TempDir dir;
+  Tensor a = values({2, 3}), b = values({3, 4});
+  write_npy(dir.file("a.npy"), a, NpyOrder::c);
+  write_npy(dir.file("b.npy"), b, NpyOrder::fortran);
+  Run r = run_cli("einsum 'ij,jk->ik' a.npy b.npy -o out.npy", dir);
+  CHECK(r.status == 0);
+  CHECK(r.out.empty());
+  CHECK(r.err.empty());
+  Tensor out = read_npy(dir.file("out.npy"));
+  REQUIRE(out.shape() == Shape{2, 4});
+  for (int64_t i = 0; i < 2; ++i)
+    for (int64_t k = 0; k < 4; ++k) {
+      double s = 0;
+      for (int64_t j = 0; j < 3; ++j) s += a.at<double>({i, j}) * b.at<double>({j, k});
+      CHECK(out.at<double>({i, k}) == s);
+    }
+  // Printed: a dot product of two vectors, a scalar.
+  write_npy(dir.file("u.npy"), values({5}));
+  Run p = run_cli("einsum 'i,i->' u.npy u.npy", dir);
+  double dot = 0;
+  for (int64_t k = 0; k < 5; ++k) dot += std::pow((k * 7) % 11 - 5, 2);
+  CHECK(p.status == 0);
+  CHECK(p.out == fmt::format("f64[]\n{}\n", dot));
+}
+
+TEST_CASE("einsum: three operands with an explicit path, --dtype, and --broadcast") {
+  test::TempDir dir;
+  Tensor a = values({2, 3}), b = values({3, 4}), c = values({4, 2});
+  write_npy(dir.file("a.npy"), a);
+  write_npy(dir.file("b.npy"), b);
+  write_npy(dir.file("c.npy"), c);
+  Run r = run_cli("einsum 'ij,jk,kl->il' a.npy b.npy c.npy --optimize 'path:(1,2),(0,1)' --dtype i64 -o out.npy", dir);
+  CHECK(r.status == 0);
+  Tensor out = read_npy(dir.file("out.npy"));
+  CHECK(out.dtype() == DType::i64);
+  for (int64_t i = 0; i < 2; ++i)
+    for (int64_t l = 0; l < 2; ++l) {
+      double s = 0;
+      for (int64_t j = 0; j < 3; ++j)
+        for (int64_t k = 0; k < 4; ++k) s += a.at<double>({i, j}) * b.at<double>({j, k}) * c.at<double>({k, l});
+      CHECK(out.at<int64_t>({i, l}) == static_cast<int64_t>(s));
+    }
+  write_npy(dir.file("col.npy"), values({2, 1}));
+  Run refused = run_cli("einsum 'ij,ij->ij' col.npy a.npy", dir);
+  expect_one_line_error(refused, 2,
+                        "einsum \"ij,ij->ij\": label 'j' has extent 1 in operand 0 (axis 1) but 3 in operand 1 (axis "
+                        "1); a length-1 axis broadcasts only under '...' or when the caller allows broadcasting "
+                        "(allow_broadcast)");
+  Run ok = run_cli("einsum 'ij,ij->ij' col.npy a.npy --broadcast -o out.npy", dir);
+  CHECK(ok.status == 0);
+  Tensor bc = read_npy(dir.file("out.npy")), col = values({2, 1});
+  for (int64_t i = 0; i < 2; ++i)
+    for (int64_t j = 0; j < 3; ++j) CHECK(bc.at<double>({i, j}) == col.at<double>({i, 0}) * a.at<double>({i, j}));
+}
+
+TEST_CASE("plan: the report's flops are the ones counted by hand; --json parses") {
+  test::TempDir dir;
+  // (ij,jk) first: 10*100*5 + 10*5*50 = 7500 multiply-adds; the other order costs 100*5*50 + 10*100*50 = 75000.
+  Run r = run_cli("plan 'ij,jk,kl->il' --shapes 10x100,100x5,5x50 --optimize optimal --json", dir);
+  CHECK(r.status == 0);
+  CHECK(r.err.empty());
+  auto j = nlohmann::json::parse(r.out);
+  CHECK(j["flops"].get<double>() == 7500.0);
+  CHECK(j["naive_flops"].get<double>() == 2.0 * 10 * 100 * 5 * 50);
+  CHECK(j["path"] == nlohmann::json::parse("[[0,1],[0,1]]"));
+  Run l2r = run_cli("plan 'ij,jk,kl->il' --shapes 10x100,100x5,5x50 --optimize left-to-right --json", dir);
+  CHECK(nlohmann::json::parse(l2r.out)["flops"].get<double>() == 7500.0);
+  Run bad = run_cli("plan 'ij,jk,kl->il' --shapes 10x100,100x5,5x50 --optimize 'path:(1,2),(0,1)' --json", dir);
+  CHECK(nlohmann::json::parse(bad.out)["flops"].get<double>() == 100.0 * 5 * 50 + 10 * 100 * 50);
+  Run text = run_cli("plan 'bij,bjk->bik' --shapes 6x2x3,6x3x4", dir);
+  CHECK(text.status == 0);
+  CHECK(text.out.find("contraction: bij,bjk->bik") != std::string::npos);
+  CHECK(text.out.find("1.4400e+02") != std::string::npos);  // 6*2*3*4 multiply-adds
+}
+
+TEST_CASE("lower: the standard ops of BEHAVIOUR.md's lowering examples, in text, JSON and DOT") {
+  test::TempDir dir;
+  Run r = run_cli("lower 'bij,bjk->bik' --shapes 6x2x3,6x3x4", dir);
+  CHECK(r.status == 0);
+  CHECK(r.out ==
+        "program @lowered(%a: f64[6,2,3], %b: f64[6,3,4]) -> (f64[6,2,4]) {\n"
+        "  %0 = dot_general(%a, %b) {lhs_batch = [0], lhs_contracting = [2], rhs_batch = [0], rhs_contracting = [1]} "
+        ": f64[2,4,6]\n"
+        "  %1 = transpose(%0) {perm = [2, 0, 1]} : f64[6,2,4]\n"
+        "  return %1\n"
+        "}\n");
+  Run batch_right = run_cli("lower 'ijb,jkb->ikb' --shapes 2x3x6,3x4x6", dir);
+  CHECK(batch_right.out.find("transpose") == std::string::npos);  // batch on the right: no final transpose
+  Run json = run_cli("lower 'iij,jk->ik' --shapes 2x2x3,3x4 --format json", dir);
+  auto j = nlohmann::json::parse(json.out);
+  REQUIRE(j["instructions"].size() == 2);
+  CHECK(j["instructions"][0]["op"] == "extract_diag");
+  CHECK(j["instructions"][1]["op"] == "dot_general");
+  Run dot = run_cli("lower 'ij,kl->ijkl' --shapes 2x3,4x5 --format dot", dir);
+  CHECK(dot.out.rfind("digraph \"lowered\" {", 0) == 0);
+  CHECK(dot.out.find("broadcast_in_dim") != std::string::npos);
+  CHECK(dot.out.find("mul") != std::string::npos);
+}
+
+TEST_CASE("run: a saved program with a symbolic dim on .npy inputs; --print-stages shows each stage") {
+  test::TempDir dir;
+  std::ofstream(dir.file("prog.ir")) <<
+      "program @loss(%x: f64[n,3], %w: f64[3,4]) -> (f64[n,4], f64[]) {\n"
+      "  %0 = einstage.einsum.v1(%x, %w) {broadcast = false, plan = auto, subscripts = \"ij,jk->ik\"} : f64[n,4]\n"
+      "  %1 = mul(%0, %0) : f64[n,4]\n"
+      "  %2 = reduce_sum(%1) {axes = [0, 1]} : f64[]\n"
+      "  return %0, %2\n"
+      "}\n";
+  Tensor x = values({5, 3}), w = values({3, 4});
+  write_npy(dir.file("x.npy"), x, NpyOrder::c);
+  write_npy(dir.file("w.npy"), w);
+  Run r = run_cli("run prog.ir --input x=x.npy --input w=w.npy -o y.npy -o loss.npy", dir);
+  CHECK(r.status == 0);
+  CHECK(r.err.empty());
+  Tensor y = read_npy(dir.file("y.npy")), loss = read_npy(dir.file("loss.npy"));
+  double total = 0;
+  for (int64_t i = 0; i < 5; ++i)
+    for (int64_t k = 0; k < 4; ++k) {
+      double s = 0;
+      for (int64_t j = 0; j < 3; ++j) s += x.at<double>({i, j}) * w.at<double>({j, k});
+      CHECK(y.at<double>({i, k}) == s);
+      total += s * s;
+    }
+  CHECK(loss.at<double>({}) == total);
+
+  Run stages = run_cli("run prog.ir --input x=x.npy --input w=w.npy --print-stages", dir);
+  CHECK(stages.status == 0);
+  size_t traced = stages.out.find("== traced ==\nprogram @loss(%x: f64[n,3]");
+  size_t lowered = stages.out.find("== lowered (for these input shapes) ==\nprogram @loss(%x: f64[5,3]");
+  size_t planned = stages.out.find("== planned ==\n%0 = einstage.einsum.v1 on f64[5,3], f64[3,4]:\n");
+  size_t outputs = stages.out.find("== outputs ==\noutput 0 (%0): f64[5,4]\n");
+  CHECK(traced == 0);
+  CHECK(lowered != std::string::npos);
+  CHECK(planned != std::string::npos);
+  CHECK(outputs != std::string::npos);
+  CHECK((traced < lowered && lowered < planned && planned < outputs));
+  CHECK(stages.out.find(fmt::format("output 1 (%2): f64[]\n{}\n", total)) != std::string::npos);
+}
+
+TEST_CASE("no arguments: the demonstration traces, plans, lowers and runs, and its numbers are right") {
+  test::TempDir dir;
+  Run r = run_cli("", dir);
+  CHECK(r.status == 0);
+  CHECK(r.err.empty());
+  for (std::string part : {"1. Traced", "2. Planned", "3. Lowered", "4. Run on b = 2"}) {
+    CAPTURE(part);
+    CHECK(r.out.find(part) != std::string::npos);
+  }
+  CHECK(r.out.find("%0 = einstage.einsum.v1(%x, %w, %v) {broadcast = false, plan = auto, subscripts = "
+                   "\"bij,jk,k->bi\"} : f64[b,3]") != std::string::npos);
+  // The demo's data: element k (column-major) of each input is ((k + offset) mod 5 - 2) / 2, offsets 0, 1, 2.
+  auto val = [](int64_t k, int offset) { return static_cast<double>((k + offset) % 5 - 2) / 2; };
+  double loss = 0;
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t i = 0; i < 3; ++i) {
+      double y = 0;
+      for (int64_t j = 0; j < 4; ++j)
+        for (int64_t k = 0; k < 5; ++k) y += val(b + 2 * i + 6 * j, 0) * val(j + 4 * k, 1) * val(k, 2);
+      loss += y * y;
+    }
+  CHECK(r.out.find(fmt::format("loss = f64[]\n{}\n", loss)) != std::string::npos);
+  CHECK(r.out.find("max |difference| 0 in y; the plan cache saw 1 miss and 1 hit") != std::string::npos);
+}
+
+TEST_CASE("einsum, plan, lower, run: --help, and bad arguments or files give one line and a non-zero status") {
+  test::TempDir dir;
+  for (std::string cmd : {"einsum", "plan", "lower", "run", "demo"}) {
+    CAPTURE(cmd);
+    Run h = run_cli(cmd + " --help", dir);
+    CHECK(h.status == 0);
+    CHECK(h.out.rfind("usage: einstage ", 0) == 0);
+  }
+  Run list = run_cli("--help", dir);
+  for (std::string cmd : {"\n  einsum  ", "\n  plan    ", "\n  lower   ", "\n  run     ", "\n  demo    "})
+    CHECK(list.out.find(cmd) != std::string::npos);
+
+  write_npy(dir.file("a.npy"), values({2, 3}));
+  expect_one_line_error(run_cli("einsum", dir), 2,
+                        "einsum: no subscripts given; usage: einstage einsum SUBSCRIPTS A.npy [B.npy ...]");
+  expect_one_line_error(run_cli("einsum 'ij->i' a.npy --frobnicate", dir), 2,
+                        "einsum: unknown option '--frobnicate'; run 'einstage einsum --help'");
+  expect_one_line_error(run_cli("einsum 'ij->i' missing.npy", dir), 2,
+                        "cannot open 'missing.npy' for reading: No such file or directory");
+  expect_one_line_error(run_cli("einsum 'ij->i' a.npy --dtype f16", dir), 2,
+                        "einsum: bad --dtype value 'f16'; expected f32, f64, c64, c128 or i64");
+  expect_one_line_error(run_cli("einsum 'ij->i' a.npy --optimize", dir), 2, "einsum: option --optimize needs a value");
+  Run bad_order = run_cli("einsum 'ij->i' a.npy --optimize sideways", dir);
+  CHECK(bad_order.status == 2);
+  CHECK(bad_order.err.rfind("einstage: einsum: bad --optimize value 'sideways': expected auto, greedy, optimal, "
+                            "anneal, left-to-right, path:(0,1),(0,1) or a plan spec", 0) == 0);
+  CHECK(std::count(bad_order.err.begin(), bad_order.err.end(), '\n') == 1);
+  Run bad_string = run_cli("einsum 'ij-i' a.npy", dir);
+  CHECK(bad_string.status == 2);
+  CHECK(bad_string.err.rfind("einstage: einsum \"ij-i\": ", 0) == 0);
+  CHECK(std::count(bad_string.err.begin(), bad_string.err.end(), '\n') == 1);
+
+  expect_one_line_error(run_cli("plan 'ij,jk->ik'", dir), 2, "plan: --shapes is required, e.g. --shapes 6x2x3,6x3x4");
+  expect_one_line_error(run_cli("plan 'ij,jk->ik' --shapes 2x3,3xq", dir), 2,
+                        "plan: bad --shapes value '2x3,3xq': 'q' is not an extent; expected e.g. 6x2x3,6x3x4");
+  expect_one_line_error(run_cli("lower 'ij,jk->ik' --shapes 2x3,3x4 --format svg", dir), 2,
+                        "lower: bad --format value 'svg'; expected text, json or dot");
+
+  std::ofstream(dir.file("p.ir")) << "program @p(%x: f64[2]) -> (f64[2]) {\n  %0 = neg(%x) : f64[2]\n  return %0\n}\n";
+  expect_one_line_error(run_cli("run nothing.ir", dir), 2,
+                        "cannot read program file 'nothing.ir': no such file or not readable");
+  expect_one_line_error(run_cli("run p.ir", dir), 2,
+                        "run: no --input for parameter 'x' (f64[2]) of @p; give --input x=FILE.npy");
+  expect_one_line_error(run_cli("run p.ir --input x=a.npy --input y=a.npy", dir), 2,
+                        "run: --input y=a.npy: @p has no parameter 'y' (its parameters: x)");
+  expect_one_line_error(run_cli("run p.ir --input x=a.npy", dir), 2,
+                        "@p: input 0 (%x) has shape [2,3] (rank 2) but the parameter is f64[2] (rank 1)");
+  std::ofstream(dir.file("bad.ir")) << "program @p(\n";
+  Run parse = run_cli("run bad.ir", dir);
+  CHECK(parse.status == 2);
+  CHECK(parse.err.rfind("einstage: bad.ir: line 1: ", 0) == 0);
+  CHECK(std::count(parse.err.begin(), parse.err.end(), '\n') == 1);
+}
