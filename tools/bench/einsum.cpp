@@ -5,7 +5,7 @@
 // 4x4 grid of bond dimension 8 contracted to a scalar, and a 16x16 matmul. Columns: a cold one-shot call (parse,
 // bind, plan, execute; the plan cache cleared first), a warm one-shot call (cache hit), a prepared plan's execute(),
 // each with the dispatcher's kernel (JIT for floating types) and with the portable kernel (EINSTAGE_JIT=0), and
-// NumPy (tools/bench/peers.py through /usr/bin/python3, with OPENBLAS_CORETYPE=SkylakeX); the NumPy column says
+// NumPy (an embedded script run by /usr/bin/python3, with OPENBLAS_CORETYPE=SkylakeX); the NumPy column says
 // "n/a" and the output says why when python3 or numpy is missing. Times are the best of repeated calls after a
 // warm-up, on one thread unless --threads is given.
 //
@@ -96,7 +96,39 @@ std::vector<Tensor> operands(const Workload& w) {
   return ops;
 }
 
-// NumPy einsum(optimize=True) through tools/bench/peers.py; nullopt with a reason when it cannot run.
+// The NumPy side, run by /usr/bin/python3 on operands holding the same column-major bytes. optimize=True is NumPy's
+// greedy path under its default memory limit (the largest input): on the grid that limit forces a fallback to one
+// huge loop nest (~5e10 flops, minutes per call), so a path above kNumpyMaxFlops is reported, not timed. The second
+// column is the same greedy search without the memory limit (optimize=("greedy", 2**62)).
+constexpr const char* kNumpyScript = R"PY(
+import json, sys, time
+import numpy as np
+rows = json.load(sys.stdin)
+out = {"numpy": np.__version__, "rows": []}
+def best(fn, min_time):
+    fn()
+    b, tot, n = float("inf"), 0.0, 0
+    while tot < min_time or n < 5:
+        t0 = time.perf_counter(); fn(); dt = time.perf_counter() - t0
+        b = min(b, dt); tot += dt; n += 1
+    return b
+for row in rows:
+    rng = np.random.default_rng(1234)
+    ops = [np.asfortranarray(rng.standard_normal(s) * 0.1) for s in row["shapes"]]
+    spec, mt = row["spec"], row["min_time"]
+    r = {"name": row["name"]}
+    path, info = np.einsum_path(spec, *ops, optimize=True)
+    flops = float([l for l in info.split("\n") if "Optimized FLOP count" in l][0].split(":")[1])
+    r["opt_true_path_flops"] = flops
+    r["opt_true_s"] = best(lambda: np.einsum(spec, *ops, optimize=True), mt) if flops <= row["max_flops"] else None
+    gpath = np.einsum_path(spec, *ops, optimize=("greedy", 2**62))[0]
+    r["greedy_nolimit_s"] = best(lambda: np.einsum(spec, *ops, optimize=gpath), mt)
+    out["rows"].append(r)
+json.dump(out, sys.stdout)
+)PY";
+constexpr double kNumpyMaxFlops = 5e9;
+
+// NumPy timings; nullopt with a reason when python3 or numpy is missing.
 std::optional<json> numpy_times(const std::vector<Workload>& ws, double min_time, int threads, std::string& why) {
   if (!std::filesystem::exists("/usr/bin/python3")) {
     why = "/usr/bin/python3 not found";
@@ -106,44 +138,26 @@ std::optional<json> numpy_times(const std::vector<Workload>& ws, double min_time
     why = "numpy is not installed for /usr/bin/python3 (apt install python3-numpy)";
     return std::nullopt;
   }
-  // peers.py sits beside this source file (CMake compiles it by its absolute path).
-  const std::string peers = (std::filesystem::path(__FILE__).parent_path() / "peers.py").string();
-  if (!std::filesystem::exists(peers)) {
-    why = "tools/bench/peers.py not found";
-    return std::nullopt;
-  }
   json rows = json::array();
-  for (const Workload& w : ws) {
-    double naive = 1;  // plain np.einsum runs one loop nest over every label: skip it beyond 2e9 points
-    std::map<char, int64_t> ext;
-    size_t k = 0, a = 0;
-    for (char c : w.spec) {
-      if (c == ',') { ++k; a = 0; continue; }
-      if (c == '-') break;
-      ext[c] = w.shapes[k][a++];
-    }
-    for (auto& [c, e] : ext) naive *= static_cast<double>(e);
-    rows.push_back({{"name", w.name}, {"spec", w.spec}, {"shapes", w.shapes}, {"dtype", "f64"}, {"flops", naive},
-                    {"min_time", min_time}, {"threads", threads}});
-  }
-  char tmpl[] = "/tmp/einstage_bench_einsum_XXXXXX";
-  int fd = mkstemp(tmpl);
-  if (fd < 0) {
-    why = "cannot create a temporary file";
-    return std::nullopt;
-  }
-  close(fd);
-  std::ofstream(tmpl) << rows.dump();
+  for (const Workload& w : ws)
+    rows.push_back({{"name", w.name}, {"spec", w.spec}, {"shapes", w.shapes}, {"min_time", min_time},
+                    {"max_flops", kNumpyMaxFlops}});
+  const auto dir = std::filesystem::temp_directory_path();
+  const std::string script = (dir / fmt::format("einstage-bench-einsum-{}.py", ::getpid())).string();
+  const std::string input = (dir / fmt::format("einstage-bench-einsum-{}.json", ::getpid())).string();
+  std::ofstream(script) << kNumpyScript;
+  std::ofstream(input) << rows.dump();
   const std::string cmd = fmt::format("OPENBLAS_CORETYPE=SkylakeX OPENBLAS_NUM_THREADS={} /usr/bin/python3 '{}' < '{}'",
-                                      threads, peers, tmpl);
+                                      threads, script, input);
   FILE* f = popen(cmd.c_str(), "r");
   std::string out;
   char buf[4096];
   while (f && std::fgets(buf, sizeof(buf), f)) out += buf;
   const int status = f ? pclose(f) : -1;
-  std::filesystem::remove(tmpl);
+  std::filesystem::remove(script);
+  std::filesystem::remove(input);
   if (status != 0) {
-    why = "peers.py failed";
+    why = "the NumPy script failed";
     return std::nullopt;
   }
   return json::parse(out);
@@ -179,10 +193,10 @@ int main(int argc, char** argv) {
   if (np) result["numpy"] = (*np)["numpy"];
 
   fmt::print("einsum execution, f64, {} thread(s), best of repeated calls (microseconds)\n", threads);
-  fmt::print("{:<15} {:>10} {:>9} | {:>9} {:>9} {:>9} | {:>9} {:>9} {:>9} | {:>9}\n", "workload", "flops", "method",
-             "cold", "one-shot", "prepared", "cold", "one-shot", "prepared", "numpy");
-  fmt::print("{:<15} {:>10} {:>9} | {:^29} | {:^29} | {:>9}\n", "", "", "", "dispatcher (JIT)", "portable kernel",
-             "opt=True");
+  fmt::print("{:<15} {:>10} {:>9} | {:>9} {:>9} {:>9} | {:>9} {:>9} {:>9} | {:>9} {:>9}\n", "workload", "flops",
+             "method", "cold", "one-shot", "prepared", "cold", "one-shot", "prepared", "opt=True", "greedy");
+  fmt::print("{:<15} {:>10} {:>9} | {:^29} | {:^29} | {:^19}\n", "", "", "", "dispatcher (JIT)", "portable kernel",
+             "numpy einsum");
   for (size_t r = 0; r < ws.size(); ++r) {
     const Workload& w = ws[r];
     std::vector<Tensor> ops = operands(w);
@@ -207,20 +221,29 @@ int main(int argc, char** argv) {
       t[portable][2] = best_time([&] { plan.execute(ops, &pool); }, min_time);
     }
     unsetenv("EINSTAGE_JIT");
-    double tn = -1;
+    double tn = -1, tg = -1, np_flops = 0;
     if (np)
       for (const json& pr : (*np)["rows"])
-        if (pr["name"] == w.name && !pr["numpy_einsum_opt"].is_null()) tn = pr["numpy_einsum_opt"].get<double>();
-    fmt::print("{:<15} {:>10.3g} {:>9} | {:>9} {:>9} {:>9} | {:>9} {:>9} {:>9} | {:>9}\n", w.name, flops,
+        if (pr["name"] == w.name) {
+          if (!pr["opt_true_s"].is_null()) tn = pr["opt_true_s"].get<double>();
+          tg = pr["greedy_nolimit_s"].get<double>();
+          np_flops = pr["opt_true_path_flops"].get<double>();
+        }
+    fmt::print("{:<15} {:>10.3g} {:>9} | {:>9} {:>9} {:>9} | {:>9} {:>9} {:>9} | {:>9} {:>9}\n", w.name, flops,
                plan.is_shortcut() ? "shortcut" : "tree", us(t[0][0]), us(t[0][1]), us(t[0][2]), us(t[1][0]),
-               us(t[1][1]), us(t[1][2]), us(tn));
+               us(t[1][1]), us(t[1][2]), np && tn < 0 ? fmt::format("({:.1e}fl)", np_flops) : us(tn), us(tg));
     row["jit"] = {{"cold_s", t[0][0]}, {"one_shot_s", t[0][1]}, {"prepared_s", t[0][2]}};
     row["portable"] = {{"cold_s", t[1][0]}, {"one_shot_s", t[1][1]}, {"prepared_s", t[1][2]}};
-    row["numpy_einsum_opt_s"] = tn < 0 ? json(nullptr) : json(tn);
+    row["numpy_opt_true_s"] = tn < 0 ? json(nullptr) : json(tn);
+    row["numpy_opt_true_path_flops"] = np_flops;
+    row["numpy_greedy_nolimit_s"] = tg < 0 ? json(nullptr) : json(tg);
     result["rows"].push_back(row);
   }
   if (!np) fmt::print("numpy: not measured ({})\n", why);
-  fmt::print("flops = multiply-adds of the planned tree (evaluate()); cold = plan cache cleared before each call\n");
+  fmt::print("flops = multiply-adds of the planned tree (evaluate()); cold = plan cache cleared before each call;\n"
+             "numpy opt=True = np.einsum(optimize=True), not timed when its path exceeds {:.0e} flops (shown in\n"
+             "parentheses); greedy = np.einsum with np.einsum_path(optimize=('greedy', 2**62)), no memory limit\n",
+             kNumpyMaxFlops);
   const std::string text = result.dump(2);
   if (!json_file.empty()) std::ofstream(json_file) << text << "\n";
   fmt::print("{}\n", text);
