@@ -105,6 +105,9 @@ void fill(SplitMix64& rng, Storage& s) {
 }
 
 /// A random problem: 0-2 axes per group, extents from a list of odd sizes (sometimes 0), total work bounded.
+template <typename T>
+void poison_output(OwnedProblem& op);
+
 /// With lane_batch, batch axis 0 exists and has stride 1 in A, B and C (the JIT's lane-kernel layout).
 inline OwnedProblem random_problem(uint64_t seed, DType dtype, bool allow_zero = true, bool lane_batch = false) {
   SplitMix64 rng(seed);
@@ -150,9 +153,8 @@ inline OwnedProblem random_problem(uint64_t seed, DType dtype, bool allow_zero =
     fill<T>(rng, op.a);
     fill<T>(rng, op.b);
     fill<T>(rng, op.c);
-    if (!p.accumulate && !std::is_same_v<T, int64_t>) {
-      // C's previous contents must never be read when overwriting: poison the elements the problem covers.
-      // (Gaps keep their random values and are checked to stay unchanged.)
+    if constexpr (!std::is_same_v<T, int64_t>) {
+      if (!p.accumulate) poison_output<T>(op);
     }
   });
   op.c_initial = op.c.bytes;
@@ -185,6 +187,19 @@ inline void odometer(const std::vector<ContractionProblem::Axis>& axes, const au
     }
     if (d == axes.size()) return;
   }
+}
+
+/// Sets every element C covers to NaN: an overwriting contraction must never read them (gaps keep their values and
+/// are checked to stay unchanged).
+template <typename T>
+void poison_output(OwnedProblem& op) {
+  T* c = reinterpret_cast<T*>(op.c.bytes.data()) + op.c.origin;
+  const T nan = T(std::numeric_limits<double>::quiet_NaN());
+  odometer(op.p.batch, [&](int64_t, int64_t, int64_t bc) {
+    odometer(op.p.n, [&](int64_t, int64_t, int64_t nc) {
+      odometer(op.p.m, [&](int64_t, int64_t, int64_t mc) { c[bc + nc + mc] = nan; });
+    });
+  });
 }
 
 /// Definitional oracle: writes the expected C (as T) into `expected` (a copy of C's initial storage) and the sum of
