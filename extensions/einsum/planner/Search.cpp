@@ -308,16 +308,20 @@ struct TrialOutcome {
   double flops = std::numeric_limits<double>::infinity();
 };
 
-// Phase 1 ("explore") trial: trial 0 refines `first`; trial t > 0 refines the best of kGreediesPerTrial randomised
-// greedy runs. alpha is log-uniform in [0.01, 16] (cotengra's costmod range (0.1, 4) squared: a large alpha favours
-// joining the largest operands, which finds slab sweeps on lattices), the temperature log-uniform in [0.001, 1].
-TrialOutcome explore_trial(const Network& net, const ContractionTree& first, int index, const SearchOptions& opt,
-                           const Deadline& deadline) {
+// One trial starts from the best of kGreediesPerTrial randomised greedy runs (and, for trial 0 only, `first`)
+// (alpha log-uniform in [0.01, 16], i.e. cotengra's costmod range (0.1, 4) squared: a large alpha favours joining the
+// largest operands, which finds slab sweeps on lattices; temperature log-uniform in [0.001, 1]). The start is
+// reconfigured, annealed with the trial's own seed and reconfigured again. A trial cut by the deadline returns the
+// best tree it has (done = false): only budget-bound searches ever use such a tree.
+constexpr int kGreediesPerTrial = 16;
+
+TrialOutcome run_trial(const Network& net, const ContractionTree& first, int index, const SearchOptions& opt,
+                       int64_t moves, const Deadline& deadline) {
   SplitMix64 rng(trial_seed(opt.seed, static_cast<uint64_t>(index)));
-  ContractionTree start = first;
-  if (index > 0) {
-    constexpr int kGreediesPerTrial = 8;
-    double best = 0;
+  TrialOutcome out;
+  out.tree = first;
+  out.flops = index == 0 ? evaluate(net, first).flops : std::numeric_limits<double>::infinity();
+  {
     for (int r = 0; r < kGreediesPerTrial; ++r) {
       GreedyOptions g;
       g.cost = GreedyCost::memory_removed;
@@ -326,41 +330,31 @@ TrialOutcome explore_trial(const Network& net, const ContractionTree& first, int
       g.seed = rng.next();
       ContractionTree t = greedy(net, g);
       const double f = evaluate(net, t).flops;
-      if (r == 0 || f < best) best = f, start = std::move(t);
-      if (deadline.expired()) return {};
+      if (f < out.flops) out.flops = f, out.tree = std::move(t);
+      if (deadline.expired()) return out;
     }
   }
-  TreeState st(net, start);
+  TreeState st(net, out.tree);
+  auto finish = [&](bool done) {
+    ContractionTree t = st.to_tree();
+    const double f = evaluate(net, t).flops;
+    if (f < out.flops) out.flops = f, out.tree = std::move(t);
+    out.done = done;
+    return out;
+  };
   if (opt.subtree_size >= 3) reconfigure_state(st, opt.subtree_size, 4, deadline);
-  if (deadline.expired()) return {};
-  TrialOutcome out;
-  out.tree = st.to_tree();
-  out.flops = evaluate(net, out.tree).flops;
-  out.done = true;
-  return out;
+  if (deadline.expired()) return finish(false);
+  if (moves > 0) {
+    AnnealOptions a;
+    a.moves = moves;
+    a.seed = rng.next();
+    anneal_state(st, a, deadline);
+    if (deadline.expired()) return finish(false);
+    if (opt.subtree_size >= 3) reconfigure_state(st, opt.subtree_size, 4, deadline);
+    if (deadline.expired()) return finish(false);
+  }
+  return finish(true);
 }
-
-// Phase 2 ("anneal") trial: anneal `start` with the trial's own seed, then reconfigure.
-TrialOutcome anneal_trial(const Network& net, const ContractionTree& start, int index, const SearchOptions& opt,
-                          int64_t moves, const Deadline& deadline) {
-  SplitMix64 rng(trial_seed(opt.seed, static_cast<uint64_t>(index)));
-  TreeState st(net, start);
-  AnnealOptions a;
-  a.moves = moves;
-  a.seed = rng.next();
-  anneal_state(st, a, deadline);
-  if (deadline.expired()) return {};
-  if (opt.subtree_size >= 3) reconfigure_state(st, opt.subtree_size, 4, deadline);
-  if (deadline.expired()) return {};
-  TrialOutcome out;
-  out.tree = st.to_tree();
-  out.flops = evaluate(net, out.tree).flops;
-  out.done = true;
-  return out;
-}
-
-constexpr int kExploreTrials = 16;  // phase 1 size
-constexpr int kAnnealStarts = 4;    // phase 2 trial j anneals the (j mod 4)-th best phase-1 tree
 
 }  // namespace
 
@@ -377,11 +371,10 @@ SearchResult search(const Network& net, const ContractionTree& baseline, const S
   int64_t moves = opt.anneal_moves;
   if (moves < 0) {
     const double budget = opt.budget_s > 0 ? opt.budget_s : 1.0;
-    moves = static_cast<int64_t>(std::clamp(budget * 2.0e6 / 8.0, 0.0, 5.0e7));
+    moves = static_cast<int64_t>(std::clamp(budget * 2.0e6 / 16.0, 0.0, 5.0e7));
     if (moves < 20 * net.num_inputs) moves = budget >= 0.05 ? 20 * net.num_inputs : 0;
   }
   const int total = opt.trials > 0 ? opt.trials : std::numeric_limits<int>::max();
-  const int explore = std::min(total, kExploreTrials);
   std::vector<TrialOutcome> outcomes;
   std::mutex mutex;
   std::condition_variable cv;
@@ -446,26 +439,11 @@ SearchResult search(const Network& net, const ContractionTree& baseline, const S
     }
     for (auto& t : pool) t.join();
   };
-  run_range(0, explore, [&](int index) { return explore_trial(net, baseline, index, opt, deadline); });
-  // Phase 2 starts only from a complete phase 1, so its inputs never depend on timing or threads.
-  bool phase1_complete = static_cast<int>(outcomes.size()) >= explore;
-  for (int i = 0; i < explore && phase1_complete; ++i) phase1_complete = outcomes[i].done;
-  if (phase1_complete && total > explore && moves > 0 && !deadline.expired()) {
-    std::vector<int> order(explore);
-    for (int i = 0; i < explore; ++i) order[i] = i;
-    std::stable_sort(order.begin(), order.end(),
-                     [&](int a, int b) { return outcomes[a].flops < outcomes[b].flops; });
-    const int starts = std::min(kAnnealStarts, explore);
-    std::vector<ContractionTree> start_trees;
-    for (int k = 0; k < starts; ++k) start_trees.push_back(outcomes[order[k]].tree);
-    run_range(explore, total, [&](int index) {
-      return anneal_trial(net, start_trees[(index - explore) % starts], index, opt, moves, deadline);
-    });
-  }
+  run_range(0, total, [&](int index) { return run_trial(net, baseline, index, opt, moves, deadline); });
   int done = 0;
   for (size_t i = 0; i < outcomes.size(); ++i) {
-    if (!outcomes[i].done) continue;
-    ++done;
+    if (outcomes[i].done) ++done;
+    if (outcomes[i].tree.num_inputs() != net.num_inputs) continue;  // a slot never run
     if (outcomes[i].flops < result.flops) result.flops = outcomes[i].flops, result.tree = outcomes[i].tree;
   }
   result.trials_done = done;

@@ -5,8 +5,8 @@
 // clock or the thread that runs it; the winner is the minimum of (flops, trial index) over the trials that finished.
 // A time budget only decides how many trials finish: with enough budget (or a trial count that completes within it)
 // the result is the same in every process and at every thread count; a search cut short by the budget says so in
-// SearchResult::stopped_by_budget, and is deterministic only up to how many trials completed.
-// The budget is checked inside every loop (every few hundred moves); an unfinished trial is dropped.
+// SearchResult::stopped_by_budget and depends on how far its trials got. The budget is checked inside every loop
+// (every 256 annealing moves, every reconfigured subtree, every greedy run).
 // Depends on Network.h, ContractionTree.h, Greedy.h and Exact.h; uses std::thread for trials.
 #pragma once
 
@@ -77,10 +77,10 @@ struct SearchResult {
   bool stopped_by_budget = false;
 };
 
-/// Multi-trial search in two phases. Phase 1 (trials 0..15): trial 0 reconfigures `baseline`, trial t > 0 the best of
-/// 8 Gumbel-randomised greedy runs (alpha, temperature and noise from the trial's stream). Phase 2 (trials 16, 17,
-/// ...), only once phase 1 is complete: trial j anneals the ((j-16) mod 4)-th best phase-1 tree with its own seed and
-/// reconfigures the result. `baseline` is always a candidate, so the result is never costlier.
+/// Multi-trial search: trial t starts from the best of 16 Gumbel-randomised greedy runs (alpha, temperature and noise
+/// from the trial's stream; trial 0 also considers `baseline`); each start is reconfigured, annealed and reconfigured again.
+/// `baseline` is always a candidate, so the result is never costlier. A trial cut by the budget still offers the best
+/// tree it reached (this is the only place where timing can change the answer, and stopped_by_budget says so).
 SearchResult search(const Network& network, const ContractionTree& baseline, const SearchOptions& options);
 
 }  // namespace einstage::einsum
