@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 
 namespace einstage {
 
@@ -45,6 +46,7 @@ Interpreter::Interpreter(const Program& program) : program_(&program) {
     steps_.push_back(std::move(step));
   }
   for (const Value& v : program.outputs) output_slots_.push_back(lookup(v.id));
+  for (const Step& step : steps_) where_.push_back(fmt::format("{} in @{}", names_[static_cast<size_t>(step.result)], program.name));
 
   // Last use of each slot: the last step reading it; outputs live to the end; a result nobody reads dies at once.
   std::vector<int> last(static_cast<size_t>(slot_count_), -1);
@@ -169,8 +171,14 @@ std::vector<Tensor> Interpreter::execute(std::span<const Tensor> inputs, const D
     const Step& step = steps_[i];
     operands.clear();
     for (int s : step.operands) operands.push_back(values[static_cast<size_t>(s)]);
-    std::string where = fmt::format("{} in @{}", names_[static_cast<size_t>(step.result)], p.name);
-    Shape shape = concrete_shape(inst.result.type, bindings, fmt::format("'{}' at {}", op_name(inst.op), where));
+    const std::string& where = where_[i];
+    Shape shape;
+    shape.reserve(inst.result.type.dims.size());
+    for (const Dim& d : inst.result.type.dims) {
+      auto e = d.is_constant() ? std::optional<int64_t>(d.constant()) : d.evaluate(bindings);
+      if (!e) concrete_shape(inst.result.type, bindings, fmt::format("'{}' at {}", op_name(inst.op), where));  // throws
+      shape.push_back(*e);
+    }
     Tensor result;
     if (kind(inst.op) == OpKind::extension) {
       if (!options.extension)

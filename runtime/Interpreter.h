@@ -71,6 +71,7 @@ class Interpreter {
   };
   const Program* program_;
   std::vector<std::string> names_;  // printed name per slot ("%x", "%3")
+  std::vector<std::string> where_;  // per instruction, for messages: "%3 in @f"
   std::vector<int> param_slots_;
   std::vector<Step> steps_;
   std::vector<int> output_slots_;
