@@ -8,6 +8,8 @@
 
 #include <doctest/doctest.h>
 
+#include <thread>
+
 using namespace einstage;
 namespace es = einstage::einsum;
 
@@ -329,4 +331,23 @@ TEST_CASE("einsum errors are pinned") {
   es::clear_einsum_cache();
   CHECK_THROWS_AS(es::einsum("ij,jk->ik", {a, a}), Error);
   CHECK(es::einsum_cache_stats().entries == 0);
+}
+
+TEST_CASE("integer-label subscripts and concurrent execution of one plan") {
+  Tensor a = rm<double>({2, 3}, {1, 2, 3, 4, 5, 6});
+  Tensor b = rm<double>({3, 2}, {1, 0, 0, 1, 1, 1});
+  es::Subscripts s = es::make_subscripts({{0, 1}, {1, 2}}, {0, 2});
+  std::vector<Tensor> ops{a, b};
+  CHECK(es::einsum(s, ops).to_row_major<double>() == std::vector<double>{4, 5, 10, 11});
+  // One prepared plan run from several threads at once (each execute has its own arena).
+  kt::Rng r(77);
+  std::vector<Tensor> chain{et::random_tensor<double>(r, {30, 40}, true), et::random_tensor<double>(r, {40, 50}, false),
+                            et::random_tensor<double>(r, {50, 20}, true)};
+  es::EinsumPlan p = es::EinsumPlan::prepare("ij,jk,kl->li", metas_of(chain));
+  Tensor want = p.execute(chain);
+  std::vector<Tensor> got(4);
+  std::vector<std::thread> workers;
+  for (int t = 0; t < 4; ++t) workers.emplace_back([&, t] { got[t] = p.execute(chain); });
+  for (auto& w : workers) w.join();
+  for (const Tensor& g : got) CHECK(bitwise_equal(g, want));
 }
