@@ -54,6 +54,8 @@ class GreedyRun {
     stamp_.assign(ids, 0);
     // Labels that connect operands into candidate pairs: all of them, except (opt_einsum) output labels and labels
     // every input carries (they cannot be summed before the last step).
+    extent_.resize(net.num_labels);
+    for (int l = 0; l < net.num_labels; ++l) extent_[l] = std::exp2(net.log2_extent[l]);
     connects_.assign(net.num_labels, 1);
     if (opt.cost == GreedyCost::opt_einsum)
       for (int l = 0; l < net.num_labels; ++l)
@@ -158,13 +160,13 @@ class GreedyRun {
 
   // Result labels and size of contracting a with b now (the kept rule of ContractionTree.h).
   double result_size(int a, int b, std::vector<int>* out) {
-    double log2s = 0;
+    double size = 1;
     for (int l : labels_[a]) mark_[l] = 1;
     for (int l : labels_[b]) mark_[l] |= 2;
     auto visit = [&](int l) {
       const int inside = (mark_[l] & 1) + ((mark_[l] >> 1) & 1);
       if (net_.in_output[l] || live_[l] - inside > 0) {
-        log2s += net_.log2_extent[l];
+        size *= extent_[l];
         if (out) out->push_back(l);
       }
     };
@@ -173,7 +175,7 @@ class GreedyRun {
       if (!(mark_[l] & 1)) visit(l);
     for (int l : labels_[a]) mark_[l] = 0;
     for (int l : labels_[b]) mark_[l] = 0;
-    return std::exp2(log2s);
+    return size;
   }
 
   Candidate candidate(int a, int b) {
@@ -247,6 +249,7 @@ class GreedyRun {
   std::vector<Step> steps_;
   std::map<std::vector<int>, int> by_labels_;
   std::vector<char> connects_;
+  std::vector<double> extent_;  // max(extent, 1) as double
 };
 
 }  // namespace
