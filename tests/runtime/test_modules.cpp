@@ -300,3 +300,57 @@ TEST_CASE("modules: the tropical type rule names the op, operand and label; its 
 )";
   CHECK(print_program(parse_program(text, &rt.registry())) == text);
 }
+
+namespace {
+
+struct WrongShapeExecutor final : ExtensionExecutor {
+  struct Op final : PreparedOp {
+    Tensor run(std::span<const Tensor>, ThreadPool*) const override { return Tensor::zeros(DType::f64, {7}); }
+  };
+  std::shared_ptr<const PreparedOp> prepare(const ExtensionPayload&, std::span<const TensorType>,
+                                            const TensorType&) const override {
+    return std::make_shared<Op>();
+  }
+};
+
+struct RefusingExecutor final : ExtensionExecutor {
+  std::shared_ptr<const PreparedOp> prepare(const ExtensionPayload&, std::span<const TensorType> in,
+                                            const TensorType&) const override {
+    fail(ErrorKind::unsupported, "extent {} is too large for this test family", in[0].dims[0].constant());
+  }
+};
+
+void register_wrong(ModuleRegistrar& r) {
+  r.semantics().register_family(identity_semantics("test.wrong.v1"));
+  r.set_executor("test.wrong.v1", std::make_shared<WrongShapeExecutor>());
+}
+void register_refusing(ModuleRegistrar& r) {
+  r.semantics().register_family(identity_semantics("test.refuse.v1"));
+  r.set_executor("test.refuse.v1", std::make_shared<RefusingExecutor>());
+}
+constexpr EinstageFamilyEntry kBroken[] = {{"test.wrong.v1", &register_wrong}, {"test.refuse.v1", &register_refusing}};
+
+}  // namespace
+
+TEST_CASE("modules: an executor's wrong result and its prepare errors name the family and the instruction") {
+  Runtime rt;
+  constexpr auto broken = module_of(kBroken, 2, "test.broken");
+  rt.add_module(&broken);
+  Program p = parse_program("program @p(%x: f64[n]) -> (f64[n], f64[n]) {\n"
+                            "  %0 = test.wrong.v1(%x) : f64[n]\n"
+                            "  %1 = test.refuse.v1(%x) : f64[n]\n"
+                            "  return %0, %1\n}\n",
+                            &rt.registry());
+  Executable exe = rt.prepare(p);
+  Tensor x = Tensor::zeros(DType::f64, {3});
+  CHECK(error_of([&] { exe.run({x}); }) ==
+        "'test.wrong.v1' at %0 in @p: the module's executor returned f64[7] but the type rule says f64[n] = [3]");
+  Program q = parse_program("program @q(%x: f64[n]) -> (f64[n]) {\n  %0 = test.refuse.v1(%x) : f64[n]\n  return %0\n}\n",
+                            &rt.registry());
+  Executable exq = rt.prepare(q);
+  CHECK(error_of([&] { exq.run({x}); }) == "'test.refuse.v1' at %0 in @q: extent 3 is too large for this test family");
+  CHECK(error_of([&] { exq.run({x}); }) == "'test.refuse.v1' at %0 in @q: extent 3 is too large for this test family");
+  // A failed prepare is not cached: the second run tried again (1 miss for test.wrong.v1, 2 for test.refuse.v1).
+  CHECK(rt.cache_stats().misses == 3);
+  CHECK(rt.cache_stats().entries == 1);  // only test.wrong.v1's prepared op
+}
