@@ -2,7 +2,8 @@
 // NumPy's einsum(optimize=True) measured in the same run. Not a test: it prints a table and JSON.
 //
 // Workloads (f64, column-major operands, seeded data): the 7-matrix chain ij,jk,kl,lm,mn,no,o->i with n = 256, the
-// 4x4 grid of bond dimension 8 contracted to a scalar, and a 16x16 matmul. Columns: a cold one-shot call (parse,
+// 4x4 grid of bond dimension 8 contracted to a scalar (planned with auto, and with auto(quality=high)), and a 16x16
+// matmul. Columns: a cold one-shot call (parse,
 // bind, plan, execute; the plan cache cleared first), a warm one-shot call (cache hit), a prepared plan's execute(),
 // each with the dispatcher's kernel (JIT for floating types) and with the portable kernel (EINSTAGE_JIT=0), and
 // NumPy (an embedded script run by /usr/bin/python3, with OPENBLAS_CORETYPE=SkylakeX); the NumPy column says
@@ -55,6 +56,7 @@ struct Workload {
   std::string name;
   std::string spec;
   std::vector<Shape> shapes;
+  std::string plan = "auto";  // PlanSpec text
 };
 
 std::vector<Workload> workloads() {
@@ -78,6 +80,7 @@ std::vector<Workload> workloads() {
       shapes.push_back(Shape(t.size(), 8));
     }
   w.push_back({"grid4x4 bond8", spec + "->", shapes});
+  w.push_back({"grid (high)", spec + "->", shapes, "auto(quality=high)"});
   w.push_back({"matmul 16x16", "ij,jk->ik", {{16, 16}, {16, 16}}});
   return w;
 }
@@ -202,11 +205,13 @@ int main(int argc, char** argv) {
     std::vector<Tensor> ops = operands(w);
     std::vector<es::TensorMeta> metas;
     for (const Tensor& t : ops) metas.push_back(es::TensorMeta::of(t));
-    es::EinsumPlan plan = es::EinsumPlan::prepare(w.spec, metas, options);
+    es::EinsumOptions opt = options;
+    opt.plan = es::PlanSpec::parse(w.plan);
+    es::EinsumPlan plan = es::EinsumPlan::prepare(w.spec, metas, opt);
     double flops = 0;
     if (!plan.tree().steps().empty()) flops = es::evaluate(plan.subscripts(), plan.extents(), plan.tree()).flops;
     else flops = 16.0 * 16 * 16;
-    json row = {{"name", w.name}, {"spec", w.spec}, {"flops", flops}, {"shortcut", plan.is_shortcut()},
+    json row = {{"name", w.name}, {"spec", w.spec}, {"plan", w.plan}, {"flops", flops}, {"shortcut", plan.is_shortcut()},
                 {"tree", plan.tree().to_string()}, {"arena_bytes", plan.arena_bytes()}};
     double t[2][3];
     for (int portable = 0; portable < 2; ++portable) {
@@ -215,9 +220,9 @@ int main(int argc, char** argv) {
       // Cold: a fresh plan cache, so the call parses, binds, plans and executes (kernels already compiled).
       t[portable][0] = best_time([&] {
         es::clear_einsum_cache();
-        es::einsum(w.spec, ops, options);
+        es::einsum(w.spec, ops, opt);
       }, min_time);
-      t[portable][1] = best_time([&] { es::einsum(w.spec, ops, options); }, min_time);
+      t[portable][1] = best_time([&] { es::einsum(w.spec, ops, opt); }, min_time);
       t[portable][2] = best_time([&] { plan.execute(ops, &pool); }, min_time);
     }
     unsetenv("EINSTAGE_JIT");
