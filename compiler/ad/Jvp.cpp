@@ -1,0 +1,193 @@
+// Forward mode: jvp (each instruction re-emitted with its tangent from the op's linearize rule) and linearize (jvp
+// followed by partial evaluation into a primal and a linear program). See Ad.h.
+#include "compiler/ad/Ad.h"
+#include "compiler/ad/Rules.h"
+#include "compiler/ad/Util.h"
+
+#include <functional>
+#include <map>
+#include <set>
+
+namespace einstage::ad {
+
+namespace {
+
+// The tangent of one instruction's result from its op's rule; `where` names the instruction for messages.
+Tangent apply_linearize(Builder& b, const Instruction& inst, std::span<const Value> primals,
+                        std::span<const Tangent> tangents, const Value& out, const ExtensionRegistry* registry,
+                        const std::string& where) {
+  if (const auto* ext = std::get_if<ExtensionOp>(&inst.op)) {
+    const ExtensionSemantics* sem = registry ? registry->find(ext->family()) : nullptr;
+    if (!sem) fail_unknown_family(ext->family(), where);
+    if (!sem->linearize)
+      fail(ErrorKind::unsupported, "differentiation rule for '{}' not implemented (needed by {}; module '{}' "
+           "registers no linearize rule)", ext->family(), where, sem->module);
+    return sem->linearize(b, inst, primals, tangents);
+  }
+  StdLinearizeRule rule = std_ad_rules(kind(inst.op)).linearize;
+  if (!rule) fail(ErrorKind::unsupported, "differentiation rule for '{}' not implemented (needed by {})",
+                  op_name(inst.op), where);
+  return rule(b, inst, primals, tangents, out);
+}
+
+struct JvpValues {
+  std::vector<Value> outputs;
+  std::vector<Tangent> tangents;
+};
+
+// Re-emits `program` on `b` with its parameters bound to `primal_args` and their tangents `tangent_args` (one per
+// parameter, nullopt = zero), emitting each instruction's tangent right after it.
+JvpValues jvp_into(Builder& b, const Program& program, std::span<const Value> primal_args,
+                   std::span<const Tangent> tangent_args, const ExtensionRegistry* registry) {
+  std::map<ValueId, Value> primal;
+  std::map<ValueId, Tangent> tangent;
+  for (size_t i = 0; i < program.params.size(); ++i) {
+    primal[program.params[i].value.id] = primal_args[i];
+    if (tangent_args[i]) tangent[program.params[i].value.id] = tangent_args[i];
+  }
+  for (size_t k = 0; k < program.instructions.size(); ++k) {
+    const Instruction& inst = program.instructions[k];
+    std::vector<Value> ops;
+    std::vector<Tangent> ts;
+    bool any = false;
+    for (const Value& v : inst.operands) {
+      ops.push_back(primal.at(v.id));
+      auto it = tangent.find(v.id);
+      Tangent t = it != tangent.end() && is_floating(v.type.dtype) ? it->second : std::nullopt;
+      any |= t.has_value();
+      ts.push_back(std::move(t));
+    }
+    Value out = b.emit(inst.op, ops);
+    primal[inst.result.id] = out;
+    // Symbolic zeros: an instruction none of whose operands has a tangent gets none, without asking its rule;
+    // integer results never carry one.
+    if (!any || !is_floating(out.type.dtype)) continue;
+    Tangent t = apply_linearize(b, inst, ops, ts, out, registry, detail::instruction_where(program, k));
+    if (t) {
+      EIN_ASSERT(t->type.dtype == out.type.dtype && t->type.rank() == out.type.rank(),
+                 "linearize rule of '{}' returned {} for a result of type {}", op_name(inst.op), t->type.to_string(),
+                 out.type.to_string());
+      tangent[inst.result.id] = t;
+    }
+  }
+  JvpValues r;
+  for (const Value& v : program.outputs) {
+    r.outputs.push_back(primal.at(v.id));
+    auto it = tangent.find(v.id);
+    r.tangents.push_back(it == tangent.end() ? std::nullopt : it->second);
+  }
+  return r;
+}
+
+}  // namespace
+
+Program jvp(const Program& program, std::span<const int> wrt, const ExtensionRegistry* registry) {
+  detail::check_parameter_indices(program, wrt, "jvp", "wrt");
+  Builder b(program.name + "_jvp", registry);
+  std::set<std::string> used;
+  for (const Parameter& p : program.params) used.insert(p.name);
+  std::vector<Value> primals;
+  for (const Parameter& p : program.params) primals.push_back(b.parameter(p.name, p.value.type));
+  std::vector<Tangent> tangents(program.params.size());
+  for (int i : wrt) {
+    const Parameter& p = program.params[static_cast<size_t>(i)];
+    tangents[static_cast<size_t>(i)] = b.parameter(detail::fresh_name(used, "t_" + p.name), p.value.type);
+  }
+  for (const ShapeConstraint& c : program.constraints)
+    if (c.at < 0) b.require_equal(c.lhs, c.rhs, c.what);
+  JvpValues r = jvp_into(b, program, primals, tangents, registry);
+  std::vector<Value> outputs = r.outputs;
+  for (size_t i = 0; i < r.tangents.size(); ++i)
+    outputs.push_back(r.tangents[i] ? *r.tangents[i] : b.full(r.outputs[i].type, 0.0));
+  return detail::clean_up(b.finish(std::move(outputs)));
+}
+
+Linearized linearize(const Program& program, std::span<const int> wrt, const ExtensionRegistry* registry) {
+  detail::check_parameter_indices(program, wrt, "linearize", "wrt");
+  const Program joint = jvp(program, wrt, registry);
+  const size_t np = program.params.size(), no = program.outputs.size();
+
+  // Partial evaluation: `linear` = depends on a tangent parameter; `constant` = depends on no parameter at all
+  // (recomputed in the linear program rather than passed as a residual).
+  std::set<ValueId> linear, constant;
+  for (size_t i = np; i < joint.params.size(); ++i) linear.insert(joint.params[i].value.id);
+  std::map<ValueId, const Instruction*> defined_by;
+  for (const Instruction& inst : joint.instructions) {
+    defined_by[inst.result.id] = &inst;
+    bool lin = false, cst = true;
+    for (const Value& v : inst.operands) {
+      lin |= linear.count(v.id) > 0;
+      cst &= constant.count(v.id) > 0;
+    }
+    if (lin) linear.insert(inst.result.id);
+    else if (cst) constant.insert(inst.result.id);
+  }
+  // Residuals: primal values (not constants) that the linear part reads, in order of first use.
+  std::vector<Value> residuals;
+  std::set<ValueId> is_residual;
+  auto need = [&](const Value& v) {
+    if (linear.count(v.id) || constant.count(v.id) || is_residual.count(v.id)) return;
+    is_residual.insert(v.id);
+    residuals.push_back(v);
+  };
+  for (const Instruction& inst : joint.instructions)
+    if (linear.count(inst.result.id))
+      for (const Value& v : inst.operands) need(v);
+  for (size_t i = no; i < joint.outputs.size(); ++i) need(joint.outputs[i]);
+
+  Linearized out;
+  out.num_outputs = static_cast<int>(no);
+  out.num_residuals = static_cast<int>(residuals.size());
+
+  // The primal program: the joint program's tangent-free instructions, returning outputs and residuals.
+  Program primal;
+  primal.name = program.name + "_primal";
+  primal.params.assign(joint.params.begin(), joint.params.begin() + static_cast<std::ptrdiff_t>(np));
+  std::set<ValueId> kept;
+  for (const Instruction& inst : joint.instructions)
+    if (!linear.count(inst.result.id)) {
+      primal.instructions.push_back(inst);
+      kept.insert(inst.result.id);
+    }
+  primal.outputs.assign(joint.outputs.begin(), joint.outputs.begin() + static_cast<std::ptrdiff_t>(no));
+  primal.outputs.insert(primal.outputs.end(), residuals.begin(), residuals.end());
+  for (const ShapeConstraint& c : joint.constraints)
+    if (c.at < 0 || kept.count(c.at)) primal.constraints.push_back(c);
+  out.primal = detail::clean_up(primal);
+
+  // The linear program: residuals and tangents in, the tangent instructions re-emitted.
+  Builder b(program.name + "_lin", registry);
+  std::set<std::string> used;
+  for (const Parameter& p : joint.params) used.insert(p.name);
+  std::map<ValueId, std::string> param_name;
+  for (const Parameter& p : joint.params) param_name[p.value.id] = p.name;
+  std::map<ValueId, Value> mapped;
+  for (size_t r = 0; r < residuals.size(); ++r) {
+    auto it = param_name.find(residuals[r].id);
+    std::string name = it != param_name.end() ? it->second : detail::fresh_name(used, "r" + std::to_string(r));
+    mapped[residuals[r].id] = b.parameter(name, residuals[r].type);
+  }
+  for (size_t i = np; i < joint.params.size(); ++i)
+    mapped[joint.params[i].value.id] = b.parameter(joint.params[i].name, joint.params[i].value.type);
+  // Constants are emitted where first needed (their operands are constants too).
+  std::function<Value(const Value&)> value_of = [&](const Value& v) -> Value {
+    if (auto it = mapped.find(v.id); it != mapped.end()) return it->second;
+    EIN_ASSERT(constant.count(v.id), "linearize: value {} is neither linear, residual nor constant", v.id);
+    const Instruction& inst = *defined_by.at(v.id);
+    std::vector<Value> ops;
+    for (const Value& o : inst.operands) ops.push_back(value_of(o));
+    return mapped[v.id] = b.emit(inst.op, ops);
+  };
+  for (const Instruction& inst : joint.instructions) {
+    if (!linear.count(inst.result.id)) continue;
+    std::vector<Value> ops;
+    for (const Value& v : inst.operands) ops.push_back(value_of(v));
+    mapped[inst.result.id] = b.emit(inst.op, ops);
+  }
+  std::vector<Value> tangent_outputs;
+  for (size_t i = no; i < joint.outputs.size(); ++i) tangent_outputs.push_back(value_of(joint.outputs[i]));
+  out.linear = detail::clean_up(b.finish(std::move(tangent_outputs)));
+  return out;
+}
+
+}  // namespace einstage::ad

@@ -1,0 +1,114 @@
+// Reverse mode's core: transposing a program that is linear in some of its parameters (JAX's backward_pass). The
+// instructions that do not depend on the linear inputs run forward first; then the linear ones are walked backwards,
+// each op's transpose rule turning its result's cotangent into its operands' cotangents, accumulated with add.
+// Zero cotangents stay symbolic: an instruction whose result gets none is skipped. See Ad.h.
+#include "compiler/ad/Ad.h"
+#include "compiler/ad/Rules.h"
+#include "compiler/ad/Util.h"
+
+#include <map>
+#include <memory>
+#include <set>
+
+namespace einstage::ad {
+
+namespace {
+
+std::vector<Tangent> apply_transpose(Builder& b, const Instruction& inst, std::span<const Value> operands,
+                                     std::span<const bool> linear, const Value& ct, const ExtensionRegistry* registry,
+                                     const std::string& where) {
+  if (const auto* ext = std::get_if<ExtensionOp>(&inst.op)) {
+    const ExtensionSemantics* sem = registry ? registry->find(ext->family()) : nullptr;
+    if (!sem) fail_unknown_family(ext->family(), where);
+    if (!sem->transpose)
+      fail(ErrorKind::unsupported, "transpose rule for '{}' not implemented (needed for reverse mode by {}; module "
+           "'{}' registers no transpose rule)", ext->family(), where, sem->module);
+    return sem->transpose(b, inst, operands, linear, ct);
+  }
+  StdTransposeRule rule = std_ad_rules(kind(inst.op)).transpose;
+  if (!rule)
+    fail(ErrorKind::unsupported, "transpose rule for '{}' not implemented (needed for reverse mode by {}: the op is "
+         "not linear, so the program is not linear in its linear inputs)", op_name(inst.op), where);
+  try {
+    return rule(b, inst, operands, linear, ct);
+  } catch (const Error& e) {
+    throw Error(e.kind(), fmt::format("transpose of {}: {}", where, e.what()));
+  }
+}
+
+}  // namespace
+
+Program transpose(const Program& program, std::span<const int> linear_inputs, const ExtensionRegistry* registry) {
+  detail::check_parameter_indices(program, linear_inputs, "transpose", "linear_inputs");
+  std::set<ValueId> linear;
+  for (int i : linear_inputs) linear.insert(program.params[static_cast<size_t>(i)].value.id);
+  for (const Instruction& inst : program.instructions)
+    for (const Value& v : inst.operands)
+      if (linear.count(v.id)) {
+        linear.insert(inst.result.id);
+        break;
+      }
+
+  Builder b(program.name + "_t", registry);
+  std::set<std::string> used;
+  for (const Parameter& p : program.params) used.insert(p.name);
+  std::map<ValueId, Value> forward;  // non-linear values of the input program -> values of b
+  for (const Parameter& p : program.params)
+    if (!linear.count(p.value.id)) forward[p.value.id] = b.parameter(p.name, p.value.type);
+  std::vector<Value> ct_params;
+  for (size_t k = 0; k < program.outputs.size(); ++k)
+    ct_params.push_back(b.parameter(detail::fresh_name(used, "ct_" + std::to_string(k)), program.outputs[k].type));
+  for (const ShapeConstraint& c : program.constraints)
+    if (c.at < 0) b.require_equal(c.lhs, c.rhs, c.what);
+
+  // Forward: everything that does not depend on the linear inputs (residual arithmetic, constants).
+  for (const Instruction& inst : program.instructions) {
+    if (linear.count(inst.result.id)) continue;
+    std::vector<Value> ops;
+    for (const Value& v : inst.operands) ops.push_back(forward.at(v.id));
+    forward[inst.result.id] = b.emit(inst.op, ops);
+  }
+
+  // Backward.
+  std::map<ValueId, Value> ct;
+  auto accumulate = [&](const Value& target, const Value& c) {
+    EIN_ASSERT(c.type.dtype == target.type.dtype && c.type.rank() == target.type.rank(),
+               "a transpose rule returned {} for an operand of type {}", c.type.to_string(), target.type.to_string());
+    auto [it, fresh] = ct.try_emplace(target.id, c);
+    if (!fresh) it->second = b.add(it->second, c);
+  };
+  for (size_t k = 0; k < program.outputs.size(); ++k)
+    if (linear.count(program.outputs[k].id)) accumulate(program.outputs[k], ct_params[k]);
+  for (size_t k = program.instructions.size(); k-- > 0;) {
+    const Instruction& inst = program.instructions[k];
+    if (!linear.count(inst.result.id)) continue;
+    auto it = ct.find(inst.result.id);
+    if (it == ct.end()) continue;  // a zero cotangent: nothing flows back
+    const Value c = it->second;
+    ct.erase(it);
+    const size_t n = inst.operands.size();
+    std::vector<Value> ops;
+    auto mask = std::make_unique<bool[]>(n);  // std::vector<bool> has no contiguous storage for a span
+    for (size_t i = 0; i < n; ++i) {
+      const Value& v = inst.operands[i];
+      mask[i] = linear.count(v.id) > 0;
+      ops.push_back(mask[i] ? Value{-1, v.type} : forward.at(v.id));  // a linear operand has no value here
+    }
+    std::vector<Tangent> cts = apply_transpose(b, inst, ops, std::span<const bool>(mask.get(), n), c, registry,
+                                               detail::instruction_where(program, k));
+    EIN_ASSERT(cts.size() == n, "transpose rule of '{}' returned {} cotangents for {} operands", op_name(inst.op),
+               cts.size(), n);
+    for (size_t i = 0; i < n; ++i)
+      if (mask[i] && cts[i]) accumulate(inst.operands[i], *cts[i]);
+  }
+
+  std::vector<Value> outputs;
+  for (int i : linear_inputs) {
+    const Value& p = program.params[static_cast<size_t>(i)].value;
+    auto it = ct.find(p.id);
+    outputs.push_back(it != ct.end() ? it->second : b.full(p.type, 0.0));
+  }
+  return detail::clean_up(b.finish(std::move(outputs)));
+}
+
+}  // namespace einstage::ad

@@ -1,0 +1,66 @@
+#include "compiler/ad/Util.h"
+
+#include "compiler/Cse.h"
+#include "compiler/Dce.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace einstage::ad::detail {
+
+void check_parameter_indices(const Program& program, std::span<const int> indices, std::string_view transform,
+                             std::string_view what) {
+  std::set<int> seen;
+  for (int i : indices) {
+    if (i < 0 || i >= static_cast<int>(program.params.size()))
+      fail(ErrorKind::invalid_argument, "{}: {} index {} is out of range; @{} has {} parameters (0..{})", transform,
+           what, i, program.name, program.params.size(), static_cast<int>(program.params.size()) - 1);
+    if (!seen.insert(i).second)
+      fail(ErrorKind::invalid_argument, "{}: {} lists parameter {} (%{}) twice", transform, what, i,
+           program.params[i].name);
+    const Parameter& p = program.params[i];
+    if (!is_floating(p.value.type.dtype))
+      fail(ErrorKind::dtype, "{}: cannot differentiate with respect to parameter {} (%{}: {}): only floating "
+           "parameters (f32, f64, c64, c128) have tangents", transform, i, p.name, p.value.type.to_string());
+  }
+}
+
+std::string fresh_name(std::set<std::string>& used, const std::string& base) {
+  std::string name = base;
+  while (used.count(name)) name += "_";
+  used.insert(name);
+  return name;
+}
+
+std::string instruction_where(const Program& program, size_t k) { return fmt::format("%{} in @{}", k, program.name); }
+
+Program clean_up(const Program& program) {
+  Program p = eliminate_dead_code(eliminate_common_subexpressions(eliminate_dead_code(program)));
+  // Inlining copies program-level constraints that the re-run type rules record again, and DCE moves the
+  // constraints of removed instructions to the program level: keep one of each equality. A program-level
+  // constraint over a symbol no parameter binds could never be checked (it belongs to a program that had that
+  // parameter, which checks it), so it is dropped.
+  std::set<std::string> bound;
+  for (const Parameter& par : p.params)
+    for (const Dim& d : par.value.type.dims)
+      if (d.is_symbol()) bound.insert(d.symbols()[0]);
+  auto checkable = [&](const ShapeConstraint& c) {
+    for (const Dim* d : {&c.lhs, &c.rhs})
+      for (const std::string& s : d->symbols())
+        if (!bound.count(s)) return false;
+    return true;
+  };
+  std::vector<ShapeConstraint> kept;
+  for (const ShapeConstraint& c : p.constraints) {
+    if (c.at < 0 && !checkable(c)) continue;
+    bool duplicate = std::any_of(kept.begin(), kept.end(), [&](const ShapeConstraint& k) {
+      return (k.lhs == c.lhs && k.rhs == c.rhs) || (k.lhs == c.rhs && k.rhs == c.lhs);
+    });
+    if (!duplicate) kept.push_back(c);
+  }
+  p.constraints = std::move(kept);
+  return p;
+}
+
+}  // namespace einstage::ad::detail

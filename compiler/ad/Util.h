@@ -1,0 +1,29 @@
+// Helpers shared by the AD transformations (Jvp.cpp, Transpose.cpp, Vjp.cpp): index validation, fresh parameter
+// names, the clean-up every transformation ends with. Stage: compiler (AD), internal to compiler/ad; depends on ir
+// and the compiler's DCE/CSE passes.
+#pragma once
+
+#include "ir/Program.h"
+
+#include <set>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace einstage::ad::detail {
+
+/// Checks that `indices` are distinct parameter indices of floating dtype; `what` names the argument ("wrt").
+void check_parameter_indices(const Program& program, std::span<const int> indices, std::string_view transform,
+                             std::string_view what);
+
+/// `base`, or `base` followed by as many '_' as needed to be unused; the result is added to `used`.
+std::string fresh_name(std::set<std::string>& used, const std::string& base);
+
+/// "%k in @name" for instruction k of program, as messages name it.
+std::string instruction_where(const Program& program, size_t k);
+
+/// DCE, CSE, DCE: what every transformation returns.
+Program clean_up(const Program& program);
+
+}  // namespace einstage::ad::detail

@@ -1,0 +1,94 @@
+// Reverse mode assembled from the other transformations: vjp = linearize + transpose (never a per-op vjp), grad =
+// vjp with the cotangent 1, and the inliner that lets one program be emitted inside another. See Ad.h.
+#include "compiler/ad/Ad.h"
+#include "compiler/ad/Util.h"
+
+#include <map>
+#include <set>
+#include <numeric>
+
+namespace einstage::ad {
+
+std::vector<Value> inline_program(Builder& b, const Program& program, std::span<const Value> args) {
+  EIN_ASSERT(args.size() == program.params.size(), "inline_program: {} arguments for @{} with {} parameters",
+             args.size(), program.name, program.params.size());
+  std::map<ValueId, Value> mapped;
+  for (size_t i = 0; i < args.size(); ++i) mapped[program.params[i].value.id] = args[i];
+  for (const ShapeConstraint& c : program.constraints)
+    if (c.at < 0) b.require_equal(c.lhs, c.rhs, c.what);
+  for (const Instruction& inst : program.instructions) {
+    std::vector<Value> ops;
+    for (const Value& v : inst.operands) ops.push_back(mapped.at(v.id));
+    mapped[inst.result.id] = b.emit(inst.op, std::move(ops));
+  }
+  std::vector<Value> out;
+  for (const Value& v : program.outputs) out.push_back(mapped.at(v.id));
+  return out;
+}
+
+Program vjp(const Program& program, std::span<const int> wrt, const ExtensionRegistry* registry) {
+  detail::check_parameter_indices(program, wrt, "vjp", "wrt");
+  Linearized lin = linearize(program, wrt, registry);
+  std::vector<int> tangent_inputs(wrt.size());
+  std::iota(tangent_inputs.begin(), tangent_inputs.end(), lin.num_residuals);
+  Program back = transpose(lin.linear, tangent_inputs, registry);
+
+  Builder b(program.name + "_vjp", registry);
+  std::set<std::string> used;
+  for (const Parameter& p : program.params) used.insert(p.name);
+  std::vector<Value> params;
+  for (const Parameter& p : program.params) params.push_back(b.parameter(p.name, p.value.type));
+  std::vector<Value> cts;
+  for (size_t k = 0; k < program.outputs.size(); ++k)
+    cts.push_back(b.parameter(detail::fresh_name(used, "ct_" + std::to_string(k)), program.outputs[k].type));
+  std::vector<Value> primal = inline_program(b, lin.primal, params);  // outputs, then residuals
+  std::vector<Value> back_args(primal.begin() + lin.num_outputs, primal.end());
+  back_args.insert(back_args.end(), cts.begin(), cts.end());
+  std::vector<Value> grads = inline_program(b, back, back_args);
+  std::vector<Value> outputs(primal.begin(), primal.begin() + lin.num_outputs);
+  outputs.insert(outputs.end(), grads.begin(), grads.end());
+  return detail::clean_up(b.finish(std::move(outputs)));
+}
+
+namespace {
+
+Program grad_impl(const Program& program, std::span<const int> wrt, const ExtensionRegistry* registry,
+                  bool with_value, std::string_view transform) {
+  if (program.outputs.size() != 1)
+    fail(ErrorKind::invalid_argument, "{}: @{} has {} outputs but grad needs exactly one (a real scalar); "
+         "differentiate one output, or use vjp with a cotangent per output", transform, program.name,
+         program.outputs.size());
+  const TensorType& out = program.outputs[0].type;
+  if (is_complex(out.dtype))
+    fail(ErrorKind::dtype, "{}: @{} returns {} but grad needs a real output (as JAX's grad); take real() or the "
+         "squared magnitude first, or use vjp with a cotangent", transform, program.name, out.to_string());
+  if (!is_floating(out.dtype))
+    fail(ErrorKind::dtype, "{}: @{} returns {}; an integer output has no gradient", transform, program.name,
+         out.to_string());
+  if (out.rank() != 0)
+    fail(ErrorKind::shape, "{}: @{} returns {} but grad needs a scalar output; reduce it first (e.g. sum), or use "
+         "vjp with a cotangent of that shape", transform, program.name, out.to_string());
+  Program v = vjp(program, wrt, registry);
+  Builder b(program.name + (with_value ? "_value_and_grad" : "_grad"), registry);
+  std::vector<Value> args;
+  for (const Parameter& p : program.params) args.push_back(b.parameter(p.name, p.value.type));
+  args.push_back(b.full(out, 1.0));
+  std::vector<Value> res = inline_program(b, v, args);  // value, then one cotangent per wrt entry
+  std::vector<Value> outputs;
+  if (with_value) outputs.push_back(res[0]);
+  // JAX's convention for a complex parameter z = x + iy: df/dx - i df/dy, the conjugate of the adjoint cotangent.
+  for (size_t i = 1; i < res.size(); ++i) outputs.push_back(is_complex(res[i].type.dtype) ? b.conj(res[i]) : res[i]);
+  return detail::clean_up(b.finish(std::move(outputs)));
+}
+
+}  // namespace
+
+Program grad(const Program& program, std::span<const int> wrt, const ExtensionRegistry* registry) {
+  return grad_impl(program, wrt, registry, false, "grad");
+}
+
+Program value_and_grad(const Program& program, std::span<const int> wrt, const ExtensionRegistry* registry) {
+  return grad_impl(program, wrt, registry, true, "value_and_grad");
+}
+
+}  // namespace einstage::ad

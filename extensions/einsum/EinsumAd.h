@@ -1,0 +1,43 @@
+// The AD rules of `einstage.einsum.v1`: linearize and transpose, registered into the family's ExtensionSemantics
+// through the same public interface a third-party module uses (ExtensionRegistry::find_mutable). Stage: compiler
+// side of the einsum extension; depends on ir (Builder, ExtensionSemantics), EinsumOp.h and the planner's PlanSpec;
+// not on compiler/ or runtime/ (the transformations in compiler/ad find these rules in the registry).
+//
+// linearize: einsum is linear in each operand, so the tangent is the sum over operands with a tangent of the same
+// einsum (same payload, same plan spec) with that operand replaced by its tangent; zero tangents are skipped.
+//
+// transpose with respect to operand k (exactly one operand may be linear): one reverse einsum of the output
+// cotangent (first) and the other operands (conjugated when complex) whose output labels are k's distinct labels
+// that occur in the output or another operand, then
+//   - labels only in k (summed in the forward einsum) are broadcast back (broadcast_in_dim);
+//   - labels repeated in k are projected on the diagonal: the reverse einsum produces the diagonal once and
+//     embed_diag places it (extract, then embed);
+//   - THE FIX (BEHAVIOUR §5.6): an axis on which k has extent 1 while the label's extent is larger (permitted
+//     length-1 broadcasting) is left out of the reverse einsum's output, which sums it, and comes back as a length-1
+//     axis, so the cotangent has k's shape; symmetrically, a label on which the other operands broadcast (extent 1
+//     there, k's extent larger) is broadcast back to k's extent. Broadcast-ness is read from the types: an axis
+//     broadcasts when its dim is the constant 1 and the label's extent (the one shape rule, BindRule.h, over the
+//     operand types) is not the constant 1. A symbolic extent is never taken for a broadcast 1 (the type rule made it
+//     a constraint instead), and a symbolic extent that is 1 at run time makes the sum a no-op, so the static
+//     decision is exact.
+// The reverse einsum keeps the payload's broadcast bit and plan spec: auto/greedy/optimal/anneal/left_to_right stay
+// as they are (planned when the reverse einsum first runs, for its own shapes); an explicit path or tree is
+// rewritten for the new operand order (reverse_plan_spec).
+#pragma once
+
+#include "extensions/einsum/planner/PlanSpec.h"
+#include "ir/Extension.h"
+
+namespace einstage::einsum {
+
+/// Fills the linearize and transpose slots of the registered `einstage.einsum.v1` family (fails with not_found if
+/// it is not registered yet). register_einsum_semantics calls it.
+void register_einsum_ad_rules(ExtensionRegistry& registry);
+
+/// The plan spec of the reverse einsum for operand k of an n-operand einsum planned by `spec`. Operands of the
+/// reverse einsum: the cotangent (id 0), then the other operands in their order. For path and tree specs the tree is
+/// rewritten the way backpropagation walks it: every subtree off the path from the root to leaf k is contracted as
+/// in the forward tree, and the cotangent meets them from the root down. Other kinds are returned unchanged.
+PlanSpec reverse_plan_spec(const PlanSpec& spec, int num_operands, int k);
+
+}  // namespace einstage::einsum

@@ -1,0 +1,147 @@
+// The property-test table over every standard op (JAX's lax_autodiff_test grad_test_spec rows): each row is an op
+// with its attributes, operand shapes, the dtypes it runs in and its input domain; every (row, dtype, wrt) case goes
+// through jvp vs central differences, the dot-product test and transpose adjointness (AdTestUtil.h). A table check
+// ties the rows to the op table: every standard op has a row, a linearize rule, and a transpose rule unless it is
+// non-linear (exp, log, sqrt) or has no operands (constant).
+#include "AdTestUtil.h"
+
+#include "compiler/ad/Rules.h"
+
+#include <doctest/doctest.h>
+
+#include <set>
+
+using namespace einstage;
+using namespace einstage::ad_test;
+
+namespace {
+
+struct OpRow {
+  std::string name;
+  OpKind kind;                  // the op the row covers
+  std::vector<Shape> shapes;    // operand shapes
+  std::vector<DType> dtypes;    // operand dtype of each case
+  std::function<Value(Builder&, const std::vector<Value>&)> build;
+  bool positive = false;        // inputs in [0.5, 1.5): log, sqrt, divisors
+};
+
+std::vector<OpRow> op_table() {
+  const std::vector<DType> real = {DType::f64, DType::f32}, all = {DType::f64, DType::c128, DType::f32},
+                           fc = {DType::f64, DType::c128};
+  using V = const std::vector<Value>&;
+  return {
+      {"dot_general matmul", OpKind::dot_general, {{2, 3}, {3, 4}}, all,
+       [](Builder& b, V x) { return b.dot_general(x[0], x[1], {1}, {0}); }},
+      {"dot_general batched", OpKind::dot_general, {{3, 2, 5}, {5, 3, 4}}, fc,
+       [](Builder& b, V x) { return b.dot_general(x[0], x[1], {2}, {0}, {0}, {1}); }},
+      {"dot_general two contracting pairs", OpKind::dot_general, {{2, 3, 4}, {4, 5, 3}}, fc,
+       [](Builder& b, V x) { return b.dot_general(x[0], x[1], {1, 2}, {2, 0}); }},
+      {"dot_general outer", OpKind::dot_general, {{2}, {3}}, fc,
+       [](Builder& b, V x) { return b.dot_general(x[0], x[1], {}, {}); }},
+      {"transpose", OpKind::transpose, {{2, 3, 4}}, fc, [](Builder& b, V x) { return b.transpose(x[0], {2, 0, 1}); }},
+      {"reshape", OpKind::reshape, {{2, 3, 2}}, fc, [](Builder& b, V x) { return b.reshape(x[0], {6, 2}); }},
+      {"broadcast_in_dim new axis", OpKind::broadcast_in_dim, {{3}}, fc,
+       [](Builder& b, V x) { return b.broadcast_in_dim(x[0], {1}, {2, 3}); }},
+      {"broadcast_in_dim length-1 axis", OpKind::broadcast_in_dim, {{1, 3}}, fc,
+       [](Builder& b, V x) { return b.broadcast_in_dim(x[0], {0, 1}, {4, 3}); }},
+      {"broadcast_in_dim both", OpKind::broadcast_in_dim, {{2, 1}}, all,
+       [](Builder& b, V x) { return b.broadcast_in_dim(x[0], {0, 1}, {2, 3, 5}); }},
+      {"reduce_sum", OpKind::reduce_sum, {{2, 3, 4}}, all, [](Builder& b, V x) { return b.reduce_sum(x[0], {0, 2}); }},
+      {"reduce_sum all", OpKind::reduce_sum, {{2, 3}}, fc, [](Builder& b, V x) { return b.reduce_sum(x[0], {0, 1}); }},
+      {"extract_diag", OpKind::extract_diag, {{3, 2, 3}}, fc, [](Builder& b, V x) { return b.extract_diag(x[0], 0, 2); }},
+      {"extract_diag reversed", OpKind::extract_diag, {{3, 2, 3}}, fc,
+       [](Builder& b, V x) { return b.extract_diag(x[0], 2, 0); }},
+      {"embed_diag", OpKind::embed_diag, {{3, 2}}, fc, [](Builder& b, V x) { return b.embed_diag(x[0], 0, 2); }},
+      {"embed_diag first", OpKind::embed_diag, {{3, 2}}, fc, [](Builder& b, V x) { return b.embed_diag(x[0], 1, 0); }},
+      {"add", OpKind::add, {{2, 3}, {2, 3}}, all, [](Builder& b, V x) { return b.add(x[0], x[1]); }},
+      {"add same operand", OpKind::add, {{2, 3}}, fc, [](Builder& b, V x) { return b.add(x[0], x[0]); }},
+      {"sub", OpKind::sub, {{2, 3}, {2, 3}}, all, [](Builder& b, V x) { return b.sub(x[0], x[1]); }},
+      {"mul", OpKind::mul, {{2, 3}, {2, 3}}, all, [](Builder& b, V x) { return b.mul(x[0], x[1]); }},
+      {"mul square", OpKind::mul, {{4}}, fc, [](Builder& b, V x) { return b.mul(x[0], x[0]); }},
+      {"div", OpKind::div, {{2, 3}, {2, 3}}, all, [](Builder& b, V x) { return b.div(x[0], x[1]); }, true},
+      {"neg", OpKind::neg, {{2, 3}}, all, [](Builder& b, V x) { return b.neg(x[0]); }},
+      {"conj", OpKind::conj, {{2, 3}}, fc, [](Builder& b, V x) { return b.conj(x[0]); }},
+      {"real", OpKind::real, {{2, 3}}, fc, [](Builder& b, V x) { return b.real(x[0]); }},
+      {"imag", OpKind::imag, {{2, 3}}, fc, [](Builder& b, V x) { return b.imag(x[0]); }},
+      {"exp", OpKind::exp, {{2, 3}}, all, [](Builder& b, V x) { return b.exp(x[0]); }},
+      {"log", OpKind::log, {{2, 3}}, all, [](Builder& b, V x) { return b.log(x[0]); }, true},
+      {"sqrt", OpKind::sqrt, {{2, 3}}, all, [](Builder& b, V x) { return b.sqrt(x[0]); }, true},
+      {"convert to f64", OpKind::convert, {{2, 3}}, {DType::f32}, [](Builder& b, V x) { return b.convert(x[0], DType::f64); }},
+      {"convert to f32", OpKind::convert, {{2, 3}}, {DType::f64}, [](Builder& b, V x) { return b.convert(x[0], DType::f32); }},
+      {"convert to c128", OpKind::convert, {{2, 3}}, {DType::f64, DType::c64},
+       [](Builder& b, V x) { return b.convert(x[0], DType::c128); }},
+      {"constant", OpKind::constant, {{2, 2}}, {DType::f64},
+       [](Builder& b, V x) {
+         return b.mul(x[0], b.constant(Tensor::from_col_major<double>({2, 2}, {1.5, -2.0, 0.25, 3.0})));
+       }},
+  };
+}
+
+// Builds the one-op program of a row in `dtype`.
+Program row_program(const OpRow& row, DType dtype) {
+  Builder b("op", registry());
+  std::vector<Value> params;
+  for (size_t i = 0; i < row.shapes.size(); ++i) {
+    TensorType t{dtype, {}};
+    for (int64_t e : row.shapes[i]) t.dims.push_back(Dim(e));
+    params.push_back(b.parameter(fmt::format("x{}", i), t));
+  }
+  Value out = row.build(b, params);
+  return b.finish({out});
+}
+
+}  // namespace
+
+TEST_CASE("every standard op has a linearize rule, a transpose rule when linear, and a row in the table") {
+  const std::set<OpKind> nonlinear = {OpKind::exp, OpKind::log, OpKind::sqrt, OpKind::constant};
+  std::set<OpKind> covered;
+  for (const OpRow& row : op_table()) covered.insert(row.kind);
+  for (size_t i = 0; i < kStdOpCount; ++i) {
+    OpKind k = static_cast<OpKind>(i);
+    CAPTURE(op_kind_name(k));
+    const bool has_linearize = ad::std_ad_rules(k).linearize != nullptr;
+    const bool has_transpose = ad::std_ad_rules(k).transpose != nullptr;
+    CHECK(has_linearize);
+    CHECK(has_transpose == !nonlinear.count(k));
+    CHECK(covered.count(k) == 1);
+  }
+}
+
+TEST_CASE("property table: jvp vs finite differences, dot-product test and adjointness for every standard op") {
+  uint64_t seed = 1000;
+  for (const OpRow& row : op_table()) {
+    for (DType dtype : row.dtypes) {
+      Program p = row_program(row, dtype);
+      std::vector<std::vector<int>> wrts = {{}};
+      for (size_t i = 0; i < row.shapes.size(); ++i) wrts[0].push_back(static_cast<int>(i));
+      if (row.shapes.size() == 2) wrts.push_back({1});  // one operand without tangent: symbolic zeros
+      for (const std::vector<int>& wrt : wrts) {
+        Rng rng{++seed};
+        std::vector<Tensor> inputs;
+        for (const Shape& s : row.shapes) inputs.push_back(random_tensor(dtype, s, rng, row.positive));
+        std::string context = fmt::format("row '{}', dtype {}, wrt [{}], seed {}", row.name, name(dtype),
+                                          fmt::join(wrt, ","), seed);
+        check_derivatives(p, wrt, inputs, rng, tolerance_for(dtype), context);
+      }
+    }
+  }
+}
+
+TEST_CASE("integer values carry no tangent: a converted i64 parameter is a constant") {
+  Builder b("scaled", registry());
+  Value x = b.parameter("x", {DType::f64, {3}});
+  Value n = b.parameter("n", {DType::i64, {3}});
+  Program p = b.finish({b.mul(x, b.convert(n, DType::f64))});
+  Rng rng{7};
+  std::vector<Tensor> inputs = {random_tensor(DType::f64, {3}, rng),
+                                Tensor::from_col_major<int64_t>({3}, {2, -1, 3})};
+  check_derivatives(p, {0}, inputs, rng, Tolerance{}, "seed 7");
+  std::string err;
+  try {
+    ad::vjp(p, std::vector<int>{1}, registry());
+  } catch (const Error& e) {
+    err = e.what();
+  }
+  CHECK(err == "vjp: cannot differentiate with respect to parameter 1 (%n: i64[3]): only floating parameters (f32, "
+               "f64, c64, c128) have tangents");
+}
