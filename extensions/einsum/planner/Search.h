@@ -2,7 +2,7 @@
 //
 // Planning stage. All of it minimises total flops (ContractionTree.h's cost model); the best tree is chosen by the one
 // evaluator. Determinism: a trial's work is fixed by its options and its seed (trial_seed(seed, index)), never by the
-// clock or the thread that runs it; the winner is the minimum of (flops, trial index) over the trials that finished.
+// clock or the thread that runs it; the winner is the minimum of (flops, trial index) over the trials run.
 // A time budget only decides how many trials finish: with enough budget (or a trial count that completes within it)
 // the result is the same in every process and at every thread count; a search cut short by the budget says so in
 // SearchResult::stopped_by_budget and depends on how far its trials got. The budget is checked inside every loop
