@@ -12,6 +12,7 @@
 #include <cstring>
 #include <memory>
 #include <numeric>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -40,25 +41,32 @@ struct Fused {
 
 // Builds the offset tables of a group (kernels::offset_table, the odometer): axes are ordered by `key` (ascending, ties by position),
 // the first one varying fastest, so a unit-stride axis gives contiguous runs.
-Fused fuse(std::vector<Axis> axes, int64_t Axis::*key, int64_t Axis::*tie) {
-  std::erase_if(axes, [](const Axis& ax) { return ax.extent == 1; });
-  std::stable_sort(axes.begin(), axes.end(), [&](const Axis& x, const Axis& y) {
+// Which tensors' tables a group needs (m: A and C, n: B and C, k: A and B, batch: all three).
+enum Need : unsigned { kNeedA = 1, kNeedB = 2, kNeedC = 4 };
+
+Fused fuse(const std::vector<Axis>& group, int64_t Axis::*key, int64_t Axis::*tie, unsigned need) {
+  // Insertion sort on a few axes: no allocation beyond the tables (this runs on every call).
+  std::vector<Axis> axes;
+  axes.reserve(group.size());
+  for (const Axis& ax : group)
+    if (ax.extent != 1) axes.push_back(ax);
+  auto before = [&](const Axis& x, const Axis& y) {
     auto kx = std::abs(x.*key), ky = std::abs(y.*key);
     if (kx != ky) return kx < ky;
     return std::abs(x.*tie) < std::abs(y.*tie);
-  });
-  std::vector<int64_t> extent, sa, sb, sc;
-  for (const Axis& ax : axes) {
-    extent.push_back(ax.extent);
-    sa.push_back(ax.stride_a);
-    sb.push_back(ax.stride_b);
-    sc.push_back(ax.stride_c);
-  }
+  };
+  for (size_t i = 1; i < axes.size(); ++i)
+    for (size_t j = i; j > 0 && before(axes[j], axes[j - 1]); --j) std::swap(axes[j], axes[j - 1]);
+  std::vector<int64_t> extent(axes.size()), stride(axes.size());
   Fused f;
-  f.a = kernels::offset_table(extent, sa);
-  f.b = kernels::offset_table(extent, sb);
-  f.c = kernels::offset_table(extent, sc);
-  f.size = static_cast<int64_t>(f.a.size());
+  f.size = 1;
+  for (size_t i = 0; i < axes.size(); ++i) f.size *= (extent[i] = axes[i].extent);
+  for (auto [bit, table, member] : {std::tuple{kNeedA, &f.a, &Axis::stride_a}, std::tuple{kNeedB, &f.b, &Axis::stride_b},
+                                    std::tuple{kNeedC, &f.c, &Axis::stride_c}}) {
+    if (!(need & bit)) continue;
+    for (size_t i = 0; i < axes.size(); ++i) stride[i] = axes[i].*member;
+    *table = kernels::offset_table(extent, stride);
+  }
   return f;
 }
 
@@ -169,8 +177,22 @@ struct Gett {
     const int64_t* bn = n.b.data() + j0;
     const int64_t* bk = k.b.data() + p0;
     if constexpr (!is_complex_v<T>) {
-      if (b_k_unit) {  // k contiguous (e.g. a column-major B[k, n]): read each column sequentially
-        for (int64_t j = 0; j < cols; ++j) {
+      if (b_k_unit) {  // k contiguous (e.g. a column-major B[k, n]): read 4 columns side by side, write rows
+        int64_t j = 0;
+        for (; j + 4 <= cols; j += 4) {
+          const T* s0 = b + bn[j] + bk[0];
+          const T* s1 = b + bn[j + 1] + bk[0];
+          const T* s2 = b + bn[j + 2] + bk[0];
+          const T* s3 = b + bn[j + 3] + bk[0];
+          R* d = dst + j;
+          for (int64_t p = 0; p < kc; ++p, d += nr) {
+            d[0] = s0[p];
+            d[1] = s1[p];
+            d[2] = s2[p];
+            d[3] = s3[p];
+          }
+        }
+        for (; j < cols; ++j) {
           const T* src = b + bn[j] + bk[0];
           for (int64_t p = 0; p < kc; ++p) dst[p * nr + j] = src[p];
         }
@@ -286,10 +308,19 @@ struct Gett {
     const int64_t kc_max = std::min(kc_e, K);
     R* bpack = static_cast<R*>(scratch.b.get(sizeof(R) * size_t(nc_max * kc_max * V)));
     R* apack = static_cast<R*>(scratch.a.get(sizeof(R) * size_t(mc_max * kc_max * V)));
-    const size_t lane_bytes = sizeof(R) * size_t(lane_rem);
+    // One vector's worth per (k, row): a fixed-size copy for the usual full block (a memcpy call per 64 bytes
+    // would cost more than the copy).
     auto copy_lanes = [&](R* dst, const T* src) {
-      std::memcpy(dst, src, lane_bytes);
-      for (int64_t l = lane_rem; l < V; ++l) dst[l] = 0;
+      if constexpr (is_complex_v<T>) {
+        EIN_ASSERT(false, "lane kernels are real");  // complex problems never take the lane path
+      } else if (lane_rem == V && V == 8) {
+        for (int l = 0; l < 8; ++l) dst[l] = src[l];
+      } else if (lane_rem == V && V == 16) {
+        for (int l = 0; l < 16; ++l) dst[l] = src[l];
+      } else {
+        for (int64_t l = 0; l < lane_rem; ++l) dst[l] = src[l];
+        for (int64_t l = lane_rem; l < V; ++l) dst[l] = 0;
+      }
     };
     for (int64_t jc = 0; jc < N; jc += nc) {
       const int64_t ncur = std::min(nc, N - jc);
@@ -378,9 +409,9 @@ void run_gett(const ContractionProblem& p, ThreadPool* pool, KernelCache& cache,
   using R = typename real_of<T>::type;
   Gett<T> g;
   const DType real = dtype_v<R>;
-  g.m = fuse(p.m, &Axis::stride_c, &Axis::stride_a);
-  g.n = fuse(p.n, &Axis::stride_c, &Axis::stride_b);
-  g.k = fuse(p.k, &Axis::stride_b, &Axis::stride_a);
+  g.m = fuse(p.m, &Axis::stride_c, &Axis::stride_a, kNeedA | kNeedC);
+  g.n = fuse(p.n, &Axis::stride_c, &Axis::stride_b, kNeedB | kNeedC);
+  g.k = fuse(p.k, &Axis::stride_b, &Axis::stride_a, kNeedA | kNeedB);
   g.accumulate = p.accumulate;
   if constexpr (!is_complex_v<T>) {
     // A batch axis with unit stride in all three tensors: run lane kernels along it (the GEMM packing would read
@@ -391,7 +422,7 @@ void run_gett(const ContractionProblem& p, ThreadPool* pool, KernelCache& cache,
     if (lane != p.batch.end()) {
       std::vector<Axis> rest = p.batch;
       rest.erase(rest.begin() + (lane - p.batch.begin()));
-      g.batch = fuse(rest, &Axis::stride_c, &Axis::stride_a);
+      g.batch = fuse(rest, &Axis::stride_c, &Axis::stride_a, kNeedA | kNeedB | kNeedC);
       MicroKernelSpec spec = default_lane_kernel(real, cache.host().has_avx512);
       g.lane_kernel = cache.lane_kernel(spec);  // may throw: before anything is written
       g.lane_extent = lane->extent;
@@ -410,7 +441,7 @@ void run_gett(const ContractionProblem& p, ThreadPool* pool, KernelCache& cache,
       return g.run(p, pool);
     }
   }
-  g.batch = fuse(p.batch, &Axis::stride_c, &Axis::stride_a);
+  g.batch = fuse(p.batch, &Axis::stride_c, &Axis::stride_a, kNeedA | kNeedB | kNeedC);
   // The tile with the least padded work (rows rounded up to MR, columns to NR), weighted by its throughput.
   const double rows = double(g.m.size * Gett<T>::cf), cols = double(g.n.size);
   MicroKernelSpec spec;

@@ -9,7 +9,10 @@
 // unit-stride axis of C is an m axis); otherwise the micro-kernel writes a small tile buffer that is scattered through
 // C's offset tables. Complex dtypes use the 1m method: A is packed as a real 2m x 2k matrix of [re -im; im re] blocks,
 // B as a real 2k x n matrix, and the real micro-kernel then produces C's interleaved real and imaginary parts, so
-// complex runs at the real kernel's rate. i64 is not supported here (contract() sends it to the portable kernel).
+// complex runs at the real kernel's rate. A batch axis with unit stride in A, B and C (column-major bij,bjk->bik) would
+// make GEMM packing read one element per cache line; real problems with such an axis run on lane kernels instead,
+// whose vectors run along that axis (MicroKernel.h). The micro-tile is chosen per problem among a few candidates by
+// least padded work. i64 is not supported here (contract() sends it to the portable kernel).
 //
 // Determinism: every output element is summed over k in one fixed order (KC blocks in order, k in order inside),
 // and the thread pool only splits independent tiles, slivers or batch entries, so results are bitwise identical for

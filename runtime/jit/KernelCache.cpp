@@ -104,7 +104,8 @@ KernelCache& KernelCache::process_default() {
 std::string KernelCache::disk_key(const MicroKernelSpec& spec) const {
   const JitHost& h = jit_->host();
   return "llvm " + h.llvm_version + "\ntriple " + h.triple + "\ncpu " + h.cpu + "\nfeatures " + h.features +
-         "\nkernel " + spec.symbol() + " generator 1\n";
+         "\nkernel " + spec.symbol() +
+         " generator " + std::to_string(kMicroKernelGeneratorVersion) + "\n";
 }
 
 std::string KernelCache::cache_file(const MicroKernelSpec& spec) const {

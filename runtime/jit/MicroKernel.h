@@ -23,6 +23,10 @@ namespace einstage {
 
 class Jit;
 
+/// Bump when the generated code changes for the same MicroKernelSpec: it is part of the disk-cache key, so objects
+/// from an older generator are recompiled instead of reused.
+inline constexpr int kMicroKernelGeneratorVersion = 2;
+
 struct MicroKernelSpec {
   DType dtype = DType::f64;  // f32 or f64
   int mr = 24;               // rows, a multiple of lanes
