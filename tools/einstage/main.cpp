@@ -16,6 +16,7 @@ constexpr Command kCommands[] = {
     {"einsum", "contract .npy files: einsum SUBSCRIPTS A.npy B.npy ... [-o OUT.npy]", run_einsum},
     {"plan", "print the contraction plan for given shapes: plan SUBSCRIPTS --shapes 6x2x3,6x3x4", run_plan},
     {"lower", "print an einsum lowered to standard ops: lower SUBSCRIPTS --shapes ...", run_lower},
+    {"grad", "gradients of sum(einsum(...)) as .npy files: grad SUBSCRIPTS A.npy B.npy ... --wrt 0,1", run_grad},
     {"run", "run a saved program: run PROGRAM.json --input NAME=FILE.npy ...", run_run},
     {"demo", "a short tour of the pipeline (also what 'einstage' alone does)", run_demo},
 };
