@@ -32,12 +32,15 @@ using PreparedFuture = std::shared_future<std::shared_ptr<const PreparedOp>>;
 struct CacheEntry {
   std::shared_ptr<const ExtensionPayload> payload;  // equal hashes are told apart by equals()
   PreparedFuture prepared;
+  uint64_t last_used = 0;                           // for least-recently-used eviction
 };
 
 }  // namespace
 
 class PreparedCache {
  public:
+  explicit PreparedCache(size_t capacity) : capacity_(capacity) {}
+
   /// The prepared form of `op` for these operands, preparing it on a miss; concurrent misses on one key prepare
   /// once (the others wait for it). A failed prepare is not cached.
   std::shared_ptr<const PreparedOp> get(const ExtensionOp& op, const ExtensionExecutor& executor,
@@ -48,16 +51,18 @@ class PreparedCache {
     {
       std::unique_lock lock(mutex_);
       auto& bucket = map_[key];
-      for (const CacheEntry& e : bucket)
+      for (CacheEntry& e : bucket)
         if (e.payload->family() == op.family() && e.payload->equals(*op.payload)) {
           PreparedFuture f = e.prepared;
+          e.last_used = ++tick_;
           ++hits_;
           lock.unlock();
           *hit = true;
-          return f.get();
+          return f.get();  // waits if another thread is still preparing it
         }
-      bucket.push_back({op.payload, promise.get_future().share()});
+      bucket.push_back({op.payload, promise.get_future().share(), ++tick_});
       ++misses_;
+      if (++count_ > capacity_) evict_oldest(tick_);
     }
     *hit = false;
     try {
@@ -69,30 +74,53 @@ class PreparedCache {
     } catch (...) {
       promise.set_exception(std::current_exception());
       std::lock_guard lock(mutex_);
-      auto& bucket = map_[key];
-      std::erase_if(bucket, [&](const CacheEntry& e) { return e.payload == op.payload; });
-      if (bucket.empty()) map_.erase(key);
+      if (auto it = map_.find(key); it != map_.end()) {  // (it may have been evicted meanwhile)
+        count_ -= std::erase_if(it->second, [&](const CacheEntry& e) { return e.payload == op.payload; });
+        if (it->second.empty()) map_.erase(it);
+      }
       throw;
     }
   }
 
   PreparedCacheStats stats() const {
     std::lock_guard lock(mutex_);
-    PreparedCacheStats s{hits_, misses_, 0};
-    for (auto& [k, bucket] : map_) s.entries += bucket.size();
-    return s;
+    return PreparedCacheStats{hits_, misses_, count_, evictions_, capacity_};
   }
 
   void clear() {
     std::lock_guard lock(mutex_);
     map_.clear();
-    hits_ = misses_ = 0;
+    hits_ = misses_ = evictions_ = 0;
+    count_ = 0;
   }
 
  private:
+  // Drops the least recently used entry other than the one just used (`keep`). Threads waiting on it hold their own
+  // copy of its future, so they still get its result. Runs on misses only; a linear scan is cheap beside a prepare.
+  void evict_oldest(uint64_t keep) {
+    auto oldest_bucket = map_.end();
+    size_t oldest_index = 0;
+    uint64_t oldest = UINT64_MAX;
+    for (auto it = map_.begin(); it != map_.end(); ++it)
+      for (size_t i = 0; i < it->second.size(); ++i)
+        if (it->second[i].last_used != keep && it->second[i].last_used < oldest) {
+          oldest = it->second[i].last_used;
+          oldest_bucket = it;
+          oldest_index = i;
+        }
+    if (oldest_bucket == map_.end()) return;
+    oldest_bucket->second.erase(oldest_bucket->second.begin() + static_cast<std::ptrdiff_t>(oldest_index));
+    if (oldest_bucket->second.empty()) map_.erase(oldest_bucket);
+    --count_;
+    ++evictions_;
+  }
+
   mutable std::mutex mutex_;
   std::map<CacheKey, std::vector<CacheEntry>> map_;
-  uint64_t hits_ = 0, misses_ = 0;
+  size_t capacity_;
+  size_t count_ = 0;
+  uint64_t tick_ = 0;
+  uint64_t hits_ = 0, misses_ = 0, evictions_ = 0;
 };
 
 struct Runtime::State {
@@ -103,6 +131,8 @@ struct Runtime::State {
   std::deque<ModuleInfo> modules;                             // deque: add_module hands out stable references
   std::unique_ptr<ThreadPool> pool;
   PreparedCache cache;
+
+  explicit State(size_t cache_capacity) : cache(cache_capacity) {}
 
   const ModuleInfo& add(const EinstageModuleDescriptor* d, const std::string& origin);
 };
@@ -176,9 +206,12 @@ const ModuleInfo& Runtime::State::add(const EinstageModuleDescriptor* d, const s
 
 // ---- Runtime ----
 
-Runtime::Runtime(RuntimeOptions options) : state_(std::make_shared<State>()) {
+Runtime::Runtime(RuntimeOptions options) {
   if (options.threads < 1)
     fail(ErrorKind::invalid_argument, "RuntimeOptions::threads is {}; expected 1 or more", options.threads);
+  if (options.cache_capacity < 1)
+    fail(ErrorKind::invalid_argument, "RuntimeOptions::cache_capacity is 0; expected 1 or more");
+  state_ = std::make_shared<State>(options.cache_capacity);
   if (options.threads > 1) state_->pool = std::make_unique<ThreadPool>(options.threads);
 }
 Runtime::~Runtime() = default;

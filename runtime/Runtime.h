@@ -16,8 +16,9 @@
 // standard ops on the interpreter's kernels, extension ops through their module's executor. The first time an
 // extension op meets a set of concrete operand types it is prepared (einsum: the tree is planned) and cached in the
 // Runtime under (payload, operand types); later runs with the same shapes only execute. The cache is shared by
-// every Executable of the Runtime, is thread-safe (concurrent misses on one key prepare once; the others wait), and
-// its hits and misses are observable. An Executable keeps the Runtime's state alive, so it may outlive the Runtime
+// every Executable of the Runtime, is thread-safe (concurrent misses on one key prepare once; the others wait), is
+// bounded (least recently used entries are dropped beyond RuntimeOptions::cache_capacity), and its hits, misses and
+// evictions are observable. An Executable keeps the Runtime's state alive, so it may outlive the Runtime
 // object, and it may run from several threads at once with identical results.
 #pragma once
 
@@ -38,6 +39,8 @@ class ThreadPool;
 struct RuntimeOptions {
   /// Threads for the kernels (the Runtime owns one pool of this size; 1 = run on the calling thread).
   int threads = 1;
+  /// Prepared extension ops kept at most (least recently used ones are dropped beyond it; >= 1).
+  size_t cache_capacity = 1024;
 };
 
 /// A module the Runtime has registered.
@@ -49,9 +52,11 @@ struct ModuleInfo {
 };
 
 struct PreparedCacheStats {
-  uint64_t hits = 0;    // runs of an extension op that found it prepared
-  uint64_t misses = 0;  // runs that prepared it (einsum: planned a tree)
-  size_t entries = 0;   // distinct (payload, operand types) prepared
+  uint64_t hits = 0;       // runs of an extension op that found it prepared
+  uint64_t misses = 0;     // runs that prepared it (einsum: planned a tree)
+  size_t entries = 0;      // distinct (payload, operand types) held now
+  uint64_t evictions = 0;  // entries dropped to stay within the capacity
+  size_t capacity = 0;
 };
 
 class Executable;

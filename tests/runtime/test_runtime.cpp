@@ -244,3 +244,34 @@ TEST_CASE("runtime: an Executable releases intermediates after their last use") 
   for (int i = 0; i < 6; ++i) expect = naive_einsum<double>({"ij", "jk"}, "ik", {expect, ms});
   CHECK(max_abs_diff(out[0], expect) < 1e-12);
 }
+
+TEST_CASE("runtime: the prepared-op cache is bounded; the least recently used entry goes first") {
+  Program p = traced_batched_matmul();
+  RuntimeOptions options;
+  options.cache_capacity = 2;
+  Runtime rt(options);
+  rt.add_module(einsum::module_descriptor());
+  Executable exe = rt.prepare(p);
+  auto run = [&](int64_t b) {
+    Case c = make_case(b, static_cast<uint64_t>(b));
+    CHECK(max_abs_diff(exe.run({c.x, c.w})[0], c.y) < 1e-13);
+  };
+  run(1);
+  run(2);
+  run(1);  // hit: b = 1 is now the most recently used
+  run(3);  // miss: evicts b = 2
+  PreparedCacheStats s = rt.cache_stats();
+  CHECK(s.entries == 2);
+  CHECK(s.capacity == 2);
+  CHECK(s.evictions == 1);
+  CHECK(s.hits == 1);
+  CHECK(s.misses == 3);
+  run(1);  // still cached
+  run(2);  // planned again
+  s = rt.cache_stats();
+  CHECK(s.hits == 2);
+  CHECK(s.misses == 4);
+  CHECK(s.evictions == 2);
+  CHECK(error_of([] { Runtime bad(RuntimeOptions{1, 0}); }) ==
+        "RuntimeOptions::cache_capacity is 0; expected 1 or more");
+}
