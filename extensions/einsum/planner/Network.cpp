@@ -7,8 +7,6 @@
 
 namespace einstage::einsum {
 
-// label_name (declared in Network.h) is defined once, in Notation.cpp.
-
 Extents extents_from_shapes(const Subscripts& subscripts, const std::vector<std::vector<int64_t>>& shapes) {
   if (shapes.size() != subscripts.inputs.size())
     fail(ErrorKind::shape, "got {} operand shapes for {} subscript terms; pass one shape per operand", shapes.size(),

@@ -4,9 +4,11 @@
 // right, then output), each input keeps its *distinct* labels sorted by dense id, and every label knows its extent,
 // log2 extent, how many inputs carry it and whether the output keeps it. Every optimiser and the one cost evaluator
 // (ContractionTree.h) read this form, so the "which labels does an intermediate keep" rule exists once, here.
-// Depends on Subscripts.h and ir/Error.h only; nothing here knows about tensors, kernels or the IR.
+// Depends on Subscripts.h, Notation.h (label_name) and ir/Error.h only; nothing here knows about tensors, kernels or
+// the IR.
 #pragma once
 
+#include "extensions/einsum/Notation.h"  // label_name: how a label prints in messages and reports
 #include "extensions/einsum/Subscripts.h"
 
 #include <cstdint>
@@ -23,9 +25,6 @@ using Extents = std::map<Label, int64_t>;
 /// Extents from per-input shapes (shape[k] is the extent of subscripts.inputs[i][k]). Strict: a label seen with two
 /// different extents is an error naming both operands (broadcasting rules belong to the notation layer).
 Extents extents_from_shapes(const Subscripts& subscripts, const std::vector<std::vector<int64_t>>& shapes);
-
-/// How a label prints in messages and reports: the `names` entry, else the code point as UTF-8, else "#<n>".
-std::string label_name(const Subscripts& subscripts, Label label);
 
 struct Network {
   int num_inputs = 0;

@@ -1,5 +1,6 @@
 #include "extensions/einsum/planner/Report.h"
 
+#include "extensions/einsum/Notation.h"
 #include "ir/Error.h"
 
 #include <nlohmann/json.hpp>
@@ -21,19 +22,10 @@ std::string step_text(const Subscripts& s, const StepCost& step) {
 
 }  // namespace
 
-std::string subscripts_text(const Subscripts& s) {
-  std::string out;
-  for (size_t i = 0; i < s.inputs.size(); ++i) {
-    if (i) out += ',';
-    out += labels_text(s, s.inputs[i]);
-  }
-  return out + "->" + labels_text(s, s.output);
-}
-
 std::string report_text(const Subscripts& s, const ContractionTree& tree, const TreeCost& cost,
                         std::string_view method) {
   std::string out;
-  out += fmt::format("  contraction: {}\n", subscripts_text(s));
+  out += fmt::format("  contraction: {}\n", to_string(s));
   if (!method.empty()) out += fmt::format("       method: {}\n", method);
   out += fmt::format("         tree: {}\n", tree.to_string());
   out += fmt::format("  naive flops: {:.4e}\n", cost.naive_flops);
@@ -58,7 +50,7 @@ std::string report_text(const Subscripts& s, const PlanResult& r) { return repor
 std::string report_json(const Subscripts& s, const ContractionTree& tree, const TreeCost& cost,
                         std::string_view method, int indent) {
   nlohmann::json j;
-  j["contraction"] = subscripts_text(s);
+  j["contraction"] = to_string(s);
   j["method"] = std::string(method);
   j["num_inputs"] = tree.num_inputs();
   nlohmann::json steps = nlohmann::json::array(), path = nlohmann::json::array();

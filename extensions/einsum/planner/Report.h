@@ -4,7 +4,7 @@
 // user wrote them (Subscripts::names, else the code point). The text form mirrors opt_einsum's einsum_path: per step
 // the pairwise contraction, its flops and result size; totals (tc, sc, rw, peak memory) and the speed-up over a naive
 // single loop nest. JSON is produced and read with nlohmann_json inside Report.cpp only.
-// Depends on ContractionTree.h and PlanSpec.h (for PlanResult).
+// Depends on ContractionTree.h, PlanSpec.h (for PlanResult) and Notation.h (label_name and the subscripts printer).
 #pragma once
 
 #include "extensions/einsum/planner/PlanSpec.h"
@@ -13,9 +13,6 @@
 #include <string_view>
 
 namespace einstage::einsum {
-
-/// The whole contraction as a string, "ij,jk->ik", with labels as the user wrote them.
-std::string subscripts_text(const Subscripts& subscripts);
 
 /// Text report. `method` names the planner (PlanResult::method); may be empty.
 std::string report_text(const Subscripts& subscripts, const ContractionTree& tree, const TreeCost& cost,
