@@ -1,0 +1,239 @@
+// einstage_bench_ad: the cost of a gradient. For the 7-matrix chain ij,jk,kl,lm,mn,no,o->i (n = 256) and the 4x4
+// grid of bond dimension 8 (contracted to a scalar), the loss L = sum(einsum(...)) is traced once, and
+// ad::value_and_grad gives the program that returns L and the gradient with respect to every operand. Both programs
+// run on a Runtime with the einsum module (prepared and warm: trees planned and cached), and the table shows the
+// time of the value alone, of value + gradient, and their ratio. torch.autograd does the same in the same run
+// (torch.einsum(...).sum() forward, then forward + backward) through /usr/bin/python3 when python3-torch is
+// installed; the torch columns say "n/a" and the output says why otherwise. f64, seeded data, one thread for both
+// (torch.set_num_threads(1)), best of repeated calls after a warm-up. Not a test: it prints a table and JSON.
+//
+// Usage: einstage_bench_ad [--min-time S] [--json FILE] [--no-torch]
+#include "compiler/Trace.h"
+#include "compiler/ad/Ad.h"
+#include "extensions/einsum/Module.h"
+#include "extensions/einsum/TraceEinsum.h"
+#include "runtime/Runtime.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <optional>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+using namespace einstage;
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double best_time(const std::function<void()>& fn, double min_time) {
+  fn();  // warm-up (plans the trees, compiles kernels)
+  double best = 1e300, total = 0;
+  int reps = 0;
+  while (total < min_time || reps < 5) {
+    auto t0 = Clock::now();
+    fn();
+    double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+    best = std::min(best, dt);
+    total += dt;
+    ++reps;
+  }
+  return best;
+}
+
+struct Workload {
+  std::string name;
+  std::string spec;
+  std::vector<Shape> shapes;
+};
+
+std::vector<Workload> workloads() {
+  std::vector<Workload> w;
+  const int64_t n = 256;
+  w.push_back({"chain7 n=256", "ij,jk,kl,lm,mn,no,o->i", {{n, n}, {n, n}, {n, n}, {n, n}, {n, n}, {n, n}, {n}}});
+  // 4x4 grid, bond 8: site (r, c) carries its right bond h(r,c) and its down bond v(r,c); 24 labels a..x.
+  const std::string letters = "abcdefghijklmnopqrstuvwx";
+  auto h = [&](int r, int c) { return letters[static_cast<size_t>(r * 3 + c)]; };
+  auto v = [&](int r, int c) { return letters[static_cast<size_t>(12 + r * 4 + c)]; };
+  std::string spec;
+  std::vector<Shape> shapes;
+  for (int r = 0; r < 4; ++r)
+    for (int c = 0; c < 4; ++c) {
+      std::string t;
+      if (c > 0) t += h(r, c - 1);
+      if (c < 3) t += h(r, c);
+      if (r > 0) t += v(r - 1, c);
+      if (r < 3) t += v(r, c);
+      spec += (spec.empty() ? "" : ",") + t;
+      shapes.push_back(Shape(t.size(), 8));
+    }
+  w.push_back({"grid4x4 bond8", spec + "->", shapes});
+  return w;
+}
+
+// Seeded values in [-0.5, 0.5) scaled so that long chains neither overflow nor vanish.
+std::vector<Tensor> operands(const Workload& w) {
+  uint64_t state = 42;
+  std::vector<Tensor> ops;
+  for (const Shape& s : w.shapes) {
+    Tensor t = Tensor::empty(DType::f64, s);
+    double* d = t.data<double>();
+    const double scale = 1.0 / std::sqrt(static_cast<double>(s.empty() ? 1 : s[0]));
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      d[i] = (static_cast<double>(state >> 11) * 0x1.0p-53 - 0.5) * scale;
+    }
+    ops.push_back(std::move(t));
+  }
+  return ops;
+}
+
+constexpr const char* kTorchScript = R"PY(
+import json, sys, time
+import torch
+torch.set_num_threads(1)
+cfg = json.load(sys.stdin)
+out = {"torch": torch.__version__, "rows": []}
+def best(fn, min_time):
+    fn()
+    best, total, reps = 1e300, 0.0, 0
+    while total < min_time or reps < 5:
+        t0 = time.perf_counter(); fn(); dt = time.perf_counter() - t0
+        best = min(best, dt); total += dt; reps += 1
+    return best
+for w in cfg["rows"]:
+    g = torch.Generator().manual_seed(42)
+    ops = [(torch.rand(s, dtype=torch.float64, generator=g) - 0.5) / (s[0] ** 0.5 if s else 1.0) for s in w["shapes"]]
+    def value():
+        with torch.no_grad():
+            return torch.einsum(w["spec"], *ops).sum()
+    def value_and_grad():
+        xs = [o.detach().requires_grad_(True) for o in ops]
+        loss = torch.einsum(w["spec"], *xs).sum()
+        loss.backward()
+        return loss, [x.grad for x in xs]
+    out["rows"].append({"name": w["name"], "value_s": best(value, cfg["min_time"]),
+                        "value_and_grad_s": best(value_and_grad, cfg["min_time"])})
+print(json.dumps(out))
+)PY";
+
+// torch.autograd timings; nullopt with a reason when it cannot run.
+std::optional<json> torch_times(const std::vector<Workload>& ws, double min_time, std::string& why) {
+  if (!std::filesystem::exists("/usr/bin/python3")) {
+    why = "/usr/bin/python3 not found";
+    return std::nullopt;
+  }
+  if (std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0) {
+    why = "python3-torch is not installed for /usr/bin/python3";
+    return std::nullopt;
+  }
+  json cfg = {{"min_time", min_time}, {"rows", json::array()}};
+  for (const Workload& w : ws) cfg["rows"].push_back({{"name", w.name}, {"spec", w.spec}, {"shapes", w.shapes}});
+  char script[] = "/tmp/einstage_bench_ad_py_XXXXXX";
+  char input[] = "/tmp/einstage_bench_ad_in_XXXXXX";
+  int fs = mkstemp(script), fi = mkstemp(input);
+  if (fs < 0 || fi < 0) {
+    why = "cannot create a temporary file";
+    return std::nullopt;
+  }
+  close(fs);
+  close(fi);
+  std::ofstream(script) << kTorchScript;
+  std::ofstream(input) << cfg.dump();
+  const std::string cmd = fmt::format("OPENBLAS_CORETYPE=SkylakeX OMP_NUM_THREADS=1 /usr/bin/python3 '{}' < '{}'",
+                                      script, input);
+  FILE* f = popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  while (f && std::fgets(buf, sizeof(buf), f)) out += buf;
+  const int status = f ? pclose(f) : -1;
+  std::filesystem::remove(script);
+  std::filesystem::remove(input);
+  if (status != 0) {
+    why = "the torch script failed";
+    return std::nullopt;
+  }
+  return json::parse(out);
+}
+
+std::string ms(double s) { return s < 0 ? "n/a" : fmt::format("{:.2f}", s * 1e3); }
+std::string ratio(double a, double b) { return a < 0 || b < 0 ? "n/a" : fmt::format("{:.2f}x", a / b); }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  double min_time = 0.5;
+  std::string json_file;
+  bool torch = true;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--min-time" && i + 1 < argc) min_time = std::atof(argv[++i]);
+    else if (a == "--json" && i + 1 < argc) json_file = argv[++i];
+    else if (a == "--no-torch") torch = false;
+    else {
+      std::fprintf(stderr, "usage: einstage_bench_ad [--min-time S] [--json FILE] [--no-torch]\n");
+      return 2;
+    }
+  }
+  const auto ws = workloads();
+  std::string why = "--no-torch";
+  std::optional<json> tt = torch ? torch_times(ws, min_time, why) : std::nullopt;
+
+  Runtime rt;
+  rt.add_module(einsum::module_descriptor());
+  json result = {{"threads", 1}, {"rows", json::array()}};
+  if (tt) result["torch"] = (*tt)["torch"];
+  fmt::print("value vs value + gradient (all operands), f64, 1 thread, best of repeated calls (milliseconds)\n");
+  fmt::print("{:<15} | {:>9} {:>11} {:>7} | {:>9} {:>11} {:>7}\n", "workload", "value", "value+grad", "ratio",
+             "value", "value+grad", "ratio");
+  fmt::print("{:<15} | {:^29} | {:^29}\n", "", "einstage (ad::value_and_grad)", "torch.autograd");
+  for (const Workload& w : ws) {
+    TraceContext ctx("loss", &rt.registry());
+    std::vector<TracedTensor> params;
+    std::vector<int> wrt;
+    for (size_t k = 0; k < w.shapes.size(); ++k) {
+      std::vector<Dim> dims(w.shapes[k].begin(), w.shapes[k].end());
+      params.push_back(ctx.parameter(fmt::format("a{}", k), DType::f64, dims));
+      wrt.push_back(static_cast<int>(k));
+    }
+    TracedTensor y = einsum::einsum(ctx, w.spec, std::span<const TracedTensor>(params));
+    Program loss = ctx.finish({y.rank() == 0 ? y : sum(y)});
+    Program vg = ad::value_and_grad(loss, wrt, &rt.registry());
+    int reverse_einsums = 0;
+    for (const Instruction& i : vg.instructions) reverse_einsums += std::holds_alternative<ExtensionOp>(i.op);
+    Executable value_exe = rt.prepare(loss), grad_exe = rt.prepare(vg);
+    std::vector<Tensor> ops = operands(w);
+    std::span<const Tensor> in(ops);
+    const double tv = best_time([&] { value_exe.run(in); }, min_time);
+    const double tg = best_time([&] { grad_exe.run(in); }, min_time);
+    double pv = -1, pg = -1;
+    if (tt)
+      for (const json& r : (*tt)["rows"])
+        if (r["name"] == w.name) {
+          pv = r["value_s"].get<double>();
+          pg = r["value_and_grad_s"].get<double>();
+        }
+    fmt::print("{:<15} | {:>9} {:>11} {:>7} | {:>9} {:>11} {:>7}\n", w.name, ms(tv), ms(tg), ratio(tg, tv), ms(pv),
+               ms(pg), ratio(pg, pv));
+    result["rows"].push_back({{"name", w.name},
+                              {"spec", w.spec},
+                              {"einsums_in_value_and_grad", reverse_einsums},
+                              {"instructions_in_value_and_grad", vg.instructions.size()},
+                              {"einstage", {{"value_s", tv}, {"value_and_grad_s", tg}}},
+                              {"torch", tt ? json{{"value_s", pv}, {"value_and_grad_s", pg}} : json(nullptr)}});
+  }
+  if (!tt) fmt::print("torch: not measured ({})\n", why);
+  fmt::print("value+grad returns the loss and the gradient with respect to every operand; ratio = value+grad / value\n");
+  const std::string text = result.dump(2);
+  if (!json_file.empty()) std::ofstream(json_file) << text << "\n";
+  fmt::print("{}\n", text);
+  return 0;
+}
