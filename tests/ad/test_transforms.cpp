@@ -103,6 +103,53 @@ TEST_CASE("Hessian-vector products (jvp of grad) of an einsum loss match finite 
   }
 }
 
+TEST_CASE("transformed programs pass the same checks: jvp, vjp and grad of composite programs, differentiated again") {
+  // p(x, w, v) mixes complex and real values, an einsum using one operand twice, a repeated label, broadcasting
+  // against a length-1 axis and every kind of elementwise op; its jvp, vjp and value_and_grad programs are
+  // differentiated again (all of their floating parameters) and checked like any program.
+  const ExtensionRegistry* reg = registry();
+  TraceContext ctx("p", reg);
+  TracedTensor x = ctx.parameter("x", DType::c128, {3, 2});
+  TracedTensor w = ctx.parameter("w", DType::f64, {2, 2});
+  TracedTensor v = ctx.parameter("v", DType::f64, {1, 2});
+  einsum::TraceEinsumOptions bc;
+  bc.allow_broadcast = true;
+  TracedTensor y = einsum::einsum(ctx, "ij,jk,jj,ik->ik", {x, w, w, v}, bc);  // v broadcasts along i
+  TracedTensor e = exp(y * 0.3) / sqrt(conj(y) * y + 2.0);
+  TracedTensor r = real(e) * imag(y) + log(real(y * conj(y)) + 1.5);
+  Program p = ctx.finish({sum(r), e});
+  Rng rng{4242};
+  std::vector<Tensor> in = {random_tensor(DType::c128, {3, 2}, rng), random_tensor(DType::f64, {2, 2}, rng),
+                            random_tensor(DType::f64, {1, 2}, rng)};
+  check_derivatives(p, {0, 1, 2}, in, rng, Tolerance{}, "composite, seed 4242");
+
+  auto all_params = [](const Program& q) {
+    std::vector<int> idx;
+    for (size_t i = 0; i < q.params.size(); ++i) idx.push_back(static_cast<int>(i));
+    return idx;
+  };
+  Program j = ad::jvp(p, std::vector<int>{0, 2}, reg);
+  std::vector<Tensor> jin = in;
+  jin.push_back(random_tensor(DType::c128, {3, 2}, rng));
+  jin.push_back(random_tensor(DType::f64, {1, 2}, rng));
+  check_derivatives(j, all_params(j), jin, rng, Tolerance{}, "jvp of composite, seed 4242");
+
+  Program vj = ad::vjp(p, std::vector<int>{0, 1}, reg);
+  std::vector<Tensor> vin = in;
+  vin.push_back(random_tensor(DType::f64, {}, rng));
+  vin.push_back(random_tensor(DType::c128, {3, 2}, rng));
+  check_derivatives(vj, all_params(vj), vin, rng, Tolerance{}, "vjp of composite, seed 4242");
+
+  TraceContext ctx2("q", reg);
+  TracedTensor a = ctx2.parameter("a", DType::f64, {3, 3});
+  TracedTensor b = ctx2.parameter("b", DType::f64, {3});
+  TracedTensor q = einsum::einsum(ctx2, "ij,j,i->", {a, b, b});
+  Program qp = ctx2.finish({q * q + sum(exp(a))});
+  Program vg = ad::value_and_grad(qp, std::vector<int>{0, 1}, reg);
+  std::vector<Tensor> qin = {random_tensor(DType::f64, {3, 3}, rng), random_tensor(DType::f64, {3}, rng)};
+  check_derivatives(vg, {0, 1}, qin, rng, Tolerance{}, "value_and_grad of a quadratic form, seed 4242");
+}
+
 TEST_CASE("programs with symbolic dims: gradients run at several sizes, broadcast axes are summed") {
   const ExtensionRegistry* reg = registry();
   for (bool broadcast : {false, true}) {
