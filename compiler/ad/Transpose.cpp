@@ -17,20 +17,24 @@ namespace {
 std::vector<Tangent> apply_transpose(Builder& b, const Instruction& inst, std::span<const Value> operands,
                                      std::span<const bool> linear, const Value& ct, const ExtensionRegistry* registry,
                                      const std::string& where) {
+  TransposeRule ext_rule;
+  StdTransposeRule std_rule = nullptr;
   if (const auto* ext = std::get_if<ExtensionOp>(&inst.op)) {
     const ExtensionSemantics* sem = registry ? registry->find(ext->family()) : nullptr;
     if (!sem) fail_unknown_family(ext->family(), where);
     if (!sem->transpose)
       fail(ErrorKind::unsupported, "transpose rule for '{}' not implemented (needed for reverse mode by {}; module "
            "'{}' registers no transpose rule)", ext->family(), where, sem->module);
-    return sem->transpose(b, inst, operands, linear, ct);
+    ext_rule = sem->transpose;
+  } else {
+    std_rule = std_ad_rules(kind(inst.op)).transpose;
+    if (!std_rule)
+      fail(ErrorKind::unsupported, "transpose rule for '{}' not implemented (needed for reverse mode by {}: the op "
+           "is not linear, so the program is not linear in its linear inputs)", op_name(inst.op), where);
   }
-  StdTransposeRule rule = std_ad_rules(kind(inst.op)).transpose;
-  if (!rule)
-    fail(ErrorKind::unsupported, "transpose rule for '{}' not implemented (needed for reverse mode by {}: the op is "
-         "not linear, so the program is not linear in its linear inputs)", op_name(inst.op), where);
+  // A rule's own error (an op used non-linearly) gets the instruction it is about.
   try {
-    return rule(b, inst, operands, linear, ct);
+    return std_rule ? std_rule(b, inst, operands, linear, ct) : ext_rule(b, inst, operands, linear, ct);
   } catch (const Error& e) {
     throw Error(e.kind(), fmt::format("transpose of {}: {}", where, e.what()));
   }

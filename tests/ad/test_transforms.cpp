@@ -331,6 +331,13 @@ TEST_CASE("errors: missing rules name the op; non-linear transposes; grad's outp
   CHECK(error_of([&] { ad::transpose(square, std::vector<int>{0}, registry()); }) ==
         "transpose of %0 in @f: 'mul' is not linear when operands 0 and 1 both depend on the linear inputs; "
         "transpose needs a program linear in them (this is a product of two linear values)");
+  x = b.parameter("x", {DType::f64, {2}});
+  Program dot = b.finish({b.extension(std::make_shared<einsum::EinsumPayload>(einsum::parse_subscripts("i,i->"),
+                                                                              einsum::PlanSpec{}, false),
+                                      {x, x})});
+  CHECK(error_of([&] { ad::transpose(dot, std::vector<int>{0}, registry()); }) ==
+        "transpose of %0 in @f: 'einstage.einsum.v1' \"i,i->\" is linear in each operand separately, but operands 0 "
+        "and 1 both depend on the linear inputs; transpose needs a program linear in them");
   CHECK(error_of([&] { ad::grad(square, std::vector<int>{0}, registry()); }) ==
         "grad: @f returns f64[2] but grad needs a scalar output; reduce it first (e.g. sum), or use vjp with a "
         "cotangent of that shape");
