@@ -134,6 +134,28 @@ Linearized linearize(const Program& program, std::span<const int> wrt, const Ext
     if (linear.count(inst.result.id))
       for (const Value& v : inst.operands) need(v);
   for (size_t i = no; i < joint.outputs.size(); ++i) need(joint.outputs[i]);
+  // The linear program must bind every symbol its instructions use from its own parameters (a zero tangent output
+  // of type f64[m], say, when nothing else carries m): pass the first original parameter that carries such a
+  // symbol as one more residual.
+  std::set<std::string> bound, wanted;
+  auto collect = [](std::set<std::string>& into, const TensorType& t) {
+    for (const Dim& d : t.dims) into.insert(d.symbols().begin(), d.symbols().end());
+  };
+  for (const Value& r : residuals) collect(bound, r.type);
+  for (size_t i = np; i < joint.params.size(); ++i) collect(bound, joint.params[i].value.type);
+  for (const Instruction& inst : joint.instructions)
+    if (linear.count(inst.result.id) || constant.count(inst.result.id)) collect(wanted, inst.result.type);
+  for (size_t i = no; i < joint.outputs.size(); ++i) collect(wanted, joint.outputs[i].type);
+  for (size_t i = 0; i < np; ++i) {
+    std::set<std::string> carried;
+    for (const Dim& d : joint.params[i].value.type.dims)
+      if (d.is_symbol()) carried.insert(d.symbols()[0]);
+    bool witness = false;
+    for (const std::string& sym : carried) witness |= wanted.count(sym) && !bound.count(sym);
+    if (!witness) continue;
+    need(joint.params[i].value);
+    bound.insert(carried.begin(), carried.end());
+  }
 
   Linearized out;
   out.num_outputs = static_cast<int>(no);

@@ -190,6 +190,23 @@ TEST_CASE("programs with symbolic dims: gradients run at several sizes, broadcas
   }
 }
 
+TEST_CASE("linear and transposed programs with symbolic dims run on their own (a parameter binds a zero's symbol)") {
+  Builder b("f", registry());
+  Value x = b.parameter("x", {DType::f64, {Dim::symbol("n")}});
+  Value y = b.parameter("y", {DType::f64, {Dim::symbol("m"), 2}});
+  Program p = b.finish({b.reduce_sum(b.mul(x, x), {0}), b.mul(y, y)});
+  // With respect to x only, the second output's tangent is a zero of type f64[m,2]: the linear program gets y as a
+  // residual so that m is bound when it runs alone.
+  ad::Linearized lin = ad::linearize(p, std::vector<int>{0}, registry());
+  INFO(print_program(lin.linear));
+  bool has_y = false;
+  for (const Parameter& par : lin.linear.params) has_y |= par.name == "y";
+  CHECK(has_y);
+  Rng rng{31};
+  std::vector<Tensor> in = {random_tensor(DType::f64, {4}, rng), random_tensor(DType::f64, {3, 2}, rng)};
+  check_derivatives(p, {0}, in, rng, Tolerance{}, "symbolic dims, seed 31");
+}
+
 TEST_CASE("symbolic zeros: paths without a tangent or cotangent emit no instructions") {
   Builder b("f", registry());
   Value x = b.parameter("x", {DType::f64, {3}});
