@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 using namespace einstage;
 using namespace einstage::ad_test;
@@ -106,7 +107,8 @@ Program einsum_program(const EinsumCase& c) {
 }  // namespace
 
 TEST_CASE("320 random einsums: jvp vs finite differences, dot-product test, transpose adjointness") {
-  int with_broadcast = 0, with_diagonal = 0, with_repeated_output = 0, complex_cases = 0;
+  int with_broadcast = 0, with_diagonal = 0, with_repeated_output = 0, complex_cases = 0, hyperedges = 0,
+      one_sided = 0, explicit_plans = 0;
   for (uint64_t seed = 1; seed <= 320; ++seed) {
     Rng rng{seed * 7919};
     EinsumCase c = random_case(rng);
@@ -141,9 +143,25 @@ TEST_CASE("320 random einsums: jvp vs finite differences, dot-product test, tran
     std::sort(out.begin(), out.end());
     with_repeated_output += std::adjacent_find(out.begin(), out.end()) != out.end();
     complex_cases += std::find(c.dtypes.begin(), c.dtypes.end(), DType::c128) != c.dtypes.end();
+    std::map<Label, int> carriers;
+    for (const auto& term : c.subs.inputs)
+      for (Label l : std::set<Label>(term.begin(), term.end())) ++carriers[l];
+    bool hyper = false, only_one = false;
+    for (auto [l, count] : carriers) {
+      hyper |= count >= 3;
+      only_one |= count == 1 && std::find(c.subs.output.begin(), c.subs.output.end(), l) == c.subs.output.end();
+    }
+    hyperedges += hyper;
+    one_sided += only_one;
+    explicit_plans += c.plan.kind == einsum::PlanKind::path;
   }
   MESSAGE("broadcasting " << with_broadcast << ", diagonals " << with_diagonal << ", repeated output labels "
-                          << with_repeated_output << ", complex " << complex_cases << " of 320");
+                          << with_repeated_output << ", complex " << complex_cases << ", hyperedges " << hyperedges
+                          << ", labels summed within one operand " << one_sided << ", explicit paths "
+                          << explicit_plans << " of 320");
+  CHECK(hyperedges >= 30);
+  CHECK(one_sided >= 30);
+  CHECK(explicit_plans >= 20);
   CHECK(with_broadcast >= 30);
   CHECK(with_diagonal >= 30);
   CHECK(with_repeated_output >= 10);
