@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <set>
 
 namespace einstage::einsum {
@@ -178,6 +179,75 @@ PlanSpec reverse_plan_spec(const PlanSpec& spec, int n, int k) {
     node = left ? s.first : s.second;
   }
   return PlanSpec::tree_plan(std::move(out));
+}
+
+namespace {
+
+// The tree of an einsum on operands of these types, when it can be known now.
+std::optional<ContractionTree> tree_now(const EinsumPayload& payload, std::span<const Value> operands) {
+  const Subscripts& s = payload.subscripts();
+  const int n = static_cast<int>(operands.size());
+  const PlanSpec& spec = payload.plan();
+  if (spec.kind == PlanKind::path) return ContractionTree::from_positional_path(n, spec.steps);
+  if (spec.kind == PlanKind::tree) return ContractionTree(n, spec.steps);
+  std::vector<std::vector<Dim>> shapes;
+  for (const Value& v : operands) {
+    if (!v.type.constant_shape()) return std::nullopt;
+    shapes.push_back(v.type.dims);
+  }
+  Extents extents;
+  for (const auto& [label, dim] : label_extents(s, shapes, payload.broadcast())) extents[label] = dim.constant();
+  return resolve(spec, s, extents);
+}
+
+}  // namespace
+
+Program split_einsums(const Program& program, const ExtensionRegistry* registry) {
+  Builder b(program.name, registry);
+  std::map<ValueId, Value> mapped;
+  for (const Parameter& p : program.params) mapped[p.value.id] = b.parameter(p.name, p.value.type);
+  for (const ShapeConstraint& c : program.constraints)
+    if (c.at < 0) b.require_equal(c.lhs, c.rhs, c.what);
+  for (const Instruction& inst : program.instructions) {
+    std::vector<Value> ops;
+    for (const Value& v : inst.operands) ops.push_back(mapped.at(v.id));
+    const auto* ext = std::get_if<ExtensionOp>(&inst.op);
+    std::optional<ContractionTree> tree;
+    if (ext && ext->family() == kEinsumFamily && ops.size() >= 3)
+      tree = tree_now(static_cast<const EinsumPayload&>(*ext->payload), ops);
+    if (!tree) {
+      mapped[inst.result.id] = b.emit(inst.op, ops);
+      continue;
+    }
+    const auto& payload = static_cast<const EinsumPayload&>(*ext->payload);
+    const Subscripts& s = payload.subscripts();
+    // Which labels each step keeps depends only on the labels (ContractionTree.h), so any extents do.
+    Extents unit;
+    for (const auto& term : s.inputs)
+      for (Label l : term) unit[l] = 2;
+    const TreeCost cost = evaluate(s, unit, *tree);
+    const int n = static_cast<int>(ops.size());
+    std::vector<Value> values = ops;
+    std::vector<std::vector<Label>> labels = s.inputs;
+    for (size_t k = 0; k < cost.steps.size(); ++k) {
+      const StepCost& st = cost.steps[k];
+      Subscripts pair;
+      pair.names = s.names;
+      pair.ellipsis = s.ellipsis;
+      pair.inputs = {labels[static_cast<size_t>(st.left)], labels[static_cast<size_t>(st.right)]};
+      pair.output = k + 1 == cost.steps.size() ? s.output : st.result_labels;
+      auto step_payload = std::make_shared<EinsumPayload>(pair, PlanSpec{}, payload.broadcast());
+      values.push_back(b.extension(std::move(step_payload),
+                                   {values[static_cast<size_t>(st.left)], values[static_cast<size_t>(st.right)]}));
+      labels.push_back(pair.output);
+    }
+    EIN_ASSERT(static_cast<int>(values.size()) == 2 * n - 1, "split_einsums: {} steps for {} operands",
+               cost.steps.size(), n);
+    mapped[inst.result.id] = values.back();
+  }
+  std::vector<Value> outputs;
+  for (const Value& v : program.outputs) outputs.push_back(mapped.at(v.id));
+  return b.finish(std::move(outputs));
 }
 
 void register_einsum_ad_rules(ExtensionRegistry& registry) {

@@ -27,8 +27,18 @@
 
 #include "extensions/einsum/planner/PlanSpec.h"
 #include "ir/Extension.h"
+#include "ir/Program.h"
 
 namespace einstage::einsum {
+
+/// Rewrites every einsum instruction of 3 or more operands into the pairwise einsums of its contraction tree (each
+/// step's result keeps the labels the planner's evaluator keeps; the last step produces the einsum's output as
+/// written), so that reverse mode reuses the forward intermediates as residuals instead of contracting all other
+/// operands once per operand (docs/ad.md, "Gradient cost"). The tree comes from an explicit path or tree spec; for
+/// the other kinds it is planned now (resolve) when every operand dim is a constant, which fixes the tree in the
+/// program instead of planning when it first runs; an einsum with symbolic dims and a non-explicit spec is kept as
+/// it is. Numerically the same contraction (the same tree the runtime would plan for these shapes with these specs).
+Program split_einsums(const Program& program, const ExtensionRegistry* registry);
 
 /// Fills the linearize and transpose slots of the registered `einstage.einsum.v1` family (fails with not_found if
 /// it is not registered yet). register_einsum_semantics calls it.

@@ -106,9 +106,9 @@ Program einsum_program(const EinsumCase& c) {
 
 }  // namespace
 
-TEST_CASE("320 random einsums: jvp vs finite differences, dot-product test, transpose adjointness") {
+TEST_CASE("320 random einsums: jvp vs finite differences, dot-product test, transpose adjointness (also split)") {
   int with_broadcast = 0, with_diagonal = 0, with_repeated_output = 0, complex_cases = 0, hyperedges = 0,
-      one_sided = 0, explicit_plans = 0;
+      one_sided = 0, explicit_plans = 0, split_cases = 0;
   for (uint64_t seed = 1; seed <= 320; ++seed) {
     Rng rng{seed * 7919};
     EinsumCase c = random_case(rng);
@@ -127,6 +127,15 @@ TEST_CASE("320 random einsums: jvp vs finite differences, dot-product test, tran
       if (k == 0 || rng.chance(0.8)) wrt.push_back(static_cast<int>(k));
     Program p = einsum_program(c);
     check_derivatives(p, wrt, inputs, rng, tolerance_for(f32 ? DType::f32 : DType::f64), context);
+    if (c.shapes.size() >= 3) {  // split along the tree: the same values, and derivatives through pairwise einsums
+      Program sp = einsum::split_einsums(p, registry());
+      INFO(context << "\nsplit program:\n" << print_program(sp));
+      CHECK(static_cast<int>(sp.instructions.size()) == static_cast<int>(c.shapes.size()) - 1);
+      std::string why;
+      CHECK_MESSAGE(close(run(sp, inputs)[0], run(p, inputs)[0], f32 ? 1e-4 : 1e-12, &why), why);
+      check_derivatives(sp, wrt, inputs, rng, tolerance_for(f32 ? DType::f32 : DType::f64), context + " (split)");
+      ++split_cases;
+    }
     // Tally what the generator produced, so the coverage claims above stay true.
     std::map<Label, int64_t> full;
     for (size_t k = 0; k < c.shapes.size(); ++k)
@@ -162,6 +171,7 @@ TEST_CASE("320 random einsums: jvp vs finite differences, dot-product test, tran
   CHECK(hyperedges >= 30);
   CHECK(one_sided >= 30);
   CHECK(explicit_plans >= 20);
+  CHECK(split_cases >= 150);
   CHECK(with_broadcast >= 30);
   CHECK(with_diagonal >= 30);
   CHECK(with_repeated_output >= 10);

@@ -2,7 +2,9 @@
 // grid of bond dimension 8 (contracted to a scalar), the loss L = sum(einsum(...)) is traced once, and
 // ad::value_and_grad gives the program that returns L and the gradient with respect to every operand. Both programs
 // run on a Runtime with the einsum module (prepared and warm: trees planned and cached), and the table shows the
-// time of the value alone, of value + gradient, and their ratio. torch.autograd does the same in the same run
+// time of the value alone, of value + gradient, and their ratio; a second value+gradient column differentiates the
+// loss after einsum::split_einsums (the einsum rewritten into the pairwise einsums of its planned tree), so the
+// reverse sweep reuses forward intermediates. torch.autograd does the same in the same run
 // (torch.einsum(...).sum() forward, then forward + backward) through /usr/bin/python3 when python3-torch is
 // installed; the torch columns say "n/a" and the output says why otherwise. f64, seeded data, one thread for both
 // (torch.set_num_threads(1)), best of repeated calls after a warm-up. Not a test: it prints a table and JSON.
@@ -10,6 +12,7 @@
 // Usage: einstage_bench_ad [--min-time S] [--json FILE] [--no-torch]
 #include "compiler/Trace.h"
 #include "compiler/ad/Ad.h"
+#include "extensions/einsum/EinsumAd.h"
 #include "extensions/einsum/Module.h"
 #include "extensions/einsum/TraceEinsum.h"
 #include "runtime/Runtime.h"
@@ -17,6 +20,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -192,9 +196,10 @@ int main(int argc, char** argv) {
   json result = {{"threads", 1}, {"rows", json::array()}};
   if (tt) result["torch"] = (*tt)["torch"];
   fmt::print("value vs value + gradient (all operands), f64, 1 thread, best of repeated calls (milliseconds)\n");
-  fmt::print("{:<15} | {:>9} {:>11} {:>7} | {:>9} {:>11} {:>7}\n", "workload", "value", "value+grad", "ratio",
-             "value", "value+grad", "ratio");
-  fmt::print("{:<15} | {:^29} | {:^29}\n", "", "einstage (ad::value_and_grad)", "torch.autograd");
+  fmt::print("{:<15} | {:>9} {:>11} {:>7} | {:>11} {:>7} | {:>9} {:>11} {:>7}\n", "workload", "value",
+             "value+grad", "ratio", "value+grad", "ratio", "value", "value+grad", "ratio");
+  fmt::print("{:<15} | {:^29} | {:^19} | {:^29}\n", "", "einstage (n-ary einsum)", "split along tree",
+             "torch.autograd");
   for (const Workload& w : ws) {
     TraceContext ctx("loss", &rt.registry());
     std::vector<TracedTensor> params;
@@ -207,13 +212,16 @@ int main(int argc, char** argv) {
     TracedTensor y = einsum::einsum(ctx, w.spec, std::span<const TracedTensor>(params));
     Program loss = ctx.finish({y.rank() == 0 ? y : sum(y)});
     Program vg = ad::value_and_grad(loss, wrt, &rt.registry());
+    // The same loss with the einsum split into the pairwise einsums of its planned tree first (EinsumAd.h).
+    Program split_vg = ad::value_and_grad(einsum::split_einsums(loss, &rt.registry()), wrt, &rt.registry());
     int reverse_einsums = 0;
     for (const Instruction& i : vg.instructions) reverse_einsums += std::holds_alternative<ExtensionOp>(i.op);
-    Executable value_exe = rt.prepare(loss), grad_exe = rt.prepare(vg);
+    Executable value_exe = rt.prepare(loss), grad_exe = rt.prepare(vg), split_exe = rt.prepare(split_vg);
     std::vector<Tensor> ops = operands(w);
     std::span<const Tensor> in(ops);
     const double tv = best_time([&] { value_exe.run(in); }, min_time);
     const double tg = best_time([&] { grad_exe.run(in); }, min_time);
+    const double ts = best_time([&] { split_exe.run(in); }, min_time);
     double pv = -1, pg = -1;
     if (tt)
       for (const json& r : (*tt)["rows"])
@@ -221,13 +229,19 @@ int main(int argc, char** argv) {
           pv = r["value_s"].get<double>();
           pg = r["value_and_grad_s"].get<double>();
         }
-    fmt::print("{:<15} | {:>9} {:>11} {:>7} | {:>9} {:>11} {:>7}\n", w.name, ms(tv), ms(tg), ratio(tg, tv), ms(pv),
-               ms(pg), ratio(pg, pv));
+    fmt::print("{:<15} | {:>9} {:>11} {:>7} | {:>11} {:>7} | {:>9} {:>11} {:>7}\n", w.name, ms(tv), ms(tg),
+               ratio(tg, tv), ms(ts), ratio(ts, tv), ms(pv), ms(pg), ratio(pg, pv));
     result["rows"].push_back({{"name", w.name},
                               {"spec", w.spec},
                               {"einsums_in_value_and_grad", reverse_einsums},
                               {"instructions_in_value_and_grad", vg.instructions.size()},
-                              {"einstage", {{"value_s", tv}, {"value_and_grad_s", tg}}},
+                              {"einstage", {{"value_s", tv}, {"value_and_grad_s", tg},
+                                            {"value_and_grad_split_s", ts},
+                                            {"einsums_in_split_value_and_grad",
+                                             std::count_if(split_vg.instructions.begin(), split_vg.instructions.end(),
+                                                           [](const Instruction& i) {
+                                                             return std::holds_alternative<ExtensionOp>(i.op);
+                                                           })}}},
                               {"torch", tt ? json{{"value_s", pv}, {"value_and_grad_s", pg}} : json(nullptr)}});
   }
   if (!tt) fmt::print("torch: not measured ({})\n", why);
