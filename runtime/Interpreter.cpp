@@ -10,19 +10,6 @@
 
 namespace einstage {
 
-Shape concrete_shape(const TensorType& type, const DimBindings& bindings, std::string_view what) {
-  Shape shape;
-  shape.reserve(type.dims.size());
-  for (const Dim& d : type.dims) {
-    auto v = d.evaluate(bindings);
-    if (!v)
-      fail(ErrorKind::invalid_argument, "{}: dim '{}' of {} has no value; it must be bound from an input shape", what,
-           d.to_string(), type.to_string());
-    shape.push_back(*v);
-  }
-  return shape;
-}
-
 Interpreter::Interpreter(const Program& program) : program_(&program) {
   std::map<ValueId, int> slot;
   auto names = value_names(program);
@@ -66,79 +53,26 @@ Interpreter::Interpreter(const Program& program) : program_(&program) {
 
 DimBindings Interpreter::bind(std::span<const Tensor> inputs) const {
   const Program& p = *program_;
-  auto param_text = [&](size_t i) { return fmt::format("%{}: {}", p.params[i].name, p.params[i].value.type.to_string()); };
   if (inputs.size() != p.params.size()) {
     std::vector<std::string> list;
-    for (size_t i = 0; i < p.params.size(); ++i) list.push_back(param_text(i));
+    for (const Parameter& param : p.params) list.push_back(fmt::format("%{}: {}", param.name, param.value.type.to_string()));
     fail(ErrorKind::invalid_argument, "@{} takes {} input{} ({}) but {} {} given", p.name, p.params.size(),
          p.params.size() == 1 ? "" : "s", fmt::join(list, ", "), inputs.size(), inputs.size() == 1 ? "was" : "were");
   }
-  DimBindings bindings;
-  std::map<std::string, std::string, std::less<>> bound_by;  // symbol -> "input 0 (%x) axis 1"
+  std::vector<Shape> shapes;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& t = inputs[i];
     const TensorType& type = p.params[i].value.type;
-    std::string who = fmt::format("@{}: input {} (%{})", p.name, i, p.params[i].name);
-    if (!t.defined()) fail(ErrorKind::invalid_argument, "{} is an undefined tensor; expected {}", who, type.to_string());
+    if (!t.defined())
+      fail(ErrorKind::invalid_argument, "@{}: input {} (%{}) is an undefined tensor; expected {}", p.name, i,
+           p.params[i].name, type.to_string());
     if (t.dtype() != type.dtype)
-      fail(ErrorKind::dtype, "{} has dtype {} but the parameter is {}; convert it (Tensor::astype({}))", who,
-           name(t.dtype()), type.to_string(), name(type.dtype));
-    if (t.rank() != type.rank())
-      fail(ErrorKind::shape, "{} has shape {} (rank {}) but the parameter is {} (rank {})", who,
-           shape_to_string(t.shape()), t.rank(), type.to_string(), type.rank());
-    for (int a = 0; a < t.rank(); ++a) {
-      const Dim& d = type.dims[static_cast<size_t>(a)];
-      int64_t e = t.shape()[static_cast<size_t>(a)];
-      if (d.is_constant()) {
-        if (d.constant() != e)
-          fail(ErrorKind::shape, "{} has shape {} but the parameter is {}: axis {} has extent {}, expected {}", who,
-               shape_to_string(t.shape()), type.to_string(), a, e, d.constant());
-      } else if (d.is_symbol()) {
-        const std::string& s = d.symbols()[0];
-        auto it = bindings.find(s);
-        if (it == bindings.end()) {
-          bindings.emplace(s, e);
-          bound_by.emplace(s, fmt::format("input {} (%{}) axis {}", i, p.params[i].name, a));
-        } else if (it->second != e) {
-          fail(ErrorKind::shape, "{} axis {} gives symbolic dim '{}' the value {} but {} gave it {}; inputs that share "
-               "a symbol must agree", who, a, s, e, bound_by[s], it->second);
-        }
-      }
-    }
+      fail(ErrorKind::dtype, "@{}: input {} (%{}) has dtype {} but the parameter is {}; convert it "
+           "(Tensor::astype({}))", p.name, i, p.params[i].name, name(t.dtype()), type.to_string(), name(type.dtype));
+    shapes.push_back(t.shape());
   }
-  // Products (2*n, n*m): check those that are fully bound; solve those with one unknown symbol (power 1).
-  for (int round = 0; round < 2; ++round)
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      const TensorType& type = p.params[i].value.type;
-      for (int a = 0; a < type.rank(); ++a) {
-        const Dim& d = type.dims[static_cast<size_t>(a)];
-        if (d.is_constant() || d.is_symbol()) continue;
-        int64_t e = inputs[i].shape()[static_cast<size_t>(a)];
-        std::string who = fmt::format("@{}: input {} (%{}) axis {}", p.name, i, p.params[i].name, a);
-        if (auto v = d.evaluate(bindings)) {
-          if (*v != e)
-            fail(ErrorKind::shape, "{} has extent {} but the parameter says {} = {}", who, e, d.to_string(), *v);
-          continue;
-        }
-        std::vector<std::string> unknown;
-        int64_t known = d.factor();
-        for (const std::string& s : d.symbols()) {
-          auto it = bindings.find(s);
-          if (it == bindings.end()) unknown.push_back(s);
-          else known *= it->second;
-        }
-        if (unknown.size() != 1) {
-          if (round == 0) continue;  // another parameter may bind one of them
-          fail(ErrorKind::invalid_argument, "{}: cannot bind the symbols of {} from extent {}; give another input "
-               "whose axis is exactly {}", who, d.to_string(), e, unknown[0]);
-        }
-        if (known == 0 || e % known != 0)
-          fail(ErrorKind::shape, "{} has extent {}, which is not a multiple of {} as {} requires", who, e, known,
-               d.to_string());
-        bindings.emplace(unknown[0], e / known);
-        bound_by.emplace(unknown[0], who);
-      }
-    }
+  // The shape rules (ranks, constant extents, one value per symbol, products) are ir's, shared with every caller.
+  DimBindings bindings = bind_parameters(p, shapes);
   check_constraints(p, bindings);
   return bindings;
 }
@@ -176,7 +110,13 @@ std::vector<Tensor> Interpreter::execute(std::span<const Tensor> inputs, const D
     shape.reserve(inst.result.type.dims.size());
     for (const Dim& d : inst.result.type.dims) {
       auto e = d.is_constant() ? std::optional<int64_t>(d.constant()) : d.evaluate(bindings);
-      if (!e) concrete_shape(inst.result.type, bindings, fmt::format("'{}' at {}", op_name(inst.op), where));  // throws
+      if (!e) {
+        try {
+          evaluate_shape(inst.result.type, bindings);  // throws, naming the unbound symbol
+        } catch (const Error& err) {
+          fail(err.kind(), "'{}' at {}: {}", op_name(inst.op), where, err.what());
+        }
+      }
       shape.push_back(*e);
     }
     Tensor result;

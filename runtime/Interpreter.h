@@ -47,10 +47,9 @@ class Interpreter {
  public:
   explicit Interpreter(const Program& program);
 
-  /// Checks the inputs against the parameters (count, dtype, rank, constant extents: errors name the parameter),
-  /// binds each symbolic dim from the first input axis that carries it (a different value later fails naming both
-  /// parameters), solves product dims such as 2*n when one factor is unknown, and checks the program's shape
-  /// constraints (ir's check_constraints).
+  /// Checks the input count, definedness and dtypes (errors name the parameter), binds the symbolic dims from the
+  /// shapes with ir's bind_parameters (ranks, constant extents, one value per symbol, products; errors name the
+  /// input, parameter and axis) and checks the program's shape constraints with ir's check_constraints.
   DimBindings bind(std::span<const Tensor> inputs) const;
 
   /// bind() + execute(). Outputs are owned column-major tensors (never views of an input or a constant).
@@ -81,8 +80,5 @@ class Interpreter {
 
 /// One-shot evaluation: Interpreter(program).run(inputs, options).
 std::vector<Tensor> evaluate(const Program& program, std::span<const Tensor> inputs, const EvalOptions& options = {});
-
-/// The concrete shape of `type` under bindings; fails (invalid_argument) naming `what` when a symbol is unbound.
-Shape concrete_shape(const TensorType& type, const DimBindings& bindings, std::string_view what);
 
 }  // namespace einstage

@@ -262,7 +262,7 @@ struct Executable::Impl {
       types.push_back(std::move(type));
     }
     TensorType result{inst.result.type.dtype, {}};
-    for (int64_t e : concrete_shape(inst.result.type, bindings, where)) result.dims.emplace_back(e);
+    for (int64_t e : evaluate_shape(inst.result.type, bindings)) result.dims.emplace_back(e);  // bound by run()
     bool hit = false;
     try {
       auto p = state->cache.get(op, *executors[index], types, result, &hit);

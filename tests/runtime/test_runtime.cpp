@@ -142,7 +142,7 @@ TEST_CASE("runtime: input and constraint errors name the parameter, or the instr
   CHECK(error_of([&] { exe.run({x2, Tensor::zeros(DType::i64, {2, 3, 4})}); }) ==
         "@pair: input 1 (%w) has dtype i64 but the parameter is f64[c,3,4]; convert it (Tensor::astype(f64))");
   CHECK(error_of([&] { exe.run({x2, Tensor::zeros(DType::f64, {3, 4})}); }) ==
-        "@pair: input 1 (%w) has shape [3,4] (rank 2) but the parameter is f64[c,3,4] (rank 3)");
+        "@pair: input 1 (%w) has shape [3,4] but the parameter has type f64[c,3,4]");
   std::string msg = error_of([&] { exe.run({x2, Tensor::zeros(DType::f64, {3, 3, 4})}); });
   CHECK(msg.find("@pair: shape constraint b == c at %0 does not hold: b = 2 but c = 3") == 0);
   CHECK(rt.cache_stats().misses == 0);  // nothing was prepared for rejected inputs

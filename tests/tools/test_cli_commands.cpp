@@ -264,7 +264,7 @@ TEST_CASE("einsum, plan, lower, run: --help, and bad arguments or files give one
   expect_one_line_error(run_cli("run p.ir --input x=a.npy --input y=a.npy", dir), 2,
                         "run: --input y=a.npy: @p has no parameter 'y' (its parameters: x)");
   expect_one_line_error(run_cli("run p.ir --input x=a.npy", dir), 2,
-                        "@p: input 0 (%x) has shape [2,3] (rank 2) but the parameter is f64[2] (rank 1)");
+                        "@p: input 0 (%x) has shape [2,3] but the parameter has type f64[2]");
   std::ofstream(dir.file("bad.ir")) << "program @p(\n";
   Run parse = run_cli("run bad.ir", dir);
   CHECK(parse.status == 2);
