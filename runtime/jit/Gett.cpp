@@ -110,7 +110,10 @@ struct Gett {
   using R = typename real_of<T>::type;
   static constexpr int64_t cf = is_complex_v<T> ? 2 : 1;  // reals per element
 
-  MicroKernelFn kernel;
+  MicroKernelFn kernel = nullptr;
+  DirectKernelFn direct = nullptr;  // small problems: no packing (MicroKernel.h)
+  int64_t k_inner = 0;              // direct: inner k steps and the k geometry (DirectKernelFn)
+  int64_t k_geometry[5] = {};
   int64_t mr, nr;     // micro-tile in reals (rows) / columns
   int64_t mrc;        // element rows per micro-tile
   int64_t kc_e, mc_e, nc;  // blocks in elements
@@ -298,6 +301,34 @@ struct Gett {
     }
   }
 
+  // ---- direct mode (small real problems): no packing, the kernel reads A and B through the offset tables ----
+
+  void gemm_direct(const T* a, const T* b, T* c, ThreadPool* pool) const {
+    const int64_t M = m.size, N = n.size;
+    const int64_t nslivers = (N + nr - 1) / nr, mslivers = (M + mr - 1) / mr;
+    const int64_t beta = accumulate ? 1 : 0;
+    // Column slivers are independent tiles; each tile sums k in order, so any split gives the same bits.
+    parallel_for(pool, nslivers, [&](int64_t s0, int64_t s1) {
+      int64_t b_coff[32];
+      for (int64_t s = s0; s < s1; ++s) {
+        const int64_t j0 = s * nr, cols = std::min(nr, N - j0);
+        for (int64_t j = 0; j < nr; ++j) b_coff[j] = n.b[j0 + std::min(j, cols - 1)];
+        for (int64_t t = 0; t < mslivers; ++t) {
+          const int64_t i0 = t * mr;
+          direct(k_inner, a + m.a[i0], b, c + m.c[i0], cn_real.data() + j0, std::min(mr, M - i0), cols, beta,
+                 k_geometry, b_coff);
+        }
+      }
+    });
+  }
+
+  void entry(const T* a, const T* b, T* c, ThreadPool* pool) const {
+    if constexpr (!is_complex_v<T>) {
+      if (direct) return gemm_direct(a, b, c, pool);
+    }
+    gemm(a, b, c, pool);
+  }
+
   // ---- lane mode: one block of `lanes` consecutive entries of the lane axis ----
 
   void lane_gemm(const T* a, const T* b, T* c, int64_t lane_rem) const {
@@ -396,13 +427,71 @@ struct Gett {
     if (pool && batch.size >= pool->size()) {
       // Enough batch entries: each thread runs whole entries with its own packing buffers.
       parallel_for(pool, batch.size, [&](int64_t b0, int64_t b1) {
-        for (int64_t bt = b0; bt < b1; ++bt) gemm(a + batch.a[bt], b + batch.b[bt], c + batch.c[bt], nullptr);
+        for (int64_t bt = b0; bt < b1; ++bt) entry(a + batch.a[bt], b + batch.b[bt], c + batch.c[bt], nullptr);
       });
       return;
     }
-    for (int64_t bt = 0; bt < batch.size; ++bt) gemm(a + batch.a[bt], b + batch.b[bt], c + batch.c[bt], pool);
+    for (int64_t bt = 0; bt < batch.size; ++bt) entry(a + batch.a[bt], b + batch.b[bt], c + batch.c[bt], pool);
   }
 };
+
+// Direct (no-pack) mode for small problems: packing both panels costs about as much as the product when A fits in L1
+// and the problem is a few hundred thousand multiply-adds (64^3, 8^6, 16x16). The packed path amortises packing over
+// MC x NC blocks; the direct kernel re-reads A from L1 for every column sliver instead, which is free while A stays
+// there.
+bool use_direct(const Fused& m, const Fused& n, const Fused& k, size_t elt) {
+  if (const char* env = std::getenv("EINSTAGE_JIT_DIRECT"); env && std::strcmp(env, "0") == 0) return false;
+  const double a_bytes = double(m.size) * double(k.size) * double(elt);
+  return a_bytes <= 40 * 1024 && double(m.size) * double(n.size) * double(k.size) <= 96.0 * 96 * 96;
+}
+
+// The two-level k geometry of a direct kernel (MicroKernel.h: DirectKernelFn) if the fused k offsets of A and B are
+// p -> (p % inner) * s1 + (p / inner) * s2 for some inner dividing K (any one or two k axes, or nested ones).
+bool k_levels(const Fused& k, int64_t& inner, int64_t geometry[5]) {
+  const int64_t K = k.size;
+  if (K <= 1) {
+    inner = std::max<int64_t>(K, 1);
+    geometry[0] = 1, geometry[1] = geometry[2] = geometry[3] = geometry[4] = 0;
+    return true;
+  }
+  if (k.a[0] != 0 || k.b[0] != 0) return false;
+  const int64_t sa = k.a[1], sb = k.b[1];
+  int64_t n1 = 1;
+  while (n1 < K && k.a[n1] == n1 * sa && k.b[n1] == n1 * sb) ++n1;
+  if (K % n1 != 0) return false;
+  const int64_t oa = n1 < K ? k.a[n1] : 0, ob = n1 < K ? k.b[n1] : 0;
+  for (int64_t p = 0; p < K; ++p)
+    if (k.a[p] != (p % n1) * sa + (p / n1) * oa || k.b[p] != (p % n1) * sb + (p / n1) * ob) return false;
+  inner = n1;
+  geometry[0] = K / n1, geometry[1] = sa, geometry[2] = sb, geometry[3] = oa, geometry[4] = ob;
+  return true;
+}
+
+// Picks the direct tile with the least padded work among those whose every row tile is contiguous in A and in C;
+// false when none is (then the packed path runs).
+template <typename T>
+bool pick_direct(Gett<T>& g, const std::vector<MicroKernelChoice>& candidates, KernelCache& cache) {
+  const MicroKernelSpec* best = nullptr;
+  double best_cost = 0;
+  for (const MicroKernelChoice& choice : candidates) {
+    const MicroKernelSpec& s = choice.spec;
+    bool contiguous = s.nr <= 32;
+    for (int64_t i0 = 0; contiguous && i0 < g.m.size; i0 += s.mr) {
+      const int64_t rows = std::min<int64_t>(s.mr, g.m.size - i0);
+      contiguous = unit_run(g.m.a, i0, rows) && unit_run(g.m.c, i0, rows);
+    }
+    if (!contiguous) continue;
+    double cost = std::ceil(double(g.m.size) / s.mr) * s.mr * std::ceil(double(g.n.size) / s.nr) * s.nr / choice.efficiency;
+    if (!best || cost < best_cost) best = &s, best_cost = cost;
+  }
+  if (!best || !k_levels(g.k, g.k_inner, g.k_geometry)) return false;
+  g.direct = cache.direct_kernel(*best);  // may throw: before anything is written
+  g.mr = g.mrc = best->mr;
+  g.nr = best->nr;
+  g.cn_real.assign(static_cast<size_t>(g.n.size + g.nr), 0);
+  for (int64_t j = 0; j < g.n.size; ++j) g.cn_real[j] = g.n.c[j];
+  return true;
+}
 
 template <typename T>
 void run_gett(const ContractionProblem& p, ThreadPool* pool, KernelCache& cache, const GettBlocking* blocking) {
@@ -442,6 +531,11 @@ void run_gett(const ContractionProblem& p, ThreadPool* pool, KernelCache& cache,
     }
   }
   g.batch = fuse(p.batch, &Axis::stride_c, &Axis::stride_a, kNeedA | kNeedB | kNeedC);
+  if constexpr (!is_complex_v<T>) {
+    if (!blocking && use_direct(g.m, g.n, g.k, sizeof(R)) &&
+        pick_direct(g, direct_kernel_candidates(real, cache.host().has_avx512), cache))
+      return g.run(p, pool);
+  }
   // The tile with the least padded work (rows rounded up to MR, columns to NR), weighted by its throughput.
   const double rows = double(g.m.size * Gett<T>::cf), cols = double(g.n.size);
   MicroKernelSpec spec;

@@ -12,7 +12,11 @@
 // complex runs at the real kernel's rate. A batch axis with unit stride in A, B and C (column-major bij,bjk->bik) would
 // make GEMM packing read one element per cache line; real problems with such an axis run on lane kernels instead,
 // whose vectors run along that axis (MicroKernel.h). The micro-tile is chosen per problem among a few candidates by
-// least padded work. i64 is not supported here (contract() sends it to the portable kernel).
+// least padded work. Small real problems (A within ~40 KiB, at most 96^3 multiply-adds per batch entry) whose row
+// tiles are contiguous in A and C and whose k offsets form at most two affine levels skip packing: direct kernels
+// (MicroKernel.h: DirectKernelFn) read A and B in place; with K inside one KC block they give the packed path's bits.
+// Explicit `blocking` or EINSTAGE_JIT_DIRECT=0 forces the packed path (tests, benchmarks). i64 is not supported here
+// (contract() sends it to the portable kernel).
 //
 // Determinism: every output element is summed over k in one fixed order (KC blocks in order, k in order inside),
 // and the thread pool only splits independent tiles, slivers or batch entries, so results are bitwise identical for

@@ -101,44 +101,48 @@ KernelCache& KernelCache::process_default() {
   return cache;
 }
 
-std::string KernelCache::disk_key(const MicroKernelSpec& spec) const {
+std::string KernelCache::disk_key(const std::string& detail) const {
   const JitHost& h = jit_->host();
-  return "llvm " + h.llvm_version + "\ntriple " + h.triple + "\ncpu " + h.cpu + "\nfeatures " + h.features +
-         "\nkernel " + spec.symbol() +
-         " generator " + std::to_string(kMicroKernelGeneratorVersion) + "\n";
+  return "llvm " + h.llvm_version + "\ntriple " + h.triple + "\ncpu " + h.cpu + "\nfeatures " + h.features + "\n" +
+         detail;
 }
+
+std::string KernelCache::file_for(const std::string& symbol, const std::string& key) const {
+  if (cache_dir_.empty()) return "";
+  return fmt::format("{}/{}-{:016x}.o", cache_dir_, symbol, fnv1a(key.data(), key.size()));
+}
+
+namespace {
+
+std::string micro_kernel_detail(const MicroKernelSpec& spec) {
+  return "kernel " + spec.symbol() + " generator " + std::to_string(kMicroKernelGeneratorVersion) + "\n";
+}
+
+}  // namespace
 
 std::string KernelCache::cache_file(const MicroKernelSpec& spec) const {
-  if (cache_dir_.empty()) return "";
-  std::string key = disk_key(spec);
-  return fmt::format("{}/{}-{:016x}.o", cache_dir_, spec.symbol(), fnv1a(key.data(), key.size()));
+  return file_for(spec.symbol(), disk_key(micro_kernel_detail(spec)));
 }
 
-MicroKernelFn KernelCache::micro_kernel(const MicroKernelSpec& spec) {
-  {
-    std::shared_lock read(fast_mutex_);
-    for (const auto& [known, fn] : fast_)
-      if (known == spec) return fn;
-  }
-  std::string symbol = spec.symbol();
-  std::lock_guard lock(mutex_);  // held through codegen: a second thread waits for the first compile
+void* KernelCache::load_or_compile(const std::string& symbol, const std::string& detail,
+                                   const std::function<std::vector<char>(Jit&)>& compile) {
   if (auto it = kernels_.find(symbol); it != kernels_.end()) return it->second;  // linked while we waited
 
-  std::string key = disk_key(spec);
-  std::string path = cache_file(spec);
+  std::string key = disk_key(detail);
+  std::string path = file_for(symbol, key);
   auto t0 = std::chrono::steady_clock::now();
-  const int64_t compiled_before = stats_.kernels_compiled;
   std::optional<std::vector<char>> object;
   if (!path.empty()) {
     bool rejected = false;
     object = read_cached(path, key, rejected);
     if (rejected) ++stats_.disk_rejected;
   }
+  const bool from_disk = object.has_value();
   if (object) {
     jit_->add_object(*object, symbol);
     ++stats_.disk_hits;
   } else {
-    object = compile_micro_kernel(*jit_, spec);
+    object = compile(*jit_);
     ++stats_.kernels_compiled;
     jit_->add_object(*object, symbol);
     if (!path.empty()) {
@@ -147,13 +151,33 @@ MicroKernelFn KernelCache::micro_kernel(const MicroKernelSpec& spec) {
       if (write_cached(path, key, *object)) ++stats_.disk_writes;
     }
   }
-  bool from_disk = object && stats_.kernels_compiled == compiled_before;
-  auto fn = reinterpret_cast<MicroKernelFn>(jit_->lookup(symbol));
+  void* fn = jit_->lookup(symbol);
   (from_disk ? stats_.load_ms : stats_.compile_ms) += ms_since(t0);
   kernels_.emplace(symbol, fn);
+  return fn;
+}
+
+MicroKernelFn KernelCache::micro_kernel(const MicroKernelSpec& spec) {
+  {
+    std::shared_lock read(fast_mutex_);
+    for (const auto& [known, fn] : fast_)
+      if (known == spec) return fn;
+  }
+  std::lock_guard lock(mutex_);  // held through codegen: a second thread waits for the first compile
+  void* address = load_or_compile(spec.symbol(), micro_kernel_detail(spec),
+                                  [&](Jit& jit) { return compile_micro_kernel(jit, spec); });
+  auto fn = reinterpret_cast<MicroKernelFn>(address);
   std::unique_lock write(fast_mutex_);
+  for (const auto& [known, known_fn] : fast_)
+    if (known == spec) return known_fn;
   fast_.emplace_back(spec, fn);
   return fn;
+}
+
+void* KernelCache::compiled_function(const std::string& symbol, const std::string& detail,
+                                     const std::function<std::vector<char>(Jit&)>& compile) {
+  std::lock_guard lock(mutex_);
+  return load_or_compile(symbol, detail, compile);
 }
 
 JitStats KernelCache::stats() const {

@@ -13,6 +13,7 @@
 #include "runtime/jit/MicroKernel.h"
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -51,23 +52,38 @@ class KernelCache {
 
   /// The compiled lane kernel for spec (spec.lane must be set).
   LaneKernelFn lane_kernel(const MicroKernelSpec& spec) {
-    return reinterpret_cast<LaneKernelFn>(micro_kernel(spec));
+    return reinterpret_cast<LaneKernelFn>(reinterpret_cast<void*>(micro_kernel(spec)));
+  }
+
+  /// The compiled direct (no-pack) kernel for spec (spec.direct must be set).
+  DirectKernelFn direct_kernel(const MicroKernelSpec& spec) {
+    return reinterpret_cast<DirectKernelFn>(reinterpret_cast<void*>(micro_kernel(spec)));
   }
 
   /// The file a kernel is cached in ("" without a disk cache).
   std::string cache_file(const MicroKernelSpec& spec) const;
+
+  /// Any other generated function (e.g. a shape-specialised step kernel, Specialise.h): the address of `symbol`,
+  /// loaded from the disk cache or made by `compile` (then written to disk). `detail` is everything the object
+  /// depends on besides the host (it goes into the disk key, so two different functions never share a file).
+  void* compiled_function(const std::string& symbol, const std::string& detail,
+                          const std::function<std::vector<char>(Jit&)>& compile);
 
   const JitHost& host() const { return jit_->host(); }
   const std::string& cache_dir() const { return cache_dir_; }
   JitStats stats() const;
 
  private:
-  std::string disk_key(const MicroKernelSpec& spec) const;
+  std::string disk_key(const std::string& detail) const;
+  std::string file_for(const std::string& symbol, const std::string& key) const;
+  // Looks symbol up, else loads or compiles it; mutex_ must be held.
+  void* load_or_compile(const std::string& symbol, const std::string& detail,
+                        const std::function<std::vector<char>(Jit&)>& compile);
 
   std::string cache_dir_;
   std::unique_ptr<Jit> jit_;
   mutable std::mutex mutex_;                      // held through codegen
-  std::map<std::string, MicroKernelFn> kernels_;  // by symbol
+  std::map<std::string, void*> kernels_;  // by symbol
   // Kernels already linked, scanned without formatting a symbol (the per-call fast path).
   mutable std::shared_mutex fast_mutex_;
   std::vector<std::pair<MicroKernelSpec, MicroKernelFn>> fast_;

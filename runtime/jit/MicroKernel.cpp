@@ -11,7 +11,8 @@
 namespace einstage {
 
 std::string MicroKernelSpec::symbol() const {
-  return fmt::format("ein_{}_{}_{}x{}_v{}_u{}", lane ? "lkr" : "ukr", name(dtype), mr, nr, lanes, k_unroll);
+  return fmt::format("ein_{}_{}_{}x{}_v{}_u{}", lane ? "lkr" : direct ? "dkr" : "ukr", name(dtype), mr, nr, lanes,
+                     k_unroll);
 }
 
 MicroKernelSpec default_micro_kernel(DType real_dtype, bool avx512) {
@@ -54,6 +55,23 @@ std::vector<MicroKernelChoice> micro_kernel_candidates(DType real_dtype, bool av
   return out;
 }
 
+std::vector<MicroKernelChoice> direct_kernel_candidates(DType real_dtype, bool avx512) {
+  std::vector<MicroKernelChoice> out = micro_kernel_candidates(real_dtype, avx512);
+  if (avx512) {
+    // 2 x 8 accumulator vectors: small m (e.g. 16 rows) without masked-off rows; per k step 2 A loads and 8
+    // broadcasts feed 16 FMAs, slightly below the larger tiles' rate.
+    MicroKernelSpec mid = out.front().spec;
+    mid.mr = 2 * mid.lanes;
+    mid.nr = 8;
+    out.push_back({mid, 0.95});
+  }
+  // The 8 x 24 tile keeps 24 column offsets live in the k loop: in direct form they do not fit in the general
+  // registers and the loop spills (measured slower than packing), so direct kernels stop at 16 columns.
+  std::erase_if(out, [](const MicroKernelChoice& choice) { return choice.spec.nr > 16; });
+  for (MicroKernelChoice& choice : out) choice.spec.direct = true;
+  return out;
+}
+
 namespace {
 
 struct Emitter {
@@ -65,6 +83,11 @@ struct Emitter {
   llvm::Type* i64;
   llvm::Function* fn = nullptr;
   int mv;  // vectors per column
+  // Direct kernels: B's column offsets, the row masks and the inner k strides (set before the k loops).
+  std::vector<llvm::Value*> b_cols;
+  std::vector<llvm::Value*> row_masks;
+  llvm::Value* a_stride = nullptr;
+  llvm::Value* b_stride = nullptr;
 
   Emitter(const MicroKernelSpec& s, llvm::LLVMContext& c)
       : spec(s), ctx(c), b(c),
@@ -72,7 +95,7 @@ struct Emitter {
         vec(llvm::FixedVectorType::get(elt, s.lanes)), i64(llvm::Type::getInt64Ty(c)),
         mv(s.lane ? s.mr : s.mr / s.lanes) {}
 
-  // Elements one k step advances the packed A / B pointers by.
+  // Elements one k step advances the packed A / B pointers by (not used by direct kernels: k_steps advances them).
   int64_t a_step() const { return spec.lane ? int64_t(spec.mr) * spec.lanes : spec.mr; }
   int64_t b_step() const { return spec.lane ? int64_t(spec.nr) * spec.lanes : spec.nr; }
 
@@ -82,8 +105,26 @@ struct Emitter {
   llvm::Value* gep(llvm::Value* base, int64_t index) { return gep(base, b.getInt64(index)); }
 
   // One k step for `steps` consecutive k: acc[v*nr + j] += A[k, v] * B[k, j].
-  void k_steps(std::vector<llvm::Value*>& acc, llvm::Value* pa, llvm::Value* pb, int steps) {
+  void k_steps(std::vector<llvm::Value*>& acc, llvm::Value*& pa, llvm::Value*& pb, int steps) {
     llvm::Function* fma = llvm::Intrinsic::getDeclaration(fn->getParent(), llvm::Intrinsic::fma, {vec});
+    if (spec.direct) {
+      // pa is A's row pointer for this k, pb B's k pointer (column j at pb + b_cols[j]); both advance by a run-time
+      // stride per k step (the inner k level). Pointer increments, not table loads: a loaded offset would make the
+      // scheduler hoist every broadcast of a step ahead of its FMAs and spill.
+      for (int u = 0; u < steps; ++u) {
+        std::vector<llvm::Value*> av(mv);
+        for (int v = 0; v < mv; ++v)
+          av[v] = b.CreateMaskedLoad(vec, gep(pa, int64_t(v) * spec.lanes), elt_align(), row_masks[v],
+                                     llvm::Constant::getNullValue(vec));
+        for (int j = 0; j < spec.nr; ++j) {
+          llvm::Value* splat = b.CreateVectorSplat(spec.lanes, b.CreateAlignedLoad(elt, gep(pb, b_cols[j]), elt_align()));
+          for (int v = 0; v < mv; ++v) acc[v * spec.nr + j] = b.CreateCall(fma, {av[v], splat, acc[v * spec.nr + j]});
+        }
+        pa = gep(pa, a_stride);
+        pb = gep(pb, b_stride);
+      }
+      return;
+    }
     for (int u = 0; u < steps; ++u) {
       std::vector<llvm::Value*> av(mv);
       for (int v = 0; v < mv; ++v)
@@ -119,9 +160,13 @@ struct Emitter {
     pb_phi->addIncoming(pb, pre);
     for (size_t t = 0; t < acc.size(); ++t) acc_phi[t]->addIncoming(acc[t], pre);
     std::vector<llvm::Value*> next(acc_phi.begin(), acc_phi.end());
-    k_steps(next, pa_phi, pb_phi, steps);
-    llvm::Value* pa_next = gep(pa_phi, int64_t(steps) * a_step());
-    llvm::Value* pb_next = gep(pb_phi, int64_t(steps) * b_step());
+    llvm::Value* pa_next = pa_phi;
+    llvm::Value* pb_next = pb_phi;
+    k_steps(next, pa_next, pb_next, steps);  // direct kernels advance the pointers themselves
+    if (!spec.direct) {
+      pa_next = gep(pa_phi, int64_t(steps) * a_step());
+      pb_next = gep(pb_phi, int64_t(steps) * b_step());
+    }
     llvm::Value* i_next = b.CreateAdd(i, b.getInt64(1));
     llvm::BasicBlock* latch = b.GetInsertBlock();
     i->addIncoming(i_next, latch);
@@ -146,6 +191,44 @@ struct Emitter {
       out[t] = phi;
     }
     return out;
+  }
+
+  // Direct kernels: k runs as k_geometry[0] (>= 1) outer steps of kc inner steps; outer step i starts at
+  // a + i * k_geometry[3] and b + i * k_geometry[4]. The accumulators stay in registers across both levels, so every
+  // element is summed over k in the fused order p = inner + kc * outer.
+  std::vector<llvm::Value*> outer_k(llvm::Value* k_geometry, llvm::Value* kc, std::vector<llvm::Value*> acc,
+                                    llvm::Value* a, llvm::Value* bb) {
+    auto load_i64 = [&](int index) {
+      return b.CreateAlignedLoad(i64, b.CreateInBoundsGEP(i64, k_geometry, b.getInt64(index)), llvm::Align(8));
+    };
+    llvm::Value* outer = load_i64(0);
+    llvm::Value* a_outer = load_i64(3);
+    llvm::Value* b_outer = load_i64(4);
+    llvm::BasicBlock* pre = b.GetInsertBlock();
+    llvm::BasicBlock* body = llvm::BasicBlock::Create(ctx, "k.outer", fn);
+    b.CreateBr(body);
+    b.SetInsertPoint(body);
+    llvm::PHINode* i = b.CreatePHI(i64, 2, "outer");
+    i->addIncoming(b.getInt64(0), pre);
+    std::vector<llvm::PHINode*> acc_phi(acc.size());
+    for (size_t t = 0; t < acc.size(); ++t) {
+      acc_phi[t] = b.CreatePHI(vec, 2);
+      acc_phi[t]->addIncoming(acc[t], pre);
+    }
+    llvm::Value* pa = gep(a, b.CreateMul(i, a_outer));
+    llvm::Value* pb = gep(bb, b.CreateMul(i, b_outer));
+    std::vector<llvm::Value*> cur(acc_phi.begin(), acc_phi.end());
+    const int u = spec.k_unroll;
+    cur = loop("k.main", b.CreateSDiv(kc, b.getInt64(u)), cur, pa, pb, u);
+    cur = loop("k.rem", b.CreateSRem(kc, b.getInt64(u)), cur, pa, pb, 1);
+    llvm::Value* i_next = b.CreateAdd(i, b.getInt64(1));
+    llvm::BasicBlock* latch = b.GetInsertBlock();
+    i->addIncoming(i_next, latch);
+    for (size_t t = 0; t < acc.size(); ++t) acc_phi[t]->addIncoming(cur[t], latch);
+    llvm::BasicBlock* after = llvm::BasicBlock::Create(ctx, "k.outer.end", fn);
+    b.CreateCondBr(b.CreateICmpSLT(i_next, outer), body, after);
+    b.SetInsertPoint(after);
+    return cur;
   }
 
   // Stores the tile: full (unmasked, all columns) or edge (masked rows, columns < n_rem); beta 0 or 1.
@@ -288,7 +371,9 @@ struct Emitter {
   void emit(llvm::Module& module) {
     if (spec.lane) return emit_lane(module);
     llvm::Type* ptr = llvm::PointerType::get(ctx, 0);
-    auto* type = llvm::FunctionType::get(b.getVoidTy(), {i64, ptr, ptr, ptr, ptr, i64, i64, i64}, false);
+    std::vector<llvm::Type*> params = {i64, ptr, ptr, ptr, ptr, i64, i64, i64};
+    if (spec.direct) params.insert(params.end(), {ptr, ptr, ptr});  // a_koff, b_koff, b_coff
+    auto* type = llvm::FunctionType::get(b.getVoidTy(), params, false);
     fn = llvm::Function::Create(type, llvm::Function::ExternalLinkage, spec.symbol(), module);
     fn->addFnAttr(llvm::Attribute::NoUnwind);
     for (unsigned a : {1u, 2u, 3u, 4u}) fn->addParamAttr(a, llvm::Attribute::NoAlias);
@@ -303,6 +388,23 @@ struct Emitter {
     llvm::Value* beta = &*args++;
 
     b.SetInsertPoint(llvm::BasicBlock::Create(ctx, "entry", fn));
+    llvm::Value* k_geometry = nullptr;
+    if (spec.direct) {
+      k_geometry = &*args++;
+      llvm::Value* b_coff = &*args++;
+      auto load_i64 = [&](llvm::Value* table, int index) {
+        return b.CreateAlignedLoad(i64, b.CreateInBoundsGEP(i64, table, b.getInt64(index)), llvm::Align(8));
+      };
+      for (int j = 0; j < spec.nr; ++j) b_cols.push_back(load_i64(b_coff, j));
+      std::vector<llvm::Constant*> iota;
+      for (int l = 0; l < spec.lanes; ++l) iota.push_back(b.getInt64(l));
+      llvm::Value* lane = llvm::ConstantVector::get(iota);
+      for (int v = 0; v < mv; ++v)
+        row_masks.push_back(b.CreateICmpSLT(
+            lane, b.CreateVectorSplat(spec.lanes, b.CreateSub(m_rem, b.getInt64(int64_t(v) * spec.lanes)))));
+      a_stride = load_i64(k_geometry, 1);
+      b_stride = load_i64(k_geometry, 2);
+    }
     // Touch the C tile early so its lines arrive while the k loop runs (write intent: the epilogue stores there).
     llvm::Function* prefetch = llvm::Intrinsic::getDeclaration(&module, llvm::Intrinsic::prefetch, {ptr});
     for (int j = 0; j < spec.nr; ++j) {
@@ -314,8 +416,12 @@ struct Emitter {
     }
     std::vector<llvm::Value*> acc(size_t(mv) * spec.nr, llvm::Constant::getNullValue(vec));
     int u = spec.k_unroll;
-    acc = loop("k.main", b.CreateSDiv(kc, b.getInt64(u)), acc, pa, pb, u);
-    acc = loop("k.rem", b.CreateSRem(kc, b.getInt64(u)), acc, pa, pb, 1);
+    if (spec.direct) {
+      acc = outer_k(k_geometry, kc, acc, pa, pb);
+    } else {
+      acc = loop("k.main", b.CreateSDiv(kc, b.getInt64(u)), acc, pa, pb, u);
+      acc = loop("k.rem", b.CreateSRem(kc, b.getInt64(u)), acc, pa, pb, 1);
+    }
 
     llvm::BasicBlock* exit = llvm::BasicBlock::Create(ctx, "exit", fn);
     llvm::BasicBlock* full = llvm::BasicBlock::Create(ctx, "full", fn);
@@ -343,7 +449,8 @@ struct Emitter {
 
 std::vector<char> compile_micro_kernel(Jit& jit, const MicroKernelSpec& spec) {
   EIN_ASSERT(spec.dtype == DType::f32 || spec.dtype == DType::f64, "micro-kernels are real");
-  EIN_ASSERT(spec.mr > 0 && (spec.lane || spec.mr % spec.lanes == 0) && spec.nr > 0 && spec.k_unroll > 0,
+  EIN_ASSERT(spec.mr > 0 && (spec.lane || spec.mr % spec.lanes == 0) && spec.nr > 0 && spec.k_unroll > 0 &&
+                 !(spec.lane && spec.direct),
              "bad micro-kernel tile");
   llvm::LLVMContext context;
   auto module = jit.impl().new_module(context, spec.symbol());

@@ -25,7 +25,7 @@ class Jit;
 
 /// Bump when the generated code changes for the same MicroKernelSpec: it is part of the disk-cache key, so objects
 /// from an older generator are recompiled instead of reused.
-inline constexpr int kMicroKernelGeneratorVersion = 2;
+inline constexpr int kMicroKernelGeneratorVersion = 4;
 
 struct MicroKernelSpec {
   DType dtype = DType::f64;  // f32 or f64
@@ -35,8 +35,10 @@ struct MicroKernelSpec {
   int k_unroll = 4;
   /// Lane kernel (see LaneKernelFn): mr x nr accumulator vectors, each along the lane (batch) axis.
   bool lane = false;
+  /// Direct kernel (see DirectKernelFn): reads A and B in place through offset tables, no packed panels.
+  bool direct = false;
 
-  /// Unique symbol name, e.g. "ein_ukr_f64_24x8_v8_u4" (lane kernels "ein_lkr_...").
+  /// Unique symbol name, e.g. "ein_ukr_f64_24x8_v8_u4" (lane kernels "ein_lkr_...", direct kernels "ein_dkr_...").
   std::string symbol() const;
   friend bool operator==(const MicroKernelSpec&, const MicroKernelSpec&) = default;
 };
@@ -51,6 +53,20 @@ using MicroKernelFn = void (*)(int64_t kc, const void* a, const void* b, void* c
 /// < lane_rem, rows < m_rem and columns < n_rem are written.
 using LaneKernelFn = void (*)(int64_t kc, const void* a, const void* b, void* c, const int64_t* row_off,
                               const int64_t* col_off, int64_t lane_rem, int64_t m_rem, int64_t n_rem, int64_t beta);
+
+/// A direct kernel serves small problems without packing (packing both panels costs about as much as the product
+/// there). k runs on two levels: g = k_geometry = {outer count (>= 1), inner A stride, inner B stride, outer A stride,
+/// outer B stride} (elements), kc inner steps per outer step, so k index p = q + kc * o sits at A offset
+/// q * g[1] + o * g[3] and B offset q * g[2] + o * g[4]: one or two k axes, or any nesting of them, fit. Row r of the
+/// tile is at a + (A offset) + r (the rows are contiguous in A); B's column j at b + (B offset) + b_coff[j]. A is read
+/// with masked loads (rows >= m_rem are neither read nor stored); b_coff must hold nr valid offsets (callers repeat
+/// the last valid column's offset for j >= n_rem: read, never stored). Every element is summed in the order
+/// p = 0, 1, ..., like the packed kernel over one KC block, so both give the same bits. The epilogue is the packed
+/// kernel's.
+using DirectKernelFn = void (*)(int64_t kc, const void* a, const void* b, void* c, const int64_t* col_off,
+                                int64_t m_rem, int64_t n_rem, int64_t beta, const int64_t* k_geometry,
+                                const int64_t* b_coff);
+
 
 /// The lane-kernel tile for a real dtype (AVX-512 widths; AVX2 halves the lanes).
 MicroKernelSpec default_lane_kernel(DType real_dtype, bool avx512);
@@ -68,5 +84,8 @@ struct MicroKernelChoice {
   double efficiency = 1;
 };
 std::vector<MicroKernelChoice> micro_kernel_candidates(DType real_dtype, bool avx512);
+
+/// The tiles the direct path chooses from (same rule as micro_kernel_candidates).
+std::vector<MicroKernelChoice> direct_kernel_candidates(DType real_dtype, bool avx512);
 
 }  // namespace einstage

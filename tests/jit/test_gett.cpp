@@ -167,3 +167,68 @@ TEST_CASE("jit gett: i64 is refused with a message naming the fallback") {
   CHECK_THROWS_WITH_AS(contract_jit(p, nullptr, &memory_cache()),
                        doctest::Contains("the JIT has no i64 kernel"), Error);
 }
+
+// Small real problems run on direct (no-pack) kernels; the packed path runs when explicit block sizes are passed.
+// With k inside one KC block both sum every element over k in the same order with the same FMAs, so their bits must
+// agree exactly; the random problems cover strided, permuted and multi-axis groups, odd and zero extents.
+TEST_CASE_TEMPLATE("jit gett: direct small-problem path equals the packed path bitwise", T, float, double) {
+  DType dtype = dtype_v<T>;
+  const GettBlocking packed = default_blocking(dtype);
+  ThreadPool two(2);
+  int compared = 0;
+  for (uint64_t seed = 20000; seed < 20080; ++seed) {
+    OwnedProblem direct = random_problem(seed, dtype, true, false);
+    int64_t k_total = 1;
+    for (const auto& ax : direct.p.k) k_total *= ax.extent;
+    if (k_total > packed.kc) continue;
+    OwnedProblem reference = random_problem(seed, dtype, true, false);
+    OwnedProblem threaded = random_problem(seed, dtype, true, false);
+    INFO("seed " << seed << ": " << describe(direct.p));
+    contract_jit(direct.p, nullptr, &memory_cache());
+    contract_jit(threaded.p, &two, &memory_cache());
+    contract_jit(reference.p, nullptr, &memory_cache(), &packed);
+    check_against_oracle<T>(direct);
+    CHECK(direct.c.bytes == reference.c.bytes);
+    CHECK(direct.c.bytes == threaded.c.bytes);
+    ++compared;
+  }
+  CHECK(compared > 40);
+}
+
+// The shapes the direct path was made for, against the oracle: 16x16 and 64^3 matmuls, an 8^6 four-index
+// contraction whose rows are contiguous only in runs of 8 (acbd,ecfd->abef), and batched 64x64 entries; beta 0 and 1.
+TEST_CASE("jit gett: direct path on its target shapes") {
+  struct Case {
+    std::vector<ContractionProblem::Axis> m, n, k, batch;
+    int64_t a, b, c;
+  };
+  const std::vector<Case> cases = {
+      {{{16, 1, 0, 1}}, {{16, 0, 16, 16}}, {{16, 16, 1, 0}}, {}, 256, 256, 256},
+      {{{64, 1, 0, 1}}, {{64, 0, 64, 64}}, {{64, 64, 1, 0}}, {}, 4096, 4096, 4096},
+      {{{13, 1, 0, 1}}, {{17, 0, 5, 13}}, {{5, 13, 1, 0}}, {}, 65, 85, 221},
+      // acbd,ecfd->abef, column-major 8^4 operands: m = a, b; n = e, f; k = c, d.
+      {{{8, 1, 0, 1}, {8, 64, 0, 8}}, {{8, 0, 1, 64}, {8, 0, 64, 512}}, {{8, 8, 8, 0}, {8, 512, 512, 0}}, {}, 4096,
+       4096, 4096},
+      // ijb,jkb->ikb with b = 3.
+      {{{64, 1, 0, 1}}, {{64, 0, 64, 64}}, {{64, 64, 1, 0}}, {{3, 4096, 4096, 4096}}, 3 * 4096, 3 * 4096, 3 * 4096},
+  };
+  SplitMix64 rng(31337);
+  for (const Case& cs : cases) {
+    for (bool accumulate : {false, true}) {
+      OwnedProblem op;
+      op.p.dtype = DType::f64;
+      op.p.m = cs.m, op.p.n = cs.n, op.p.k = cs.k, op.p.batch = cs.batch;
+      op.p.accumulate = accumulate;
+      op.a.elements = cs.a, op.b.elements = cs.b, op.c.elements = cs.c;
+      for (Storage* s : {&op.a, &op.b, &op.c}) s->bytes.resize(size_t(s->elements) * 8);
+      fill<double>(rng, op.a);
+      fill<double>(rng, op.b);
+      fill<double>(rng, op.c);
+      op.c_initial = op.c.bytes;
+      op.bind();
+      INFO(describe(op.p));
+      contract_jit(op.p, nullptr, &memory_cache());
+      check_against_oracle<double>(op);
+    }
+  }
+}

@@ -52,7 +52,9 @@ void default_tile_gemm(KernelCache& cache) {
   }
   op.c_initial = op.c.bytes;
   op.bind();
-  contract_jit(op.p, nullptr, &cache);
+  // Explicit block sizes select the packed path (a problem this small would otherwise run on a direct kernel).
+  const GettBlocking packed = default_blocking(DType::f64);
+  contract_jit(op.p, nullptr, &cache, &packed);
   check_against_oracle<double>(op);
 }
 
