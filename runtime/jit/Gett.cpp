@@ -467,12 +467,14 @@ bool k_levels(const Fused& k, int64_t& inner, int64_t geometry[5]) {
   return true;
 }
 
-// Picks the direct tile with the least padded work among those whose every row tile is contiguous in A and in C;
-// false when none is (then the packed path runs).
+// Picks the direct tile with the least padded work among those whose every row tile is contiguous in A and in C and
+// sets g up for it (tile, k geometry, C column offsets); false when the problem cannot run direct.
 template <typename T>
-bool pick_direct(Gett<T>& g, const std::vector<MicroKernelChoice>& candidates, KernelCache& cache) {
+bool plan_direct(Gett<T>& g, DType real, bool avx512, MicroKernelSpec& tile) {
+  if (!use_direct(g.m, g.n, g.k, sizeof(typename Gett<T>::R))) return false;
   const MicroKernelSpec* best = nullptr;
   double best_cost = 0;
+  const std::vector<MicroKernelChoice> candidates = direct_kernel_candidates(real, avx512);
   for (const MicroKernelChoice& choice : candidates) {
     const MicroKernelSpec& s = choice.spec;
     bool contiguous = s.nr <= 32;
@@ -485,11 +487,46 @@ bool pick_direct(Gett<T>& g, const std::vector<MicroKernelChoice>& candidates, K
     if (!best || cost < best_cost) best = &s, best_cost = cost;
   }
   if (!best || !k_levels(g.k, g.k_inner, g.k_geometry)) return false;
-  g.direct = cache.direct_kernel(*best);  // may throw: before anything is written
+  tile = *best;
   g.mr = g.mrc = best->mr;
   g.nr = best->nr;
   g.cn_real.assign(static_cast<size_t>(g.n.size + g.nr), 0);
   for (int64_t j = 0; j < g.n.size; ++j) g.cn_real[j] = g.n.c[j];
+  return true;
+}
+
+// A batch axis with unit stride in A, B and C (the lane-kernel case), or p.batch.end().
+std::vector<Axis>::const_iterator lane_axis(const ContractionProblem& p) {
+  return std::find_if(p.batch.begin(), p.batch.end(), [](const Axis& ax) {
+    return ax.extent > 1 && ax.stride_a == 1 && ax.stride_b == 1 && ax.stride_c == 1;
+  });
+}
+
+template <typename T>
+bool schedule_direct(const ContractionProblem& p, bool avx512, DirectSchedule& out) {
+  Gett<T> g;
+  g.m = fuse(p.m, &Axis::stride_c, &Axis::stride_a, kNeedA | kNeedC);
+  g.n = fuse(p.n, &Axis::stride_c, &Axis::stride_b, kNeedB | kNeedC);
+  g.k = fuse(p.k, &Axis::stride_b, &Axis::stride_a, kNeedA | kNeedB);
+  if (lane_axis(p) != p.batch.end() || g.m.size == 0 || g.n.size == 0 || g.k.size == 0) return false;
+  MicroKernelSpec tile;
+  if (!plan_direct(g, dtype_v<T>, avx512, tile)) return false;
+  Fused batch = fuse(p.batch, &Axis::stride_c, &Axis::stride_a, kNeedA | kNeedB | kNeedC);
+  SpecialisedKernelSpec& spec = out.kernel;
+  spec.tile = tile;
+  spec.k_inner = g.k_inner;
+  std::copy(std::begin(g.k_geometry), std::end(g.k_geometry), spec.k_geometry);
+  spec.accumulate = p.accumulate;
+  spec.col_off = g.cn_real;
+  spec.tiles.clear();
+  for (int64_t j0 = 0; j0 < g.n.size; j0 += g.nr) {  // gemm_direct's order
+    const int64_t cols = std::min(g.nr, g.n.size - j0);
+    std::vector<int64_t> b_coff(static_cast<size_t>(g.nr));
+    for (int64_t j = 0; j < g.nr; ++j) b_coff[j] = g.n.b[j0 + std::min(j, cols - 1)];
+    for (int64_t i0 = 0; i0 < g.m.size; i0 += g.mr)
+      spec.tiles.push_back({g.m.a[i0], g.m.c[i0], j0, std::min(g.mr, g.m.size - i0), cols, b_coff});
+  }
+  out.batch_a = batch.a, out.batch_b = batch.b, out.batch_c = batch.c;
   return true;
 }
 
@@ -505,9 +542,7 @@ void run_gett(const ContractionProblem& p, ThreadPool* pool, KernelCache& cache,
   if constexpr (!is_complex_v<T>) {
     // A batch axis with unit stride in all three tensors: run lane kernels along it (the GEMM packing would read
     // one element per cache line there). Complex stays on the 1m path.
-    auto lane = std::find_if(p.batch.begin(), p.batch.end(), [](const Axis& ax) {
-      return ax.extent > 1 && ax.stride_a == 1 && ax.stride_b == 1 && ax.stride_c == 1;
-    });
+    auto lane = lane_axis(p);
     if (lane != p.batch.end()) {
       std::vector<Axis> rest = p.batch;
       rest.erase(rest.begin() + (lane - p.batch.begin()));
@@ -532,9 +567,11 @@ void run_gett(const ContractionProblem& p, ThreadPool* pool, KernelCache& cache,
   }
   g.batch = fuse(p.batch, &Axis::stride_c, &Axis::stride_a, kNeedA | kNeedB | kNeedC);
   if constexpr (!is_complex_v<T>) {
-    if (!blocking && use_direct(g.m, g.n, g.k, sizeof(R)) &&
-        pick_direct(g, direct_kernel_candidates(real, cache.host().has_avx512), cache))
+    MicroKernelSpec tile;
+    if (!blocking && plan_direct(g, real, cache.host().has_avx512, tile)) {
+      g.direct = cache.direct_kernel(tile);  // may throw: before anything is written
       return g.run(p, pool);
+    }
   }
   // The tile with the least padded work (rows rounded up to MR, columns to NR), weighted by its throughput.
   const double rows = double(g.m.size * Gett<T>::cf), cols = double(g.n.size);
@@ -562,6 +599,14 @@ void run_gett(const ContractionProblem& p, ThreadPool* pool, KernelCache& cache,
 }
 
 }  // namespace
+
+bool direct_schedule(const ContractionProblem& p, bool avx512, DirectSchedule& out) {
+  switch (p.dtype) {
+    case DType::f32: return schedule_direct<float>(p, avx512, out);
+    case DType::f64: return schedule_direct<double>(p, avx512, out);
+    default: return false;
+  }
+}
 
 void contract_jit(const ContractionProblem& p, ThreadPool* pool, KernelCache* cache, const GettBlocking* blocking) {
   for (const auto* group : {&p.m, &p.n, &p.k, &p.batch})

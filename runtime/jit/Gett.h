@@ -23,9 +23,11 @@
 // any thread count.
 #pragma once
 
+#include "runtime/jit/MicroKernel.h"
 #include "runtime/kernels/Contraction.h"
 
 #include <cstdint>
+#include <vector>
 
 namespace einstage {
 
@@ -40,6 +42,16 @@ struct GettBlocking {
 
 /// The block sizes contract_jit uses for a real dtype (chosen for a 48 KiB L1d / 2 MiB L2 core).
 GettBlocking default_blocking(DType real_dtype);
+
+/// A problem that contract_jit runs on the direct path, as one shape-specialised kernel per batch entry plus the
+/// entries' element offsets (Specialise.h compiles it).
+struct DirectSchedule {
+  SpecialisedKernelSpec kernel;
+  std::vector<int64_t> batch_a, batch_b, batch_c;
+};
+/// True (and `out` filled) when contract_jit(p) without explicit blocking takes the direct path: the same tile, k
+/// geometry and tile order, so the specialised kernel's bits are contract_jit's.
+bool direct_schedule(const ContractionProblem& p, bool avx512, DirectSchedule& out);
 
 /// Executes p with JIT micro-kernels from `cache` (nullptr: KernelCache::process_default()). dtype f32, f64, c64 or
 /// c128; throws Error(unsupported) for i64 and Error(runtime) if the JIT cannot compile. Nothing is written to C

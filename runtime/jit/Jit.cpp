@@ -3,6 +3,8 @@
 #include "ir/Error.h"
 #include "runtime/jit/JitLlvm.h"
 
+#include <llvm/Passes/PassBuilder.h>
+
 #include <llvm/ADT/SmallVector.h>
 #include <llvm/Config/llvm-config.h>
 #include <llvm/IR/LegacyPassManager.h>
@@ -71,6 +73,22 @@ std::vector<char> Jit::Impl::emit_object(llvm::Module& module) {
     fail(ErrorKind::runtime, "jit: the target machine for '{}' cannot emit object files", host.cpu);
   passes.run(module);
   return std::vector<char>(buffer.begin(), buffer.end());
+}
+
+void Jit::Impl::optimise(llvm::Module& module) {
+  std::lock_guard lock(mutex);  // the pipeline reads the target machine
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+  llvm::PassBuilder builder(tm.get());
+  builder.registerModuleAnalyses(mam);
+  builder.registerCGSCCAnalyses(cgam);
+  builder.registerFunctionAnalyses(fam);
+  builder.registerLoopAnalyses(lam);
+  builder.crossRegisterProxies(lam, fam, cgam, mam);
+  llvm::ModulePassManager passes = builder.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O2);
+  passes.run(module, mam);
 }
 
 Jit::Jit(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

@@ -29,6 +29,9 @@ struct Jit::Impl {
   std::unique_ptr<llvm::Module> new_module(llvm::LLVMContext& context, const std::string& name);
   /// Verifies the module and runs the code generator only (no IR optimisation pipeline).
   std::vector<char> emit_object(llvm::Module& module);
+  /// Runs LLVM's O2 IR pipeline on the module (inlining, constant propagation, unrolling). Only for code compiled off
+  /// the critical path (shape-specialised kernels, Specialise.h): it costs several milliseconds per module.
+  void optimise(llvm::Module& module);
 };
 
 /// Converts an llvm::Error to einstage::Error(runtime) with `what` as context; does nothing on success.

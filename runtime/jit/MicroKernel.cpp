@@ -458,4 +458,68 @@ std::vector<char> compile_micro_kernel(Jit& jit, const MicroKernelSpec& spec) {
   return jit.impl().emit_object(*module);
 }
 
+std::string SpecialisedKernelSpec::describe() const {
+  std::string text = fmt::format("specialised generator {} tile {} k {} [{},{},{},{},{}] beta {}\ncols", 1, tile.symbol(),
+                                 k_inner, k_geometry[0], k_geometry[1], k_geometry[2], k_geometry[3], k_geometry[4],
+                                 accumulate ? 1 : 0);
+  for (int64_t off : col_off) text += fmt::format(" {}", off);
+  for (const SpecialisedTile& t : tiles) {
+    text += fmt::format("\ntile {} {} {} {} {} b", t.a_off, t.c_off, t.j0, t.m_rem, t.n_rem);
+    for (int64_t off : t.b_coff) text += fmt::format(" {}", off);
+  }
+  return text + "\n";
+}
+
+std::string SpecialisedKernelSpec::symbol() const {
+  const std::string text = describe();
+  uint64_t hash = 1469598103934665603ull;
+  for (char ch : text) hash = (hash ^ static_cast<unsigned char>(ch)) * 1099511628211ull;
+  return fmt::format("ein_spec_{:016x}", hash);
+}
+
+std::vector<char> compile_specialised_kernel(Jit& jit, const SpecialisedKernelSpec& spec) {
+  EIN_ASSERT(spec.tile.direct, "a specialised kernel is built from a direct tile");
+  llvm::LLVMContext context;
+  auto module = jit.impl().new_module(context, spec.symbol());
+  Emitter(spec.tile, context).emit(*module);
+  llvm::Function* kernel = module->getFunction(spec.tile.symbol());
+  kernel->setLinkage(llvm::GlobalValue::InternalLinkage);
+  kernel->addFnAttr(llvm::Attribute::AlwaysInline);
+
+  llvm::IRBuilder<> b(context);
+  llvm::Type* i64 = b.getInt64Ty();
+  llvm::Type* ptr = llvm::PointerType::get(context, 0);
+  llvm::Type* elt = spec.tile.dtype == DType::f64 ? b.getDoubleTy() : b.getFloatTy();
+  auto table = [&](const std::vector<int64_t>& values, const std::string& name) {
+    auto* type = llvm::ArrayType::get(i64, values.size());
+    std::vector<llvm::Constant*> items;
+    for (int64_t v : values) items.push_back(b.getInt64(v));
+    return new llvm::GlobalVariable(*module, type, true, llvm::GlobalValue::PrivateLinkage,
+                                    llvm::ConstantArray::get(type, items), name);
+  };
+  llvm::GlobalVariable* cols = table(spec.col_off, "cols");
+  llvm::GlobalVariable* geometry =
+      table(std::vector<int64_t>(std::begin(spec.k_geometry), std::end(spec.k_geometry)), "k_geometry");
+  auto* type = llvm::FunctionType::get(b.getVoidTy(), {ptr, ptr, ptr}, false);
+  llvm::Function* fn = llvm::Function::Create(type, llvm::Function::ExternalLinkage, spec.symbol(), *module);
+  fn->addFnAttr(llvm::Attribute::NoUnwind);
+  for (unsigned a : {0u, 1u, 2u}) fn->addParamAttr(a, llvm::Attribute::NoAlias);
+  auto args = fn->arg_begin();
+  llvm::Value* a = &*args++;
+  llvm::Value* bb = &*args++;
+  llvm::Value* c = &*args++;
+  b.SetInsertPoint(llvm::BasicBlock::Create(context, "entry", fn));
+  for (size_t t = 0; t < spec.tiles.size(); ++t) {
+    const SpecialisedTile& tile = spec.tiles[t];
+    llvm::GlobalVariable* b_coff = table(tile.b_coff, "b_coff");
+    b.CreateCall(kernel, {b.getInt64(spec.k_inner), b.CreateInBoundsGEP(elt, a, b.getInt64(tile.a_off)), bb,
+                          b.CreateInBoundsGEP(elt, c, b.getInt64(tile.c_off)),
+                          b.CreateInBoundsGEP(i64, cols, b.getInt64(tile.j0)), b.getInt64(tile.m_rem),
+                          b.getInt64(tile.n_rem), b.getInt64(spec.accumulate ? 1 : 0), geometry, b_coff});
+  }
+  b.CreateRetVoid();
+  jit.impl().optimise(*module);
+  return jit.impl().emit_object(*module);
+}
+
 }  // namespace einstage

@@ -88,4 +88,32 @@ std::vector<MicroKernelChoice> micro_kernel_candidates(DType real_dtype, bool av
 /// The tiles the direct path chooses from (same rule as micro_kernel_candidates).
 std::vector<MicroKernelChoice> direct_kernel_candidates(DType real_dtype, bool avx512);
 
+/// One tile call of a shape-specialised step kernel: the direct kernel's arguments that vary per tile.
+struct SpecialisedTile {
+  int64_t a_off = 0, c_off = 0, j0 = 0, m_rem = 0, n_rem = 0;
+  std::vector<int64_t> b_coff;  // nr entries
+};
+
+/// A whole small contraction (one batch entry) compiled with every extent, stride and tile as a constant: the direct
+/// kernel's calls with constant arguments, inlined and optimised by LLVM's O2 pipeline (Specialise.h compiles these
+/// off the critical path). Every element is summed in the direct kernel's order, so the bits are the direct path's.
+struct SpecialisedKernelSpec {
+  MicroKernelSpec tile;  // a direct tile
+  int64_t k_inner = 0;
+  int64_t k_geometry[5] = {};
+  bool accumulate = false;
+  std::vector<int64_t> col_off;  // C column offsets, padded with nr zeros
+  std::vector<SpecialisedTile> tiles;
+
+  /// Everything the generated code depends on (the disk-cache detail).
+  std::string describe() const;
+  /// "ein_spec_<64-bit hash of describe()>".
+  std::string symbol() const;
+};
+
+/// void kernel(A, B, C): one batch entry of the specialised problem.
+using SpecialisedKernelFn = void (*)(const void* a, const void* b, void* c);
+
+std::vector<char> compile_specialised_kernel(Jit& jit, const SpecialisedKernelSpec& spec);
+
 }  // namespace einstage

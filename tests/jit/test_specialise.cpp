@@ -1,0 +1,101 @@
+// StepKernel: hot small steps get a shape-specialised kernel compiled in the background; calls never wait for it and
+// results are bitwise the same before and after the swap.
+#include "ProblemGen.h"
+
+#include "runtime/jit/Dispatch.h"
+#include "runtime/jit/Specialise.h"
+
+#include <doctest/doctest.h>
+
+using namespace einstage;
+using namespace einstage::testing;
+
+namespace {
+
+OwnedProblem matmul(int64_t m, int64_t n, int64_t k, int64_t batch, DType dtype, bool accumulate, uint64_t seed) {
+  OwnedProblem op;
+  op.p.dtype = dtype;
+  op.p.m = {{m, 1, 0, 1}};
+  op.p.k = {{k, m, 1, 0}};
+  op.p.n = {{n, 0, k, m}};
+  if (batch > 1) op.p.batch = {{batch, m * k, k * n, m * n}};
+  op.p.accumulate = accumulate;
+  op.a.elements = m * k * batch;
+  op.b.elements = k * n * batch;
+  op.c.elements = m * n * batch;
+  const size_t elt = size_of(dtype);
+  for (Storage* s : {&op.a, &op.b, &op.c}) s->bytes.resize(size_t(s->elements) * elt);
+  SplitMix64 rng(seed);
+  for (Storage* s : {&op.a, &op.b, &op.c}) {
+    if (dtype == DType::f64) fill<double>(rng, *s);
+    else fill<float>(rng, *s);
+  }
+  op.c_initial = op.c.bytes;
+  op.bind();
+  return op;
+}
+
+// Runs the step once on a fresh copy of C and returns C's bytes.
+std::vector<unsigned char> run_once(StepKernel& step, OwnedProblem& op) {
+  op.c.bytes = op.c_initial;
+  op.bind();
+  step.run(op.p);
+  return op.c.bytes;
+}
+
+}  // namespace
+
+TEST_CASE("jit specialise: calls never wait for the background compile, and the swap keeps the bits") {
+  if (!jit_enabled()) return;
+  struct Shape {
+    int64_t m, n, k, batch;
+    DType dtype;
+    bool accumulate;
+  };
+  for (const Shape& sh : {Shape{16, 16, 16, 1, DType::f64, false}, Shape{13, 17, 5, 1, DType::f64, true},
+                          Shape{64, 64, 64, 3, DType::f64, false}, Shape{16, 16, 16, 1, DType::f32, true}}) {
+    CAPTURE(sh.m);
+    CAPTURE(sh.n);
+    CAPTURE(sh.k);
+    CAPTURE(sh.batch);
+    OwnedProblem op = matmul(sh.m, sh.n, sh.k, sh.batch, sh.dtype, sh.accumulate, 4000 + uint64_t(sh.m + sh.n));
+    // The reference: contract() itself.
+    OwnedProblem ref = op;
+    ref.bind();
+    contract(ref.p);
+    if (sh.dtype == DType::f64) check_against_oracle<double>(ref);
+    else check_against_oracle<float>(ref);
+
+    StepKernel step;
+    set_specialise_paused(true);  // the background thread may not start: a waiting call would hang here
+    for (int64_t call = 0; call < 3 * StepKernel::kHotCalls; ++call) CHECK(run_once(step, op) == ref.c.bytes);
+    CHECK(step.state() == StepKernel::State::queued);
+    CHECK(step.specialised_calls() == 0);
+    set_specialise_paused(false);
+    wait_specialise_idle();
+    REQUIRE(step.state() == StepKernel::State::ready);
+    for (int call = 0; call < 4; ++call) CHECK(run_once(step, op) == ref.c.bytes);
+    CHECK(step.specialised_calls() == 4);
+
+    // A different problem through the same handle (other strides) is not given the specialised kernel.
+    OwnedProblem other = matmul(sh.m, sh.n, sh.k + 1, sh.batch, sh.dtype, sh.accumulate, 99);
+    OwnedProblem other_ref = other;
+    other_ref.bind();
+    contract(other_ref.p);
+    CHECK(run_once(step, other) == other_ref.c.bytes);
+    CHECK(step.specialised_calls() == 4);
+  }
+}
+
+TEST_CASE("jit specialise: steps off the direct path stay generic") {
+  if (!jit_enabled()) return;
+  OwnedProblem op = matmul(300, 40, 300, 1, DType::f64, false, 7);  // A too large for the direct path
+  OwnedProblem ref = op;
+  ref.bind();
+  contract(ref.p);
+  StepKernel step;
+  for (int64_t call = 0; call < 2 * StepKernel::kHotCalls; ++call) CHECK(run_once(step, op) == ref.c.bytes);
+  wait_specialise_idle();
+  CHECK(step.state() == StepKernel::State::generic);
+  CHECK(step.specialised_calls() == 0);
+}
