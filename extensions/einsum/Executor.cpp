@@ -3,6 +3,7 @@
 #include "extensions/einsum/Notation.h"
 #include "runtime/ThreadPool.h"
 #include "runtime/jit/Dispatch.h"
+#include "runtime/jit/Specialise.h"
 #include "runtime/kernels/Contraction.h"
 #include "runtime/kernels/Layout.h"
 
@@ -16,9 +17,10 @@ namespace einstage::einsum {
 
 namespace {
 
-// The one call site of the pairwise kernel: the dispatcher picks the JIT GETT for floating types and the portable
-// kernel otherwise (runtime/jit/Dispatch.h). Replace with contract_portable to run without the JIT.
-void run_contraction(const ContractionProblem& p, ThreadPool* pool) { contract(p, pool); }
+// The one call site of the pairwise kernel: the step's handle (runtime/jit/Specialise.h) runs contract(), which picks
+// the JIT GETT for floating types and the portable kernel otherwise (runtime/jit/Dispatch.h), and swaps in a
+// shape-specialised kernel once the step is hot. Replace with contract_portable to run without the JIT.
+void run_contraction(StepKernel& step, const ContractionProblem& p, ThreadPool* pool) { step.run(p, pool); }
 
 std::vector<Label> first_occurrences(const std::vector<Label>& labels) {
   std::vector<Label> out;
@@ -103,6 +105,7 @@ struct EinsumPlan::Impl {
   std::vector<std::pair<int, int>> step_nodes;  // (left id, right id) per binary step
   std::vector<int64_t> lhs_ws, rhs_ws;          // workspace byte offsets per step (-1: no one-sided sum)
   int64_t peak = 0, arena = 0, workspace = 0;
+  std::vector<std::shared_ptr<StepKernel>> step_kernels;  // one per step; counts calls, holds specialised kernels
 
   void build(const BoundEinsum& bound, std::span<const TensorMeta> metas_in, const PlanSpec& spec,
              const ContractionTree* given_tree);
@@ -184,6 +187,7 @@ void EinsumPlan::Impl::build(const BoundEinsum& bound, std::span<const TensorMet
     steps.push_back(std::move(s));
   }
   arena = arena_fit.end();
+  for (size_t k = 0; k < steps.size(); ++k) step_kernels.push_back(std::make_shared<StepKernel>());
 }
 
 // ---- execute ----
@@ -344,7 +348,7 @@ void EinsumPlan::Impl::run(std::span<const Tensor> operands, Tensor& out, Thread
     for (Label l : s.rhs_free) p.n.push_back(Axis{extents.at(l), 0, stride_of(rv, l), stride_of(dv, l)});
     for (Label l : s.contracted) p.k.push_back(Axis{extents.at(l), stride_of(lv, l), stride_of(rv, l), 0});
     for (Label l : s.batch) p.batch.push_back(Axis{extents.at(l), stride_of(lv, l), stride_of(rv, l), stride_of(dv, l)});
-    run_contraction(p, pool);
+    run_contraction(*step_kernels[k], p, pool);
   }
 }
 
