@@ -442,7 +442,8 @@ struct Gett {
 bool use_direct(const Fused& m, const Fused& n, const Fused& k, size_t elt) {
   if (const char* env = std::getenv("EINSTAGE_JIT_DIRECT"); env && std::strcmp(env, "0") == 0) return false;
   const double a_bytes = double(m.size) * double(k.size) * double(elt);
-  return a_bytes <= 40 * 1024 && double(m.size) * double(n.size) * double(k.size) <= 96.0 * 96 * 96;
+  // A few k steps (an outer product is k = 1): nothing to amortise packing over, whatever m and n are.
+  return a_bytes <= 40 * 1024 && (double(m.size) * double(n.size) * double(k.size) <= 96.0 * 96 * 96 || k.size <= 8);
 }
 
 // The two-level k geometry of a direct kernel (MicroKernel.h: DirectKernelFn) if the fused k offsets of A and B are
@@ -530,6 +531,43 @@ bool schedule_direct(const ContractionProblem& p, bool avx512, DirectSchedule& o
   return true;
 }
 
+// A problem whose m, n and k are all trivial is an elementwise product over the batch axes (e.g. ij,ij->ij): loop
+// over them directly, innermost the axis with the smallest C stride, instead of building offset tables with one
+// entry per element and running a 1 x 1 x 1 GEMM per entry. c = a * b (or c += a * b) per element: the GEMM path's
+// value for k = 1.
+template <typename T>
+void elementwise(const ContractionProblem& p, const int64_t a_off, const int64_t b_off, const int64_t c_off) {
+  std::vector<Axis> axes;
+  for (const Axis& ax : p.batch)
+    if (ax.extent != 1) axes.push_back(ax);
+  std::sort(axes.begin(), axes.end(), [](const Axis& x, const Axis& y) {
+    return std::abs(x.stride_c) < std::abs(y.stride_c);  // stable enough: ties only reorder independent elements
+  });
+  const T* a = static_cast<const T*>(p.a) + a_off;
+  const T* b = static_cast<const T*>(p.b) + b_off;
+  T* c = static_cast<T*>(p.c) + c_off;
+  for (const Axis& ax : axes)
+    if (ax.extent == 0) return;
+  const int64_t inner = axes.empty() ? 1 : axes[0].extent;
+  const int64_t sa = axes.empty() ? 0 : axes[0].stride_a, sb = axes.empty() ? 0 : axes[0].stride_b,
+                sc = axes.empty() ? 0 : axes[0].stride_c;
+  std::vector<int64_t> index(axes.size(), 0);
+  for (;;) {
+    if (p.accumulate)
+      for (int64_t i = 0; i < inner; ++i) c[i * sc] += a[i * sa] * b[i * sb];
+    else
+      for (int64_t i = 0; i < inner; ++i) c[i * sc] = a[i * sa] * b[i * sb];
+    size_t d = 1;
+    for (; d < axes.size(); ++d) {
+      a += axes[d].stride_a, b += axes[d].stride_b, c += axes[d].stride_c;
+      if (++index[d] < axes[d].extent) break;
+      a -= axes[d].stride_a * axes[d].extent, b -= axes[d].stride_b * axes[d].extent, c -= axes[d].stride_c * axes[d].extent;
+      index[d] = 0;
+    }
+    if (d >= axes.size()) return;
+  }
+}
+
 template <typename T>
 void run_gett(const ContractionProblem& p, ThreadPool* pool, KernelCache& cache, const GettBlocking* blocking) {
   using R = typename real_of<T>::type;
@@ -539,6 +577,8 @@ void run_gett(const ContractionProblem& p, ThreadPool* pool, KernelCache& cache,
   g.n = fuse(p.n, &Axis::stride_c, &Axis::stride_b, kNeedB | kNeedC);
   g.k = fuse(p.k, &Axis::stride_b, &Axis::stride_a, kNeedA | kNeedB);
   g.accumulate = p.accumulate;
+  if (g.m.size == 1 && g.n.size == 1 && g.k.size == 1 && !blocking)
+    return elementwise<T>(p, g.m.a[0] + g.k.a[0], g.n.b[0] + g.k.b[0], g.m.c[0] + g.n.c[0]);
   if constexpr (!is_complex_v<T>) {
     // A batch axis with unit stride in all three tensors: run lane kernels along it (the GEMM packing would read
     // one element per cache line there). Complex stays on the 1m path.

@@ -232,3 +232,29 @@ TEST_CASE("jit gett: direct path on its target shapes") {
     }
   }
 }
+
+// Only batch axes (ij,ij->ij, or with a transposed or strided C): the elementwise loop, against the oracle.
+TEST_CASE_TEMPLATE("jit gett: elementwise problems (no m, n or k axis)", T, float, double, c128) {
+  SplitMix64 rng(777);
+  for (bool accumulate : {false, true}) {
+    for (int layout = 0; layout < 3; ++layout) {
+      OwnedProblem op;
+      op.p.dtype = dtype_v<T>;
+      const int64_t r = 7, s = 5;
+      // A column-major r x s; B row-major; C column-major, transposed, or with a gap of 2 between rows.
+      const int64_t c_rs[3][2] = {{1, r}, {s, 1}, {2, 2 * r}};
+      op.p.batch = {{r, 1, s, c_rs[layout][0]}, {s, r, 1, c_rs[layout][1]}, {1, 0, 0, 0}};
+      op.p.m = {{1, 0, 0, 0}};
+      op.p.accumulate = accumulate;
+      op.a.elements = op.b.elements = r * s;
+      op.c.elements = layout == 2 ? 2 * r * s : r * s;
+      for (Storage* st : {&op.a, &op.b, &op.c}) st->bytes.resize(size_t(st->elements) * sizeof(T));
+      for (Storage* st : {&op.a, &op.b, &op.c}) fill<T>(rng, *st);
+      op.c_initial = op.c.bytes;
+      op.bind();
+      INFO(describe(op.p));
+      contract_jit(op.p, nullptr, &memory_cache());
+      check_against_oracle<T>(op);
+    }
+  }
+}
