@@ -4,6 +4,8 @@
 #include "compiler/ad/Rules.h"
 #include "compiler/ad/Util.h"
 
+#include <fmt/format.h>
+
 #include <functional>
 #include <map>
 #include <set>
@@ -186,7 +188,8 @@ Linearized linearize(const Program& program, std::span<const int> wrt, const Ext
   std::map<ValueId, Value> mapped;
   for (size_t r = 0; r < residuals.size(); ++r) {
     auto it = param_name.find(residuals[r].id);
-    std::string name = it != param_name.end() ? it->second : detail::fresh_name(used, "r" + std::to_string(r));
+    // fmt rather than "r" + std::to_string(r): GCC 12 reports a false -Wrestrict inside char_traits for the latter.
+    std::string name = it != param_name.end() ? it->second : detail::fresh_name(used, fmt::format("r{}", r));
     mapped[residuals[r].id] = b.parameter(name, residuals[r].type);
   }
   for (size_t i = np; i < joint.params.size(); ++i)

@@ -115,8 +115,13 @@ TEST_CASE("320 random einsums: jvp vs finite differences, dot-product test, tran
     bool f32 = std::find(c.dtypes.begin(), c.dtypes.end(), DType::f32) != c.dtypes.end();
     std::string shapes, dtypes;
     for (size_t k = 0; k < c.shapes.size(); ++k) {
-      shapes += (k ? " " : "") + shape_to_string(c.shapes[k]);
-      dtypes += std::string(k ? "," : "") + std::string(name(c.dtypes[k]));
+      // Appended piece by piece: `"," + std::string(...)` trips a false GCC 12 -Wrestrict in char_traits.
+      if (k) {
+        shapes += ' ';
+        dtypes += ',';
+      }
+      shapes += shape_to_string(c.shapes[k]);
+      dtypes += name(c.dtypes[k]);
     }
     std::string context = fmt::format("seed {}: \"{}\" shapes {} broadcast {} plan {} dtypes {}", seed,
                                       einsum::to_string(c.subs), shapes, c.broadcast, c.plan.to_string(), dtypes);

@@ -243,7 +243,6 @@ TEST_CASE("ellipsis: right-aligned fresh labels, NumPy's implicit output") {
         }) == "einsum \"...ij,jk->ik\": operand 0 has rank 1 but its term \"...ij\" names 2 labels besides '...'; "
               "pass an operand of rank at least 2 or remove labels from the term\n  ...ij,jk->ik\n      ^");
   CHECK(error_of([] {
-          const int64_t ranks[] = {2, 2};
           to_subscripts(parse_notation("ij,...jk->ik"));
         }) == "einsum \"ij,...jk->ik\": '...' needs the operand ranks to expand; use expand() or bind_einsum() with the "
               "shapes\n  ij,...jk->ik\n     ^");

@@ -132,9 +132,11 @@ TEST_CASE("determinism: repeated runs and thread counts give byte-identical tree
     // Fixed trial count (no budget involved): 16 exploration trials, then 4 annealing trials.
     PlanSpec spec = PlanSpec::anneal_plan(0, seed, 20);
     spec.moves = 5000;
-    const std::string ref = plan(spec, net, {.threads = 1}).tree.to_string();
+    const std::string ref = plan(spec, net, PlanOptions{}).tree.to_string();  // one thread
     for (int threads : {1, 2, 3}) {
-      PlanResult r = plan(spec, net, {.threads = threads});
+      PlanOptions options;
+      options.threads = threads;
+      PlanResult r = plan(spec, net, options);
       CHECK(r.tree.to_string() == ref);
       CHECK(r.trials_done == 20);
       CHECK_FALSE(r.stopped_by_budget);
@@ -198,7 +200,9 @@ TEST_CASE("search reports progress and honours its budget") {
   CHECK_FALSE(r2.stopped_by_budget);
   CHECK(r2.trials_done == 2);
   CHECK(done == std::vector<int>{1, 2});
-  CHECK_THROWS_WITH_AS(search(net, greedy(net), SearchOptions{.budget_s = 0}),
+  SearchOptions unlimited;
+  unlimited.budget_s = 0;
+  CHECK_THROWS_WITH_AS(search(net, greedy(net), unlimited),
                        "search needs a time budget or a trial count; set budget > 0 or trials > 0", Error);
 }
 
