@@ -25,6 +25,7 @@
 #include "ir/Extension.h"
 #include "ir/Program.h"
 
+#include <initializer_list>
 #include <span>
 #include <vector>
 
@@ -68,6 +69,29 @@ Program vjp(const Program& program, std::span<const int> wrt, const ExtensionReg
 Program grad(const Program& program, std::span<const int> wrt, const ExtensionRegistry* registry = nullptr);
 /// Like grad, with the value first: outputs (value, gradients...).
 Program value_and_grad(const Program& program, std::span<const int> wrt, const ExtensionRegistry* registry = nullptr);
+
+// Brace lists of indices (`ad::grad(f, {0, 1}, &registry)`): std::span cannot bind to one in C++20.
+inline Program jvp(const Program& program, std::initializer_list<int> wrt, const ExtensionRegistry* registry = nullptr) {
+  return jvp(program, std::span<const int>(wrt.begin(), wrt.size()), registry);
+}
+inline Linearized linearize(const Program& program, std::initializer_list<int> wrt,
+                            const ExtensionRegistry* registry = nullptr) {
+  return linearize(program, std::span<const int>(wrt.begin(), wrt.size()), registry);
+}
+inline Program transpose(const Program& linear_program, std::initializer_list<int> linear_inputs,
+                         const ExtensionRegistry* registry = nullptr) {
+  return transpose(linear_program, std::span<const int>(linear_inputs.begin(), linear_inputs.size()), registry);
+}
+inline Program vjp(const Program& program, std::initializer_list<int> wrt, const ExtensionRegistry* registry = nullptr) {
+  return vjp(program, std::span<const int>(wrt.begin(), wrt.size()), registry);
+}
+inline Program grad(const Program& program, std::initializer_list<int> wrt, const ExtensionRegistry* registry = nullptr) {
+  return grad(program, std::span<const int>(wrt.begin(), wrt.size()), registry);
+}
+inline Program value_and_grad(const Program& program, std::initializer_list<int> wrt,
+                              const ExtensionRegistry* registry = nullptr) {
+  return value_and_grad(program, std::span<const int>(wrt.begin(), wrt.size()), registry);
+}
 
 /// Appends `program`'s instructions to `b` with its parameters bound to `args` (values of b, one per parameter),
 /// re-running the type rules (so args may be more concrete than the parameters), and copies its program-level shape
