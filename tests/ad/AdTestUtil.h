@@ -10,6 +10,7 @@
 #include "extensions/einsum/Module.h"
 #include "ir/Printer.h"
 #include "runtime/Runtime.h"
+#include "support/Random.h"
 
 #include <doctest/doctest.h>
 #include <fmt/format.h>
@@ -23,19 +24,7 @@
 
 namespace einstage::ad_test {
 
-struct Rng {  // SplitMix64
-  uint64_t state;
-  uint64_t next() {
-    uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }  // [0, 1)
-  double symmetric() { return 2 * uniform() - 1; }                           // [-1, 1)
-  int below(int n) { return static_cast<int>(next() % static_cast<uint64_t>(n)); }
-  bool chance(double p) { return uniform() < p; }
-};
+using Rng = einstage::test::SplitMix64;  // uniform() in [0, 1), symmetric() in [-1, 1), below(n), chance(p)
 
 /// Values in [-1, 1) (both parts for complex), or in [0.5, 1.5) when `positive` (real part for complex), so that
 /// log, sqrt and division stay away from their singularities and branch cuts.

@@ -9,6 +9,7 @@
 #include "extensions/einsum/Notation.h"
 #include "extensions/einsum/TraceEinsum.h"
 #include "ir/Parser.h"
+#include "support/ErrorOf.h"
 
 #include <doctest/doctest.h>
 
@@ -18,17 +19,9 @@
 
 using namespace einstage;
 using namespace einstage::ad_test;
+using einstage::test::error_of;
 
 namespace {
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 int count_ops(const Program& p, std::string_view name) {
   int n = 0;

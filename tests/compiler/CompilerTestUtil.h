@@ -6,6 +6,7 @@
 #include "ir/Json.h"
 #include "ir/Parser.h"
 #include "ir/Printer.h"
+#include "support/ErrorOf.h"
 #include "support/TempDir.h"
 
 #include <doctest/doctest.h>
@@ -27,14 +28,7 @@ inline const einstage::ExtensionRegistry& registry() {
   return reg;
 }
 
-inline std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const einstage::Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
+using einstage::test::error_of;
 
 inline bool update_goldens() {
   const char* v = std::getenv("EINSTAGE_UPDATE_GOLDEN");

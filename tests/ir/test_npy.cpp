@@ -1,6 +1,8 @@
 // .npy reading and writing: NumPy-written fixtures (tests/data/make_npy_fixtures.py), byte-exact agreement with
 // NumPy's writer, round trips for every dtype and both orders, atomic writes, and the error text of malformed files.
 #include "ir/Npy.h"
+#include "support/ErrorOf.h"
+#include "support/Random.h"
 #include "support/TempDir.h"
 
 #include <doctest/doctest.h>
@@ -10,7 +12,9 @@
 #include <vector>
 
 using namespace einstage;
+using einstage::test::error_of;
 using einstage::test::read_file_bytes;
+using einstage::test::SplitMix64;
 using einstage::test::TempDir;
 
 namespace {
@@ -59,29 +63,9 @@ std::string f64_bytes(std::initializer_list<double> values) {
   return out;
 }
 
-std::string error_of(auto&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
-// Deterministic values of any dtype for round trips (SplitMix64).
-struct SplitMix64 {
-  uint64_t state;
-  uint64_t next() {
-    uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53 * 200.0 - 100.0; }
-};
-
 Tensor random_tensor(DType dtype, const Shape& shape, uint64_t seed) {
   SplitMix64 rng{seed};
+  auto value = [&] { return rng.uniform() * 200.0 - 100.0; };  // [-100, 100)
   Tensor t = Tensor::empty(dtype, shape);
   dispatch_dtype(dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -89,11 +73,11 @@ Tensor random_tensor(DType dtype, const Shape& shape, uint64_t seed) {
     for (int64_t i = 0; i < t.numel(); ++i) {
       if constexpr (std::is_same_v<T, c64> || std::is_same_v<T, c128>) {
         using R = typename T::value_type;
-        p[i] = T(static_cast<R>(rng.uniform()), static_cast<R>(rng.uniform()));
+        p[i] = T(static_cast<R>(value()), static_cast<R>(value()));
       } else if constexpr (std::is_same_v<T, int64_t>) {
         p[i] = static_cast<int64_t>(rng.next());
       } else {
-        p[i] = static_cast<T>(rng.uniform());
+        p[i] = static_cast<T>(value());
       }
     }
   });

@@ -6,6 +6,7 @@
 #include "ir/Parser.h"
 #include "ir/Printer.h"
 #include "ir/Verifier.h"
+#include "support/Random.h"
 #include "test_program_family.h"
 
 #include <doctest/doctest.h>
@@ -17,16 +18,8 @@ using namespace einstage;
 
 namespace {
 
-// SplitMix64: deterministic on every platform.
-struct Rng {
-  uint64_t s;
-  uint64_t next() {
-    uint64_t z = (s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  int64_t below(int64_t n) { return static_cast<int64_t>(next() % static_cast<uint64_t>(n)); }
+// The suites' SplitMix64 (deterministic on every platform) with this file's draws.
+struct Rng : einstage::test::SplitMix64 {
   bool coin() { return next() & 1; }
   double real() {
     switch (below(8)) {

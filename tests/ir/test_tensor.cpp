@@ -1,6 +1,8 @@
 // Tensor: views (permute, transpose, slice, reshape as view or copy), contiguous, astype, copy_from with overlap,
 // errors pinned by their text, printing, bitwise_equal. Oracles are index formulas written here, read through at().
 #include "ir/Tensor.h"
+#include "support/ErrorOf.h"
+#include "support/Random.h"
 
 #include <doctest/doctest.h>
 
@@ -13,16 +15,10 @@
 
 using namespace einstage;
 
-namespace {
+using einstage::test::error_of;
+using einstage::test::SplitMix64;
 
-std::string error_of(auto&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+namespace {
 
 // A [2,3,4] f64 tensor whose element (i, j, k) is 100i + 10j + k.
 Tensor t234() {
@@ -33,17 +29,6 @@ Tensor t234() {
   return t;
 }
 double v234(int64_t i, int64_t j, int64_t k) { return 100.0 * i + 10.0 * j + k; }
-
-struct SplitMix64 {
-  uint64_t state;
-  uint64_t next() {
-    uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  int64_t below(int64_t n) { return static_cast<int64_t>(next() % static_cast<uint64_t>(n)); }
-};
 
 // All multi-indices of a shape in column-major order.
 std::vector<std::vector<int64_t>> col_major_indices(const Shape& shape) {

@@ -3,6 +3,8 @@
 #pragma once
 
 #include "extensions/einsum/Notation.h"
+#include "support/ErrorOf.h"
+#include "support/Random.h"
 
 #include <cstdint>
 #include <functional>
@@ -67,27 +69,12 @@ inline std::vector<double> naive_einsum(const BoundEinsum& b, const std::vector<
   return out;
 }
 
-/// The message of the einstage::Error that f throws, or "<no error>".
-inline std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const einstage::Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
+using einstage::test::error_of;  // the message of the einstage::Error that f throws, or "<no error>"
 
 /// Small deterministic data: SplitMix64 mapped to integers in [-2, 2] (exact sums) or to doubles in [-1, 1).
-struct SplitMix64 {
-  uint64_t state;
-  uint64_t next() {
-    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
+struct SplitMix64 : einstage::test::SplitMix64 {
   double small_int() { return double(int64_t(next() % 5) - 2); }
-  double unit() { return double(next() >> 11) * 0x1.0p-53 * 2.0 - 1.0; }
+  double unit() { return symmetric(); }
 };
 
 }  // namespace notation_test

@@ -3,12 +3,14 @@
 
 #include "extensions/einsum/planner/Report.h"
 #include "ir/Error.h"
+#include "support/ErrorOf.h"
 
 #include <doctest/doctest.h>
 
 using namespace einstage;
 using namespace einstage::einsum;
 using namespace einstage::einsum::testing;
+using einstage::test::error_of;
 
 namespace {
 
@@ -17,23 +19,6 @@ Subscripts subs(std::vector<std::string> terms, std::string out) {
   for (auto& t : terms) s.inputs.emplace_back(t.begin(), t.end());
   s.output.assign(out.begin(), out.end());
   return s;
-}
-
-Extents all(const Subscripts& s, int64_t e) {
-  Extents x;
-  for (auto& t : s.inputs)
-    for (Label l : t) x[l] = e;
-  for (Label l : s.output) x[l] = e;
-  return x;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
 }
 
 }  // namespace
