@@ -1,0 +1,83 @@
+// Guide story (e): run a traced program fast: Runtime, module, prepare, run, the plan cache and the JIT. Quoted in
+// docs/guide.md. ctest runs it three times: module linked in, module loaded from its shared library (argv[1]), and
+// linked in with EINSTAGE_JIT=0.
+#include "docs/examples/Check.h"
+#include "compiler/Trace.h"
+#include "extensions/einsum/Module.h"
+#include "extensions/einsum/TraceEinsum.h"
+#include "runtime/Runtime.h"
+#include "runtime/jit/Dispatch.h"
+
+#include <vector>
+
+using namespace einstage;
+using example::check;
+using example::check_close;
+
+// The chain a·b·c by loops (column-major), the independent oracle.
+static std::vector<double> chain(const Tensor& a, const Tensor& b, const Tensor& c) {
+  int64_t n = a.extent(0), p = c.extent(1);
+  std::vector<double> out(static_cast<size_t>(n * p), 0.0);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t l = 0; l < p; ++l)
+      for (int64_t j = 0; j < a.extent(1); ++j)
+        for (int64_t k = 0; k < b.extent(1); ++k)
+          out[static_cast<size_t>(i + n * l)] += a.at<double>({i, j}) * b.at<double>({j, k}) * c.at<double>({k, l});
+  return out;
+}
+
+static Tensor filled(Shape shape, double scale) {
+  std::vector<double> v(static_cast<size_t>(element_count(shape)));
+  for (size_t k = 0; k < v.size(); ++k) v[k] = scale * (double(k % 11) - 5);
+  return Tensor::from_col_major<double>(shape, v);
+}
+
+int main(int argc, char** argv) {
+  // [runtime]
+  RuntimeOptions options;
+  options.threads = 2;                                   // one pool for every kernel of this Runtime
+  Runtime rt(options);
+  if (argc > 1) {
+    rt.load_module(argv[1]);                             // path/to/libeinstage_einsum_module.so
+  } else {
+    rt.add_module(einsum::module_descriptor());          // the same module, linked in
+  }
+
+  TraceContext ctx("chain", &rt.registry());
+  TracedTensor a = ctx.parameter("a", DType::f64, {Dim::symbol("n"), 8});
+  TracedTensor b = ctx.parameter("b", DType::f64, {8, 16});
+  TracedTensor c = ctx.parameter("c", DType::f64, {16, 4});
+  Program p = ctx.finish({einsum::einsum(ctx, "ij,jk,kl->il", {a, b, c})});
+
+  Executable exe = rt.prepare(p);                        // checks the program; plans nothing yet
+  Tensor a32 = filled({32, 8}, 0.25), bv = filled({8, 16}, 0.5), cv = filled({16, 4}, 1.0);
+  Tensor r1 = exe.run({a32, bv, cv}).at(0);              // n = 32: plans the tree (a cache miss)
+  Tensor r2 = exe.run({a32, bv, cv}).at(0);              // same shapes: runs the cached plan (a hit)
+  Tensor a5 = filled({5, 8}, 0.25);
+  Tensor r3 = exe.run({a5, bv, cv}).at(0);               // n = 5: a new shape, planned once more
+  PreparedCacheStats cache = rt.cache_stats();           // hits 1, misses 2, entries 2
+  fmt::print("{}", exe.describe_prepared(std::vector<Tensor>{a32, bv, cv}));   // the plan for these inputs
+
+  DispatchStats jit = dispatch_stats();                  // which kernels ran this program's contractions
+  fmt::print("jit {}: {} JIT calls, {} portable calls, {} kernels compiled, {} loaded from disk\n",
+             jit_enabled() ? "on" : "off", jit.jit_calls, jit.portable_calls, jit.jit.kernels_compiled,
+             jit.jit.disk_hits);
+  // [runtime]
+
+  check_close(r1, chain(a32, bv, cv), "chain n = 32");
+  check_close(r2, chain(a32, bv, cv), "chain n = 32 again");
+  check_close(r3, chain(a5, bv, cv), "chain n = 5");
+  check(cache.misses == 2 && cache.hits == 1 && cache.entries == 2,
+        fmt::format("cache hits {} misses {} entries {}", cache.hits, cache.misses, cache.entries));
+  check(exe.stats().runs >= 3, "executable counted its runs");
+  if (argc > 1) {
+    // A module loaded from its shared library carries its own copy of the kernels and of their counters, so this
+    // program's dispatch_stats() saw none of its contractions.
+    check(jit.jit_calls == 0 && jit.portable_calls == 0, "a loaded module counts its contractions itself");
+  } else if (jit_enabled()) {
+    check(jit.jit_calls > 0 && jit.portable_calls == 0, "the JIT ran every f64 contraction");
+  } else {
+    check(jit.jit_calls == 0 && jit.portable_calls > 0, "EINSTAGE_JIT=0: the portable kernel ran");
+  }
+  return example::result("05_runtime");
+}
