@@ -10,6 +10,7 @@
 #include "extensions/einsum/TraceEinsum.h"
 #include "ir/Parser.h"
 #include "support/ErrorOf.h"
+#include "support/Golden.h"
 
 #include <doctest/doctest.h>
 
@@ -255,18 +256,7 @@ TEST_CASE("golden: the VJP program of ij,jk->ik") {
                         {a, w});
   Program v = ad::vjp(b.finish({y}), std::vector<int>{0, 1}, registry());
   const std::string text = print_program(v);
-  const std::string path = std::string(EINSTAGE_SOURCE_DIR) + "/tests/ad/golden/vjp_matmul.ir";
-  const char* update = std::getenv("EINSTAGE_UPDATE_GOLDEN");
-  if (update && std::string(update) == "1") {
-    std::ofstream(path, std::ios::binary) << text;
-  } else {
-    std::ifstream in(path, std::ios::binary);
-    REQUIRE_MESSAGE(in.good(), "missing golden " << path << " (run with EINSTAGE_UPDATE_GOLDEN=1)");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    CHECK_MESSAGE(text == ss.str(), "golden vjp_matmul differs (run with EINSTAGE_UPDATE_GOLDEN=1 and review):\n"
-                                        << text);
-  }
+  einstage::test::check_golden_file(std::string(EINSTAGE_SOURCE_DIR) + "/tests/ad/golden/vjp_matmul.ir", text);
   CHECK(print_program(parse_program(text, registry())) == text);
   // And it computes (c b^T, a^T c).
   Tensor at = Tensor::from_row_major<double>({2, 3}, {1, 2, 3, 4, 5, 6});

@@ -7,6 +7,7 @@
 #include "ir/Parser.h"
 #include "ir/Printer.h"
 #include "support/ErrorOf.h"
+#include "support/Golden.h"
 #include "support/TempDir.h"
 
 #include <doctest/doctest.h>
@@ -30,11 +31,6 @@ inline const einstage::ExtensionRegistry& registry() {
 
 using einstage::test::error_of;
 
-inline bool update_goldens() {
-  const char* v = std::getenv("EINSTAGE_UPDATE_GOLDEN");
-  return v && std::string(v) == "1";
-}
-
 inline std::string golden_path(const std::string& name) {
   return std::string(EINSTAGE_SOURCE_DIR) + "/tests/compiler/golden/" + name + ".ir";
 }
@@ -43,16 +39,7 @@ inline std::string golden_path(const std::string& name) {
 inline void check_golden(const std::string& name, const einstage::Program& p) {
   using namespace einstage;
   const std::string text = print_program(p);
-  const std::string path = golden_path(name);
-  if (update_goldens()) {
-    std::ofstream(path, std::ios::binary) << text;
-  } else {
-    std::ifstream in(path, std::ios::binary);
-    REQUIRE_MESSAGE(in.good(), "missing golden " << path << " (run with EINSTAGE_UPDATE_GOLDEN=1)");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    CHECK_MESSAGE(text == ss.str(), "golden " << name << " differs (run with EINSTAGE_UPDATE_GOLDEN=1 and review)");
-  }
+  einstage::test::check_golden_file(golden_path(name), text);
   INFO("golden " << name);
   Program parsed = parse_program(text, &registry());
   CHECK(print_program(parsed) == text);

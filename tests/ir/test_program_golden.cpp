@@ -5,6 +5,7 @@
 #include "ir/Json.h"
 #include "ir/Parser.h"
 #include "ir/Printer.h"
+#include "support/Golden.h"
 #include "test_program_family.h"
 
 #include <doctest/doctest.h>
@@ -30,21 +31,8 @@ std::string read_text(const std::filesystem::path& path) {
   return s.str();
 }
 
-bool updating() {
-  const char* v = std::getenv("EINSTAGE_UPDATE_GOLDEN");
-  return v && std::string(v) == "1";
-}
-
 void check_golden(const std::string& file, const std::string& actual) {
-  auto path = kGoldenDir / file;
-  if (updating()) {
-    std::ofstream(path, std::ios::binary) << actual;
-    MESSAGE("rewrote " << path.string());
-    return;
-  }
-  REQUIRE_MESSAGE(std::filesystem::exists(path), "missing golden " << path.string()
-                                                                   << " (run with EINSTAGE_UPDATE_GOLDEN=1)");
-  CHECK(read_text(path) == actual);
+  einstage::test::check_golden_file(kGoldenDir / file, actual);
 }
 
 const ExtensionRegistry& registry() {
