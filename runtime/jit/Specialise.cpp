@@ -4,6 +4,8 @@
 #include "runtime/jit/Dispatch.h"
 #include "runtime/jit/Gett.h"
 #include "runtime/jit/KernelCache.h"
+#include "runtime/jit/Jit.h"
+#include "runtime/jit/MicroKernel.h"
 
 #include <condition_variable>
 #include <cstdlib>
@@ -46,11 +48,38 @@ bool same_problem(const ContractionProblem& x, const ContractionProblem& y) {
          same_axes(x.k, y.k) && same_axes(x.batch, y.batch);
 }
 
+bool warm_up_code_generator() {
+  try {
+    std::unique_ptr<Jit> jit = Jit::create();
+    // An 8x8x8 f64 product takes the direct path: compiling its specialised kernel runs the same generator,
+    // optimisation pipeline and code generator as the worker's jobs.
+    ContractionProblem p;
+    p.dtype = DType::f64;
+    p.m = {{8, 1, 0, 1}};
+    p.n = {{8, 0, 8, 8}};
+    p.k = {{8, 8, 1, 0}};
+    DirectSchedule schedule;
+    if (direct_schedule(p, jit->host().has_avx512, schedule)) compile_specialised_kernel(*jit, schedule.kernel);
+    compile_micro_kernel(*jit, default_micro_kernel(DType::f64, jit->host().has_avx512));
+    return true;
+  } catch (const Error&) {
+    return false;  // no JIT here: specialisation jobs fail and their steps stay on contract()
+  }
+}
+
 // The background compiler: one thread, a FIFO of jobs, and its own kernel cache (its own JIT and lock, so a
 // compilation here never holds a lock that a foreground call takes).
 class Specialiser {
  public:
   static Specialiser& instance() {
+    // Order of destruction at exit: function-local statics die in reverse order of construction, and LLVM's code
+    // generator creates some of its own lazily on first use. If the first code generation of the process happened
+    // on our worker (every other kernel came from the disk cache), those statics would be younger than this object
+    // and destroyed before ~Specialiser joins a worker that is still compiling: a crash at exit. Generating one
+    // micro-kernel here first makes them older than the Specialiser. It costs one codegen (a few ms), once per
+    // process, on the call that first queues a specialisation; never on a step's first call.
+    static const bool warmed = warm_up_code_generator();
+    (void)warmed;
     static Specialiser s;
     return s;
   }
