@@ -9,8 +9,8 @@
 //     (inputs + output + the planner's arena + workspace) exceeds a third of the available memory, or whose
 //     opt_flops estimate would take more than --max-seconds, are skipped and listed with the reason.
 // The machine may be shared: every row is measured in rounds that interleave einstage and each peer (ours, peers,
-// ours, peers, ...), each round giving a median, and the table shows the median over rounds; the load average is
-// printed before and after. Ratios are peer time / einstage time (> 1: einstage faster). Single-threaded.
+// ours, peers, ...), each round giving a median, and the table shows the median over rounds; a peer slower than
+// --max-seconds / 4 per run is timed on one run only. The load average is printed before and after. Ratios are peer time / einstage time (> 1: einstage faster). Single-threaded.
 //
 // Usage: einstage_bench_einsum_suite [BENCH_DIR] [--rounds N] [--max-seconds S] [--filter TEXT] [--json FILE]
 //                                    [--no-peers]
@@ -33,6 +33,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <sys/wait.h>
@@ -134,8 +135,8 @@ class Peer {
     return line;
   }
 
-  std::optional<std::vector<double>> times(const std::string& lib, int n, std::string& error) {
-    std::string reply = ask(fmt::format("time {} {}", lib, n));
+  std::optional<std::vector<double>> times(const std::string& lib, int n, double limit, std::string& error) {
+    std::string reply = ask(fmt::format("time {} {} {}", lib, n, limit));
     if (reply.empty() || reply.rfind("error", 0) == 0) {
       error = reply.empty() ? "peer process ended" : reply.substr(6);
       return std::nullopt;
@@ -166,25 +167,29 @@ struct RowResult {
   std::map<std::string, std::string> failure;  // column -> why not measured
 };
 
+// A peer slower than `limit` seconds per run is timed once (its warm-up run) and not asked again.
 template <typename Ours>
-RowResult interleave(int rounds, Ours&& ours, std::vector<PeerColumn>& columns) {
+RowResult interleave(int rounds, Ours&& ours, std::vector<PeerColumn>& columns, double limit = 60) {
   RowResult r;
   std::vector<double> mine;
   std::map<std::string, std::vector<double>> theirs;
   std::map<std::string, int> reps;
+  std::set<std::string> slow;
   for (int round = 0; round < rounds; ++round) {
     mine.push_back(ours());
     for (PeerColumn& col : columns) {
       const std::string key = col.name();
       if (r.failure.count(key)) continue;
       std::string error;
-      auto t = col.peer->times(col.lib, reps.count(key) ? reps[key] : 1, error);
+      if (slow.count(key)) continue;
+      auto t = col.peer->times(col.lib, reps.count(key) ? reps[key] : 1, limit, error);
       if (!t) {
         r.failure[key] = error;
         continue;
       }
       double m = median(*t);
       theirs[key].push_back(m);
+      if (m > limit) slow.insert(key);
       reps[key] = int(std::clamp(0.2 / std::max(m, 1e-9), 1.0, 200.0));
     }
   }
@@ -425,7 +430,7 @@ int main(int argc, char** argv) {
           }
           return median(t);
         },
-        columns);
+        columns, max_seconds / 4);
     fmt::print("{:<44} {:>8.2f} {:>10.4g} {:>9} {:>10} {:>9} {:>10} {:>9}  {}\n", name, log10_flops, r.ours,
                ratio(r, "numpy SKX"), ratio(r, "torch SKX"), ratio(r, "numpy def"), ratio(r, "torch def"), agree, note);
     for (auto& [k, why] : r.failure) fmt::print("    {} not measured: {}\n", k, why);

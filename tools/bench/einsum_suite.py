@@ -4,7 +4,9 @@ opt_einsum-style path as einstage, timed on request so the C++ driver can interl
 Line protocol on stdin/stdout (one reply line per command):
   load JSON DATA   -> "ok" | "error MESSAGE"   (DATA: every operand's f64 bytes as einstage holds them: column-major
                                                 with the instance's shapes_colmajor, i.e. row-major reversed)
-  time LIB N       -> "t1 t2 ... tN"          (LIB numpy | torch; seconds per full contraction, after one warm-up)
+  time LIB N [MAX] -> "t1 t2 ... tN"          (LIB numpy | torch | numpy_plain; seconds per full contraction, after
+                                                one warm-up; stops early once MAX seconds are spent, and reports the
+                                                warm-up run alone if it took longer than MAX)
   sum LIB          -> "SUM"                   (sum of the result, to check agreement with einstage)
   info             -> "numpy X torch Y openblas CORE"
   quit
@@ -122,16 +124,23 @@ def main():
                 reply = "ok"
             elif words[0] == "time":
                 lib, n = words[1], int(words[2])
+                limit = float(words[3]) if len(words) > 3 else float("inf")
                 if lib == "torch" and torch is None:
                     raise RuntimeError("torch is not installed")
+                times = []
                 if lib not in state["warm"]:
+                    t0 = time.perf_counter()
                     run(lib, state[lib], state["steps"])
                     state["warm"].add(lib)
-                times = []
-                for _ in range(n):
+                    warm = time.perf_counter() - t0
+                    if warm > limit:  # too slow to repeat: report the warm-up run itself
+                        times = [warm]
+                for _ in range(0 if times else n):
                     t0 = time.perf_counter()
                     run(lib, state[lib], state["steps"])
                     times.append(time.perf_counter() - t0)
+                    if sum(times) > limit:
+                        break
                 reply = " ".join(f"{t:.9g}" for t in times)
             elif words[0] == "sum":
                 r = run(words[1], state[words[1]], state["steps"])
