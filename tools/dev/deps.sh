@@ -2,9 +2,11 @@
 # Installs the Debian packages einstage needs to build and test, skipping the apt work when all are present.
 # Usage: tools/dev/deps.sh [--bench]   (--bench adds the peers the benchmarks compare against)
 set -euo pipefail
-pkgs=(build-essential cmake ninja-build llvm-19-dev libfmt-dev doctest-dev nlohmann-json3-dev zlib1g-dev libzstd-dev python3)
+# python3-numpy: the guide's command-line example (docs/examples/06_cli.sh) checks .npy interchange with NumPy.
+pkgs=(build-essential cmake ninja-build llvm-19-dev libfmt-dev doctest-dev nlohmann-json3-dev zlib1g-dev libzstd-dev python3
+      python3-numpy)
 if [[ "${1:-}" == "--bench" ]]; then
-  pkgs+=(libopenblas-dev python3-numpy python3-torch)
+  pkgs+=(libopenblas-dev python3-torch)
 fi
 missing=()
 for p in "${pkgs[@]}"; do
