@@ -553,10 +553,16 @@ void elementwise(const ContractionProblem& p, const int64_t a_off, const int64_t
                 sc = axes.empty() ? 0 : axes[0].stride_c;
   std::vector<int64_t> index(axes.size(), 0);
   for (;;) {
-    if (p.accumulate)
+    if (sa == 1 && sb == 1 && sc == 1) {  // contiguous: a loop the compiler vectorises
+      if (p.accumulate)
+        for (int64_t i = 0; i < inner; ++i) c[i] += a[i] * b[i];
+      else
+        for (int64_t i = 0; i < inner; ++i) c[i] = a[i] * b[i];
+    } else if (p.accumulate) {
       for (int64_t i = 0; i < inner; ++i) c[i * sc] += a[i * sa] * b[i * sb];
-    else
+    } else {
       for (int64_t i = 0; i < inner; ++i) c[i * sc] = a[i * sa] * b[i * sb];
+    }
     size_t d = 1;
     for (; d < axes.size(); ++d) {
       a += axes[d].stride_a, b += axes[d].stride_b, c += axes[d].stride_c;

@@ -237,13 +237,15 @@ TEST_CASE("jit gett: direct path on its target shapes") {
 TEST_CASE_TEMPLATE("jit gett: elementwise problems (no m, n or k axis)", T, float, double, c128) {
   SplitMix64 rng(777);
   for (bool accumulate : {false, true}) {
-    for (int layout = 0; layout < 3; ++layout) {
+    for (int layout = 0; layout < 4; ++layout) {
       OwnedProblem op;
       op.p.dtype = dtype_v<T>;
       const int64_t r = 7, s = 5;
-      // A column-major r x s; B row-major; C column-major, transposed, or with a gap of 2 between rows.
-      const int64_t c_rs[3][2] = {{1, r}, {s, 1}, {2, 2 * r}};
-      op.p.batch = {{r, 1, s, c_rs[layout][0]}, {s, r, 1, c_rs[layout][1]}, {1, 0, 0, 0}};
+      // A column-major r x s; B row-major; C column-major, transposed, or with a gap of 2 between rows; layout 3:
+      // all three column-major (the contiguous loop).
+      const int64_t c_rs[4][2] = {{1, r}, {s, 1}, {2, 2 * r}, {1, r}};
+      const int64_t b_rs[2] = {layout == 3 ? 1 : s, layout == 3 ? r : 1};
+      op.p.batch = {{r, 1, b_rs[0], c_rs[layout][0]}, {s, r, b_rs[1], c_rs[layout][1]}, {1, 0, 0, 0}};
       op.p.m = {{1, 0, 0, 0}};
       op.p.accumulate = accumulate;
       op.a.elements = op.b.elements = r * s;
