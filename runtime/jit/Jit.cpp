@@ -1,5 +1,7 @@
 #include "runtime/jit/Jit.h"
 
+#include <fmt/format.h>
+
 #include "ir/Error.h"
 #include "runtime/jit/JitLlvm.h"
 
@@ -44,11 +46,9 @@ void initialise_llvm_once() {
 std::string sorted_features() {
   std::vector<std::string> features;
   for (const auto& entry : llvm::sys::getHostCPUFeatures())
-    features.push_back(std::string(entry.second ? "+" : "-") + entry.first().str());
+    features.push_back(fmt::format("{}{}", entry.second ? '+' : '-', entry.first().str()));
   std::sort(features.begin(), features.end());
-  std::string out;
-  for (const std::string& f : features) out += (out.empty() ? "" : ",") + f;
-  return out;
+  return fmt::format("{}", fmt::join(features, ","));
 }
 
 }  // namespace
