@@ -10,6 +10,7 @@
 // (torch.set_num_threads(1)), best of repeated calls after a warm-up. Not a test: it prints a table and JSON.
 //
 // Usage: einstage_bench_ad [--min-time S] [--json FILE] [--no-torch]
+#include "tools/bench/BenchUtil.h"
 #include "compiler/Trace.h"
 #include "compiler/ad/Ad.h"
 #include "extensions/einsum/EinsumAd.h"
@@ -33,25 +34,11 @@
 #include <vector>
 
 using namespace einstage;
+using bench::best_time;
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-double best_time(const std::function<void()>& fn, double min_time) {
-  fn();  // warm-up (plans the trees, compiles kernels)
-  double best = 1e300, total = 0;
-  int reps = 0;
-  while (total < min_time || reps < 5) {
-    auto t0 = Clock::now();
-    fn();
-    double dt = std::chrono::duration<double>(Clock::now() - t0).count();
-    best = std::min(best, dt);
-    total += dt;
-    ++reps;
-  }
-  return best;
-}
 
 struct Workload {
   std::string name;

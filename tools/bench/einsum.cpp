@@ -11,6 +11,7 @@
 // warm-up, on one thread unless --threads is given.
 //
 // Usage: einstage_bench_einsum [--threads N] [--min-time S] [--json FILE] [--no-numpy]
+#include "tools/bench/BenchUtil.h"
 #include "extensions/einsum/Einsum.h"
 #include "extensions/einsum/planner/ContractionTree.h"
 #include "runtime/ThreadPool.h"
@@ -31,26 +32,12 @@
 #include <vector>
 
 using namespace einstage;
+using bench::best_time;
 namespace es = einstage::einsum;
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-double best_time(const std::function<void()>& fn, double min_time) {
-  fn();  // warm-up
-  double best = 1e300, total = 0;
-  int reps = 0;
-  while (total < min_time || reps < 5) {
-    auto t0 = Clock::now();
-    fn();
-    double dt = std::chrono::duration<double>(Clock::now() - t0).count();
-    best = std::min(best, dt);
-    total += dt;
-    ++reps;
-  }
-  return best;
-}
 
 struct Workload {
   std::string name;

@@ -7,6 +7,7 @@
 // the shapes (planning included). Times are the best of repeated calls after a warm-up.
 //
 // Usage: einstage_bench_runtime [--min-time S]
+#include "tools/bench/BenchUtil.h"
 #include "compiler/Lower.h"
 #include "compiler/Trace.h"
 #include "extensions/einsum/Einsum.h"
@@ -24,24 +25,10 @@
 #include <vector>
 
 using namespace einstage;
+using bench::best_time;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-double best_time(const std::function<void()>& fn, double min_time) {
-  fn();
-  double best = 1e30, total = 0;
-  int reps = 0;
-  while (total < min_time || reps < 5) {
-    auto t0 = Clock::now();
-    fn();
-    double dt = std::chrono::duration<double>(Clock::now() - t0).count();
-    best = std::min(best, dt);
-    total += dt;
-    ++reps;
-  }
-  return best;
-}
 
 Tensor filled(Shape shape, double seed) {
   Tensor t = Tensor::empty(DType::f64, std::move(shape));
