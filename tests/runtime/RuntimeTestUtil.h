@@ -1,9 +1,11 @@
-// Helpers for the runtime tests: a seeded RNG (SplitMix64), random tensors, and a definitional einsum oracle (one
-// loop over every label assignment) that the interpreter, executor and module results are checked against.
-// Test-only; depends on ir/Tensor.h.
+// Helpers for the runtime tests: random tensors from the shared seeded stream (support/Random.h), the shared
+// error_of (support/ErrorOf.h), and a definitional einsum oracle (one loop over every label assignment) that the
+// interpreter, executor and module results are checked against. Test-only; depends on ir/Tensor.h.
 #pragma once
 
 #include "ir/Tensor.h"
+#include "support/ErrorOf.h"
+#include "support/Random.h"
 
 #include <doctest/doctest.h>
 
@@ -14,17 +16,8 @@
 
 namespace einstage::runtime_test {
 
-struct SplitMix64 {
-  uint64_t state;
-  uint64_t next() {
-    uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53 * 2.0 - 1.0; }  // [-1, 1)
-  int64_t small_int() { return static_cast<int64_t>(next() % 5) - 2; }                   // [-2, 2]
-};
+using test::error_of;
+using test::SplitMix64;
 
 /// f64 values in [-1, 1) (or i64 in [-2, 2]) in column-major order.
 inline Tensor random_tensor(DType dtype, const Shape& shape, uint64_t seed) {
@@ -33,13 +26,13 @@ inline Tensor random_tensor(DType dtype, const Shape& shape, uint64_t seed) {
   int64_t n = t.numel();
   if (dtype == DType::f64) {
     double* d = t.data<double>();
-    for (int64_t i = 0; i < n; ++i) d[i] = rng.uniform();
+    for (int64_t i = 0; i < n; ++i) d[i] = rng.symmetric();
   } else if (dtype == DType::i64) {
     int64_t* d = t.data<int64_t>();
-    for (int64_t i = 0; i < n; ++i) d[i] = rng.small_int();
+    for (int64_t i = 0; i < n; ++i) d[i] = rng.below(5) - 2;
   } else if (dtype == DType::c128) {
     c128* d = t.data<c128>();
-    for (int64_t i = 0; i < n; ++i) d[i] = c128(rng.uniform(), rng.uniform());
+    for (int64_t i = 0; i < n; ++i) d[i] = c128(rng.symmetric(), rng.symmetric());
   } else {
     FAIL("random_tensor: unsupported dtype in tests");
   }

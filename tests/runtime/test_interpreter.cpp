@@ -18,15 +18,6 @@ namespace {
 TensorType f64(std::vector<Dim> dims) { return {DType::f64, std::move(dims)}; }
 Dim sym(const char* s) { return Dim::symbol(s); }
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
 Tensor kernels_free_double(const Tensor& x) {  // 2x by a plain loop
   Tensor out = Tensor::empty(DType::f64, x.shape());
   for (int64_t i = 0; i < x.numel(); ++i) out.data<double>()[i] = 2 * x.contiguous().data<double>()[i];

@@ -18,15 +18,6 @@ using namespace einstage::runtime_test;
 
 namespace {
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
 // ---- a linked-in test module whose families can be told to misbehave ----
 
 struct NamePayload final : ExtensionPayload {

@@ -24,15 +24,6 @@ using namespace einstage::runtime_test;
 
 namespace {
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
 /// The compiler-side registry a program is traced with (the host's own linked einsum semantics).
 const ExtensionRegistry& trace_registry() {
   static const ExtensionRegistry registry = [] {
