@@ -136,6 +136,19 @@ inline Case random_chain(uint64_t seed, int n, bool open, int max_extent = 64) {
   return c;
 }
 
+/// NETWORKS.md's grid2d(R x C, d): sites row-major; per site, per axis, a new label shared with the +1 neighbour.
+inline Case grid_case(int rows, int cols, int64_t d) {
+  Case c;
+  c.subscripts.inputs.resize(static_cast<size_t>(rows) * cols);
+  Label next = 0x10000;
+  for (int s = 0; s < rows * cols; ++s) {
+    const int r = s / cols, q = s % cols;
+    if (r + 1 < rows) c.extents[next] = d, c.subscripts.inputs[s].push_back(next), c.subscripts.inputs[s + cols].push_back(next), ++next;
+    if (q + 1 < cols) c.extents[next] = d, c.subscripts.inputs[s].push_back(next), c.subscripts.inputs[s + 1].push_back(next), ++next;
+  }
+  return c;
+}
+
 inline bool close_rel(double a, double b, double tol = 1e-9) {
   return std::abs(a - b) <= tol * std::max({1.0, std::abs(a), std::abs(b)});
 }

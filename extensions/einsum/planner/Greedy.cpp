@@ -1,5 +1,6 @@
 #include "extensions/einsum/planner/Greedy.h"
 
+#include "extensions/einsum/planner/GreedyOptEinsum.h"
 #include "extensions/einsum/planner/Random.h"
 #include "ir/Error.h"
 
@@ -28,8 +29,7 @@ std::optional<GreedyCost> parse_greedy_cost(std::string_view text) {
 
 namespace {
 
-// Queue key, compared lexicographically: (score, size, first, second). memory_removed and smallest_result use
-// (score, result size, smaller id, larger id); opt_einsum uses (score, 0, larger id, smaller id) as opt_einsum does.
+// Queue key, compared lexicographically: (score, result size, smaller id, larger id).
 struct Candidate {
   double score;
   double size;
@@ -52,14 +52,8 @@ class GreedyRun {
     live_ = net.num_carriers;
     mark_.assign(net.num_labels, 0);
     stamp_.assign(ids, 0);
-    // Labels that connect operands into candidate pairs: all of them, except (opt_einsum) output labels and labels
-    // every input carries (they cannot be summed before the last step).
     extent_.resize(net.num_labels);
     for (int l = 0; l < net.num_labels; ++l) extent_[l] = std::exp2(net.log2_extent[l]);
-    connects_.assign(net.num_labels, 1);
-    if (opt.cost == GreedyCost::opt_einsum)
-      for (int l = 0; l < net.num_labels; ++l)
-        connects_[l] = !net.in_output[l] && !(n > 1 && net.num_carriers[l] == n);
     for (int i = 0; i < n; ++i) {
       labels_[i] = net.inputs[i];
       size_[i] = std::exp2(net.log2_size(labels_[i]));
@@ -74,35 +68,13 @@ class GreedyRun {
     // Initial candidates: every pair of carriers of every label (deduplicated by the heap's lazy check is not
     // enough, so dedupe per tensor with stamps).
     int next_id = n;
-    const bool oe = opt_.cost == GreedyCost::opt_einsum;
-    if (oe) {
-      // opt_einsum's first phase: operands with identical label sets are multiplied right away.
-      for (int i = 0; i < n; ++i) merge_equal(i, next_id);
-      // Per label, each carrier proposes its best pair with a later carrier.
-      for (int l = 0; l < net_.num_labels; ++l) {
-        if (!connects_[l]) continue;
-        const std::vector<int> cs = carriers_[l];  // ascending ids
-        for (size_t i = 0; i + 1 < cs.size(); ++i) {
-          Candidate best{};
-          for (size_t j = i + 1; j < cs.size(); ++j) {
-            Candidate c = candidate(cs[i], cs[j]);
-            if (j == i + 1 || best > c) best = c;
-          }
-          queue_.push(best);
-        }
-      }
-    } else {
-      for (int i = 0; i < n; ++i) push_neighbours(i, /*only_lower=*/true);
-    }
-    const bool hadamard = oe;
+    for (int i = 0; i < n; ++i) push_neighbours(i, /*only_lower=*/true);
     while (!queue_.empty()) {
       Candidate c = queue_.top();
       queue_.pop();
       if (!alive_[c.a] || !alive_[c.b]) continue;
       contract(c.a, c.b, next_id);
-      int r = next_id++;
-      if (hadamard) r = merge_equal(r, next_id);
-      push_neighbours(r, false);
+      push_neighbours(next_id++, false);
     }
     // No pair shares a label any more: outer products.
     std::vector<int> rest;
@@ -116,14 +88,8 @@ class GreedyRun {
         rest.push_back(next_id++);
       }
     } else {
-      // The two smallest first (opt_einsum: smallest by the part of the labels the output keeps).
-      auto key = [&](int id) {
-        if (!oe) return size_[id];
-        double s = 0;
-        for (int l : labels_[id])
-          if (net_.in_output[l]) s += net_.log2_extent[l];
-        return std::exp2(s);
-      };
+      // The two smallest first.
+      auto key = [&](int id) { return size_[id]; };
       using Item = std::pair<double, int>;
       std::priority_queue<Item, std::vector<Item>, std::greater<Item>> by_size;
       for (int id : rest) by_size.emplace(key(id), id);
@@ -141,23 +107,6 @@ class GreedyRun {
   }
 
  private:
-  // While another live operand has exactly the labels of `id`, multiply the two (a Hadamard product, never worse
-  // than keeping both); returns the id that is live at the end.
-  int merge_equal(int id, int& next_id) {
-    for (;;) {
-      auto [it, inserted] = by_labels_.emplace(labels_[id], id);
-      if (inserted) return id;
-      if (!alive_[it->second] || it->second == id) {
-        it->second = id;
-        return id;
-      }
-      const int other = it->second;
-      by_labels_.erase(it);
-      contract(std::min(other, id), std::max(other, id), next_id);
-      id = next_id++;
-    }
-  }
-
   // Result labels and size of contracting a with b now (the kept rule of ContractionTree.h).
   double result_size(int a, int b, std::vector<int>* out) {
     double size = 1;
@@ -185,32 +134,22 @@ class GreedyRun {
       s = (s >= 0 ? 1.0 : -1.0) * std::log2(1.0 + std::fabs(s));
       s -= opt_.temperature * rng_.gumbel();
     }
-    if (opt_.cost == GreedyCost::opt_einsum) return {s, 0.0, b, a, a, b};
     return {s, r, a, b, a, b};
   }
 
-  // Candidates of `id` with every live operand sharing a connecting label: all of them, or (opt_einsum) only the
-  // best one.
+  // Candidates of `id` with every live operand sharing a label.
   void push_neighbours(int id, bool only_lower) {
     ++epoch_;
     stamp_[id] = epoch_;
-    const bool best_only = opt_.cost == GreedyCost::opt_einsum;
-    bool any = false;
-    Candidate best{};
     for (int l : labels_[id]) {
-      if (!connects_[l]) continue;
       for (int other : carriers_[l]) {
         if (stamp_[other] == epoch_ || !alive_[other]) continue;
         if (only_lower && other > id) continue;
         stamp_[other] = epoch_;
         const int a = std::min(id, other), b = std::max(id, other);
-        Candidate c = candidate(a, b);
-        if (!best_only) queue_.push(c);
-        else if (!any || best > c) best = c;
-        any = true;
+        queue_.push(candidate(a, b));
       }
     }
-    if (best_only && any) queue_.push(best);
   }
 
   void contract(int a, int b, int r) {
@@ -247,8 +186,6 @@ class GreedyRun {
   uint32_t epoch_ = 0;
   std::priority_queue<Candidate, std::vector<Candidate>, std::greater<Candidate>> queue_;
   std::vector<Step> steps_;
-  std::map<std::vector<int>, int> by_labels_;
-  std::vector<char> connects_;
   std::vector<double> extent_;  // max(extent, 1) as double
 };
 
@@ -257,6 +194,12 @@ class GreedyRun {
 ContractionTree greedy(const Network& network, const GreedyOptions& options) {
   if (!(options.temperature >= 0))
     fail(ErrorKind::invalid_argument, "greedy temperature is {}; it must be >= 0", options.temperature);
+  if (options.cost == GreedyCost::opt_einsum) {
+    if (options.temperature != 0 || options.alpha != 1)
+      fail(ErrorKind::invalid_argument, "greedy rule opt_einsum takes no alpha or temperature (it reproduces "
+           "opt_einsum's deterministic rule); use memory_removed for a randomised greedy");
+    return greedy_opt_einsum(network);
+  }
   return GreedyRun(network, options).run();
 }
 
