@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <ctime>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -342,6 +343,36 @@ std::vector<std::string> split(const std::string& s) {
   return out;
 }
 
+double cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// --greedy-speed: CPU time per greedy run (process CPU clock, so other processes' load does not count; the median of
+// 7 batches of `reps` runs), per rule, on the 16x16 grid and a random 3-regular graph of 256 vertices.
+void greedy_speed(int reps) {
+  std::vector<Instance> nets = {grid({16, 16}, 2), rrg3(256, 4)};
+  nets[1].name = "rrg3_n256 (seed 4)";
+  fmt::print("{:<22} {:>5} {:<16} {:>12} {:>12}\n", "network", "n", "rule", "us/run", "us/tensor");
+  for (const Instance& inst : nets) {
+    const Network net = make_network(inst.subscripts, inst.extents);
+    for (GreedyCost rule : {GreedyCost::memory_removed, GreedyCost::smallest_result, GreedyCost::opt_einsum}) {
+      std::vector<double> batch;
+      size_t sink = 0;
+      for (int b = 0; b < 7; ++b) {
+        const double t0 = cpu_seconds();
+        for (int r = 0; r < reps; ++r) sink += greedy(net, {rule}).steps().size();
+        batch.push_back((cpu_seconds() - t0) / reps);
+      }
+      std::sort(batch.begin(), batch.end());
+      const double us = batch[3] * 1e6;
+      fmt::print("{:<22} {:>5} {:<16} {:>12.1f} {:>12.3f}{}\n", inst.name, net.num_inputs, to_string(rule), us,
+                 us / net.num_inputs, sink == 0 ? " (no steps)" : "");
+    }
+  }
+}
+
 std::string gap(double tc, double ref) { return std::isnan(ref) ? "-" : fmt::format("{:+.2f}", tc - ref); }
 
 }  // namespace
@@ -370,9 +401,14 @@ int main(int argc, char** argv) {
     else if (a == "--skip") for (auto& s : split(value())) skip.insert(s);
     else if (a == "--json") json_path = value();
     else if (a == "--no-scale") scale = false;
+    else if (a == "--greedy-speed") {
+      greedy_speed(200);
+      return 0;
+    }
     else if (a == "--help" || a == "-h") {
       fmt::print("usage: einstage_bench_planner [--bench-dir DIR] [--budgets 0.01,0.1,1] [--threads N] [--seed S]\n"
-                 "                              [--only a,b] [--skip a,b] [--json FILE] [--no-scale]\n");
+                 "                              [--only a,b] [--skip a,b] [--json FILE] [--no-scale]\n"
+                 "       einstage_bench_planner --greedy-speed   (CPU time per greedy run at n = 256)\n");
       return 0;
     } else die("unknown option " + a + " (see --help)");
   }

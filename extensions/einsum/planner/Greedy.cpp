@@ -29,49 +29,72 @@ std::optional<GreedyCost> parse_greedy_cost(std::string_view text) {
 
 namespace {
 
-// Queue key, compared lexicographically: (score, result size, smaller id, larger id).
+// Queue key, compared lexicographically: (score, result size, smaller id, larger id); a < b.
 struct Candidate {
   double score;
   double size;
-  int first, second;
-  int a, b;  // a < b
+  int a, b;
   bool operator>(const Candidate& o) const {
-    return std::tie(score, size, first, second) > std::tie(o.score, o.size, o.first, o.second);
+    if (score != o.score) return score > o.score;
+    if (size != o.size) return size > o.size;
+    if (a != o.a) return a > o.a;
+    return b > o.b;
   }
 };
 
+// One run. Storage is flat and sized up front so the loop allocates nothing but heap growth: the label sets of all
+// 2n-1 ids live in one pool (an intermediate never has more labels than its two operands together), and each label's
+// live carriers live in a fixed slice of one array (a label never has more live carriers than inputs carrying it,
+// since a step removes one or two carriers and adds at most one).
 class GreedyRun {
  public:
   GreedyRun(const Network& net, const GreedyOptions& opt) : net_(net), opt_(opt), rng_(opt.seed) {
     const int n = net.num_inputs;
     const size_t ids = std::max(0, 2 * n - 1);
-    labels_.resize(ids);
+    begin_.assign(ids + 1, 0);
     size_.assign(ids, 0.0);
-    alive_.assign(ids, 0);
-    carriers_.resize(net.num_labels);
-    live_ = net.num_carriers;
+    kept_size_.assign(ids, 0.0);
     mark_.assign(net.num_labels, 0);
+    alive_.assign(ids, 0);
     stamp_.assign(ids, 0);
+    live_ = net.num_carriers;
     extent_.resize(net.num_labels);
     for (int l = 0; l < net.num_labels; ++l) extent_[l] = std::exp2(net.log2_extent[l]);
+    carrier_begin_.assign(net.num_labels + 1, 0);
+    for (int l = 0; l < net.num_labels; ++l) carrier_begin_[l + 1] = carrier_begin_[l] + net.num_carriers[l];
+    carriers_.assign(carrier_begin_.back(), 0);
+    carrier_count_.assign(net.num_labels, 0);
+    size_t total = 0;
+    for (int i = 0; i < n; ++i) total += net.inputs[i].size();
+    pool_.reserve(2 * total + 1);
     for (int i = 0; i < n; ++i) {
-      labels_[i] = net.inputs[i];
-      size_[i] = std::exp2(net.log2_size(labels_[i]));
+      begin_[i] = static_cast<int>(pool_.size());
+      double size = 1, kept = 1;
+      for (int l : net.inputs[i]) {
+        pool_.push_back(l);
+        size *= extent_[l];
+        if (net.in_output[l] || net.num_carriers[l] > 1) kept *= extent_[l];
+        carriers_[carrier_begin_[l] + carrier_count_[l]++] = i;
+      }
+      size_[i] = size;
+      kept_size_[i] = kept;
       alive_[i] = 1;
-      for (int l : labels_[i]) carriers_[l].push_back(i);
     }
+    begin_[n] = static_cast<int>(pool_.size());
+    queue_.reserve(4 * total + 16);
   }
 
   ContractionTree run() {
     const int n = net_.num_inputs;
     if (n <= 1) return ContractionTree(n, {});
-    // Initial candidates: every pair of carriers of every label (deduplicated by the heap's lazy check is not
-    // enough, so dedupe per tensor with stamps).
+    steps_.reserve(n - 1);
+    // Initial candidates: every pair sharing a label, once (the lower id proposes).
     int next_id = n;
     for (int i = 0; i < n; ++i) push_neighbours(i, /*only_lower=*/true);
     while (!queue_.empty()) {
-      Candidate c = queue_.top();
-      queue_.pop();
+      std::pop_heap(queue_.begin(), queue_.end(), std::greater<Candidate>());
+      const Candidate c = queue_.back();
+      queue_.pop_back();
       if (!alive_[c.a] || !alive_[c.b]) continue;
       contract(c.a, c.b, next_id);
       push_neighbours(next_id++, false);
@@ -88,18 +111,17 @@ class GreedyRun {
         rest.push_back(next_id++);
       }
     } else {
-      // The two smallest first.
-      auto key = [&](int id) { return size_[id]; };
+      // The two smallest first (ties: smaller id).
       using Item = std::pair<double, int>;
       std::priority_queue<Item, std::vector<Item>, std::greater<Item>> by_size;
-      for (int id : rest) by_size.emplace(key(id), id);
+      for (int id : rest) by_size.emplace(size_[id], id);
       while (by_size.size() > 1) {
         int a = by_size.top().second;
         by_size.pop();
         int b = by_size.top().second;
         by_size.pop();
         contract(std::min(a, b), std::max(a, b), next_id);
-        by_size.emplace(key(next_id), next_id);
+        by_size.emplace(size_[next_id], next_id);
         ++next_id;
       }
     }
@@ -107,67 +129,93 @@ class GreedyRun {
   }
 
  private:
-  // Result labels and size of contracting a with b now (the kept rule of ContractionTree.h).
-  double result_size(int a, int b, std::vector<int>* out) {
+  const int* labels_begin(int id) const { return pool_.data() + begin_[id]; }
+  const int* labels_end(int id) const { return pool_.data() + begin_[id + 1]; }
+
+  // Appends the labels that contracting a with b keeps (the kept rule of ContractionTree.h) to the pool, sorted,
+  // walking both sorted label sets; returns the result size.
+  double append_result(int a, int b) {
     double size = 1;
-    for (int l : labels_[a]) mark_[l] = 1;
-    for (int l : labels_[b]) mark_[l] |= 2;
-    auto visit = [&](int l) {
-      const int inside = (mark_[l] & 1) + ((mark_[l] >> 1) & 1);
-      if (net_.in_output[l] || live_[l] - inside > 0) {
+    const int *x = labels_begin(a), *xe = labels_end(a), *y = labels_begin(b), *ye = labels_end(b);
+    while (x != xe || y != ye) {
+      int l, inside;
+      if (y == ye || (x != xe && *x < *y)) l = *x++, inside = 1;
+      else if (x == xe || *y < *x) l = *y++, inside = 1;
+      else l = *x, ++x, ++y, inside = 2;
+      if (net_.in_output[l] || live_[l] > inside) {
         size *= extent_[l];
-        if (out) out->push_back(l);
+        pool_.push_back(l);
       }
-    };
-    for (int l : labels_[a]) visit(l);
-    for (int l : labels_[b])
-      if (!(mark_[l] & 1)) visit(l);
-    for (int l : labels_[a]) mark_[l] = 0;
-    for (int l : labels_[b]) mark_[l] = 0;
+    }
     return size;
   }
 
-  Candidate candidate(int a, int b) {
-    const double r = result_size(a, b, nullptr);
+  // Result size of contracting `id` (its labels marked with epoch_) with `other`, from the shared labels only:
+  // every label of a live operand is an output label, or carried by another live operand, or (inputs only) private
+  // to it (see the class comment of the kept rule). So an unshared label is kept unless private, and a shared label
+  // is kept iff the output or a third operand has it: |result| = kept(id) * kept(other) / prod over shared labels of
+  // (e if kept, e^2 if summed). O(|other|) instead of a merge of both label sets.
+  double result_size_marked(int id, int other) const {
+    double div = 1;
+    for (const int* p = labels_begin(other); p != labels_end(other); ++p) {
+      const int l = *p;
+      if (mark_[l] != epoch_) continue;
+      div *= (net_.in_output[l] || live_[l] > 2) ? extent_[l] : extent_[l] * extent_[l];
+    }
+    return kept_size_[id] * kept_size_[other] / div;
+  }
+
+  Candidate candidate(int a, int b, double r) {
     double s = opt_.cost == GreedyCost::smallest_result ? r : r - opt_.alpha * (size_[a] + size_[b]);
     if (opt_.temperature > 0) {
       s = (s >= 0 ? 1.0 : -1.0) * std::log2(1.0 + std::fabs(s));
       s -= opt_.temperature * rng_.gumbel();
     }
-    return {s, r, a, b, a, b};
+    return {s, r, a, b};
   }
 
-  // Candidates of `id` with every live operand sharing a label.
+  // Candidates of `id` with every live operand sharing a label (each neighbour once).
   void push_neighbours(int id, bool only_lower) {
     ++epoch_;
     stamp_[id] = epoch_;
-    for (int l : labels_[id]) {
-      for (int other : carriers_[l]) {
-        if (stamp_[other] == epoch_ || !alive_[other]) continue;
+    for (const int* p = labels_begin(id); p != labels_end(id); ++p) mark_[*p] = epoch_;
+    for (const int* p = labels_begin(id); p != labels_end(id); ++p) {
+      const int l = *p;
+      const int* cs = carriers_.data() + carrier_begin_[l];
+      for (int k = 0, m = carrier_count_[l]; k < m; ++k) {
+        const int other = cs[k];
+        if (stamp_[other] == epoch_) continue;
         if (only_lower && other > id) continue;
         stamp_[other] = epoch_;
-        const int a = std::min(id, other), b = std::max(id, other);
-        queue_.push(candidate(a, b));
+        queue_.push_back(candidate(std::min(id, other), std::max(id, other), result_size_marked(id, other)));
+        std::push_heap(queue_.begin(), queue_.end(), std::greater<Candidate>());
       }
     }
   }
 
-  void contract(int a, int b, int r) {
-    std::vector<int> out;
-    result_size(a, b, &out);
-    for (int l : labels_[a]) --live_[l];
-    for (int l : labels_[b]) --live_[l];
-    std::sort(out.begin(), out.end());
-    for (int l : out) ++live_[l];
-    // Carrier lists: drop a and b, add r for kept labels.
-    for (int x : {a, b})
-      for (int l : labels_[x]) {
-        auto& cs = carriers_[l];
-        cs.erase(std::find(cs.begin(), cs.end(), x));
+  void remove_carrier(int l, int id) {
+    int* cs = carriers_.data() + carrier_begin_[l];
+    int& m = carrier_count_[l];
+    for (int k = 0; k < m; ++k)
+      if (cs[k] == id) {
+        cs[k] = cs[--m];  // order is irrelevant: candidates are ordered by their full key
+        return;
       }
-    for (int l : out) carriers_[l].push_back(r);
-    size_[r] = std::exp2(net_.log2_size(out));
-    labels_[r] = std::move(out);
+  }
+
+  void contract(int a, int b, int r) {
+    // append_result appends while reading a's and b's labels from the pool: make room first so nothing moves.
+    const size_t need = pool_.size() + (begin_[a + 1] - begin_[a]) + (begin_[b + 1] - begin_[b]);
+    if (pool_.capacity() < need) pool_.reserve(std::max(need, 2 * pool_.capacity()));
+    begin_[r] = static_cast<int>(pool_.size());
+    size_[r] = kept_size_[r] = append_result(a, b);
+    begin_[r + 1] = static_cast<int>(pool_.size());
+    for (const int* p = labels_begin(a); p != labels_end(a); ++p) --live_[*p], remove_carrier(*p, a);
+    for (const int* p = labels_begin(b); p != labels_end(b); ++p) --live_[*p], remove_carrier(*p, b);
+    for (const int* p = labels_begin(r); p != labels_end(r); ++p) {
+      ++live_[*p];
+      carriers_[carrier_begin_[*p] + carrier_count_[*p]++] = r;
+    }
     alive_[a] = alive_[b] = 0;
     alive_[r] = 1;
     steps_.emplace_back(a, b);
@@ -176,15 +224,18 @@ class GreedyRun {
   const Network& net_;
   GreedyOptions opt_;
   SplitMix64 rng_;
-  std::vector<std::vector<int>> labels_;
-  std::vector<double> size_;
+  std::vector<int> pool_;              // label sets of all ids, back to back
+  std::vector<int> begin_;             // id -> start in pool_ (begin_[id + 1] is its end once id exists)
+  std::vector<double> size_;            // elements of each operand
+  std::vector<double> kept_size_;       // the same without an input's private labels (summed in its first step)
+  std::vector<uint32_t> mark_;          // label -> epoch_ when it is a label of the operand proposing pairs
   std::vector<char> alive_;
-  std::vector<std::vector<int>> carriers_;
+  std::vector<int> carriers_;          // per label a slice [carrier_begin_[l], + carrier_count_[l]) of live ids
+  std::vector<int> carrier_begin_, carrier_count_;
   std::vector<int> live_;
-  std::vector<uint8_t> mark_;
   std::vector<uint32_t> stamp_;
   uint32_t epoch_ = 0;
-  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<Candidate>> queue_;
+  std::vector<Candidate> queue_;       // binary min-heap
   std::vector<Step> steps_;
   std::vector<double> extent_;  // max(extent, 1) as double
 };

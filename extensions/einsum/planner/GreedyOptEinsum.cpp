@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <array>
-#include <map>
+#include <unordered_map>
 #include <queue>
 #include <tuple>
 
@@ -282,7 +282,15 @@ class OptEinsumGreedy {
   std::vector<char> in_output_;
   std::vector<std::vector<int>> carriers_;  // live slots per non-output label
   std::vector<Slot> slots_;
-  std::map<std::vector<int>, int> key_slot_;
+  // Lookups only (never iterated), so the hash map's order cannot reach the result.
+  struct KeyHash {
+    size_t operator()(const std::vector<int>& key) const {
+      uint64_t h = 0xcbf29ce484222325ULL;
+      for (int l : key) h = (h ^ static_cast<uint32_t>(l)) * 0x100000001b3ULL;
+      return static_cast<size_t>(h);
+    }
+  };
+  std::unordered_map<std::vector<int>, int, KeyHash> key_slot_;
   std::priority_queue<Candidate, std::vector<Candidate>, std::greater<Candidate>> queue_;
   std::vector<Step> steps_;
   std::vector<int> scratch_;
