@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstring>
 #include <new>
+#include <optional>
 
 namespace einstage::einsum {
 
@@ -90,6 +91,29 @@ class FirstFit {
   int64_t end_ = 0;
 };
 
+// Which tensor of a call a stride comes from.
+enum class CallTensor : uint8_t { lhs, rhs, out };
+
+// One stride of a step's ContractionProblem that depends on the call's tensors: the problem's `field` of axis
+// `index` in group `group` (0 m, 1 n, 2 k, 3 batch) gets the stride of axis `axis` of `tensor` added (a repeated
+// label adds several axes: the diagonal).
+struct StrideTerm {
+  uint8_t group = 0;
+  CallTensor tensor = CallTensor::lhs;
+  int index = 0;
+  int axis = 0;
+  int64_t ContractionProblem::Axis::*field = nullptr;
+};
+
+// A binary step as execute() runs it: the problem with every extent and every stride known at prepare time
+// (intermediates, workspaces, broadcast axes), plus the terms that add the operands' and the output's strides.
+struct StepExec {
+  ContractionProblem problem;  // pointers null
+  std::vector<StrideTerm> terms;
+  int lhs_input = -1, rhs_input = -1;  // operand index of an input operand (-1: an intermediate in the arena)
+  int64_t dst_offset = -1;             // arena byte offset of the result (-1: the output tensor)
+};
+
 }  // namespace
 
 struct EinsumPlan::Impl {
@@ -106,6 +130,13 @@ struct EinsumPlan::Impl {
   std::vector<int64_t> lhs_ws, rhs_ws;          // workspace byte offsets per step (-1: no one-sided sum)
   int64_t peak = 0, arena = 0, workspace = 0;
   std::vector<std::shared_ptr<StepKernel>> step_kernels;  // one per step; counts calls, holds specialised kernels
+  // Per-call facts fixed at prepare time, so execute() only does pointer arithmetic and kernel calls.
+  std::vector<StepExec> exec;          // one per binary step
+  std::vector<uint8_t> needs_convert;  // per operand: its dtype differs from dtype (converted per call)
+  bool any_convert = false;
+  bool repeated_output = false;        // an output label repeats: zero the output first, steps write the diagonal
+
+  void build_exec();
 
   void build(const BoundEinsum& bound, std::span<const TensorMeta> metas_in, const PlanSpec& spec,
              const ContractionTree* given_tree);
@@ -129,6 +160,7 @@ void EinsumPlan::Impl::build(const BoundEinsum& bound, std::span<const TensorMet
 
   if (n == 1) {
     steps.push_back(make_unary_step(subs.inputs[0], metas[0].shape, subs.output, extents));
+    build_exec();
     return;
   }
   const std::vector<Label> out_distinct = first_occurrences(subs.output);
@@ -188,6 +220,90 @@ void EinsumPlan::Impl::build(const BoundEinsum& bound, std::span<const TensorMet
   }
   arena = arena_fit.end();
   for (size_t k = 0; k < steps.size(); ++k) step_kernels.push_back(std::make_shared<StepKernel>());
+  build_exec();
+}
+
+namespace {
+
+// A step operand's stride per distinct label, before the call's strides are known: a constant plus axes of a call
+// tensor whose strides add up (a repeated label: the diagonal).
+struct SymbolicStride {
+  int64_t constant = 0;
+  std::vector<std::pair<CallTensor, int>> axes;
+};
+using SymbolicView = std::map<Label, SymbolicStride>;
+
+// Labels of `labels` with stride 0 on broadcast axes and the stored strides summed over repeats; `call` says whose
+// strides (a call tensor) or gives the constant ones (an arena layout).
+SymbolicView symbolic_view(const std::vector<Label>& labels, const std::vector<Label>& distinct,
+                           const std::vector<bool>* broadcast, std::optional<CallTensor> call, const Strides& fixed) {
+  SymbolicView v;
+  for (size_t d = 0; d < distinct.size(); ++d) {
+    SymbolicStride& s = v[distinct[d]];
+    if (broadcast && (*broadcast)[d]) continue;
+    for (size_t a = 0; a < labels.size(); ++a)
+      if (labels[a] == distinct[d]) {
+        if (call) s.axes.emplace_back(*call, static_cast<int>(a));
+        else s.constant += fixed[a];
+      }
+  }
+  return v;
+}
+
+}  // namespace
+
+void EinsumPlan::Impl::build_exec() {
+  const int n = static_cast<int>(metas.size());
+  needs_convert.assign(static_cast<size_t>(n), 0);
+  for (int i = 0; i < n; ++i) needs_convert[i] = metas[i].dtype != dtype;
+  any_convert = std::find(needs_convert.begin(), needs_convert.end(), 1) != needs_convert.end();
+  repeated_output = subs.output.size() != first_occurrences(subs.output).size();
+  if (n == 1) return;
+  for (size_t k = 0; k < steps.size(); ++k) {
+    const StepPlan& s = steps[k];
+    auto [a, b] = step_nodes[k];
+    StepExec e;
+    auto side = [&](int id, const StepOperand& op, bool summed_first, CallTensor who, int& input) {
+      const Node& node = nodes[static_cast<size_t>(id)];
+      if (node.input >= 0) input = node.input;
+      if (summed_first) {  // the product reads the workspace: op.reduced, column-major
+        Shape red;
+        for (Label l : op.reduced) red.push_back(extents.at(l));
+        return symbolic_view(op.reduced, op.reduced, nullptr, std::nullopt, col_major_strides(red));
+      }
+      if (node.input >= 0) return symbolic_view(op.labels, op.distinct, &op.broadcast, who, {});
+      return symbolic_view(op.labels, op.distinct, &op.broadcast, std::nullopt, col_major_strides(node.shape));
+    };
+    const SymbolicView lv = side(a, s.lhs, lhs_ws[k] >= 0, CallTensor::lhs, e.lhs_input);
+    const SymbolicView rv = side(b, s.rhs, rhs_ws[k] >= 0, CallTensor::rhs, e.rhs_input);
+    const SymbolicView dv = s.final ? symbolic_view(s.output, s.output_distinct, nullptr, CallTensor::out, {})
+                                    : symbolic_view(s.result, s.result, nullptr, std::nullopt,
+                                                    col_major_strides(s.result_shape));
+    if (!s.final) e.dst_offset = nodes[static_cast<size_t>(n) + k].offset;
+    e.problem.dtype = dtype;
+    using Axis = ContractionProblem::Axis;
+    const SymbolicView* views[3] = {&lv, &rv, &dv};
+    int64_t Axis::*fields[3] = {&Axis::stride_a, &Axis::stride_b, &Axis::stride_c};
+    auto add_axes = [&](uint8_t group, std::vector<Axis>& axes, const std::vector<Label>& labels,
+                        std::initializer_list<int> present) {
+      for (Label l : labels) {
+        Axis axis;
+        axis.extent = extents.at(l);
+        const int index = static_cast<int>(axes.size());
+        for (int w : present) {
+          const SymbolicStride& st = views[w]->at(l);
+          axis.*fields[w] = st.constant;
+          for (auto [tensor, ax] : st.axes) e.terms.push_back(StrideTerm{group, tensor, index, ax, fields[w]});
+        }
+        axes.push_back(axis);
+      }
+    };
+    add_axes(0, e.problem.m, s.lhs_free, {0, 2});
+    add_axes(1, e.problem.n, s.rhs_free, {1, 2});
+    add_axes(2, e.problem.k, s.contracted, {0, 1});
+    add_axes(3, e.problem.batch, s.batch, {0, 1, 2});
+    exec.push_back(std::move(e));
+  }
 }
 
 // ---- execute ----
@@ -236,13 +352,6 @@ Operand sum_first(const StepOperand& op, const Operand& v, DType dtype, void* ws
   return r;
 }
 
-int64_t stride_of(const Operand& v, Label l) {
-  for (size_t i = 0; i < v.labels.size(); ++i)
-    if (v.labels[i] == l) return v.strides[i];
-  EIN_ASSERT(false, "label {} missing from operand", l);
-  return 0;
-}
-
 // Per output-distinct label, the output tensor's stride (sum over the axes that carry it: the diagonal).
 Strides output_label_strides(const StepPlan& s, const Tensor& out) {
   Strides st;
@@ -257,25 +366,95 @@ Strides output_label_strides(const StepPlan& s, const Tensor& out) {
 
 }  // namespace
 
+namespace {
+
+// Per-thread state reused across calls, so a call allocates nothing: the ContractionProblem being filled and the
+// scratch (arena + workspace) bytes. A plan stays immutable; each thread running it has its own. Scratch larger than
+// kKeepScratchBytes is allocated per call and not kept (such plans do far more work than one allocation).
+struct AlignedFree {
+  void operator()(std::byte* p) const { ::operator delete[](p, std::align_val_t(64)); }
+};
+using ScratchBytes = std::unique_ptr<std::byte[], AlignedFree>;
+
+ScratchBytes allocate_scratch(int64_t bytes) {
+  return ScratchBytes(static_cast<std::byte*>(::operator new[](static_cast<size_t>(bytes), std::align_val_t(64))));
+}
+
+constexpr int64_t kKeepScratchBytes = int64_t(256) << 10;
+
+struct ThreadScratch {
+  bool busy = false;
+  ContractionProblem problem;
+  ScratchBytes bytes;
+  int64_t capacity = 0;
+};
+
+// The thread's ThreadScratch while no other call on this thread holds it (a call nested in another, e.g. from a task
+// a waiting thread picks up, gets state of its own instead).
+class CallScratch {
+ public:
+  explicit CallScratch(int64_t scratch_bytes) {
+    static thread_local ThreadScratch thread_state;
+    if (!thread_state.busy) {
+      thread_state.busy = true;
+      state_ = &thread_state;
+    } else {
+      own_ = std::make_unique<ThreadScratch>();
+      state_ = own_.get();
+    }
+    if (scratch_bytes <= 0) {
+      base_ = empty_;  // zero-size intermediates still need a non-null address
+    } else if (scratch_bytes > kKeepScratchBytes) {
+      large_ = allocate_scratch(scratch_bytes);
+      base_ = large_.get();
+    } else {
+      if (state_->capacity < scratch_bytes) {
+        state_->bytes = allocate_scratch(scratch_bytes);
+        state_->capacity = scratch_bytes;
+      }
+      base_ = state_->bytes.get();
+    }
+  }
+  ~CallScratch() {
+    if (!own_) state_->busy = false;
+  }
+  CallScratch(const CallScratch&) = delete;
+  CallScratch& operator=(const CallScratch&) = delete;
+
+  ContractionProblem& problem() { return state_->problem; }
+  std::byte* base() { return base_; }
+
+ private:
+  ThreadScratch* state_ = nullptr;
+  std::unique_ptr<ThreadScratch> own_;
+  ScratchBytes large_;
+  std::byte* base_ = nullptr;
+  alignas(64) static inline std::byte empty_[64];
+};
+
+ContractionProblem::Axis& problem_axis(ContractionProblem& p, uint8_t group, int index) {
+  std::vector<ContractionProblem::Axis>* groups[4] = {&p.m, &p.n, &p.k, &p.batch};
+  return (*groups[group])[static_cast<size_t>(index)];
+}
+
+}  // namespace
+
 void EinsumPlan::Impl::run(std::span<const Tensor> operands, Tensor& out, ThreadPool* pool) const {
   const int n = static_cast<int>(metas.size());
   // Promote operands whose dtype differs (NumPy rules); the copies live for this call.
-  std::vector<Tensor> converted(static_cast<size_t>(n));
-  std::vector<const Tensor*> in(static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i) {
-    if (operands[i].dtype() != dtype) {
-      converted[i] = operands[i].astype(dtype);
-      in[i] = &converted[i];
-    } else {
-      in[i] = &operands[i];
-    }
+  std::vector<Tensor> converted;
+  if (any_convert) {
+    converted.resize(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i)
+      if (needs_convert[i]) converted[i] = operands[i].astype(dtype);
   }
-  const bool repeated_output = subs.output.size() != first_occurrences(subs.output).size();
+  auto input = [&](int i) -> const Tensor& { return needs_convert[i] ? converted[i] : operands[i]; };
   if (repeated_output) kernels::fill_zero(out, pool);  // off-diagonal zeros; the steps write the diagonal
 
   if (n == 1) {
     const StepPlan& s = steps[0];
-    Operand v = distinct_view(s.lhs, const_cast<void*>(in[0]->raw_data()), in[0]->strides(), extents);
+    const Tensor& t = input(0);
+    Operand v = distinct_view(s.lhs, const_cast<void*>(t.raw_data()), t.strides(), extents);
     Tensor src = Tensor::view_of(dtype, v.extents, v.strides, v.data);
     // The destination seen in the result's label order (the kept labels in operand order): the transpose and the
     // output diagonals are its strides.
@@ -296,58 +475,39 @@ void EinsumPlan::Impl::run(std::span<const Tensor> operands, Tensor& out, Thread
     return;
   }
 
-  const int64_t scratch_bytes = arena + workspace;
-  struct AlignedFree {
-    void operator()(std::byte* p) const { ::operator delete[](p, std::align_val_t(64)); }
-  };
-  std::unique_ptr<std::byte[], AlignedFree> scratch;
-  if (scratch_bytes > 0)
-    scratch.reset(static_cast<std::byte*>(::operator new[](static_cast<size_t>(scratch_bytes), std::align_val_t(64))));
-  // Zero-size intermediates still need a non-null address (Tensor views of them must be defined).
-  alignas(64) static std::byte empty_scratch[64];
-  std::byte* arena_base = scratch ? scratch.get() : empty_scratch;
+  CallScratch scratch(arena + workspace);
+  std::byte* arena_base = scratch.base();
   std::byte* ws_base = arena_base + arena;
+  ContractionProblem& p = scratch.problem();
 
   for (size_t k = 0; k < steps.size(); ++k) {
     const StepPlan& s = steps[k];
-    auto [a, b] = step_nodes[k];
-    auto locate = [&](int id, const StepOperand& op) {
-      const Node& node = nodes[static_cast<size_t>(id)];
-      if (node.input >= 0) {
-        const Tensor& t = *in[static_cast<size_t>(node.input)];
-        return distinct_view(op, const_cast<void*>(t.raw_data()), t.strides(), extents);
-      }
-      return distinct_view(op, arena_base + node.offset, col_major_strides(node.shape), extents);
+    const StepExec& e = exec[k];
+    const Tensor* lhs = e.lhs_input >= 0 ? &input(e.lhs_input) : nullptr;
+    const Tensor* rhs = e.rhs_input >= 0 ? &input(e.rhs_input) : nullptr;
+    auto operand_data = [&](const Tensor* t, int id) -> void* {
+      return t ? const_cast<void*>(t->raw_data()) : arena_base + nodes[static_cast<size_t>(id)].offset;
     };
-    Operand lv = locate(a, s.lhs), rv = locate(b, s.rhs);
-    if (lhs_ws[k] >= 0) lv = sum_first(s.lhs, lv, dtype, ws_base + lhs_ws[k], pool);
-    if (rhs_ws[k] >= 0) rv = sum_first(s.rhs, rv, dtype, ws_base + rhs_ws[k], pool);
+    void* a = operand_data(lhs, step_nodes[k].first);
+    void* b = operand_data(rhs, step_nodes[k].second);
+    // One-sided sums into the workspace (views built per call: these steps do a reduction pass anyway).
+    auto sum_side = [&](const StepOperand& op, const Tensor* t, int id, void* data, int64_t ws_offset) -> void* {
+      const Strides stored = t ? t->strides() : col_major_strides(nodes[static_cast<size_t>(id)].shape);
+      Operand v = distinct_view(op, data, stored, extents);
+      sum_first(op, v, dtype, ws_base + ws_offset, pool);
+      return ws_base + ws_offset;
+    };
+    if (lhs_ws[k] >= 0) a = sum_side(s.lhs, lhs, step_nodes[k].first, a, lhs_ws[k]);
+    if (rhs_ws[k] >= 0) b = sum_side(s.rhs, rhs, step_nodes[k].second, b, rhs_ws[k]);
 
-    // The destination: the output (through its label strides) or the intermediate's arena slot (column-major in
-    // dot_general order).
-    Operand dv;
-    dv.labels = s.result;
-    if (s.final) {
-      dv.data = out.raw_data();
-      Strides ost = output_label_strides(s, out);
-      for (Label l : s.result) {
-        size_t i = static_cast<size_t>(std::find(s.output_distinct.begin(), s.output_distinct.end(), l) - s.output_distinct.begin());
-        dv.strides.push_back(ost[i]);
-      }
-    } else {
-      dv.data = arena_base + nodes[static_cast<size_t>(n) + k].offset;
-      dv.strides = col_major_strides(s.result_shape);
+    p = e.problem;  // reuses the thread's vectors: no allocation once they have grown
+    p.a = a;
+    p.b = b;
+    p.c = e.dst_offset >= 0 ? static_cast<void*>(arena_base + e.dst_offset) : out.raw_data();
+    for (const StrideTerm& t : e.terms) {
+      const Tensor& src = t.tensor == CallTensor::lhs ? *lhs : t.tensor == CallTensor::rhs ? *rhs : out;
+      problem_axis(p, t.group, t.index).*t.field += src.strides()[static_cast<size_t>(t.axis)];
     }
-    ContractionProblem p;
-    p.dtype = dtype;
-    p.a = lv.data;
-    p.b = rv.data;
-    p.c = dv.data;
-    using Axis = ContractionProblem::Axis;
-    for (Label l : s.lhs_free) p.m.push_back(Axis{extents.at(l), stride_of(lv, l), 0, stride_of(dv, l)});
-    for (Label l : s.rhs_free) p.n.push_back(Axis{extents.at(l), 0, stride_of(rv, l), stride_of(dv, l)});
-    for (Label l : s.contracted) p.k.push_back(Axis{extents.at(l), stride_of(lv, l), stride_of(rv, l), 0});
-    for (Label l : s.batch) p.batch.push_back(Axis{extents.at(l), stride_of(lv, l), stride_of(rv, l), stride_of(dv, l)});
     run_contraction(*step_kernels[k], p, pool);
   }
 }

@@ -7,10 +7,13 @@
 // reused; the last step writes straight into the output). execute() then only runs kernels: diagonals and broadcast
 // axes are strides (sum of the repeated axes' strides; 0 on a broadcast axis), one-sided sums are reduce_sum into a
 // workspace, every product is one ContractionProblem, and the final transpose and output diagonals are folded into
-// the output strides. A plan is immutable and may run on several threads at once (each execute() allocates its own
-// arena). Mixed operand dtypes promote like NumPy (ir/DType.h promote(): f32+f64 -> f64, i64+f32 -> f64,
-// real+complex -> complex of the wider precision); differing operands are converted once per call (a copy outside
-// the arena). Depends on the notation, planner and StepPlan headers and on runtime kernels; not on the compiler.
+// the output strides. Everything shape-dependent is fixed at prepare time (per step: the ContractionProblem with
+// its extents and the strides of intermediates, plus which operand and output axes add their strides), so a call
+// with operands of the prepared dtypes allocates nothing: it fills a per-thread problem and runs the kernels, with
+// the arena in a per-thread buffer (kept up to 256 KiB; larger arenas are allocated per call). A plan is immutable
+// and may run on several threads at once (each thread has its own problem and arena). Mixed operand dtypes promote
+// like NumPy (ir/DType.h promote(): f32+f64 -> f64, i64+f32 -> f64, real+complex -> complex of the wider
+// precision); differing operands are converted once per call (a copy outside the arena). Depends on the notation, planner and StepPlan headers and on runtime kernels; not on the compiler.
 #pragma once
 
 #include "extensions/einsum/Grouped.h"
