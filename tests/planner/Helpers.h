@@ -81,8 +81,9 @@ inline double oracle_flops(const Case& c, const std::vector<Step>& steps) {
   return total;
 }
 
-/// Minimal total flops over every sequence of pairwise steps (branch and bound over all orders).
-inline double brute_force_min_flops(const Case& c) {
+/// Minimal total flops over every sequence of pairwise steps (branch and bound over all orders). With
+/// `outer_products` false, only pairs whose operands share a label are tried (the trees of the connected-subset DP).
+inline double brute_force_min_flops(const Case& c, bool outer_products = true) {
   const int n = static_cast<int>(c.subscripts.inputs.size());
   if (n < 2) return 0;
   const std::set<Label> out(c.subscripts.output.begin(), c.subscripts.output.end());
@@ -101,6 +102,9 @@ inline double brute_force_min_flops(const Case& c) {
     for (size_t i = 0; i < current.size(); ++i)
       for (size_t j = i + 1; j < current.size(); ++j) {
         const int a = current[i], b = current[j];
+        if (!outer_products &&
+            std::none_of(ops[a].begin(), ops[a].end(), [&](Label l) { return ops[b].count(l) > 0; }))
+          continue;
         std::set<Label> joint = ops[a];
         joint.insert(ops[b].begin(), ops[b].end());
         double f = 1;

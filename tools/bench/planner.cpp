@@ -8,6 +8,7 @@
 //   einstage_bench_planner [--bench-dir DIR] [--budgets 0.01,0.1,1] [--threads N] [--only a,b] [--skip a,b]
 //                          [--json FILE] [--seed S]
 // DIR defaults to ../shared/bench relative to the repository root (found by walking up from the working directory).
+#include "extensions/einsum/planner/ConnectedDp.h"
 #include "extensions/einsum/planner/Exact.h"
 #include "extensions/einsum/planner/PlanSpec.h"
 #include "extensions/einsum/planner/Random.h"
@@ -373,6 +374,40 @@ void greedy_speed(int reps) {
   }
 }
 
+// --connected-dp: the connected-subset DP (cap starting at the greedy tier's cost) on growing grids and 3-regular
+// graphs, with the all-subsets DP beside it where n <= 20; CPU seconds, passes and subsets, up to a 5 s deadline.
+void connected_dp_scaling() {
+  std::vector<Instance> nets;
+  for (auto [r, c] : std::vector<std::pair<int, int>>{{3, 4}, {4, 4}, {4, 5}, {5, 5}, {5, 6}, {6, 6}, {6, 7}, {7, 7}})
+    nets.push_back(grid({r, c}, 2));
+  for (int n : {16, 20, 24, 28, 32, 36, 40, 44, 48}) nets.push_back(rrg3(n, 4));
+  fmt::print("{:<18} {:>3} {:>9} {:>9} {:>10} {:>7} {:>10} {:>10}\n", "network", "n", "greedy tc", "dp tc", "dp cpu s",
+             "passes", "subsets", "all-sub s");
+  for (const Instance& inst : nets) {
+    const Network net = make_network(inst.subscripts, inst.extents);
+    const double greedy_flops = evaluate(net, best_greedy(net)).flops;
+    ConnectedDpOptions o;
+    o.start_cap = greedy_flops;
+    o.deadline = Deadline(5.0);
+    ConnectedDpStats st;
+    const double t0 = cpu_seconds();
+    auto tree = optimal_connected(net, o, &st);
+    const double t = cpu_seconds() - t0;
+    std::string all = "-";
+    if (net.num_inputs <= 20) {
+      ExactOptions eo;
+      eo.max_inputs = 20;
+      const double t1 = cpu_seconds();
+      (void)optimal(net, eo);
+      all = fmt::format("{:.3f}", cpu_seconds() - t1);
+    }
+    fmt::print("{:<18} {:>3} {:>9.2f} {:>9} {:>10.3f} {:>7} {:>10} {:>10}\n", inst.name, net.num_inputs,
+               std::log2(greedy_flops), tree ? fmt::format("{:.2f}", evaluate(net, *tree).tc) : "timeout", t, st.passes,
+               st.subsets, all);
+    std::fflush(stdout);
+  }
+}
+
 std::string gap(double tc, double ref) { return std::isnan(ref) ? "-" : fmt::format("{:+.2f}", tc - ref); }
 
 }  // namespace
@@ -401,14 +436,18 @@ int main(int argc, char** argv) {
     else if (a == "--skip") for (auto& s : split(value())) skip.insert(s);
     else if (a == "--json") json_path = value();
     else if (a == "--no-scale") scale = false;
-    else if (a == "--greedy-speed") {
+    else if (a == "--connected-dp") {
+      connected_dp_scaling();
+      return 0;
+    } else if (a == "--greedy-speed") {
       greedy_speed(200);
       return 0;
     }
     else if (a == "--help" || a == "-h") {
       fmt::print("usage: einstage_bench_planner [--bench-dir DIR] [--budgets 0.01,0.1,1] [--threads N] [--seed S]\n"
                  "                              [--only a,b] [--skip a,b] [--json FILE] [--no-scale]\n"
-                 "       einstage_bench_planner --greedy-speed   (CPU time per greedy run at n = 256)\n");
+                 "       einstage_bench_planner --greedy-speed   (CPU time per greedy run at n = 256)\n"
+                 "       einstage_bench_planner --connected-dp   (connected-subset DP on growing sparse networks)\n");
       return 0;
     } else die("unknown option " + a + " (see --help)");
   }

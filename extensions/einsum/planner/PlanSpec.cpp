@@ -1,5 +1,6 @@
 #include "extensions/einsum/planner/PlanSpec.h"
 
+#include "extensions/einsum/planner/ConnectedDp.h"
 #include "extensions/einsum/planner/Exact.h"
 #include "ir/Error.h"
 
@@ -264,7 +265,11 @@ PlanResult plan(const PlanSpec& spec, const Network& net, const PlanOptions& opt
   if (n == 2) return finish(ContractionTree(2, {{0, 1}}), "trivial");
   if (spec.kind == PlanKind::optimal) {
     if (is_chain(net)) return finish(interval_optimal(net), "interval_dp");
-    return finish(optimal(net), "subset_dp");
+    if (n <= ExactOptions{}.max_inputs) return finish(optimal(net), "subset_dp");
+    // Larger: the connected-subset DP (optimal over outer-product-free trees), its cap starting at the greedy cost.
+    ConnectedDpOptions co;
+    co.start_cap = evaluate(net, best_greedy(net)).flops;
+    return finish(*optimal_connected(net, co), "connected_dp");
   }
   // auto and anneal: every greedy rule is a candidate, so the result is never costlier than greedy.
   const double default_budget = spec.kind == PlanKind::anneal || spec.quality == PlanQuality::high ? 1.0 : 0.0;
@@ -305,6 +310,16 @@ PlanResult plan(const PlanSpec& spec, const Network& net, const PlanOptions& opt
     return finish(std::move(base), method);
   }
   if (spec.quality == PlanQuality::fast) return finish(std::move(base), method);
+  // Sparse networks just above the all-subsets limit: the connected-subset DP, bounded by a subset count (so the
+  // work, and the answer, do not depend on the clock unless a budget expires first); it gives up quietly.
+  const int connected_limit = spec.quality == PlanQuality::high ? 40 : 30;
+  if (n <= connected_limit) {
+    ConnectedDpOptions co;
+    co.start_cap = evaluate(net, base).flops;
+    co.max_subsets = spec.quality == PlanQuality::high ? 60000 : 10000;
+    co.deadline = deadline;
+    if (auto t = optimal_connected(net, co)) consider(std::move(*t), "connected_dp");
+  }
   // Fixed work (deterministic unless a budget cuts it): the best contiguous-range tree for moderate n, then
   // reconfiguration of 8-operand subtrees (at most 4 passes) while it is cheap.
   if (n <= 200) consider(interval_optimal(net), "interval_dp");
