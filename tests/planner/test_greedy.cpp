@@ -3,6 +3,7 @@
 #include "Helpers.h"
 
 #include "extensions/einsum/planner/Greedy.h"
+#include "extensions/einsum/planner/PlanSpec.h"
 #include "ir/Error.h"
 
 #include <doctest/doctest.h>
@@ -61,4 +62,25 @@ TEST_CASE("best_greedy is never costlier than any single rule") {
     for (GreedyCost r : {GreedyCost::memory_removed, GreedyCost::opt_einsum, GreedyCost::smallest_result})
       CHECK(best <= evaluate(net, greedy(net, {r})).flops);
   }
+}
+
+TEST_CASE("a budget smaller than one greedy run is raised to that run, and PlanResult says so") {
+  Case c = grid_case(12, 12, 2);
+  Network net = make_network(c.subscripts, c.extents);
+  PlanSpec spec = PlanSpec::automatic_plan(PlanQuality::high);
+  spec.budget_s = 1e-9;  // expires before any greedy run can finish
+  PlanResult r = plan(spec, net);
+  CHECK(r.budget_raised);
+  CHECK(r.stopped_by_budget);
+  // The first rule of the greedy tier, complete and valid.
+  CHECK(r.tree.to_string() == greedy(net, {GreedyCost::memory_removed}).to_string());
+  // An interruptible run gives up (no half-built tree) once its deadline has passed.
+  const Deadline expired(1e-9);
+  GreedyOptions o;
+  o.deadline = &expired;
+  while (!expired.expired()) {
+  }
+  CHECK_FALSE(greedy_until(net, o).has_value());
+  o.cost = GreedyCost::opt_einsum;
+  CHECK_FALSE(greedy_until(net, o).has_value());
 }

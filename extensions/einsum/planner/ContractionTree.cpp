@@ -102,7 +102,7 @@ std::string ContractionTree::steps_text(const std::vector<Step>& steps) {
   return s + "]";
 }
 
-TreeCost evaluate(const Network& net, const ContractionTree& tree) {
+TreeCost evaluate(const Network& net, const ContractionTree& tree, bool per_step) {
   EIN_ASSERT(tree.num_inputs() == net.num_inputs, "tree has {} inputs, network {}", tree.num_inputs(),
              net.num_inputs);
   const int n = net.num_inputs;
@@ -111,6 +111,7 @@ TreeCost evaluate(const Network& net, const ContractionTree& tree) {
   std::vector<std::vector<int>> labels(net.terms);
   labels.resize(std::max(0, 2 * n - 1));
   std::vector<int> live(net.num_carriers);
+  if (per_step) cost.steps.reserve(tree.steps().size());
   std::vector<double> size(labels.size(), 0.0);
   auto product = [&](const std::vector<int>& ls) {
     double s = 1;
@@ -144,7 +145,7 @@ TreeCost evaluate(const Network& net, const ContractionTree& tree) {
         live[l] = remaining + 1;
       } else {
         live[l] = remaining;
-        step.summed.push_back(net.label[l]);
+        if (per_step) step.summed.push_back(net.label[l]);
       }
     }
     for (int l : labels[a]) in_left[l] = 0;
@@ -154,9 +155,11 @@ TreeCost evaluate(const Network& net, const ContractionTree& tree) {
     step.left_size = size[a];
     step.right_size = size[b];
     step.result_size = size[r];
-    for (int l : labels[a]) step.left_labels.push_back(net.label[l]);
-    for (int l : labels[b]) step.right_labels.push_back(net.label[l]);
-    for (int l : out) step.result_labels.push_back(net.label[l]);
+    if (per_step) {
+      for (int l : labels[a]) step.left_labels.push_back(net.label[l]);
+      for (int l : labels[b]) step.right_labels.push_back(net.label[l]);
+      for (int l : out) step.result_labels.push_back(net.label[l]);
+    }
     cost.flops += step.flops;
     cost.max_intermediate = std::max(cost.max_intermediate, step.result_size);
     cost.write += step.result_size;
@@ -165,7 +168,9 @@ TreeCost evaluate(const Network& net, const ContractionTree& tree) {
     live_memory += step.result_size;
     live_memory -= a < n ? net.input_size[a] : size[a];
     live_memory -= b < n ? net.input_size[b] : size[b];
-    cost.steps.push_back(std::move(step));
+    if (per_step) cost.steps.push_back(std::move(step));
+    if (a >= n) std::vector<int>().swap(labels[a]);  // a consumed intermediate's labels are never read again
+    if (b >= n) std::vector<int>().swap(labels[b]);
   }
   auto lg = [](double x) { return x > 0 ? std::log2(x) : 0.0; };
   cost.tc = lg(cost.flops);

@@ -85,8 +85,9 @@ struct TreeCost {
   double naive_flops = 0;       // one loop nest over every label: max(n-1, 1) * product of all extents
 };
 
-/// THE evaluator. The tree's input count must equal the network's.
-TreeCost evaluate(const Network& network, const ContractionTree& tree);
+/// THE evaluator. The tree's input count must equal the network's. With per_step false, TreeCost::steps stays empty
+/// (same totals, no per-step label lists: what optimisers comparing candidates on large networks need).
+TreeCost evaluate(const Network& network, const ContractionTree& tree, bool per_step = true);
 TreeCost evaluate(const Subscripts& subscripts, const Extents& extents, const ContractionTree& tree);
 
 }  // namespace einstage::einsum

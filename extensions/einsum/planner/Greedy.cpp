@@ -84,14 +84,19 @@ class GreedyRun {
     queue_.reserve(4 * total + 16);
   }
 
-  ContractionTree run() {
+  std::optional<ContractionTree> run() {
     const int n = net_.num_inputs;
     if (n <= 1) return ContractionTree(n, {});
     steps_.reserve(n - 1);
     // Initial candidates: every pair sharing a label, once (the lower id proposes).
     int next_id = n;
-    for (int i = 0; i < n; ++i) push_neighbours(i, /*only_lower=*/true);
+    for (int i = 0; i < n; ++i) {
+      if ((i & 255) == 255 && opt_.deadline && opt_.deadline->expired()) return std::nullopt;
+      push_neighbours(i, /*only_lower=*/true);
+    }
+    uint32_t pops = 0;
     while (!queue_.empty()) {
+      if ((++pops & 255) == 0 && opt_.deadline && opt_.deadline->expired()) return std::nullopt;
       std::pop_heap(queue_.begin(), queue_.end(), std::greater<Candidate>());
       const Candidate c = queue_.back();
       queue_.pop_back();
@@ -242,27 +247,42 @@ class GreedyRun {
 
 }  // namespace
 
-ContractionTree greedy(const Network& network, const GreedyOptions& options) {
+std::optional<ContractionTree> greedy_until(const Network& network, const GreedyOptions& options) {
   if (!(options.temperature >= 0))
     fail(ErrorKind::invalid_argument, "greedy temperature is {}; it must be >= 0", options.temperature);
   if (options.cost == GreedyCost::opt_einsum) {
     if (options.temperature != 0 || options.alpha != 1)
       fail(ErrorKind::invalid_argument, "greedy rule opt_einsum takes no alpha or temperature (it reproduces "
            "opt_einsum's deterministic rule); use memory_removed for a randomised greedy");
-    return greedy_opt_einsum(network);
+    return greedy_opt_einsum(network, options.deadline);
   }
   return GreedyRun(network, options).run();
 }
 
-ContractionTree best_greedy(const Network& network, GreedyCost* rule) {
-  ContractionTree best;
-  double best_flops = 0;
-  bool first = true;
-  for (GreedyCost c : {GreedyCost::memory_removed, GreedyCost::opt_einsum, GreedyCost::smallest_result}) {
-    ContractionTree t = greedy(network, {c});
-    const double f = evaluate(network, t).flops;
-    if (first || f < best_flops) {
-      best = std::move(t), best_flops = f, first = false;
+ContractionTree greedy(const Network& network, const GreedyOptions& options) {
+  GreedyOptions o = options;
+  o.deadline = nullptr;
+  return *greedy_until(network, o);
+}
+
+ContractionTree best_greedy(const Network& network, GreedyCost* rule, const Deadline& deadline, bool* complete,
+                            bool* first_overran) {
+  ContractionTree best = greedy(network, {GreedyCost::memory_removed});
+  if (first_overran) *first_overran = deadline.expired();
+  double best_flops = evaluate(network, best, false).flops;
+  if (rule) *rule = GreedyCost::memory_removed;
+  if (complete) *complete = true;
+  for (GreedyCost c : {GreedyCost::opt_einsum, GreedyCost::smallest_result}) {
+    GreedyOptions o{c};
+    o.deadline = &deadline;
+    std::optional<ContractionTree> t = deadline.expired() ? std::nullopt : greedy_until(network, o);
+    if (!t) {
+      if (complete) *complete = false;
+      break;
+    }
+    const double f = evaluate(network, *t, false).flops;
+    if (f < best_flops) {
+      best = std::move(*t), best_flops = f;
       if (rule) *rule = c;
     }
   }

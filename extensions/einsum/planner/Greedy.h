@@ -22,6 +22,7 @@
 #pragma once
 
 #include "extensions/einsum/planner/ContractionTree.h"
+#include "extensions/einsum/planner/Deadline.h"
 
 #include <cstdint>
 #include <string_view>
@@ -39,13 +40,21 @@ struct GreedyOptions {
   double alpha = 1.0;        // weight of the operand sizes in memory_removed (cotengra's costmod)
   double temperature = 0.0;  // 0 = deterministic greedy, > 0 = Gumbel-perturbed scores
   uint64_t seed = 0;         // used only when temperature > 0
+  const Deadline* deadline = nullptr;  // greedy_until only: checked every 256 queue pops
 };
 
 /// Greedy steps over ids (inputs 0..n-1, step k's result n+k); always a valid tree.
 ContractionTree greedy(const Network& network, const GreedyOptions& options = {});
 
+/// The same run, abandoned (nullopt) when options.deadline expires before it finishes.
+std::optional<ContractionTree> greedy_until(const Network& network, const GreedyOptions& options);
+
 /// The cheapest (by evaluate()) of the three deterministic rules; ties keep the earlier of memory_removed,
-/// opt_einsum, smallest_result. `rule` receives the winner's name if given.
-ContractionTree best_greedy(const Network& network, GreedyCost* rule = nullptr);
+/// opt_einsum, smallest_result. `rule` receives the winner's name if given. With a deadline, the first rule
+/// (memory_removed) always completes, so there is always a tree, and the other two are skipped or abandoned once it
+/// expires; `complete` (if given) says whether all three ran, `first_overran` whether the deadline had already
+/// expired when the first rule finished (the budget was smaller than one greedy run).
+ContractionTree best_greedy(const Network& network, GreedyCost* rule = nullptr, const Deadline& deadline = {},
+                            bool* complete = nullptr, bool* first_overran = nullptr);
 
 }  // namespace einstage::einsum

@@ -102,7 +102,7 @@ struct Candidate {
 
 class OptEinsumGreedy {
  public:
-  explicit OptEinsumGreedy(const Network& net) : net_(net) {
+  OptEinsumGreedy(const Network& net, const Deadline* deadline) : net_(net), deadline_(deadline) {
     const int n = net.num_inputs;
     in_output_.assign(net.num_labels, 0);
     for (int l = 0; l < net.num_labels; ++l)
@@ -110,7 +110,7 @@ class OptEinsumGreedy {
     carriers_.resize(net.num_labels);
   }
 
-  ContractionTree run() {
+  std::optional<ContractionTree> run() {
     const int n = net_.num_inputs;
     if (n <= 1) return ContractionTree(n, {});
     next_id_ = n;
@@ -126,6 +126,7 @@ class OptEinsumGreedy {
     }
     // Per label, carriers in id order: each proposes its best pair with a later carrier.
     for (int l = 0; l < net_.num_labels; ++l) {
+      if ((l & 255) == 255 && deadline_ && deadline_->expired()) return std::nullopt;
       std::vector<int> cs = carriers_[l];
       std::sort(cs.begin(), cs.end(), [&](int a, int b) { return slots_[a].id < slots_[b].id; });
       for (size_t i = 0; i + 1 < cs.size(); ++i) {
@@ -138,7 +139,9 @@ class OptEinsumGreedy {
       }
     }
     std::vector<int> k12;
+    uint32_t pops = 0;
     while (!queue_.empty()) {
+      if ((++pops & 255) == 0 && deadline_ && deadline_->expired()) return std::nullopt;
       const Candidate c = queue_.top();
       queue_.pop();
       if (!slots_[c.s1].alive || !slots_[c.s2].alive) continue;
@@ -279,6 +282,7 @@ class OptEinsumGreedy {
   }
 
   const Network& net_;
+  const Deadline* deadline_;
   std::vector<char> in_output_;
   std::vector<std::vector<int>> carriers_;  // live slots per non-output label
   std::vector<Slot> slots_;
@@ -301,6 +305,8 @@ class OptEinsumGreedy {
 
 }  // namespace
 
-ContractionTree greedy_opt_einsum(const Network& network) { return OptEinsumGreedy(network).run(); }
+std::optional<ContractionTree> greedy_opt_einsum(const Network& network, const Deadline* deadline) {
+  return OptEinsumGreedy(network, deadline).run();
+}
 
 }  // namespace einstage::einsum

@@ -20,9 +20,13 @@
 #pragma once
 
 #include "extensions/einsum/planner/ContractionTree.h"
+#include "extensions/einsum/planner/Deadline.h"
+
+#include <optional>
 
 namespace einstage::einsum {
 
-ContractionTree greedy_opt_einsum(const Network& network);
+/// nullopt when `deadline` (if given) expires before the run finishes (checked every 256 queue pops).
+std::optional<ContractionTree> greedy_opt_einsum(const Network& network, const Deadline* deadline = nullptr);
 
 }  // namespace einstage::einsum

@@ -77,6 +77,7 @@ struct PlanResult {
   TreeCost cost;
   std::string method;         // what produced the tree, e.g. "interval_dp", "greedy(memory_removed)+reconfigure"
   bool stopped_by_budget = false;
+  bool budget_raised = false; // the budget expired before the first greedy run finished: the result is that run
   int trials_done = 0;
   double seconds = 0;         // wall time of planning
 };

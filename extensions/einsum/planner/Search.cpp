@@ -14,16 +14,6 @@
 
 namespace einstage::einsum {
 
-Deadline::Deadline(double seconds) {
-  if (seconds > 0) {
-    unlimited_ = false;
-    end_ = std::chrono::steady_clock::now() +
-           std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(seconds));
-  }
-}
-
-bool Deadline::expired() const { return !unlimited_ && std::chrono::steady_clock::now() >= end_; }
-
 namespace {
 
 // log2 of the product of extents over A ∪ B (sorted dense label sets).
@@ -288,7 +278,7 @@ ContractionTree reconfigure(const Network& network, const ContractionTree& tree,
   TreeState st(network, tree);
   reconfigure_state(st, std::min(subtree_size, 16), max_passes, deadline);
   ContractionTree out = st.to_tree();
-  return evaluate(network, out).flops <= evaluate(network, tree).flops ? out : tree;
+  return evaluate(network, out, false).flops <= evaluate(network, tree, false).flops ? out : tree;
 }
 
 ContractionTree anneal(const Network& network, const ContractionTree& start, const AnnealOptions& options,
@@ -297,7 +287,7 @@ ContractionTree anneal(const Network& network, const ContractionTree& start, con
   TreeState st(network, start);
   anneal_state(st, options, deadline);
   ContractionTree out = st.to_tree();
-  return evaluate(network, out).flops <= evaluate(network, start).flops ? out : start;
+  return evaluate(network, out, false).flops <= evaluate(network, start, false).flops ? out : start;
 }
 
 namespace {
@@ -320,7 +310,7 @@ TrialOutcome run_trial(const Network& net, const ContractionTree& first, int ind
   SplitMix64 rng(trial_seed(opt.seed, static_cast<uint64_t>(index)));
   TrialOutcome out;
   out.tree = first;
-  out.flops = index == 0 ? evaluate(net, first).flops : std::numeric_limits<double>::infinity();
+  out.flops = index == 0 ? evaluate(net, first, false).flops : std::numeric_limits<double>::infinity();
   {
     for (int r = 0; r < kGreediesPerTrial; ++r) {
       GreedyOptions g;
@@ -328,16 +318,18 @@ TrialOutcome run_trial(const Network& net, const ContractionTree& first, int ind
       g.alpha = std::exp2(std::log2(0.01) + rng.uniform() * (std::log2(16.0) - std::log2(0.01)));
       g.temperature = std::exp2(std::log2(0.001) * (1.0 - rng.uniform()));
       g.seed = rng.next();
-      ContractionTree t = greedy(net, g);
-      const double f = evaluate(net, t).flops;
-      if (f < out.flops) out.flops = f, out.tree = std::move(t);
+      g.deadline = &deadline;
+      std::optional<ContractionTree> t = greedy_until(net, g);  // abandoned when the deadline passes mid-run
+      if (!t) return out;
+      const double f = evaluate(net, *t, false).flops;
+      if (f < out.flops) out.flops = f, out.tree = std::move(*t);
       if (deadline.expired()) return out;
     }
   }
   TreeState st(net, out.tree);
   auto finish = [&](bool done) {
     ContractionTree t = st.to_tree();
-    const double f = evaluate(net, t).flops;
+    const double f = evaluate(net, t, false).flops;
     if (f < out.flops) out.flops = f, out.tree = std::move(t);
     out.done = done;
     return out;
@@ -365,7 +357,7 @@ SearchResult search(const Network& net, const ContractionTree& baseline, const S
   const Deadline deadline = opt.deadline.unlimited() ? Deadline(opt.budget_s) : opt.deadline;
   SearchResult result;
   result.tree = baseline;
-  result.flops = evaluate(net, baseline).flops;
+  result.flops = evaluate(net, baseline, false).flops;
   if (net.num_inputs < 3) return result;
   // Moves per anneal trial from the budget (an assumed rate, never a measured one, so the work stays deterministic).
   int64_t moves = opt.anneal_moves;

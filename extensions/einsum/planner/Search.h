@@ -11,6 +11,7 @@
 #pragma once
 
 #include "extensions/einsum/planner/ContractionTree.h"
+#include "extensions/einsum/planner/Deadline.h"
 #include "extensions/einsum/planner/Greedy.h"
 
 #include <chrono>
@@ -18,19 +19,6 @@
 #include <functional>
 
 namespace einstage::einsum {
-
-/// A wall-clock limit; a default-constructed deadline never expires.
-class Deadline {
- public:
-  Deadline() = default;
-  explicit Deadline(double seconds);
-  bool expired() const;
-  bool unlimited() const { return unlimited_; }
-
- private:
-  bool unlimited_ = true;
-  std::chrono::steady_clock::time_point end_{};
-};
 
 /// Progress of a long search, reported after every finished trial (from the calling thread).
 struct PlanProgress {
