@@ -512,6 +512,11 @@ bool schedule_direct(const ContractionProblem& p, bool avx512, DirectSchedule& o
   if (lane_axis(p) != p.batch.end() || g.m.size == 0 || g.n.size == 0 || g.k.size == 0) return false;
   MicroKernelSpec tile;
   if (!plan_direct(g, dtype_v<T>, avx512, tile)) return false;
+  // A specialised kernel inlines one call per tile: worth it for small steps, where per-call overhead is the cost.
+  // An outer product takes the direct path at any m x n (k <= 8); 4096^2 would be ~87,000 inlined tiles (minutes of
+  // codegen and gigabytes of IR for no gain), so large steps stay on the generic direct kernel.
+  const int64_t tiles = (g.m.size + g.mr - 1) / g.mr * ((g.n.size + g.nr - 1) / g.nr);
+  if (tiles > kMaxSpecialisedTiles) return false;
   Fused batch = fuse(p.batch, &Axis::stride_c, &Axis::stride_a, kNeedA | kNeedB | kNeedC);
   SpecialisedKernelSpec& spec = out.kernel;
   spec.tile = tile;

@@ -49,8 +49,11 @@ struct DirectSchedule {
   SpecialisedKernelSpec kernel;
   std::vector<int64_t> batch_a, batch_b, batch_c;
 };
-/// True (and `out` filled) when contract_jit(p) without explicit blocking takes the direct path: the same tile, k
-/// geometry and tile order, so the specialised kernel's bits are contract_jit's.
+/// Most tile calls one specialised kernel may inline (a 96^3 step has 48 with 24x8 tiles).
+inline constexpr int64_t kMaxSpecialisedTiles = 256;
+/// True (and `out` filled) when contract_jit(p) without explicit blocking takes the direct path with at most
+/// kMaxSpecialisedTiles tiles per batch entry: the same tile, k geometry and tile order, so the specialised kernel's
+/// bits are contract_jit's.
 bool direct_schedule(const ContractionProblem& p, bool avx512, DirectSchedule& out);
 
 /// Executes p with JIT micro-kernels from `cache` (nullptr: KernelCache::process_default()). dtype f32, f64, c64 or

@@ -260,3 +260,22 @@ TEST_CASE_TEMPLATE("jit gett: elementwise problems (no m, n or k axis)", T, floa
     }
   }
 }
+
+// A specialised kernel inlines one call per tile: only small steps get one. A 16x16 matmul does; a 1024 x 1024 outer
+// product (direct path, k = 1, ~5,000 tiles) does not, though it runs direct.
+TEST_CASE("jit gett: direct_schedule only for steps with few tiles") {
+  ContractionProblem small;
+  small.m = {{16, 1, 0, 1}};
+  small.n = {{16, 0, 16, 16}};
+  small.k = {{16, 16, 1, 0}};
+  DirectSchedule schedule;
+  REQUIRE(direct_schedule(small, true, schedule));
+  CHECK(int64_t(schedule.kernel.tiles.size()) <= kMaxSpecialisedTiles);
+  ContractionProblem outer;
+  outer.m = {{1024, 1, 0, 1}};
+  outer.n = {{1024, 0, 1, 1024}};
+  CHECK_FALSE(direct_schedule(outer, true, schedule));
+  outer.m[0].extent = outer.n[0].extent = 64;  // 64 x 64: 24 tiles of 24x8 (or 16x14), specialised
+  outer.n[0].stride_c = 64;
+  CHECK(direct_schedule(outer, true, schedule));
+}
