@@ -60,7 +60,14 @@ std::unique_ptr<llvm::Module> Jit::Impl::new_module(llvm::LLVMContext& context, 
   return module;
 }
 
+namespace {
+thread_local int64_t t_codegens = 0;
+}  // namespace
+
+int64_t Jit::codegens_on_this_thread() { return t_codegens; }
+
 std::vector<char> Jit::Impl::emit_object(llvm::Module& module) {
+  ++t_codegens;
   std::string verify_message;
   llvm::raw_string_ostream verify_stream(verify_message);
   if (llvm::verifyModule(module, &verify_stream))

@@ -50,6 +50,10 @@ class Jit {
   /// compile_ir_text + add_object + lookup, for one-off functions (tests, tools).
   void* compile_and_lookup(std::string_view llvm_ir, std::string_view symbol);
 
+  /// Code generations (object emissions, any Jit) run on the calling thread so far. Tests use it to check that a
+  /// foreground call leaves compilation to the background specialiser.
+  static int64_t codegens_on_this_thread();
+
   struct Impl;  // LLVM side; see JitLlvm.h
   Impl& impl() { return *impl_; }
 
