@@ -4,7 +4,6 @@
 #include "runtime/jit/Dispatch.h"
 #include "runtime/jit/Gett.h"
 #include "runtime/jit/KernelCache.h"
-#include "runtime/jit/Jit.h"
 #include "runtime/jit/MicroKernel.h"
 
 #include <condition_variable>
@@ -14,6 +13,8 @@
 #include <functional>
 #include <mutex>
 #include <thread>
+
+#include <unistd.h>
 
 namespace einstage {
 
@@ -48,44 +49,36 @@ bool same_problem(const ContractionProblem& x, const ContractionProblem& y) {
          same_axes(x.k, y.k) && same_axes(x.batch, y.batch);
 }
 
-bool warm_up_code_generator() {
-  try {
-    std::unique_ptr<Jit> jit = Jit::create();
-    // An 8x8x8 f64 product takes the direct path: compiling its specialised kernel runs the same generator,
-    // optimisation pipeline and code generator as the worker's jobs.
-    ContractionProblem p;
-    p.dtype = DType::f64;
-    p.m = {{8, 1, 0, 1}};
-    p.n = {{8, 0, 8, 8}};
-    p.k = {{8, 8, 1, 0}};
-    DirectSchedule schedule;
-    if (direct_schedule(p, jit->host().has_avx512, schedule)) compile_specialised_kernel(*jit, schedule.kernel);
-    compile_micro_kernel(*jit, default_micro_kernel(DType::f64, jit->host().has_avx512));
-    return true;
-  } catch (const Error&) {
-    return false;  // no JIT here: specialisation jobs fail and their steps stay on contract()
-  }
-}
-
 // The background compiler: one thread, a FIFO of jobs, and its own kernel cache (its own JIT and lock, so a
 // compilation here never holds a lock that a foreground call takes).
+//
+// Exit. LLVM's code generator makes some function-local statics lazily on its first use (TargetLibraryInfo's name
+// table, SDNode's value-type lists, the pass print lists, ...). When the first code generation of a process runs on
+// the worker, those statics are younger than anything made before it and die first at exit; a worker still compiling
+// then touches freed memory. So the worker must be stopped (its running job finished, the rest dropped) before any
+// LLVM static dies, without ever making a foreground call wait for a compilation:
+//   - the Specialiser is never destroyed (no destructor of ours runs LLVM code after its statics are gone; the
+//     worker's Jit and cache are left to the operating system at exit);
+//   - after each job that generated code, the worker registers shutdown() with atexit: handlers and static
+//     destructors run in reverse order of registration, so that registration is younger than every static the job
+//     made and runs before them;
+//   - exit() runs the exiting thread's thread_local destructors before any atexit handler or static destructor; the
+//     process's main thread, when it queues a job, gets a thread_local whose destructor calls shutdown(), which covers
+//     a job that is making its first statics while main() returns.
 class Specialiser {
  public:
   static Specialiser& instance() {
-    // Order of destruction at exit: function-local statics die in reverse order of construction, and LLVM's code
-    // generator creates some of its own lazily on first use. If the first code generation of the process happened
-    // on our worker (every other kernel came from the disk cache), those statics would be younger than this object
-    // and destroyed before ~Specialiser joins a worker that is still compiling: a crash at exit. Generating one
-    // micro-kernel here first makes them older than the Specialiser. It costs one codegen (a few ms), once per
-    // process, on the call that first queues a specialisation; never on a step's first call.
-    static const bool warmed = warm_up_code_generator();
-    (void)warmed;
-    static Specialiser s;
-    return s;
+    static Specialiser* s = new Specialiser;  // never destroyed: see above
+    return *s;
   }
 
   void submit(std::function<void(KernelCache&)> job) {
+    if (is_main_thread()) {
+      static thread_local MainThreadExit guard;
+      guard.touch();
+    }
     std::lock_guard lock(mutex_);
+    if (stop_) return;  // after shutdown (at exit): the step stays on contract()
     if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
     jobs_.push_back(std::move(job));
     wake_.notify_all();
@@ -97,21 +90,37 @@ class Specialiser {
     wake_.notify_all();
   }
 
-  void wait_idle() {
-    std::unique_lock lock(mutex_);
-    idle_.wait(lock, [&] { return (jobs_.empty() || paused_) && !running_; });
+  void set_job_hook(std::function<void()> hook) {
+    std::lock_guard lock(mutex_);
+    hook_ = std::move(hook);
   }
 
-  ~Specialiser() {
+  void wait_idle() {
+    std::unique_lock lock(mutex_);
+    idle_.wait(lock, [&] { return (jobs_.empty() || paused_ || stop_) && !running_; });
+  }
+
+  // Finishes the running job, drops the queued ones and joins the worker. Idempotent; called at exit.
+  void shutdown() {
     {
       std::lock_guard lock(mutex_);
       stop_ = true;
       wake_.notify_all();
     }
-    if (thread_.joinable()) thread_.join();
+    std::lock_guard join_lock(join_mutex_);
+    if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
   }
 
  private:
+  struct MainThreadExit {
+    void touch() {}
+    ~MainThreadExit() { Specialiser::instance().shutdown(); }
+  };
+
+  static bool is_main_thread() { return ::gettid() == ::getpid(); }
+
+  static void shutdown_at_exit() { instance().shutdown(); }
+
   void loop() {
     std::unique_lock lock(mutex_);
     for (;;) {
@@ -120,25 +129,32 @@ class Specialiser {
       auto job = std::move(jobs_.front());
       jobs_.pop_front();
       running_ = true;
+      std::function<void()> hook = hook_;
       lock.unlock();
+      int64_t compiled_before = 0, compiled_after = 0;
       try {
+        if (hook) hook();
         if (!cache_) cache_ = std::make_unique<KernelCache>(KernelCache::default_cache_dir());
+        compiled_before = cache_->stats().kernels_compiled;
         job(*cache_);
       } catch (const Error&) {
         // The job marks its handle failed; the step keeps running on contract().
       }
+      if (cache_) compiled_after = cache_->stats().kernels_compiled;
+      if (compiled_after != compiled_before) std::atexit(shutdown_at_exit);  // younger than the statics just made
       lock.lock();
       running_ = false;
       idle_.notify_all();
     }
   }
 
-  std::mutex mutex_;
+  std::mutex mutex_, join_mutex_;
   std::condition_variable wake_, idle_;
   std::deque<std::function<void(KernelCache&)>> jobs_;
+  std::function<void()> hook_;
   bool paused_ = false, running_ = false, stop_ = false;
-  std::unique_ptr<KernelCache> cache_;  // created on the background thread, destroyed after it is joined
-  std::thread thread_;                  // last member: joined in the destructor before the others go
+  std::unique_ptr<KernelCache> cache_;  // used on the background thread only
+  std::thread thread_;
 };
 
 void queue(const std::shared_ptr<StepKernel::Shared>& shared) {
@@ -194,5 +210,6 @@ int64_t StepKernel::specialised_calls() const { return shared_->specialised.load
 
 void set_specialise_paused(bool paused) { Specialiser::instance().set_paused(paused); }
 void wait_specialise_idle() { Specialiser::instance().wait_idle(); }
+void set_specialise_job_hook(std::function<void()> hook) { Specialiser::instance().set_job_hook(std::move(hook)); }
 
 }  // namespace einstage

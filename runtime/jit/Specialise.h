@@ -8,7 +8,8 @@
 // constant, MicroKernel.h: SpecialisedKernelSpec) on one background thread and returns at once. When the kernel is
 // ready it is published through an atomic pointer; later calls whose problem matches the compiled one exactly
 // (extents, strides, dtype, accumulate) run it, any other problem keeps going to contract(). No call ever waits for
-// a compilation. The specialised kernel sums every element in the direct kernel's order, so results are bitwise the
+// a compilation, not even the process's first code generation (Specialise.cpp explains how the worker is stopped at
+// exit instead). The specialised kernel sums every element in the direct kernel's order, so results are bitwise the
 // same before and after the swap. Objects are cached on disk like every other kernel (KernelCache), by a second
 // KernelCache whose JIT and lock are the background thread's own. EINSTAGE_JIT_SPECIALISE=0 turns this off.
 #pragma once
@@ -17,6 +18,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 namespace einstage {
@@ -49,5 +51,8 @@ class StepKernel {
 /// the queue is empty and no job is running. Tests use them to observe that calls never wait for a compilation.
 void set_specialise_paused(bool paused);
 void wait_specialise_idle();
+/// Test hook: runs on the background thread at the start of every job, before its kernel is compiled or loaded
+/// (an empty function removes it). Tests hold a job inside it to check that the call that queued it returned.
+void set_specialise_job_hook(std::function<void()> hook);
 
 }  // namespace einstage

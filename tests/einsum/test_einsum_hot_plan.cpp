@@ -1,0 +1,112 @@
+// A hot prepared plan: the call that queues the step's specialised kernel returns while that job is still held at its
+// start on the background thread (a job hook blocks it), no call after the first generates code on the calling
+// thread, and the results are bitwise the same before and after the specialised kernel is swapped in.
+#include "support/Random.h"
+
+#include "extensions/einsum/Executor.h"
+#include "runtime/jit/Dispatch.h"
+#include "runtime/jit/Jit.h"
+#include "runtime/jit/Specialise.h"
+
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+using namespace einstage;
+namespace es = einstage::einsum;
+
+namespace {
+
+// Holds every background job at its start until released; records whether it was entered and on which thread.
+struct JobGate {
+  std::mutex mutex;
+  std::condition_variable changed;
+  bool entered = false, released = false, gave_up = false;
+  std::thread::id job_thread;
+
+  void hold() {
+    std::unique_lock lock(mutex);
+    entered = true;
+    job_thread = std::this_thread::get_id();
+    changed.notify_all();
+    // Never hang the suite: a call that waited for this job would stop the test thread, and the release below would
+    // then never come. The bound only ends such a deadlock; the checks use `gave_up`, not the time.
+    if (!changed.wait_for(lock, std::chrono::seconds(60), [&] { return released; })) gave_up = true;
+  }
+  bool wait_entered() {
+    std::unique_lock lock(mutex);
+    return changed.wait_for(lock, std::chrono::seconds(60), [&] { return entered; });
+  }
+  void release() {
+    std::lock_guard lock(mutex);
+    released = true;
+    changed.notify_all();
+  }
+};
+
+Tensor random_matrix(test::SplitMix64& rng, int64_t rows, int64_t cols) {
+  std::vector<double> v(static_cast<size_t>(rows * cols));
+  for (double& x : v) x = rng.symmetric();
+  return Tensor::from_col_major<double>({rows, cols}, v);
+}
+
+}  // namespace
+
+TEST_CASE("a hot prepared plan queues its specialised kernel without waiting for the compilation") {
+  if (!jit_enabled()) return;
+  // A shape no other test uses, so this plan's step is the one that gets queued here.
+  const int64_t m = 11, k = 9, n = 13;
+  test::SplitMix64 rng{911};
+  const Tensor a = random_matrix(rng, m, k), b = random_matrix(rng, k, n);
+  const std::vector<Tensor> ops = {a, b};
+  const std::vector<es::TensorMeta> metas = {es::TensorMeta::of(a), es::TensorMeta::of(b)};
+  const es::EinsumPlan plan = es::EinsumPlan::prepare("ij,jk->ik", metas);
+  REQUIRE(plan.is_shortcut());
+
+  // The oracle: the definitional loop, summed in k order (the kernels may differ in the last bits).
+  std::vector<double> expect(static_cast<size_t>(m * n), 0.0);
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t l = 0; l < k; ++l) expect[i + m * j] += a.at<double>({i, l}) * b.at<double>({l, j});
+
+  JobGate gate;
+  set_specialise_job_hook([&] { gate.hold(); });
+  Tensor out = Tensor::empty(DType::f64, {m, n});
+  std::vector<double> first;
+  int64_t codegens_after_first = 0;
+  for (int64_t call = 0; call < StepKernel::kHotCalls + 8; ++call) {
+    plan.execute_into(ops, out);
+    // The first call may compile the generic direct kernel (unless the disk cache has it); no later one compiles.
+    if (call == 0) codegens_after_first = Jit::codegens_on_this_thread();
+    CHECK(Jit::codegens_on_this_thread() == codegens_after_first);
+    std::vector<double> got = out.to_col_major<double>();
+    if (call == 0) {
+      for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == doctest::Approx(expect[i]).epsilon(1e-12));
+      first = got;
+    } else {
+      CHECK(std::memcmp(got.data(), first.data(), got.size() * sizeof(double)) == 0);
+    }
+  }
+  // Every call has returned; the job they queued now starts (or has started) and is held inside the hook.
+  const bool entered = gate.wait_entered();
+  CHECK(entered);
+  {
+    std::lock_guard lock(gate.mutex);
+    CHECK(gate.job_thread != std::this_thread::get_id());
+  }
+  gate.release();
+  wait_specialise_idle();
+  set_specialise_job_hook({});
+  CHECK_FALSE(gate.gave_up);
+
+  // After the swap: the same bits.
+  for (int call = 0; call < 4; ++call) {
+    Tensor fresh = plan.execute(ops);
+    std::vector<double> got = fresh.to_col_major<double>();
+    CHECK(std::memcmp(got.data(), first.data(), got.size() * sizeof(double)) == 0);
+  }
+}
