@@ -11,43 +11,88 @@
 namespace einstage::einsum {
 namespace {
 
-// The cache key: everything a plan depends on, serialised into one string (kind tag, subscripts, shapes, dtypes,
-// plan spec, broadcast bit, group lengths).
-void append_metas(std::string& key, std::span<const TensorMeta> metas) {
-  for (const TensorMeta& m : metas) {
-    key += '|';
-    key += name(m.dtype);
-    for (int64_t e : m.shape) {
-      key += ':';
-      key += std::to_string(e);
-    }
-  }
-}
+// The cache key: everything a plan depends on. A lookup compares the caller's string, operands and options with the
+// stored key in place (a probe), so a hit builds no string and no vector.
+enum class KeyKind : uint8_t { string, labels, grouped };
 
-void append_options(std::string& key, const EinsumOptions& options) {
-  key += options.allow_broadcast ? "|b1|" : "|b0|";
-  if (options.plan != PlanSpec{}) key += options.plan.to_string();
-}
+struct Key {
+  KeyKind kind = KeyKind::string;
+  std::string text;  // the subscripts as written; the integer form serialised (labels); text + lengths (grouped)
+  std::vector<TensorMeta> metas;
+  PlanSpec plan;
+  bool broadcast = false;
+};
+
+// What a lookup compares with a Key: the operands' metas are read from the tensors (or given), never copied.
+struct Probe {
+  KeyKind kind;
+  std::string_view text;
+  std::span<const Tensor> operands;  // either these ...
+  std::span<const TensorMeta> metas;  // ... or these
+  const EinsumOptions& options;
+
+  size_t size() const { return operands.empty() ? metas.size() : operands.size(); }
+  DType dtype(size_t i) const { return operands.empty() ? metas[i].dtype : operands[i].dtype(); }
+  const Shape& shape(size_t i) const { return operands.empty() ? metas[i].shape : operands[i].shape(); }
+
+  bool matches(const Key& key) const {
+    if (key.kind != kind || key.text != text || key.broadcast != options.allow_broadcast ||
+        key.metas.size() != size())
+      return false;
+    for (size_t i = 0; i < key.metas.size(); ++i)
+      if (key.metas[i].dtype != dtype(i) || key.metas[i].shape != shape(i)) return false;
+    return key.plan == options.plan;
+  }
+
+  uint64_t hash() const {
+    uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a over bytes, 64-bit words mixed in whole
+    auto byte = [&](uint8_t v) { h = (h ^ v) * 0x100000001b3ull; };
+    auto word = [&](uint64_t v) { h = (h ^ v) * 0x100000001b3ull; h ^= h >> 29; };
+    byte(static_cast<uint8_t>(kind));
+    for (char c : text) byte(static_cast<uint8_t>(c));
+    word(size());
+    for (size_t i = 0; i < size(); ++i) {
+      byte(static_cast<uint8_t>(dtype(i)));
+      const Shape& shape_i = shape(i);
+      word(shape_i.size());
+      for (int64_t e : shape_i) word(static_cast<uint64_t>(e));
+    }
+    byte(options.allow_broadcast ? 1 : 0);
+    if (options.plan != PlanSpec{}) word(options.plan.hash());
+    return h;
+  }
+
+  Key key() const {
+    Key k{kind, std::string(text), {}, options.plan, options.allow_broadcast};
+    for (size_t i = 0; i < size(); ++i) k.metas.push_back(TensorMeta{dtype(i), shape(i)});
+    return k;
+  }
+};
 
 class PlanCache {
  public:
   template <typename Make>
-  EinsumPlan get(const std::string& key, Make&& make) {
+  EinsumPlan get(const Probe& probe, Make&& make) {
+    const uint64_t hash = probe.hash();
     {
       std::lock_guard lock(mutex_);
-      auto it = map_.find(key);
-      if (it != map_.end()) {
-        ++hits_;
-        lru_.splice(lru_.begin(), lru_, it->second);
-        return it->second->second;
-      }
+      auto [first, last] = map_.equal_range(hash);
+      for (auto it = first; it != last; ++it)
+        if (probe.matches(it->second->key)) {
+          ++hits_;
+          lru_.splice(lru_.begin(), lru_, it->second);
+          return it->second->plan;
+        }
       ++misses_;
     }
     EinsumPlan plan = make();  // outside the lock: planning may take a while; errors leave the cache unchanged
     std::lock_guard lock(mutex_);
-    if (capacity_ == 0 || map_.count(key)) return plan;
-    lru_.emplace_front(key, plan);
-    map_[key] = lru_.begin();
+    if (capacity_ == 0) return plan;
+    auto [first, last] = map_.equal_range(hash);
+    for (auto it = first; it != last; ++it)
+      if (probe.matches(it->second->key)) return plan;  // another thread prepared it meanwhile
+    lru_.push_front(Entry{probe.key(), hash, plan});
+    map_.emplace(hash, lru_.begin());
     evict();
     return plan;
   }
@@ -68,15 +113,28 @@ class PlanCache {
   }
 
  private:
+  struct Entry {
+    Key key;
+    uint64_t hash;
+    EinsumPlan plan;
+  };
+  using Iterator = std::list<Entry>::iterator;
+
   void evict() {
     while (map_.size() > capacity_) {
-      map_.erase(lru_.back().first);
+      const Iterator oldest = std::prev(lru_.end());
+      auto [first, last] = map_.equal_range(oldest->hash);
+      for (auto it = first; it != last; ++it)
+        if (it->second == oldest) {
+          map_.erase(it);
+          break;
+        }
       lru_.pop_back();
     }
   }
   std::mutex mutex_;
-  std::list<std::pair<std::string, EinsumPlan>> lru_;  // most recent first
-  std::unordered_map<std::string, std::list<std::pair<std::string, EinsumPlan>>::iterator> map_;
+  std::list<Entry> lru_;  // most recent first
+  std::unordered_multimap<uint64_t, Iterator> map_;
   size_t capacity_ = 256;
   uint64_t hits_ = 0, misses_ = 0;
 };
@@ -86,13 +144,15 @@ PlanCache& cache() {
   return instance;
 }
 
+void check_defined(std::span<const Tensor> operands) {
+  for (size_t i = 0; i < operands.size(); ++i)
+    if (!operands[i].defined()) fail(ErrorKind::invalid_argument, "einsum: operand {} is undefined", i);
+}
+
 std::vector<TensorMeta> metas_of(std::span<const Tensor> operands) {
   std::vector<TensorMeta> metas;
   metas.reserve(operands.size());
-  for (size_t i = 0; i < operands.size(); ++i) {
-    if (!operands[i].defined()) fail(ErrorKind::invalid_argument, "einsum: operand {} is undefined", i);
-    metas.push_back(TensorMeta::of(operands[i]));
-  }
+  for (const Tensor& t : operands) metas.push_back(TensorMeta::of(t));
   return metas;
 }
 
@@ -106,16 +166,16 @@ Tensor run(const EinsumPlan& plan, std::span<const Tensor> operands, const Einsu
 }  // namespace
 
 EinsumPlan cached_plan(std::string_view subscripts, std::span<const TensorMeta> metas, const EinsumOptions& options) {
-  std::string key = "s|";
-  key += subscripts;
-  append_metas(key, metas);
-  append_options(key, options);
-  return cache().get(key, [&] { return EinsumPlan::prepare(subscripts, metas, options); });
+  const Probe probe{KeyKind::string, subscripts, {}, metas, options};
+  return cache().get(probe, [&] { return EinsumPlan::prepare(subscripts, metas, options); });
 }
 
 Tensor einsum(std::string_view subscripts, std::span<const Tensor> operands, const EinsumOptions& options) {
-  const std::vector<TensorMeta> metas = metas_of(operands);
-  return run(cached_plan(subscripts, metas, options), operands, options);
+  check_defined(operands);
+  const Probe probe{KeyKind::string, subscripts, operands, {}, options};
+  const EinsumPlan plan =
+      cache().get(probe, [&] { return EinsumPlan::prepare(subscripts, metas_of(operands), options); });
+  return run(plan, operands, options);
 }
 
 Tensor einsum(std::string_view subscripts, std::initializer_list<Tensor> operands, const EinsumOptions& options) {
@@ -123,31 +183,30 @@ Tensor einsum(std::string_view subscripts, std::initializer_list<Tensor> operand
 }
 
 Tensor einsum(const Subscripts& subscripts, std::span<const Tensor> operands, const EinsumOptions& options) {
-  const std::vector<TensorMeta> metas = metas_of(operands);
-  std::string key = "i|";
+  check_defined(operands);
+  std::string text;
   for (const auto& term : subscripts.inputs) {
-    for (Label l : term) key += std::to_string(l) + ' ';
-    key += ',';
+    for (Label l : term) text += std::to_string(l) + ' ';
+    text += ',';
   }
-  key += '>';
-  for (Label l : subscripts.output) key += std::to_string(l) + ' ';
-  key += '#';
-  for (Label l : subscripts.ellipsis) key += std::to_string(l) + ' ';
-  append_metas(key, metas);
-  append_options(key, options);
-  EinsumPlan plan = cache().get(key, [&] { return EinsumPlan::prepare(subscripts, metas, options); });
+  text += '>';
+  for (Label l : subscripts.output) text += std::to_string(l) + ' ';
+  text += '#';
+  for (Label l : subscripts.ellipsis) text += std::to_string(l) + ' ';
+  const Probe probe{KeyKind::labels, text, operands, {}, options};
+  const EinsumPlan plan =
+      cache().get(probe, [&] { return EinsumPlan::prepare(subscripts, metas_of(operands), options); });
   return run(plan, operands, options);
 }
 
 Tensor einsum_grouped(std::string_view subscripts, std::span<const Tensor> operands,
                       std::span<const GroupLength> lengths, const EinsumOptions& options) {
-  const std::vector<TensorMeta> metas = metas_of(operands);
-  std::string key = "g|";
-  key += subscripts;
-  for (const GroupLength& g : lengths) key += fmt::format("|len_{}={}", g.group, g.length);
-  append_metas(key, metas);
-  append_options(key, options);
-  EinsumPlan plan = cache().get(key, [&] { return EinsumPlan::prepare_grouped(subscripts, metas, lengths, options); });
+  check_defined(operands);
+  std::string text(subscripts);
+  for (const GroupLength& g : lengths) text += fmt::format("|len_{}={}", g.group, g.length);
+  const Probe probe{KeyKind::grouped, text, operands, {}, options};
+  const EinsumPlan plan = cache().get(
+      probe, [&] { return EinsumPlan::prepare_grouped(subscripts, metas_of(operands), lengths, options); });
   return run(plan, operands, options);
 }
 

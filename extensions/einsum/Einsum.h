@@ -2,7 +2,8 @@
 //
 // Stage: einsum extension, user-facing. A one-shot call looks its prepared plan up in a bounded, thread-safe cache
 // keyed by (subscripts as written, operand shapes, dtypes, plan spec, broadcast permission), so repeated calls with
-// the same shapes do not parse, bind or plan again; a miss prepares an EinsumPlan (Executor.h) and keeps it (least
+// the same shapes do not parse, bind or plan again; a lookup hashes and compares the caller's string and tensors in
+// place, so a hit allocates nothing; a miss prepares an EinsumPlan (Executor.h) and keeps it (least
 // recently used entries are evicted beyond the capacity). Results never depend on the cache: a cached plan is the
 // plan prepare() would make. For repeated calls in a loop, preparing once and calling execute() skips the lookup too.
 // Depends on Executor.h.
