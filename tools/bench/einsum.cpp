@@ -4,13 +4,15 @@
 // Workloads (f64, column-major operands, seeded data): the 7-matrix chain ij,jk,kl,lm,mn,no,o->i with n = 256, the
 // 4x4 grid of bond dimension 8 contracted to a scalar (planned with auto, and with auto(quality=high)), and a 16x16
 // matmul. Columns: a cold one-shot call (parse,
-// bind, plan, execute; the plan cache cleared first), a warm one-shot call (cache hit), a prepared plan's execute(),
-// each with the dispatcher's kernel (JIT for floating types) and with the portable kernel (EINSTAGE_JIT=0), and
-// NumPy (an embedded script run by /usr/bin/python3, with OPENBLAS_CORETYPE=SkylakeX); the NumPy column says
-// "n/a" and the output says why when python3 or numpy is missing. Times are the best of repeated calls after a
-// warm-up, on one thread unless --threads is given.
+// bind, plan, execute; the plan cache cleared first), a warm one-shot call (cache hit), a prepared plan's execute()
+// (fresh output tensor) and execute_into() (preallocated output), each with the dispatcher's kernel (JIT for floating
+// types) and with the portable kernel (EINSTAGE_JIT=0; its plans and cache entries are made with the variable set, so
+// no step runs a specialised JIT kernel), and NumPy (an embedded script run by /usr/bin/python3, with
+// OPENBLAS_CORETYPE=SkylakeX); the NumPy column says "n/a" and the output says why when python3 or numpy is missing.
+// Times are the best of repeated calls after a warm-up, on one thread unless --threads is given; a call shorter than
+// 50 us is timed in blocks of calls (best block / calls per block), so the clock's own cost does not count.
 //
-// Usage: einstage_bench_einsum [--threads N] [--min-time S] [--json FILE] [--no-numpy]
+// Usage: einstage_bench_einsum [--threads N] [--min-time S] [--json FILE] [--no-numpy] [--filter TEXT]
 #include "tools/bench/BenchUtil.h"
 #include "extensions/einsum/Einsum.h"
 #include "extensions/einsum/planner/ContractionTree.h"
@@ -19,6 +21,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -153,7 +156,23 @@ std::optional<json> numpy_times(const std::vector<Workload>& ws, double min_time
   return json::parse(out);
 }
 
-std::string us(double s) { return s < 0 ? "n/a" : fmt::format("{:.1f}", s * 1e6); }
+std::string us(double s) {
+  if (s < 0) return "n/a";
+  return s < 1e-5 ? fmt::format("{:.3f}", s * 1e6) : fmt::format("{:.1f}", s * 1e6);
+}
+
+// Seconds per call of fn: best_time of one call, or of a block of calls when one call is shorter than 50 us.
+double per_call(const std::function<void()>& fn, double min_time) {
+  fn();  // warm-up: plans and kernels
+  const auto t0 = Clock::now();
+  fn();
+  const double one = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (one >= 50e-6) return best_time(fn, min_time);
+  const int block = static_cast<int>(std::min(10000.0, 50e-6 / std::max(one, 1e-9))) + 1;
+  return best_time([&] {
+    for (int i = 0; i < block; ++i) fn();
+  }, min_time) / block;
+}
 
 }  // namespace
 
@@ -162,30 +181,36 @@ int main(int argc, char** argv) {
   double min_time = 0.3;
   std::string json_file;
   bool numpy = true;
+  std::string filter;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--threads" && i + 1 < argc) threads = std::atoi(argv[++i]);
     else if (a == "--min-time" && i + 1 < argc) min_time = std::atof(argv[++i]);
     else if (a == "--json" && i + 1 < argc) json_file = argv[++i];
     else if (a == "--no-numpy") numpy = false;
+    else if (a == "--filter" && i + 1 < argc) filter = argv[++i];
     else {
-      std::fprintf(stderr, "usage: einstage_bench_einsum [--threads N] [--min-time S] [--json FILE] [--no-numpy]\n");
+      std::fprintf(stderr, "usage: einstage_bench_einsum [--threads N] [--min-time S] [--json FILE] [--no-numpy] "
+                           "[--filter TEXT]\n");
       return 2;
     }
   }
   ThreadPool pool(threads);
   es::EinsumOptions options;
   options.pool = &pool;
-  const auto ws = workloads();
+  std::vector<Workload> ws;
+  for (Workload& w : workloads())
+    if (filter.empty() || w.name.find(filter) != std::string::npos) ws.push_back(std::move(w));
   json result = {{"threads", threads}, {"rows", json::array()}};
   std::string why = "--no-numpy";
   std::optional<json> np = numpy ? numpy_times(ws, min_time, threads, why) : std::nullopt;
   if (np) result["numpy"] = (*np)["numpy"];
 
   fmt::print("einsum execution, f64, {} thread(s), best of repeated calls (microseconds)\n", threads);
-  fmt::print("{:<15} {:>10} {:>9} | {:>9} {:>9} {:>9} | {:>9} {:>9} {:>9} | {:>9} {:>9}\n", "workload", "flops",
-             "method", "cold", "one-shot", "prepared", "cold", "one-shot", "prepared", "opt=True", "greedy");
-  fmt::print("{:<15} {:>10} {:>9} | {:^29} | {:^29} | {:^19}\n", "", "", "", "dispatcher (JIT)", "portable kernel",
+  fmt::print("{:<15} {:>10} {:>9} | {:>9} {:>9} {:>9} {:>9} | {:>9} {:>9} {:>9} {:>9} | {:>9} {:>9}\n", "workload",
+             "flops", "method", "cold", "one-shot", "prepared", "into", "cold", "one-shot", "prepared", "into",
+             "opt=True", "greedy");
+  fmt::print("{:<15} {:>10} {:>9} | {:^39} | {:^39} | {:^19}\n", "", "", "", "dispatcher (JIT)", "portable kernel",
              "numpy einsum");
   for (size_t r = 0; r < ws.size(); ++r) {
     const Workload& w = ws[r];
@@ -194,23 +219,29 @@ int main(int argc, char** argv) {
     for (const Tensor& t : ops) metas.push_back(es::TensorMeta::of(t));
     es::EinsumOptions opt = options;
     opt.plan = es::PlanSpec::parse(w.plan);
-    es::EinsumPlan plan = es::EinsumPlan::prepare(w.spec, metas, opt);
+    const es::EinsumPlan plan = es::EinsumPlan::prepare(w.spec, metas, opt);
     double flops = 0;
     if (!plan.tree().steps().empty()) flops = es::evaluate(plan.subscripts(), plan.extents(), plan.tree()).flops;
     else flops = 16.0 * 16 * 16;
     json row = {{"name", w.name}, {"spec", w.spec}, {"plan", w.plan}, {"flops", flops}, {"shortcut", plan.is_shortcut()},
                 {"tree", plan.tree().to_string()}, {"arena_bytes", plan.arena_bytes()}};
-    double t[2][3];
+    double t[2][4];
+    Tensor out = Tensor::empty(plan.dtype(), plan.output_shape());
     for (int portable = 0; portable < 2; ++portable) {
       if (portable) setenv("EINSTAGE_JIT", "0", 1);
       else unsetenv("EINSTAGE_JIT");
+      // A plan (and cache entries) made in this mode: a plan whose steps were specialised in the JIT pass would keep
+      // running its specialised JIT kernels.
+      const es::EinsumPlan mode_plan = portable ? es::EinsumPlan::prepare(w.spec, metas, opt) : plan;
+      es::clear_einsum_cache();
       // Cold: a fresh plan cache, so the call parses, binds, plans and executes (kernels already compiled).
-      t[portable][0] = best_time([&] {
+      t[portable][0] = per_call([&] {
         es::clear_einsum_cache();
         es::einsum(w.spec, ops, opt);
       }, min_time);
-      t[portable][1] = best_time([&] { es::einsum(w.spec, ops, opt); }, min_time);
-      t[portable][2] = best_time([&] { plan.execute(ops, &pool); }, min_time);
+      t[portable][1] = per_call([&] { es::einsum(w.spec, ops, opt); }, min_time);
+      t[portable][2] = per_call([&] { mode_plan.execute(ops, &pool); }, min_time);
+      t[portable][3] = per_call([&] { mode_plan.execute_into(ops, out, &pool); }, min_time);
     }
     unsetenv("EINSTAGE_JIT");
     double tn = -1, tg = -1, np_flops = 0;
@@ -221,11 +252,13 @@ int main(int argc, char** argv) {
           tg = pr["greedy_nolimit_s"].get<double>();
           np_flops = pr["opt_true_path_flops"].get<double>();
         }
-    fmt::print("{:<15} {:>10.3g} {:>9} | {:>9} {:>9} {:>9} | {:>9} {:>9} {:>9} | {:>9} {:>9}\n", w.name, flops,
-               plan.is_shortcut() ? "shortcut" : "tree", us(t[0][0]), us(t[0][1]), us(t[0][2]), us(t[1][0]),
-               us(t[1][1]), us(t[1][2]), np && tn < 0 ? fmt::format("({:.1e}fl)", np_flops) : us(tn), us(tg));
-    row["jit"] = {{"cold_s", t[0][0]}, {"one_shot_s", t[0][1]}, {"prepared_s", t[0][2]}};
-    row["portable"] = {{"cold_s", t[1][0]}, {"one_shot_s", t[1][1]}, {"prepared_s", t[1][2]}};
+    fmt::print("{:<15} {:>10.3g} {:>9} | {:>9} {:>9} {:>9} {:>9} | {:>9} {:>9} {:>9} {:>9} | {:>9} {:>9}\n", w.name,
+               flops, plan.is_shortcut() ? "shortcut" : "tree", us(t[0][0]), us(t[0][1]), us(t[0][2]), us(t[0][3]),
+               us(t[1][0]), us(t[1][1]), us(t[1][2]), us(t[1][3]),
+               np && tn < 0 ? fmt::format("({:.1e}fl)", np_flops) : us(tn), us(tg));
+    row["jit"] = {{"cold_s", t[0][0]}, {"one_shot_s", t[0][1]}, {"prepared_s", t[0][2]}, {"prepared_into_s", t[0][3]}};
+    row["portable"] = {{"cold_s", t[1][0]}, {"one_shot_s", t[1][1]}, {"prepared_s", t[1][2]},
+                       {"prepared_into_s", t[1][3]}};
     row["numpy_opt_true_s"] = tn < 0 ? json(nullptr) : json(tn);
     row["numpy_opt_true_path_flops"] = np_flops;
     row["numpy_greedy_nolimit_s"] = tg < 0 ? json(nullptr) : json(tg);
@@ -233,6 +266,7 @@ int main(int argc, char** argv) {
   }
   if (!np) fmt::print("numpy: not measured ({})\n", why);
   fmt::print("flops = multiply-adds of the planned tree (evaluate()); cold = plan cache cleared before each call;\n"
+             "prepared = execute() (fresh output), into = execute_into() (preallocated output);\n"
              "numpy opt=True = np.einsum(optimize=True), not timed when its path exceeds {:.0e} flops (shown in\n"
              "parentheses); greedy = np.einsum with np.einsum_path(optimize=('greedy', 2**62)), no memory limit\n",
              kNumpyMaxFlops);
