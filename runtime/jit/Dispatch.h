@@ -4,7 +4,10 @@
 // Policy: f32, f64, c64 and c128 run on the JIT (runtime/jit/Gett.h); i64 always runs on the portable kernel (the
 // JIT has no integer micro-kernel: integer einsums are rare and not compute-bound in practice). EINSTAGE_JIT=0 in the
 // environment, or any JIT failure (LLVM cannot target the host, codegen error), sends floating-point problems to
-// contract_portable as well, with a one-line warning on stderr printed once per process.
+// contract_portable as well, with a one-line warning on stderr printed once per process. Matrix-vector shaped steps
+// (fewer than 8 columns) stay on the JIT too: its narrow direct tiles read A once in place and measured 1.05-4.6x the
+// portable kernel from 256^2 up (tools/bench/contract.cpp, matvec rows); below that both take ~1 us and the JIT path
+// is the one a hot step's specialised kernel reproduces bit for bit (runtime/jit/Specialise.h), so one rule serves.
 #pragma once
 
 #include "runtime/jit/KernelCache.h"

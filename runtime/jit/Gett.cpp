@@ -307,17 +307,21 @@ struct Gett {
     const int64_t M = m.size, N = n.size;
     const int64_t nslivers = (N + nr - 1) / nr, mslivers = (M + mr - 1) / mr;
     const int64_t beta = accumulate ? 1 : 0;
-    // Column slivers are independent tiles; each tile sums k in order, so any split gives the same bits.
-    parallel_for(pool, nslivers, [&](int64_t s0, int64_t s1) {
+    // Tiles are independent and each sums k in order, so any split gives the same bits. Work items run column
+    // sliver by column sliver (tile order s * mslivers + t), so a matrix-vector step (one sliver) splits too.
+    parallel_for(pool, nslivers * mslivers, [&](int64_t w0, int64_t w1) {
       int64_t b_coff[32];
-      for (int64_t s = s0; s < s1; ++s) {
+      int64_t sliver = -1;
+      for (int64_t w = w0; w < w1; ++w) {
+        const int64_t s = w / mslivers, t = w % mslivers;
         const int64_t j0 = s * nr, cols = std::min(nr, N - j0);
-        for (int64_t j = 0; j < nr; ++j) b_coff[j] = n.b[j0 + std::min(j, cols - 1)];
-        for (int64_t t = 0; t < mslivers; ++t) {
-          const int64_t i0 = t * mr;
-          direct(k_inner, a + m.a[i0], b, c + m.c[i0], cn_real.data() + j0, std::min(mr, M - i0), cols, beta,
-                 k_geometry, b_coff);
+        if (s != sliver) {
+          for (int64_t j = 0; j < nr; ++j) b_coff[j] = n.b[j0 + std::min(j, cols - 1)];
+          sliver = s;
         }
+        const int64_t i0 = t * mr;
+        direct(k_inner, a + m.a[i0], b, c + m.c[i0], cn_real.data() + j0, std::min(mr, M - i0), cols, beta,
+               k_geometry, b_coff);
       }
     });
   }
@@ -442,6 +446,9 @@ struct Gett {
 bool use_direct(const Fused& m, const Fused& n, const Fused& k, size_t elt) {
   if (const char* env = std::getenv("EINSTAGE_JIT_DIRECT"); env && std::strcmp(env, "0") == 0) return false;
   const double a_bytes = double(m.size) * double(k.size) * double(elt);
+  // Fewer than 8 columns (matrix-vector shaped): one column sliver of an 8-column tile, or a few of a narrow tile,
+  // reads A about once in place; packing would read it, write it and read it again, for at most 7 uses per element.
+  if (n.size < 8) return true;
   // A few k steps (an outer product is k = 1): nothing to amortise packing over, whatever m and n are.
   return a_bytes <= 40 * 1024 && (double(m.size) * double(n.size) * double(k.size) <= 96.0 * 96 * 96 || k.size <= 8);
 }
@@ -485,6 +492,8 @@ bool plan_direct(Gett<T>& g, DType real, bool avx512, MicroKernelSpec& tile) {
     }
     if (!contiguous) continue;
     double cost = std::ceil(double(g.m.size) / s.mr) * s.mr * std::ceil(double(g.n.size) / s.nr) * s.nr / choice.efficiency;
+    // Under 8 columns a step is bound by reading A, once per column sliver: fewest slivers first, then least work.
+    if (g.n.size < 8) cost += std::ceil(double(g.n.size) / s.nr) * 1e18;
     if (!best || cost < best_cost) best = &s, best_cost = cost;
   }
   if (!best || !k_levels(g.k, g.k_inner, g.k_geometry)) return false;

@@ -65,6 +65,16 @@ std::vector<MicroKernelChoice> direct_kernel_candidates(DType real_dtype, bool a
     mid.nr = 8;
     out.push_back({mid, 0.95});
   }
+  // Narrow tiles for skinny problems (n < 8: matrix-vector and matrix-times-few-vectors): a wider tile would pad the
+  // columns to 8 or 14 and repeat the FMAs for nothing. 4 A vectors per k step and 1, 2 or 4 broadcasts; such steps
+  // read each element of A once and are bound by memory, not by the FMA rate (efficiency 0.8 keeps these tiles off
+  // problems with many columns).
+  for (int nr : {1, 2, 4}) {
+    MicroKernelSpec narrow = out.front().spec;
+    narrow.mr = 4 * narrow.lanes;
+    narrow.nr = nr;
+    out.push_back({narrow, 0.8});
+  }
   // The 8 x 24 tile keeps 24 column offsets live in the k loop: in direct form they do not fit in the general
   // registers and the loop spills (measured slower than packing), so direct kernels stop at 16 columns.
   std::erase_if(out, [](const MicroKernelChoice& choice) { return choice.spec.nr > 16; });

@@ -103,6 +103,30 @@ TEST_CASE("jit gett: bitwise identical at 1 and 2 threads") {
       CHECK(serial.c.bytes == dual.c.bytes);
     }
   }
+  // A matrix-vector step large enough to be split between threads (one column sliver: the split is over row tiles).
+  for (int64_t n : {1, 3}) {
+    SplitMix64 rng(999 + uint64_t(n));
+    OwnedProblem base;
+    base.p.dtype = DType::f64;
+    const int64_t m = 517, k = 300;
+    base.p.m = {{m, 1, 0, 1}};
+    base.p.k = {{k, m, 1, 0}};
+    base.p.n = {{n, 0, k, m}};
+    base.a.elements = m * k;
+    base.b.elements = k * n;
+    base.c.elements = m * n;
+    for (Storage* s : {&base.a, &base.b, &base.c}) s->bytes.resize(size_t(s->elements) * 8);
+    fill<double>(rng, base.a);
+    fill<double>(rng, base.b);
+    base.c_initial = base.c.bytes;
+    OwnedProblem x = base, y = base;
+    x.bind();
+    y.bind();
+    contract_jit(x.p, nullptr, &memory_cache());
+    contract_jit(y.p, &two, &memory_cache());
+    CHECK(x.c.bytes == y.c.bytes);
+    check_against_oracle<double>(y);
+  }
   // A problem large enough to take the threaded paths (work above the serial threshold), batched and not.
   for (int batch : {1, 3}) {
     SplitMix64 rng(4242 + uint64_t(batch));
@@ -211,6 +235,13 @@ TEST_CASE("jit gett: direct path on its target shapes") {
        4096, 4096},
       // ijb,jkb->ikb with b = 3.
       {{{64, 1, 0, 1}}, {{64, 0, 64, 64}}, {{64, 64, 1, 0}}, {{3, 4096, 4096, 4096}}, 3 * 4096, 3 * 4096, 3 * 4096},
+      // Matrix times 1..7 vectors with A beyond the small-problem limit (narrow direct tiles, odd m edge), and
+      // B's columns strided.
+      {{{301, 1, 0, 1}}, {{1, 0, 200, 301}}, {{200, 301, 1, 0}}, {}, 301 * 200, 200, 301},
+      {{{301, 1, 0, 1}}, {{2, 0, 203, 301}}, {{200, 301, 1, 0}}, {}, 301 * 200, 2 * 203, 2 * 301},
+      {{{301, 1, 0, 1}}, {{3, 0, 200, 301}}, {{200, 301, 1, 0}}, {}, 301 * 200, 3 * 200, 3 * 301},
+      {{{301, 1, 0, 1}}, {{4, 0, 1, 301}}, {{200, 301, 4, 0}}, {}, 301 * 200, 4 * 200, 4 * 301},
+      {{{301, 1, 0, 1}}, {{7, 0, 200, 301}}, {{200, 301, 1, 0}}, {}, 301 * 200, 7 * 200, 7 * 301},
   };
   SplitMix64 rng(31337);
   for (const Case& cs : cases) {

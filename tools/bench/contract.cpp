@@ -182,6 +182,12 @@ std::vector<Row> make_rows(bool quick) {
         {{'k', k}, {'a', 128}, {'b', 128}, {'c', 128}});
   add("bij,bjk->bik f64 b=64 64^2", "bij,bjk->bik", DType::f64, {{'b', 64}, {'i', 64}, {'j', 64}, {'k', 64}});
   add("ijb,jkb->ikb f64 b=64 64^2", "ijb,jkb->ikb", DType::f64, {{'b', 64}, {'i', 64}, {'j', 64}, {'k', 64}});
+  // Matrix-vector shaped steps (fewer than 8 columns): also timed on the portable kernel (column xport), which
+  // contract() would otherwise be a candidate for.
+  add("ij,j->i f64 1024", "ij,j->i", DType::f64, {{'i', 1024}, {'j', 1024}});
+  add("ji,j->i f64 1024", "ji,j->i", DType::f64, {{'i', 1024}, {'j', 1024}});
+  add("ij,j->i f64 256", "ij,j->i", DType::f64, {{'i', 256}, {'j', 256}});
+  add("ij,jk->ik f64 1024x1024x4", "ij,jk->ik", DType::f64, {{'i', 1024}, {'j', 1024}, {'k', 4}});
   add("ij,jk->ik c128 512", "ij,jk->ik", DType::c128, {{'i', 512}, {'j', 512}, {'k', 512}});
   add("ij,jk->ik c64 512", "ij,jk->ik", DType::c64, {{'i', 512}, {'j', 512}, {'k', 512}});
   for (Row& r : rows) r.blas_batch_loop = r.spec == "ijb,jkb->ikb";
@@ -203,6 +209,7 @@ std::vector<T> random_data(int64_t n, uint64_t seed) {
 struct Measured {
   double jit_first = 0, jit_best = 0;
   std::optional<double> blas_best;
+  std::optional<double> portable_best;  // skinny rows (min(M, N) < 8) only
 };
 
 template <typename T>
@@ -217,6 +224,7 @@ Measured measure(Row& row, ThreadPool* pool, double min_time) {
   contract_jit(p, pool);
   m.jit_first = seconds_since(t0);
   m.jit_best = best_time([&] { contract_jit(p, pool); }, min_time);
+  if (std::min(row.M, row.N) < 8) m.portable_best = best_time([&] { contract_portable(p, pool); }, min_time);
 #ifdef EINSTAGE_HAVE_OPENBLAS
   if constexpr (std::is_same_v<T, double> || std::is_same_v<T, float>) {
     // The same M, N, K as one column-major GEMM (or one per contiguous batch entry).
@@ -389,8 +397,8 @@ int main(int argc, char** argv) {
   };
 
   fmt::print("\nratios are peer time / einstage time (> 1: einstage faster); OpenBLAS = one GEMM of the same M,N,K\n");
-  fmt::print("{:<36} {:>10} {:>8} {:>8} {:>7} {:>8} {:>8} {:>8} {:>8} {:>8}\n", "row", "JIT ms", "GFLOP/s",
-             "OB GF/s", "xOB", "np SKX", "npo SKX", "torch SKX", "npo def", "torch def");
+  fmt::print("{:<36} {:>10} {:>8} {:>8} {:>7} {:>8} {:>8} {:>8} {:>8} {:>8} {:>6}\n", "row", "JIT ms", "GFLOP/s",
+             "OB GF/s", "xOB", "np SKX", "npo SKX", "torch SKX", "npo def", "torch def", "xport");
   json out_rows = json::array();
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row& row = rows[i];
@@ -399,14 +407,15 @@ int main(int argc, char** argv) {
     auto np = peer(peers_skx, i, "numpy_einsum"), npo = peer(peers_skx, i, "numpy_einsum_opt"),
          th = peer(peers_skx, i, "torch_einsum"), npo_d = peer(peers_default, i, "numpy_einsum_opt"),
          th_d = peer(peers_default, i, "torch_einsum");
-    fmt::print("{:<36} {:>10.4f} {:>8.1f} {:>8} {:>7} {:>8} {:>8} {:>8} {:>8} {:>8}\n", row.name, m.jit_best * 1e3,
+    fmt::print("{:<36} {:>10.4f} {:>8.1f} {:>8} {:>7} {:>8} {:>8} {:>8} {:>8} {:>8} {:>6}\n", row.name, m.jit_best * 1e3,
                flops / m.jit_best * 1e-9, m.blas_best ? fmt::format("{:.1f}", flops / *m.blas_best * 1e-9) : "-",
                ratio(m.blas_best, m.jit_best), ratio(np, m.jit_best), ratio(npo, m.jit_best), ratio(th, m.jit_best),
-               ratio(npo_d, m.jit_best), ratio(th_d, m.jit_best));
+               ratio(npo_d, m.jit_best), ratio(th_d, m.jit_best), ratio(m.portable_best, m.jit_best));
     json r = {{"name", row.name}, {"spec", row.spec}, {"dtype", name(row.dtype)}, {"M", row.M}, {"N", row.N},
               {"K", row.K}, {"batch", row.batch}, {"real_flops", flops}, {"jit_s", m.jit_best},
               {"jit_first_call_s", m.jit_first}, {"jit_gflops", flops / m.jit_best * 1e-9}};
     if (m.blas_best) r["openblas_s"] = *m.blas_best;
+    if (m.portable_best) r["portable_s"] = *m.portable_best;
     if (np) r["numpy_einsum_skylakex_s"] = *np;
     if (npo) r["numpy_einsum_opt_skylakex_s"] = *npo;
     if (th) r["torch_einsum_skylakex_s"] = *th;
