@@ -180,8 +180,7 @@ int run_plan(std::span<const std::string_view> args) {
     einsum::BoundEinsum bound = einsum::bind_einsum(notation, shapes, broadcast);
     einsum::PlanSpec chosen = spec ? *spec
                                    : (notation.order.empty() ? einsum::PlanSpec{} : einsum::PlanSpec::tree_plan(notation.order));
-    einsum::Network network = einsum::make_network(bound.subs, bound.extents);
-    einsum::PlanResult result = einsum::plan(chosen, network, plan_options);
+    einsum::PlanResult result = einsum::plan_contraction(chosen, bound.subs, bound.extents, plan_options);
     if (progress_shown) fmt::print(stderr, "\n");
     if (json) fmt::print("{}\n", einsum::report_json(bound.subs, result.tree, result.cost, result.method, 2));
     else fmt::print("{}", einsum::report_text(bound.subs, result));

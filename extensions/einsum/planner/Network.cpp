@@ -100,4 +100,65 @@ Network make_network(const Subscripts& subscripts, const Extents& extents) {
   return net;
 }
 
+PlanningForm fuse_cotravelling(const Subscripts& subscripts, const Extents& extents) {
+  const size_t n = subscripts.inputs.size();
+  // Signature of a label: how many times each input and the output name it.
+  std::map<Label, std::vector<int>> signature;
+  std::vector<Label> order;  // input labels in first-appearance order
+  for (size_t i = 0; i < n; ++i)
+    for (Label l : subscripts.inputs[i]) {
+      auto [it, inserted] = signature.try_emplace(l, std::vector<int>(n + 1, 0));
+      if (inserted) order.push_back(l);
+      ++it->second[i];
+    }
+  for (Label l : subscripts.output) {
+    auto it = signature.find(l);
+    if (it != signature.end()) ++it->second[n];
+  }
+  for (Label l : order) {
+    auto e = extents.find(l);
+    if (e == extents.end() || e->second < 0) (void)make_network(subscripts, extents);  // throws the usual error
+  }
+  // Classes in first-appearance order of their first member; a class closes when its product would pass 2^62.
+  constexpr int64_t kMaxProduct = int64_t{1} << 62;
+  struct Open {
+    Label fused;
+    int64_t product;
+  };
+  std::map<std::vector<int>, Open> open;
+  std::map<Label, Label> fused_of;  // representative input label -> fused label (members map to kNone)
+  constexpr Label kNone = -1;
+  PlanningForm form;
+  Label next = 0;
+  for (Label l : order) {
+    const int64_t e = extents.at(l);
+    if (e == 1) {
+      fused_of[l] = kNone;
+      continue;
+    }
+    auto it = open.find(signature[l]);
+    if (it != open.end() && e != 0 && it->second.product != 0 && it->second.product <= kMaxProduct / e) {
+      it->second.product *= e;
+      form.extents[it->second.fused] = it->second.product;
+      fused_of[l] = kNone;
+      continue;
+    }
+    const Label f = next++;
+    open.insert_or_assign(signature[l], Open{f, e});
+    form.extents[f] = e;
+    fused_of[l] = f;
+  }
+  auto term_of = [&](const std::vector<Label>& term) {
+    std::vector<Label> out;
+    for (Label l : term) {
+      auto it = fused_of.find(l);
+      if (it != fused_of.end() && it->second != kNone) out.push_back(it->second);
+    }
+    return out;
+  };
+  for (const auto& term : subscripts.inputs) form.subscripts.inputs.push_back(term_of(term));
+  form.subscripts.output = term_of(subscripts.output);
+  return form;
+}
+
 }  // namespace einstage::einsum

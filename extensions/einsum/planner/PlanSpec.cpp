@@ -350,9 +350,18 @@ PlanResult plan(const PlanSpec& spec, const Network& net, const PlanOptions& opt
   return finish(std::move(base), method);
 }
 
+PlanResult plan_contraction(const PlanSpec& spec, const Subscripts& subscripts, const Extents& extents,
+                            const PlanOptions& options) {
+  const PlanningForm form = fuse_cotravelling(subscripts, extents);
+  PlanResult result = plan(spec, make_network(form.subscripts, form.extents), options);
+  // Same totals; re-evaluated so the per-step labels are the caller's, not the fused ones.
+  result.cost = evaluate(make_network(subscripts, extents), result.tree);
+  return result;
+}
+
 ContractionTree resolve(const PlanSpec& spec, const Subscripts& subscripts, const Extents& extents,
                         const PlanOptions& options) {
-  return plan(spec, make_network(subscripts, extents), options).tree;
+  return plan_contraction(spec, subscripts, extents, options).tree;
 }
 
 Extents grouped_extents(const Subscripts& grouped, const std::map<Label, std::vector<Label>>& groups,

@@ -84,6 +84,10 @@ struct PlanResult {
 
 /// Plans one network. Explicit kinds are validated against its input count (errors name the step and position).
 PlanResult plan(const PlanSpec& spec, const Network& network, const PlanOptions& options = {});
+/// Plans a contraction on its planning form (fuse_cotravelling, Network.h): what resolve() and the CLI's `plan` use.
+/// The tree names operand positions, so it applies to `subscripts` unchanged, with the same cost.
+PlanResult plan_contraction(const PlanSpec& spec, const Subscripts& subscripts, const Extents& extents,
+                            const PlanOptions& options = {});
 ContractionTree resolve(const PlanSpec& spec, const Subscripts& subscripts, const Extents& extents,
                         const PlanOptions& options = {});
 
