@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <new>
 #include <optional>
@@ -96,18 +97,22 @@ enum class CallTensor : uint8_t { lhs, rhs, out };
 
 // One stride of a step's ContractionProblem that depends on the call's tensors: the problem's `field` of axis
 // `index` in group `group` (0 m, 1 n, 2 k, 3 batch) gets the stride of axis `axis` of `tensor` added (a repeated
-// label adds several axes: the diagonal).
+// label adds several axes: the diagonal). The first term of a field sets it to `constant` + that stride, so a problem
+// left from the same step's previous call on this thread needs no reset.
 struct StrideTerm {
   uint8_t group = 0;
   CallTensor tensor = CallTensor::lhs;
+  bool first = false;
   int index = 0;
   int axis = 0;
   int64_t ContractionProblem::Axis::*field = nullptr;
+  int64_t constant = 0;
 };
 
 // A binary step as execute() runs it: the problem with every extent and every stride known at prepare time
 // (intermediates, workspaces, broadcast axes), plus the terms that add the operands' and the output's strides.
 struct StepExec {
+  uint64_t id = 0;             // unique in the process: a thread's problem still holding this step is reused as is
   ContractionProblem problem;  // pointers null
   std::vector<StrideTerm> terms;
   int lhs_input = -1, rhs_input = -1;  // operand index of an input operand (-1: an intermediate in the arena)
@@ -293,7 +298,9 @@ void EinsumPlan::Impl::build_exec() {
         for (int w : present) {
           const SymbolicStride& st = views[w]->at(l);
           axis.*fields[w] = st.constant;
-          for (auto [tensor, ax] : st.axes) e.terms.push_back(StrideTerm{group, tensor, index, ax, fields[w]});
+          for (size_t t = 0; t < st.axes.size(); ++t)
+            e.terms.push_back(StrideTerm{group, st.axes[t].first, t == 0, index, st.axes[t].second, fields[w],
+                                         st.constant});
         }
         axes.push_back(axis);
       }
@@ -302,6 +309,8 @@ void EinsumPlan::Impl::build_exec() {
     add_axes(1, e.problem.n, s.rhs_free, {1, 2});
     add_axes(2, e.problem.k, s.contracted, {0, 1});
     add_axes(3, e.problem.batch, s.batch, {0, 1, 2});
+    static std::atomic<uint64_t> next_id{1};
+    e.id = next_id.fetch_add(1, std::memory_order_relaxed);
     exec.push_back(std::move(e));
   }
 }
@@ -385,6 +394,7 @@ constexpr int64_t kKeepScratchBytes = int64_t(256) << 10;
 struct ThreadScratch {
   bool busy = false;
   ContractionProblem problem;
+  uint64_t problem_of = 0;  // StepExec::id whose problem `problem` holds (0: none)
   ScratchBytes bytes;
   int64_t capacity = 0;
 };
@@ -422,6 +432,8 @@ class CallScratch {
   CallScratch& operator=(const CallScratch&) = delete;
 
   ContractionProblem& problem() { return state_->problem; }
+  uint64_t problem_of() const { return state_->problem_of; }
+  void set_problem_of(uint64_t id) { state_->problem_of = id; }
   std::byte* base() { return base_; }
 
  private:
@@ -500,13 +512,17 @@ void EinsumPlan::Impl::run(std::span<const Tensor> operands, Tensor& out, Thread
     if (lhs_ws[k] >= 0) a = sum_side(s.lhs, lhs, step_nodes[k].first, a, lhs_ws[k]);
     if (rhs_ws[k] >= 0) b = sum_side(s.rhs, rhs, step_nodes[k].second, b, rhs_ws[k]);
 
-    p = e.problem;  // reuses the thread's vectors: no allocation once they have grown
+    if (scratch.problem_of() != e.id) {  // else the problem is this step's from the thread's previous call
+      p = e.problem;                     // reuses the thread's vectors: no allocation once they have grown
+      scratch.set_problem_of(e.id);
+    }
     p.a = a;
     p.b = b;
     p.c = e.dst_offset >= 0 ? static_cast<void*>(arena_base + e.dst_offset) : out.raw_data();
     for (const StrideTerm& t : e.terms) {
       const Tensor& src = t.tensor == CallTensor::lhs ? *lhs : t.tensor == CallTensor::rhs ? *rhs : out;
-      problem_axis(p, t.group, t.index).*t.field += src.strides()[static_cast<size_t>(t.axis)];
+      int64_t& stride = problem_axis(p, t.group, t.index).*t.field;
+      stride = (t.first ? t.constant : stride) + src.strides()[static_cast<size_t>(t.axis)];
     }
     run_contraction(*step_kernels[k], p, pool);
   }

@@ -38,7 +38,7 @@ class StepKernel {
 
   enum class State { generic, queued, ready, failed };
   State state() const;
-  /// Calls that ran the specialised kernel (tests, benchmarks).
+  /// Calls that ran the specialised kernel (tests, benchmarks; concurrent calls of one handle may undercount).
   int64_t specialised_calls() const;
 
   struct Shared;
