@@ -113,7 +113,7 @@ struct Gett {
   MicroKernelFn kernel = nullptr;
   DirectKernelFn direct = nullptr;  // small problems: no packing (MicroKernel.h)
   int64_t k_inner = 0;              // direct: inner k steps and the k geometry (DirectKernelFn)
-  int64_t k_geometry[5] = {};
+  int64_t k_geometry[6] = {};
   int64_t mr, nr;     // micro-tile in reals (rows) / columns
   int64_t mrc;        // element rows per micro-tile
   int64_t kc_e, mc_e, nc;  // blocks in elements
@@ -455,7 +455,7 @@ bool use_direct(const Fused& m, const Fused& n, const Fused& k, size_t elt) {
 
 // The two-level k geometry of a direct kernel (MicroKernel.h: DirectKernelFn) if the fused k offsets of A and B are
 // p -> (p % inner) * s1 + (p / inner) * s2 for some inner dividing K (any one or two k axes, or nested ones).
-bool k_levels(const Fused& k, int64_t& inner, int64_t geometry[5]) {
+bool k_levels(const Fused& k, int64_t& inner, int64_t geometry[6]) {
   const int64_t K = k.size;
   if (K <= 1) {
     inner = std::max<int64_t>(K, 1);
@@ -475,28 +475,59 @@ bool k_levels(const Fused& k, int64_t& inner, int64_t geometry[5]) {
   return true;
 }
 
-// Picks the direct tile with the least padded work among those whose every row tile is contiguous in A and in C and
-// sets g up for it (tile, k geometry, C column offsets); false when the problem cannot run direct.
+// The A distance between the row vectors of every mr-row tile when each tile's rows are contiguous in C and, in A,
+// contiguous in runs of `lanes` rows that start a fixed distance apart (`lanes` when the tile is contiguous in A);
+// 0 when some tile is not like that.
+int64_t row_vector_stride(const Fused& m, int64_t mr, int64_t lanes) {
+  int64_t stride = 0;
+  for (int64_t i0 = 0; i0 < m.size; i0 += mr) {
+    const int64_t rows = std::min(mr, m.size - i0);
+    if (!unit_run(m.c, i0, rows)) return 0;
+    for (int64_t v = 0; v * lanes < rows; ++v) {
+      const int64_t r0 = i0 + v * lanes;
+      if (!unit_run(m.a, r0, std::min(lanes, rows - v * lanes))) return 0;
+      if (v == 1 && stride == 0) stride = m.a[r0] - m.a[i0];
+      if (v >= 1 && m.a[r0] - m.a[i0] != v * stride) return 0;
+    }
+  }
+  return stride == 0 ? lanes : stride;  // one-vector tiles: any stride serves
+}
+
+// Picks the direct tile with the least padded work among those whose every row tile is contiguous in C and
+// contiguous in A (or, for split-row tiles, in runs of one vector a fixed distance apart) and sets g up for it (tile,
+// k geometry, C column offsets); false when the problem cannot run direct.
 template <typename T>
 bool plan_direct(Gett<T>& g, DType real, bool avx512, MicroKernelSpec& tile) {
   if (!use_direct(g.m, g.n, g.k, sizeof(typename Gett<T>::R))) return false;
   const MicroKernelSpec* best = nullptr;
   double best_cost = 0;
-  const std::vector<MicroKernelChoice> candidates = direct_kernel_candidates(real, avx512);
+  int64_t best_vec_stride = 0;
+  std::vector<MicroKernelChoice> candidates = direct_kernel_candidates(real, avx512);
+  // Tiles share a few row counts: scan the row tables once per distinct mr (this runs on every call), and not at all
+  // when m is contiguous in A and C throughout (the common case).
+  const bool all_unit = unit_run(g.m.a, 0, g.m.size) && unit_run(g.m.c, 0, g.m.size);
+  std::pair<int64_t, int64_t> seen[8];  // (mr, vector stride)
+  int n_seen = 0;
   for (const MicroKernelChoice& choice : candidates) {
     const MicroKernelSpec& s = choice.spec;
-    bool contiguous = s.nr <= 32;
-    for (int64_t i0 = 0; contiguous && i0 < g.m.size; i0 += s.mr) {
-      const int64_t rows = std::min<int64_t>(s.mr, g.m.size - i0);
-      contiguous = unit_run(g.m.a, i0, rows) && unit_run(g.m.c, i0, rows);
+    if (s.nr > 32) continue;
+    int64_t vec_stride = all_unit ? s.lanes : -1;
+    for (int i = 0; vec_stride < 0 && i < n_seen; ++i)
+      if (seen[i].first == s.mr) vec_stride = seen[i].second;
+    if (vec_stride < 0) {
+      vec_stride = row_vector_stride(g.m, s.mr, s.lanes);
+      if (n_seen < 8) seen[n_seen++] = {s.mr, vec_stride};
     }
-    if (!contiguous) continue;
+    if (vec_stride == 0) continue;
+    if (vec_stride != s.lanes && !s.split_rows) continue;  // the contiguous kernel reads vector v at v * lanes
+    if (vec_stride == s.lanes && s.split_rows) continue;   // the plain kernel serves (one register less)
     double cost = std::ceil(double(g.m.size) / s.mr) * s.mr * std::ceil(double(g.n.size) / s.nr) * s.nr / choice.efficiency;
     // Under 8 columns a step is bound by reading A, once per column sliver: fewest slivers first, then least work.
     if (g.n.size < 8) cost += std::ceil(double(g.n.size) / s.nr) * 1e18;
-    if (!best || cost < best_cost) best = &s, best_cost = cost;
+    if (!best || cost < best_cost) best = &s, best_cost = cost, best_vec_stride = vec_stride;
   }
   if (!best || !k_levels(g.k, g.k_inner, g.k_geometry)) return false;
+  g.k_geometry[5] = best_vec_stride;
   tile = *best;
   g.mr = g.mrc = best->mr;
   g.nr = best->nr;

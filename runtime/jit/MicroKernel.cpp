@@ -11,8 +11,8 @@
 namespace einstage {
 
 std::string MicroKernelSpec::symbol() const {
-  return fmt::format("ein_{}_{}_{}x{}_v{}_u{}", lane ? "lkr" : direct ? "dkr" : "ukr", name(dtype), mr, nr, lanes,
-                     k_unroll);
+  return fmt::format("ein_{}_{}_{}x{}_v{}_u{}", lane ? "lkr" : split_rows ? "dks" : direct ? "dkr" : "ukr", name(dtype),
+                     mr, nr, lanes, k_unroll);
 }
 
 MicroKernelSpec default_micro_kernel(DType real_dtype, bool avx512) {
@@ -79,6 +79,16 @@ std::vector<MicroKernelChoice> direct_kernel_candidates(DType real_dtype, bool a
   // registers and the loop spills (measured slower than packing), so direct kernels stop at 16 columns.
   std::erase_if(out, [](const MicroKernelChoice& choice) { return choice.spec.nr > 16; });
   for (MicroKernelChoice& choice : out) choice.spec.direct = true;
+  // Split-row variants of the multi-vector tiles, for rows contiguous in A only in runs of one vector (permuted
+  // four-index steps such as acbd,ecfd->abef at 8^6): each A vector is one more pointer offset per k step, nearly free.
+  const size_t plain = out.size();
+  for (size_t i = 0; i < plain; ++i) {
+    if (out[i].spec.mr == out[i].spec.lanes) continue;
+    MicroKernelChoice split = out[i];
+    split.spec.split_rows = true;
+    split.efficiency *= 0.97;
+    out.push_back(split);
+  }
   return out;
 }
 
@@ -98,6 +108,7 @@ struct Emitter {
   std::vector<llvm::Value*> row_masks;
   llvm::Value* a_stride = nullptr;
   llvm::Value* b_stride = nullptr;
+  std::vector<llvm::Value*> a_vec_off;  // element offset of each row vector from the tile's first row
 
   Emitter(const MicroKernelSpec& s, llvm::LLVMContext& c)
       : spec(s), ctx(c), b(c),
@@ -124,7 +135,7 @@ struct Emitter {
       for (int u = 0; u < steps; ++u) {
         std::vector<llvm::Value*> av(mv);
         for (int v = 0; v < mv; ++v)
-          av[v] = b.CreateMaskedLoad(vec, gep(pa, int64_t(v) * spec.lanes), elt_align(), row_masks[v],
+          av[v] = b.CreateMaskedLoad(vec, gep(pa, a_vec_off[v]), elt_align(), row_masks[v],
                                      llvm::Constant::getNullValue(vec));
         for (int j = 0; j < spec.nr; ++j) {
           llvm::Value* splat = b.CreateVectorSplat(spec.lanes, b.CreateAlignedLoad(elt, gep(pb, b_cols[j]), elt_align()));
@@ -414,6 +425,8 @@ struct Emitter {
             lane, b.CreateVectorSplat(spec.lanes, b.CreateSub(m_rem, b.getInt64(int64_t(v) * spec.lanes)))));
       a_stride = load_i64(k_geometry, 1);
       b_stride = load_i64(k_geometry, 2);
+      llvm::Value* vec_stride = spec.split_rows ? static_cast<llvm::Value*>(load_i64(k_geometry, 5)) : b.getInt64(spec.lanes);
+      for (int v = 0; v < mv; ++v) a_vec_off.push_back(b.CreateMul(vec_stride, b.getInt64(v)));
     }
     // Touch the C tile early so its lines arrive while the k loop runs (write intent: the epilogue stores there).
     llvm::Function* prefetch = llvm::Intrinsic::getDeclaration(&module, llvm::Intrinsic::prefetch, {ptr});
@@ -460,7 +473,7 @@ struct Emitter {
 std::vector<char> compile_micro_kernel(Jit& jit, const MicroKernelSpec& spec) {
   EIN_ASSERT(spec.dtype == DType::f32 || spec.dtype == DType::f64, "micro-kernels are real");
   EIN_ASSERT(spec.mr > 0 && (spec.lane || spec.mr % spec.lanes == 0) && spec.nr > 0 && spec.k_unroll > 0 &&
-                 !(spec.lane && spec.direct),
+                 !(spec.lane && spec.direct) && (spec.direct || !spec.split_rows),
              "bad micro-kernel tile");
   llvm::LLVMContext context;
   auto module = jit.impl().new_module(context, spec.symbol());
@@ -469,9 +482,9 @@ std::vector<char> compile_micro_kernel(Jit& jit, const MicroKernelSpec& spec) {
 }
 
 std::string SpecialisedKernelSpec::describe() const {
-  std::string text = fmt::format("specialised generator {} tile {} k {} [{},{},{},{},{}] beta {}\ncols", 1, tile.symbol(),
-                                 k_inner, k_geometry[0], k_geometry[1], k_geometry[2], k_geometry[3], k_geometry[4],
-                                 accumulate ? 1 : 0);
+  std::string text = fmt::format("specialised generator {} tile {} k {} [{},{},{},{},{},{}] beta {}\ncols", 2,
+                                 tile.symbol(), k_inner, k_geometry[0], k_geometry[1], k_geometry[2], k_geometry[3],
+                                 k_geometry[4], k_geometry[5], accumulate ? 1 : 0);
   for (int64_t off : col_off) text += fmt::format(" {}", off);
   for (const SpecialisedTile& t : tiles) {
     text += fmt::format("\ntile {} {} {} {} {} b", t.a_off, t.c_off, t.j0, t.m_rem, t.n_rem);

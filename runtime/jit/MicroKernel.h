@@ -37,8 +37,12 @@ struct MicroKernelSpec {
   bool lane = false;
   /// Direct kernel (see DirectKernelFn): reads A and B in place through offset tables, no packed panels.
   bool direct = false;
+  /// Direct kernel whose tile rows are contiguous in A only in runs of `lanes`: vector v of the tile is read at
+  /// k_geometry[5] * v elements from the tile's first row (e.g. acbd,ecfd->abef at 8^6: runs of 8 rows, 64 apart).
+  bool split_rows = false;
 
-  /// Unique symbol name, e.g. "ein_ukr_f64_24x8_v8_u4" (lane kernels "ein_lkr_...", direct kernels "ein_dkr_...").
+  /// Unique symbol name, e.g. "ein_ukr_f64_24x8_v8_u4" (lane kernels "ein_lkr_...", direct kernels "ein_dkr_...",
+  /// split-row direct kernels "ein_dks_...").
   std::string symbol() const;
   friend bool operator==(const MicroKernelSpec&, const MicroKernelSpec&) = default;
 };
@@ -56,7 +60,7 @@ using LaneKernelFn = void (*)(int64_t kc, const void* a, const void* b, void* c,
 
 /// A direct kernel serves small problems without packing (packing both panels costs about as much as the product
 /// there). k runs on two levels: g = k_geometry = {outer count (>= 1), inner A stride, inner B stride, outer A stride,
-/// outer B stride} (elements), kc inner steps per outer step, so k index p = q + kc * o sits at A offset
+/// outer B stride, A distance between row vectors (split_rows kernels only)} (elements), kc inner steps per outer step, so k index p = q + kc * o sits at A offset
 /// q * g[1] + o * g[3] and B offset q * g[2] + o * g[4]: one or two k axes, or any nesting of them, fit. Row r of the
 /// tile is at a + (A offset) + r (the rows are contiguous in A); B's column j at b + (B offset) + b_coff[j]. A is read
 /// with masked loads (rows >= m_rem are neither read nor stored); b_coff must hold nr valid offsets (callers repeat
@@ -100,7 +104,7 @@ struct SpecialisedTile {
 struct SpecialisedKernelSpec {
   MicroKernelSpec tile;  // a direct tile
   int64_t k_inner = 0;
-  int64_t k_geometry[5] = {};
+  int64_t k_geometry[6] = {};
   bool accumulate = false;
   std::vector<int64_t> col_off;  // C column offsets, padded with nr zeros
   std::vector<SpecialisedTile> tiles;

@@ -310,3 +310,63 @@ TEST_CASE("jit gett: direct_schedule only for steps with few tiles") {
   outer.n[0].stride_c = 64;
   CHECK(direct_schedule(outer, true, schedule));
 }
+
+// Rows contiguous in A only in runs of one vector (8 f64 / 16 f32), a fixed distance apart, with C contiguous: the
+// split-row direct tiles. Against the oracle, against the packed path bitwise (K within one KC block), and at 2
+// threads. Includes a partial last run (m = 8 x 5 rows of 24-row tiles) and A runs of 8 with C runs of 8 too.
+TEST_CASE_TEMPLATE("jit gett: split-row direct tiles (runs of one vector in A)", T, float, double) {
+  const int64_t L = sizeof(T) == 8 ? 8 : 16;  // one vector of rows
+  struct Case {
+    std::vector<ContractionProblem::Axis> m, n, k;
+    int64_t a, b, c;
+  };
+  // acbd,ecfd->abef with a = L, b = 5, c = 3, d = 2, e = 7, f = 2 (column-major operands).
+  const int64_t a = L, bb = 5, c = 3, d = 2, e = 7, f = 2;
+  const std::vector<Case> cases = {
+      {{{a, 1, 0, 1}, {bb, a * c, 0, a}},
+       {{e, 0, 1, a * bb}, {f, 0, e * c, a * bb * e}},
+       {{c, a, e, 0}, {d, a * c * bb, e * c * f, 0}},
+       a * c * bb * d, e * c * f * d, a * bb * e * f},
+      // aebf,dfce->abcd with every extent L except b = 3, e = 2 (m = a, b; n = c, d; k = e, f).
+      {{{L, 1, 0, 1}, {3, L * 2, 0, L}},
+       {{L, 0, L * L, L * 3}, {L, 0, 1, L * 3 * L}},
+       {{2, L, L * L * L, 0}, {L, L * 2 * 3, L, 0}},
+       L * 2 * 3 * L, L * L * L * 2, L * 3 * L * L},
+  };
+  SplitMix64 rng(4711);
+  ThreadPool two(2);
+  const GettBlocking packed = default_blocking(dtype_v<T>);
+  for (const Case& cs : cases) {
+    for (bool accumulate : {false, true}) {
+      OwnedProblem op;
+      op.p.dtype = dtype_v<T>;
+      op.p.m = cs.m, op.p.n = cs.n, op.p.k = cs.k;
+      op.p.accumulate = accumulate;
+      op.a.elements = cs.a, op.b.elements = cs.b, op.c.elements = cs.c;
+      for (Storage* s : {&op.a, &op.b, &op.c}) s->bytes.resize(size_t(s->elements) * sizeof(T));
+      fill<T>(rng, op.a);
+      fill<T>(rng, op.b);
+      fill<T>(rng, op.c);
+      op.c_initial = op.c.bytes;
+      OwnedProblem reference = op, threaded = op;
+      op.bind();
+      reference.bind();
+      threaded.bind();
+      INFO(describe(op.p));
+      contract_jit(op.p, nullptr, &memory_cache());
+      check_against_oracle<T>(op);
+      contract_jit(reference.p, nullptr, &memory_cache(), &packed);
+      CHECK(op.c.bytes == reference.c.bytes);
+      contract_jit(threaded.p, &two, &memory_cache());
+      CHECK(op.c.bytes == threaded.c.bytes);
+    }
+  }
+  // The split tile is what runs (not the packed fallback): direct_schedule accepts the problem with a split tile.
+  ContractionProblem p;
+  p.dtype = dtype_v<T>;
+  p.m = cases[0].m, p.n = cases[0].n, p.k = cases[0].k;
+  DirectSchedule schedule;
+  REQUIRE(direct_schedule(p, true, schedule));
+  CHECK(schedule.kernel.tile.split_rows);
+  CHECK(schedule.kernel.k_geometry[5] == L * c);
+}
