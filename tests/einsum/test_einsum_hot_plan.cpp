@@ -110,3 +110,60 @@ TEST_CASE("a hot prepared plan queues its specialised kernel without waiting for
     CHECK(std::memcmp(got.data(), first.data(), got.size() * sizeof(double)) == 0);
   }
 }
+
+TEST_CASE("a prepared plan called with operands and outputs of changing layouts") {
+  // The executor keeps each thread's last problem and rewrites only the strides taken from the call's tensors; every
+  // call must still see its own tensors' strides (here a hyperedge label and a diagonal, too).
+  const int64_t m = 5, k = 4, n = 3;
+  test::SplitMix64 rng{912};
+  auto dense = [&](int64_t r, int64_t c) { return random_matrix(rng, r, c); };
+  const Tensor a = dense(m, k), b = dense(k, n);
+  // The same values in other layouts: a transposed copy viewed back, and every other element of a larger tensor.
+  const Tensor a_t = a.transpose().contiguous().transpose();
+  Tensor a_wide = Tensor::zeros(DType::f64, {2 * m, k});
+  a_wide.slice(0, 0, 2 * m, 2).copy_from(a);
+  const Tensor a_strided = a_wide.slice(0, 0, 2 * m, 2);
+  const Tensor b_t = b.transpose().contiguous().transpose();
+  const std::vector<es::TensorMeta> metas = {es::TensorMeta::of(a), es::TensorMeta::of(b)};
+  const es::EinsumPlan plan = es::EinsumPlan::prepare("ij,jk->ki", metas);
+
+  std::vector<double> expect(static_cast<size_t>(n * m), 0.0);  // out[k, i], column-major
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t c = 0; c < n; ++c)
+      for (int64_t l = 0; l < k; ++l) expect[c + n * i] += a.at<double>({i, l}) * b.at<double>({l, c});
+
+  Tensor out_dense = Tensor::empty(DType::f64, {n, m});
+  Tensor out_t_base = Tensor::empty(DType::f64, {m, n});
+  Tensor out_t = out_t_base.transpose();
+  int combo = 0;
+  for (int round = 0; round < 3 * StepKernel::kHotCalls; ++round) {
+    const Tensor& lhs = round % 3 == 0 ? a : round % 3 == 1 ? a_t : a_strided;
+    const Tensor& rhs = round % 2 == 0 ? b : b_t;
+    Tensor& out = (round / 2) % 2 == 0 ? out_dense : out_t;
+    CAPTURE(round);
+    plan.execute_into(std::vector<Tensor>{lhs, rhs}, out);
+    const std::vector<double> got = out.to_col_major<double>();
+    for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == doctest::Approx(expect[i]).epsilon(1e-12));
+    ++combo;
+  }
+  CHECK(combo == 3 * StepKernel::kHotCalls);
+
+  // A diagonal and a label on three tensors: "iij,jk,ik->ik" runs two steps with one intermediate.
+  const Tensor d = Tensor::from_col_major<double>({3, 3, 2}, std::vector<double>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18});
+  const Tensor e = Tensor::from_col_major<double>({2, 2}, std::vector<double>{1, -1, 2, 0.5});
+  const Tensor f = Tensor::from_col_major<double>({3, 2}, std::vector<double>{1, 2, 3, 4, 5, 6});
+  const std::vector<es::TensorMeta> metas3 = {es::TensorMeta::of(d), es::TensorMeta::of(e), es::TensorMeta::of(f)};
+  const es::EinsumPlan plan3 = es::EinsumPlan::prepare("iij,jk,ik->ik", metas3);
+  std::vector<double> expect3(6, 0.0);
+  for (int64_t i = 0; i < 3; ++i)
+    for (int64_t c = 0; c < 2; ++c)
+      for (int64_t j = 0; j < 2; ++j)
+        expect3[i + 3 * c] += d.at<double>({i, i, j}) * e.at<double>({j, c}) * f.at<double>({i, c});
+  const Tensor f_t = f.transpose().contiguous().transpose();
+  for (int round = 0; round < 2 * StepKernel::kHotCalls; ++round) {
+    CAPTURE(round);
+    const Tensor got = plan3.execute(std::vector<Tensor>{d, e, round % 2 ? f_t : f});
+    const std::vector<double> values = got.to_col_major<double>();
+    for (size_t i = 0; i < values.size(); ++i) CHECK(values[i] == doctest::Approx(expect3[i]).epsilon(1e-12));
+  }
+}
