@@ -74,12 +74,12 @@ class Specialiser {
   }
 
   void submit(std::function<void(KernelCache&)> job) {
-    if (is_main_thread()) {
+    std::lock_guard lock(mutex_);
+    if (stop_) return;  // after shutdown (at exit): the step stays on contract()
+    if (is_main_thread()) {  // not after shutdown: the guard's destructor may already have run
       static thread_local MainThreadExit guard;
       guard.touch();
     }
-    std::lock_guard lock(mutex_);
-    if (stop_) return;  // after shutdown (at exit): the step stays on contract()
     if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
     jobs_.push_back(std::move(job));
     wake_.notify_all();
