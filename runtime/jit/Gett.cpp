@@ -348,10 +348,8 @@ struct Gett {
     auto copy_lanes = [&](R* dst, const T* src) {
       if constexpr (is_complex_v<T>) {
         EIN_ASSERT(false, "lane kernels are real");  // complex problems never take the lane path
-      } else if (lane_rem == V && V == 8) {
-        for (int l = 0; l < 8; ++l) dst[l] = src[l];
-      } else if (lane_rem == V && V == 16) {
-        for (int l = 0; l < 16; ++l) dst[l] = src[l];
+      } else if (lane_rem == V && V * sizeof(R) == 64) {
+        std::memcpy(dst, src, 64);  // a fixed-size copy: vector moves, where the element loop stayed scalar
       } else {
         for (int64_t l = 0; l < lane_rem; ++l) dst[l] = src[l];
         for (int64_t l = lane_rem; l < V; ++l) dst[l] = 0;
@@ -543,13 +541,17 @@ std::vector<Axis>::const_iterator lane_axis(const ContractionProblem& p) {
   });
 }
 
+bool elementwise_shaped(const Fused& m, const Fused& n, const Fused& k);
+
 template <typename T>
 bool schedule_direct(const ContractionProblem& p, bool avx512, DirectSchedule& out) {
   Gett<T> g;
   g.m = fuse(p.m, &Axis::stride_c, &Axis::stride_a, kNeedA | kNeedC);
   g.n = fuse(p.n, &Axis::stride_c, &Axis::stride_b, kNeedB | kNeedC);
   g.k = fuse(p.k, &Axis::stride_b, &Axis::stride_a, kNeedA | kNeedB);
-  if (lane_axis(p) != p.batch.end() || g.m.size == 0 || g.n.size == 0 || g.k.size == 0) return false;
+  if (lane_axis(p) != p.batch.end() || g.m.size == 0 || g.n.size == 0 || g.k.size == 0 ||
+      elementwise_shaped(g.m, g.n, g.k))
+    return false;
   MicroKernelSpec tile;
   if (!plan_direct(g, dtype_v<T>, avx512, tile)) return false;
   // A specialised kernel inlines one call per tile: worth it for small steps, where per-call overhead is the cost.
@@ -576,10 +578,18 @@ bool schedule_direct(const ContractionProblem& p, bool avx512, DirectSchedule& o
   return true;
 }
 
-// A problem whose m, n and k are all trivial is an elementwise product over the batch axes (e.g. ij,ij->ij): loop
-// over them directly, innermost the axis with the smallest C stride, instead of building offset tables with one
-// entry per element and running a 1 x 1 x 1 GEMM per entry. c = a * b (or c += a * b) per element: the GEMM path's
-// value for k = 1.
+// A problem without a contracted axis (k = 1) whose GEMM per batch entry would be mostly padding or per-tile calls
+// (fewer than 8 rows or columns, or under 64 x 64 outputs) is an elementwise product with broadcasting: ij,ij->ij,
+// or a batch of small outer products (gm_queen5_5_3 has a 3 x 3 x 1 step with 4.8 million batch entries and
+// 1 x 4.8e6 x 1 steps, which cost ~0.3 us per entry or per 8 columns as GEMMs).
+bool elementwise_shaped(const Fused& m, const Fused& n, const Fused& k) {
+  return k.size == 1 && (std::min(m.size, n.size) < 8 || m.size * n.size < 64 * 64);
+}
+
+// An elementwise product over the batch axes (m axes carry stride 0 in B, n axes stride 0 in A): loop over them
+// directly, innermost the axis with the smallest C stride, instead of building offset tables with one entry per
+// element and running a GEMM per entry. c = a * b (or c += a * b) per element: the GEMM kernels' value for k = 1
+// (fma(a, b, 0) is a * b rounded once).
 template <typename T>
 void elementwise(const ContractionProblem& p, const int64_t a_off, const int64_t b_off, const int64_t c_off) {
   std::vector<Axis> axes;
@@ -603,6 +613,13 @@ void elementwise(const ContractionProblem& p, const int64_t a_off, const int64_t
         for (int64_t i = 0; i < inner; ++i) c[i] += a[i] * b[i];
       else
         for (int64_t i = 0; i < inner; ++i) c[i] = a[i] * b[i];
+    } else if (sc == 1 && (sa == 0 || sb == 0) && (sa | sb) == 1) {  // one side broadcast: a scaled copy
+      const T s = sa == 0 ? a[0] : b[0];
+      const T* v = sa == 0 ? b : a;
+      if (p.accumulate)
+        for (int64_t i = 0; i < inner; ++i) c[i] += sa == 0 ? s * v[i] : v[i] * s;
+      else
+        for (int64_t i = 0; i < inner; ++i) c[i] = sa == 0 ? s * v[i] : v[i] * s;
     } else if (p.accumulate) {
       for (int64_t i = 0; i < inner; ++i) c[i * sc] += a[i * sa] * b[i * sb];
     } else {
@@ -628,8 +645,13 @@ void run_gett(const ContractionProblem& p, ThreadPool* pool, KernelCache& cache,
   g.n = fuse(p.n, &Axis::stride_c, &Axis::stride_b, kNeedB | kNeedC);
   g.k = fuse(p.k, &Axis::stride_b, &Axis::stride_a, kNeedA | kNeedB);
   g.accumulate = p.accumulate;
-  if (g.m.size == 1 && g.n.size == 1 && g.k.size == 1 && !blocking)
-    return elementwise<T>(p, g.m.a[0] + g.k.a[0], g.n.b[0] + g.k.b[0], g.m.c[0] + g.n.c[0]);
+  if (!blocking && elementwise_shaped(g.m, g.n, g.k)) {
+    // m and n axes become batch axes that one operand does not carry; extent-1 k axes add nothing.
+    ContractionProblem q = p;
+    for (Axis ax : p.m) ax.stride_b = 0, q.batch.push_back(ax);
+    for (Axis ax : p.n) ax.stride_a = 0, q.batch.push_back(ax);
+    return elementwise<T>(q, 0, 0, 0);
+  }
   if constexpr (!is_complex_v<T>) {
     // A batch axis with unit stride in all three tensors: run lane kernels along it (the GEMM packing would read
     // one element per cache line there). Complex stays on the 1m path.

@@ -370,3 +370,53 @@ TEST_CASE_TEMPLATE("jit gett: split-row direct tiles (runs of one vector in A)",
   CHECK(schedule.kernel.tile.split_rows);
   CHECK(schedule.kernel.k_geometry[5] == L * c);
 }
+
+// No contracted axis and a small or skinny GEMM per batch entry (gm_queen5_5_3's 3 x 3 outer products over millions
+// of batch entries, 1 x N broadcasts): the elementwise loop with m / n axes broadcast. Against the oracle, and for
+// real dtypes bitwise against the packed GEMM path (k = 1: fma(a, b, 0) is a * b), at 1 and 2 threads.
+TEST_CASE_TEMPLATE("jit gett: broadcast products without k run as elementwise loops", T, float, double, c128) {
+  struct Case {
+    std::vector<ContractionProblem::Axis> m, n, batch;
+    int64_t a, b, c;
+  };
+  const std::vector<Case> cases = {
+      // 3 x 3 outer products over 40 batch entries, A's m axis strided, C dense.
+      {{{3, 40, 0, 1}}, {{3, 0, 1, 3}}, {{40, 1, 3, 9}}, 120, 120, 360},
+      // 1 x 1000 (m absent): a scaled copy of B per batch entry; and the transposed roles (n absent).
+      {{}, {{1000, 0, 1, 1}}, {{3, 1, 1000, 1000}}, 3, 3000, 3000},
+      {{{1000, 1, 0, 1}}, {}, {{3, 1000, 1, 1000}}, 3000, 3, 3000},
+      // 5 x 700: fewer than 8 rows, C transposed (n fastest), a k axis of extent 1 listed.
+      {{{5, 1, 0, 700}}, {{700, 0, 1, 1}}, {}, 5, 700, 3500},
+  };
+  SplitMix64 rng(2024);
+  ThreadPool two(2);
+  for (const Case& cs : cases) {
+    for (bool accumulate : {false, true}) {
+      OwnedProblem op;
+      op.p.dtype = dtype_v<T>;
+      op.p.m = cs.m, op.p.n = cs.n, op.p.batch = cs.batch;
+      if (cs.c == 3500) op.p.k = {{1, 1, 1, 0}};
+      op.p.accumulate = accumulate;
+      op.a.elements = cs.a, op.b.elements = cs.b, op.c.elements = cs.c;
+      for (Storage* s : {&op.a, &op.b, &op.c}) s->bytes.resize(size_t(s->elements) * sizeof(T));
+      for (Storage* s : {&op.a, &op.b, &op.c}) fill<T>(rng, *s);
+      op.c_initial = op.c.bytes;
+      OwnedProblem packed = op, threaded = op;
+      op.bind();
+      packed.bind();
+      threaded.bind();
+      INFO(describe(op.p));
+      contract_jit(op.p, nullptr, &memory_cache());
+      check_against_oracle<T>(op);
+      contract_jit(threaded.p, &two, &memory_cache());
+      CHECK(op.c.bytes == threaded.c.bytes);
+      if constexpr (std::is_floating_point_v<T>) {
+        const GettBlocking blocking = default_blocking(dtype_v<T>);
+        contract_jit(packed.p, nullptr, &memory_cache(), &blocking);
+        CHECK(op.c.bytes == packed.c.bytes);
+      }
+      DirectSchedule schedule;
+      CHECK_FALSE(direct_schedule(op.p, true, schedule));  // no specialised kernel: it would be a GEMM per entry
+    }
+  }
+}

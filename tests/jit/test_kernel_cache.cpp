@@ -26,7 +26,22 @@ std::string fresh_dir(const std::string& name) {
   return dir.string();
 }
 
+// The first seed from `seed` whose random problem contracts something (m, n and k all at least 2): it needs a kernel
+// (elementwise-shaped problems, k = 1, run a plain loop and compile nothing).
+uint64_t contracting_seed(uint64_t seed, DType dtype) {
+  auto product = [](const std::vector<ContractionProblem::Axis>& axes) {
+    int64_t n = 1;
+    for (const auto& ax : axes) n *= ax.extent;
+    return n;
+  };
+  for (;; ++seed) {
+    OwnedProblem op = random_problem(seed, dtype, false);
+    if (product(op.p.m) >= 2 && product(op.p.n) >= 2 && product(op.p.k) >= 2 && product(op.p.batch) >= 1) return seed;
+  }
+}
+
 void run_and_check(KernelCache& cache, uint64_t seed, DType dtype) {
+  seed = contracting_seed(seed, dtype);
   OwnedProblem op = random_problem(seed, dtype, false);
   INFO("seed " << seed);
   contract_jit(op.p, nullptr, &cache);
