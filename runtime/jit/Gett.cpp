@@ -598,6 +598,19 @@ void elementwise(const ContractionProblem& p, const int64_t a_off, const int64_t
   std::sort(axes.begin(), axes.end(), [](const Axis& x, const Axis& y) {
     return std::abs(x.stride_c) < std::abs(y.stride_c);  // stable enough: ties only reorder independent elements
   });
+  // Merge neighbours that continue each other in all three tensors (a broadcast operand's zero strides included),
+  // so the inner loop is as long as possible: e.g. 1 x N broadcasts whose n axes are dense in B and C.
+  size_t merged = 0;
+  for (size_t i = 1; i < axes.size(); ++i) {
+    Axis& last = axes[merged];
+    const Axis& ax = axes[i];
+    if (ax.stride_a == last.stride_a * last.extent && ax.stride_b == last.stride_b * last.extent &&
+        ax.stride_c == last.stride_c * last.extent)
+      last.extent *= ax.extent;
+    else
+      axes[++merged] = ax;
+  }
+  if (!axes.empty()) axes.resize(merged + 1);
   const T* a = static_cast<const T*>(p.a) + a_off;
   const T* b = static_cast<const T*>(p.b) + b_off;
   T* c = static_cast<T*>(p.c) + c_off;
