@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <mutex>
 #include <numeric>
 
 #if defined(__linux__)
@@ -41,6 +42,47 @@ std::string shape_to_string(const Shape& shape) { return fmt::format("[{}]", fmt
 
 namespace {
 
+#if defined(__linux__)
+// The last few freed large blocks, kept for an allocation of exactly the same (2 MiB-rounded) size: a program that
+// evaluates the same einsum in a loop gets its output's pages back warm instead of fresh pages that the kernel must
+// clear on first touch (a third of an elementwise 2048^2 product). Bounded (2 blocks, 256 MiB in all); never
+// destroyed, so tensors freed during static destruction still find it.
+struct LargeBlockCache {
+  static constexpr size_t kBlocks = 2, kMaxBytes = size_t(256) << 20;
+  std::mutex mutex;
+  void* block[kBlocks] = {};
+  size_t size[kBlocks] = {};
+  size_t held = 0;
+
+  static LargeBlockCache& instance() {
+    static auto* cache = new LargeBlockCache;
+    return *cache;
+  }
+  void* take(size_t bytes) {
+    std::lock_guard lock(mutex);
+    for (size_t i = 0; i < kBlocks; ++i)
+      if (block[i] && size[i] == bytes) {
+        void* p = block[i];
+        block[i] = nullptr;
+        held -= bytes;
+        return p;
+      }
+    return nullptr;
+  }
+  void give(void* p, size_t bytes) {
+    {
+      std::lock_guard lock(mutex);
+      for (size_t i = 0; i < kBlocks; ++i)
+        if (!block[i] && held + bytes <= kMaxBytes) {
+          block[i] = p, size[i] = bytes, held += bytes;
+          return;
+        }
+    }
+    std::free(p);
+  }
+};
+#endif
+
 std::shared_ptr<std::byte> allocate(size_t bytes) {
   size_t rounded = std::max<size_t>(64, (bytes + 63) / 64 * 64);
 #if defined(__linux__)
@@ -51,10 +93,14 @@ std::shared_ptr<std::byte> allocate(size_t bytes) {
   constexpr size_t kHuge = size_t(2) << 20;
   if (rounded >= 2 * kHuge) {
     rounded = (rounded + kHuge - 1) / kHuge * kHuge;
-    void* p = std::aligned_alloc(kHuge, rounded);
-    if (!p) fail(ErrorKind::runtime, "out of memory allocating {} bytes for a tensor", bytes);
-    (void)madvise(p, rounded, MADV_HUGEPAGE);
-    return std::shared_ptr<std::byte>(static_cast<std::byte*>(p), [](std::byte* q) { std::free(q); });
+    void* p = LargeBlockCache::instance().take(rounded);
+    if (!p) {
+      p = std::aligned_alloc(kHuge, rounded);
+      if (!p) fail(ErrorKind::runtime, "out of memory allocating {} bytes for a tensor", bytes);
+      (void)madvise(p, rounded, MADV_HUGEPAGE);
+    }
+    return std::shared_ptr<std::byte>(static_cast<std::byte*>(p),
+                                      [rounded](std::byte* q) { LargeBlockCache::instance().give(q, rounded); });
   }
 #endif
   void* p = std::aligned_alloc(64, rounded);

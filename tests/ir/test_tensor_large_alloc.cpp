@@ -1,0 +1,36 @@
+// Large tensor storage (>= 4 MiB): 2 MiB aligned, and freed blocks are reused for equal sizes (ir/Tensor.cpp). A
+// reused block must never back two live tensors, and zeros() must clear it.
+#include "ir/Tensor.h"
+
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <cstring>
+
+using namespace einstage;
+
+TEST_CASE("tensor: large blocks are reused for equal sizes, never shared between live tensors") {
+  const Shape shape{1024, 1024};  // 8 MiB of f64
+  const void* first = nullptr;
+  {
+    Tensor t = Tensor::empty(DType::f64, shape);
+    first = t.raw_data();
+    CHECK(reinterpret_cast<uintptr_t>(first) % (uintptr_t(2) << 20) == 0);
+    std::memset(t.raw_data(), 0xab, t.nbytes());
+  }
+  Tensor a = Tensor::zeros(DType::f64, shape);  // may get the freed block back: it must be cleared
+  const double* d = a.data<double>();
+  bool all_zero = true;
+  for (int64_t i = 0; i < a.numel(); ++i) all_zero = all_zero && d[i] == 0.0;
+  CHECK(all_zero);
+  Tensor b = Tensor::empty(DType::f64, shape);
+  Tensor c = Tensor::empty(DType::f64, shape);
+  CHECK(a.raw_data() != b.raw_data());
+  CHECK(b.raw_data() != c.raw_data());
+  CHECK(a.raw_data() != c.raw_data());
+  // A different size never gets a cached block of another size (it would be too small or waste memory).
+  Tensor e = Tensor::empty(DType::f64, {1024, 1536});
+  CHECK(e.raw_data() != a.raw_data());
+  std::memset(e.raw_data(), 1, e.nbytes());  // the whole extent is writable
+  (void)first;
+}
