@@ -447,6 +447,8 @@ bool use_direct(const Fused& m, const Fused& n, const Fused& k, size_t elt) {
   // Fewer than 8 columns (matrix-vector shaped): one column sliver of an 8-column tile, or a few of a narrow tile,
   // reads A about once in place; packing would read it, write it and read it again, for at most 7 uses per element.
   if (n.size < 8) return true;
+  // Fewer than 8 rows (the transposed shape, e.g. a vector times a matrix): one row tile reads B once in place.
+  if (m.size < 8) return true;
   // A few k steps (an outer product is k = 1): nothing to amortise packing over, whatever m and n are.
   return a_bytes <= 40 * 1024 && (double(m.size) * double(n.size) * double(k.size) <= 96.0 * 96 * 96 || k.size <= 8);
 }
@@ -697,6 +699,28 @@ void run_gett(const ContractionProblem& p, ThreadPool* pool, KernelCache& cache,
     if (!blocking && plan_direct(g, real, cache.host().has_avx512, tile)) {
       g.direct = cache.direct_kernel(tile);  // may throw: before anything is written
       return g.run(p, pool);
+    }
+    // Fewer than 8 columns but A's rows not contiguous (a k-major matrix times a vector: ji,j->i): C^T = B^T A^T has
+    // fewer than 8 rows and reads the matrix through broadcasts along its contiguous k, on the direct path.
+    if (!blocking && g.n.size < 8 && g.m.size >= 8) {
+      ContractionProblem q = p;
+      std::swap(q.a, q.b);
+      std::swap(q.m, q.n);
+      for (auto* group : {&q.m, &q.n, &q.k, &q.batch})
+        for (Axis& ax : *group) std::swap(ax.stride_a, ax.stride_b);
+      Gett<T> t;
+      t.m = fuse(q.m, &Axis::stride_c, &Axis::stride_a, kNeedA | kNeedC);
+      t.n = fuse(q.n, &Axis::stride_c, &Axis::stride_b, kNeedB | kNeedC);
+      // k in the original problem's order (by p's B strides, now q's A strides): the same summation order, so the
+      // same bits as the packed path over one KC block.
+      t.k = fuse(q.k, &Axis::stride_a, &Axis::stride_b, kNeedA | kNeedB);
+      t.batch = g.batch;
+      std::swap(t.batch.a, t.batch.b);
+      t.accumulate = q.accumulate;
+      if (plan_direct(t, real, cache.host().has_avx512, tile)) {
+        t.direct = cache.direct_kernel(tile);  // may throw: before anything is written
+        return t.run(q, pool);
+      }
     }
   }
   // The tile with the least padded work (rows rounded up to MR, columns to NR), weighted by its throughput.

@@ -69,6 +69,14 @@ std::vector<MicroKernelChoice> direct_kernel_candidates(DType real_dtype, bool a
   // columns to 8 or 14 and repeat the FMAs for nothing. 4 A vectors per k step and 1, 2 or 4 broadcasts; such steps
   // read each element of A once and are bound by memory, not by the FMA rate (efficiency 0.8 keeps these tiles off
   // problems with many columns).
+  // One vector of rows (m <= 8 f64 / 16 f32, e.g. a vector times a matrix run transposed): 1 A load and 8
+  // broadcasts per 8 FMAs, load-bound at about half the FMA rate, so it wins only where a taller tile is padding.
+  if (avx512) {
+    MicroKernelSpec one = out.front().spec;
+    one.mr = one.lanes;
+    one.nr = 8;
+    out.push_back({one, 0.6});
+  }
   for (int nr : {1, 2, 4}) {
     MicroKernelSpec narrow = out.front().spec;
     narrow.mr = 4 * narrow.lanes;

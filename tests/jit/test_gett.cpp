@@ -103,14 +103,17 @@ TEST_CASE("jit gett: bitwise identical at 1 and 2 threads") {
       CHECK(serial.c.bytes == dual.c.bytes);
     }
   }
-  // A matrix-vector step large enough to be split between threads (one column sliver: the split is over row tiles).
-  for (int64_t n : {1, 3}) {
+  // A matrix-vector step large enough to be split between threads (one column sliver: the split is over row tiles),
+  // with A column-major and (transposed path) row-major.
+  for (int64_t n : {1, 3, -1}) {
+    const bool k_major = n < 0;
+    n = std::abs(n);
     SplitMix64 rng(999 + uint64_t(n));
     OwnedProblem base;
     base.p.dtype = DType::f64;
     const int64_t m = 517, k = 300;
-    base.p.m = {{m, 1, 0, 1}};
-    base.p.k = {{k, m, 1, 0}};
+    base.p.m = {{m, k_major ? k : 1, 0, 1}};
+    base.p.k = {{k, k_major ? 1 : m, 1, 0}};
     base.p.n = {{n, 0, k, m}};
     base.a.elements = m * k;
     base.b.elements = k * n;
@@ -242,6 +245,11 @@ TEST_CASE("jit gett: direct path on its target shapes") {
       {{{301, 1, 0, 1}}, {{3, 0, 200, 301}}, {{200, 301, 1, 0}}, {}, 301 * 200, 3 * 200, 3 * 301},
       {{{301, 1, 0, 1}}, {{4, 0, 1, 301}}, {{200, 301, 4, 0}}, {}, 301 * 200, 4 * 200, 4 * 301},
       {{{301, 1, 0, 1}}, {{7, 0, 200, 301}}, {{200, 301, 1, 0}}, {}, 301 * 200, 7 * 200, 7 * 301},
+      // k-major matrix times 1 or 3 vectors (ji,j->i): rows not contiguous in A, run transposed (C^T = B^T A^T).
+      {{{301, 200, 0, 1}}, {{1, 0, 200, 301}}, {{200, 1, 1, 0}}, {}, 301 * 200, 200, 301},
+      {{{301, 200, 0, 1}}, {{3, 0, 1, 301}}, {{200, 1, 3, 0}}, {}, 301 * 200, 3 * 200, 3 * 301},
+      // 5 rows times a 300-column matrix (fewer than 8 rows: direct at any size).
+      {{{5, 1, 0, 1}}, {{300, 0, 200, 5}}, {{200, 5, 1, 0}}, {}, 5 * 200, 300 * 200, 5 * 300},
   };
   SplitMix64 rng(31337);
   for (const Case& cs : cases) {
