@@ -34,3 +34,16 @@ TEST_CASE("tensor: large blocks are reused for equal sizes, never shared between
   std::memset(e.raw_data(), 1, e.nbytes());  // the whole extent is writable
   (void)first;
 }
+
+TEST_CASE("tensor: a freed large block replaces the oldest kept ones, so the current size is reused") {
+  // Two 8 MiB blocks fill both slots; a freed 16 MiB block must evict the older one and come back for the next
+  // 16 MiB tensor (before eviction existed, stale blocks of another size kept every slot forever).
+  { Tensor a = Tensor::empty(DType::f64, {1024, 1024}), b = Tensor::empty(DType::f64, {1024, 1024}); }
+  const void* big = nullptr;
+  {
+    Tensor t = Tensor::empty(DType::f64, {2048, 1024});
+    big = t.raw_data();
+  }
+  Tensor again = Tensor::empty(DType::f64, {2048, 1024});
+  CHECK(again.raw_data() == big);
+}
