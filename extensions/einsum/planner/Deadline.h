@@ -19,6 +19,12 @@ class Deadline {
   }
   bool expired() const { return !unlimited_ && std::chrono::steady_clock::now() >= end_; }
   bool unlimited() const { return unlimited_; }
+  /// Seconds left (0 when expired; a large number when unlimited).
+  double remaining() const {
+    if (unlimited_) return 1e30;
+    const double left = std::chrono::duration<double>(end_ - std::chrono::steady_clock::now()).count();
+    return left > 0 ? left : 0;
+  }
   /// The same limit moved `seconds` earlier (unlimited stays unlimited): room kept for work after the loop ends.
   Deadline earlier_by(double seconds) const {
     Deadline d = *this;

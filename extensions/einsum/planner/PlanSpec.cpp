@@ -325,14 +325,15 @@ PlanResult plan(const PlanSpec& spec, const Network& net, const PlanOptions& opt
   if (spec.quality == PlanQuality::fast) return finish(std::move(base), method);
   // Sparse networks just above the all-subsets limit: the connected-subset DP, bounded by a subset count (so the
   // work, and the answer, do not depend on the clock unless a budget expires first); it gives up quietly.
-  const int connected_limit = spec.quality == PlanQuality::high ? 40 : 30;
-  if (n <= connected_limit) {
+  const bool high = spec.quality == PlanQuality::high;
+  auto try_connected = [&](const Deadline& until) {
     ConnectedDpOptions co;
-    co.start_cap = evaluate(net, base, false).flops;
-    co.max_subsets = spec.quality == PlanQuality::high ? 60000 : 10000;
-    co.deadline = deadline;
+    co.start_cap = base_flops;
+    co.max_subsets = high ? 60000 : 10000;
+    co.deadline = until;
     if (auto t = optimal_connected(net, co)) consider(std::move(*t), "connected_dp");
-  }
+  };
+  if (!high && n <= 30) try_connected(deadline);
   // Fixed work (deterministic unless a budget cuts it): the best contiguous-range tree for moderate n, then
   // reconfiguration of 8-operand subtrees (at most 4 passes) while it is cheap.
   if (n <= 200) consider(interval_optimal(net), "interval_dp");
@@ -345,8 +346,16 @@ PlanResult plan(const PlanSpec& spec, const Network& net, const PlanOptions& opt
     consider(reconfigure(net, base, 8, 4, deadline), "");
     if (method.empty()) method = before + "+reconfigure";
   }
-  if (spec.quality == PlanQuality::high && !deadline.expired()) run_search();
-  else result.stopped_by_budget = deadline.expired();
+  if (high) {
+    // After the cheap fixed work, so a budget the DP cannot fit in still gets normal's answer (a 32-input PEPS
+    // spent all of 1 s in the DP and came back with the greedy tree): the DP may use half of what is left, the
+    // search the rest.
+    if (n <= 40 && !deadline.expired()) try_connected(deadline.earlier_by(deadline.remaining() / 2));
+    if (!deadline.expired()) run_search();
+    else result.stopped_by_budget = true;
+  } else {
+    result.stopped_by_budget = deadline.expired();
+  }
   return finish(std::move(base), method);
 }
 
