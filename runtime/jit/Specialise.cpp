@@ -64,22 +64,41 @@ bool same_problem(const ContractionProblem& x, const ContractionProblem& y) {
 //     destructors run in reverse order of registration, so that registration is younger than every static the job
 //     made and runs before them;
 //   - exit() runs the exiting thread's thread_local destructors before any atexit handler or static destructor; the
-//     process's main thread, when it queues a job, gets a thread_local whose destructor calls shutdown(), which covers
-//     a job that is making its first statics while main() returns.
+//     main thread gets a thread_local whose destructor calls shutdown(), which covers a job that is making its first
+//     statics while main() returns. It is made by a static initialiser (kExitGuardArmed below: static initialisers
+//     of a linked-in runtime run on the main thread), not only when the main thread queues a job: jobs queued only
+//     from other threads (a pool running a hot plan) left the first compilation unguarded, and a process exiting
+//     during it crashed (about 1 run in 40 of the runtime suite with a cold kernel cache). When main queues a job the
+//     guard is made there too, for a runtime whose initialisers ran on another thread (a module dlopen'ed from one).
+//     Left uncovered: exit() called from a thread other than main during the process's first background compilation.
+class Specialiser;
+std::atomic<Specialiser*> g_specialiser{nullptr};
+
+struct MainThreadExit {
+  void touch() {}
+  ~MainThreadExit();  // shuts the specialiser down, if one was made
+};
+
+void touch_exit_guard() {
+  static thread_local MainThreadExit guard;
+  guard.touch();
+}
+
 class Specialiser {
  public:
   static Specialiser& instance() {
-    static Specialiser* s = new Specialiser;  // never destroyed: see above
+    static Specialiser* s = [] {
+      auto* made = new Specialiser;  // never destroyed: see above
+      g_specialiser.store(made);
+      return made;
+    }();
     return *s;
   }
 
   void submit(std::function<void(KernelCache&)> job) {
     std::lock_guard lock(mutex_);
     if (stop_) return;  // after shutdown (at exit): the step stays on contract()
-    if (is_main_thread()) {  // not after shutdown: the guard's destructor may already have run
-      static thread_local MainThreadExit guard;
-      guard.touch();
-    }
+    if (is_main_thread()) touch_exit_guard();  // not after shutdown: the guard's destructor may already have run
     if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
     jobs_.push_back(std::move(job));
     wake_.notify_all();
@@ -113,11 +132,6 @@ class Specialiser {
   }
 
  private:
-  struct MainThreadExit {
-    void touch() {}
-    ~MainThreadExit() { Specialiser::instance().shutdown(); }
-  };
-
   static bool is_main_thread() { return ::gettid() == ::getpid(); }
 
   static void shutdown_at_exit() { instance().shutdown(); }
@@ -157,6 +171,16 @@ class Specialiser {
   std::unique_ptr<KernelCache> cache_;  // used on the background thread only
   std::thread thread_;
 };
+
+MainThreadExit::~MainThreadExit() {
+  if (Specialiser* s = g_specialiser.load()) s->shutdown();
+}
+
+// Arms the main thread's exit guard while static initialisers run (see the comment above Specialiser).
+const bool kExitGuardArmed = [] {
+  if (::gettid() == ::getpid()) touch_exit_guard();
+  return true;
+}();
 
 void queue(const std::shared_ptr<StepKernel::Shared>& shared) {
   Specialiser::instance().submit([shared](KernelCache& cache) {
