@@ -68,8 +68,9 @@ bool same_problem(const ContractionProblem& x, const ContractionProblem& y) {
 //     statics while main() returns. It is made by a static initialiser (kExitGuardArmed below: static initialisers
 //     of a linked-in runtime run on the main thread), not only when the main thread queues a job: jobs queued only
 //     from other threads (a pool running a hot plan) left the first compilation unguarded, and a process exiting
-//     during it crashed (about 1 run in 40 of the runtime suite with a cold kernel cache). When main queues a job the
-//     guard is made there too, for a runtime whose initialisers ran on another thread (a module dlopen'ed from one).
+//     during it crashed (the runtime suite: 1 of 120 stress runs with a cold kernel cache, and once under ctest).
+//     When main queues a job the guard is made there too, for a runtime whose initialisers ran on another thread (a
+//     module dlopen'ed from one).
 //     Left uncovered: exit() called from a thread other than main during the process's first background compilation.
 class Specialiser;
 std::atomic<Specialiser*> g_specialiser{nullptr};
