@@ -48,25 +48,10 @@ struct Workload {
 
 std::vector<Workload> workloads() {
   std::vector<Workload> w;
-  const int64_t n = 256;
-  w.push_back({"chain7 n=256", "ij,jk,kl,lm,mn,no,o->i", {{n, n}, {n, n}, {n, n}, {n, n}, {n, n}, {n, n}, {n}}});
-  // 4x4 grid, bond 8: site (r, c) carries its right bond h(r,c) and its down bond v(r,c); 24 labels a..x.
-  const std::string letters = "abcdefghijklmnopqrstuvwx";
-  auto h = [&](int r, int c) { return letters[static_cast<size_t>(r * 3 + c)]; };
-  auto v = [&](int r, int c) { return letters[static_cast<size_t>(12 + r * 4 + c)]; };
-  std::string spec;
-  std::vector<Shape> shapes;
-  for (int r = 0; r < 4; ++r)
-    for (int c = 0; c < 4; ++c) {
-      std::string t;
-      if (c > 0) t += h(r, c - 1);
-      if (c < 3) t += h(r, c);
-      if (r > 0) t += v(r - 1, c);
-      if (r < 3) t += v(r, c);
-      spec += (spec.empty() ? "" : ",") + t;
-      shapes.push_back(Shape(t.size(), 8));
-    }
-  w.push_back({"grid4x4 bond8", spec + "->", shapes});
+  const auto [chain, chain_shapes] = bench::chain7_workload();
+  const auto [grid, grid_shapes] = bench::grid4x4_workload();
+  w.push_back({"chain7 n=256", chain, chain_shapes});
+  w.push_back({"grid4x4 bond8", grid, grid_shapes});
   return w;
 }
 
