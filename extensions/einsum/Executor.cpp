@@ -379,7 +379,9 @@ namespace {
 
 // Per-thread state reused across calls, so a call allocates nothing: the ContractionProblem being filled and the
 // scratch (arena + workspace) bytes. A plan stays immutable; each thread running it has its own. Scratch larger than
-// kKeepScratchBytes is allocated per call and not kept (such plans do far more work than one allocation).
+// kKeepScratchBytes is allocated per call as tensor storage (ir/Tensor.cpp: 2 MiB-aligned with a huge-page hint, and
+// freed large blocks are reused), not kept here: fresh pages from the system cost a page clear on first touch, which
+// was a third of a call of the einsum-benchmark's str_nw_mera_open_26 (hundreds of MB of intermediates).
 struct AlignedFree {
   void operator()(std::byte* p) const { ::operator delete[](p, std::align_val_t(64)); }
 };
@@ -415,8 +417,8 @@ class CallScratch {
     if (scratch_bytes <= 0) {
       base_ = empty_;  // zero-size intermediates still need a non-null address
     } else if (scratch_bytes > kKeepScratchBytes) {
-      large_ = allocate_scratch(scratch_bytes);
-      base_ = large_.get();
+      large_ = Tensor::empty(DType::f64, {(scratch_bytes + 7) / 8});
+      base_ = static_cast<std::byte*>(large_.raw_data());
     } else {
       if (state_->capacity < scratch_bytes) {
         state_->bytes = allocate_scratch(scratch_bytes);
@@ -439,7 +441,7 @@ class CallScratch {
  private:
   ThreadScratch* state_ = nullptr;
   std::unique_ptr<ThreadScratch> own_;
-  ScratchBytes large_;
+  Tensor large_;  // scratch above kKeepScratchBytes, for this call only
   std::byte* base_ = nullptr;
   alignas(64) static inline std::byte empty_[64];
 };
