@@ -379,8 +379,8 @@ namespace {
 
 // Per-thread state reused across calls, so a call allocates nothing: the ContractionProblem being filled and the
 // scratch (arena + workspace) bytes. A plan stays immutable; each thread running it has its own. Scratch larger than
-// kKeepScratchBytes is allocated per call as tensor storage (ir/Tensor.cpp: 2 MiB-aligned with a huge-page hint, and
-// freed large blocks are reused), not kept here: fresh pages from the system cost a page clear on first touch, which
+// kKeepScratchBytes (up to kReusedScratchBytes) is allocated per call as tensor storage (ir/Tensor.cpp: 2 MiB-aligned
+// with a huge-page hint, and freed large blocks are reused), not kept here: fresh pages from the system cost a page clear on first touch, which
 // was a third of a call of the einsum-benchmark's str_nw_mera_open_26 (hundreds of MB of intermediates).
 struct AlignedFree {
   void operator()(std::byte* p) const { ::operator delete[](p, std::align_val_t(64)); }
@@ -392,6 +392,11 @@ ScratchBytes allocate_scratch(int64_t bytes) {
 }
 
 constexpr int64_t kKeepScratchBytes = int64_t(256) << 10;
+// Scratch up to this size goes through tensor storage, whose cache of freed blocks (1 GiB by default) can hand it
+// back warm on the next call. Larger scratch could never be kept there, and fresh huge-page-hinted blocks of a GB
+// or more cost more than plain ones when memory is fragmented (gm_queen5_5_3, 1.3 GB of scratch: 2.4 s -> 4.9 s
+// beside the benchmark's peer processes), so it is a plain allocation as before.
+constexpr int64_t kReusedScratchBytes = int64_t(512) << 20;
 
 struct ThreadScratch {
   bool busy = false;
@@ -416,9 +421,12 @@ class CallScratch {
     }
     if (scratch_bytes <= 0) {
       base_ = empty_;  // zero-size intermediates still need a non-null address
-    } else if (scratch_bytes > kKeepScratchBytes) {
+    } else if (scratch_bytes > kKeepScratchBytes && scratch_bytes <= kReusedScratchBytes) {
       large_ = Tensor::empty(DType::f64, {(scratch_bytes + 7) / 8});
       base_ = static_cast<std::byte*>(large_.raw_data());
+    } else if (scratch_bytes > kKeepScratchBytes) {
+      huge_ = allocate_scratch(scratch_bytes);
+      base_ = huge_.get();
     } else {
       if (state_->capacity < scratch_bytes) {
         state_->bytes = allocate_scratch(scratch_bytes);
@@ -441,7 +449,8 @@ class CallScratch {
  private:
   ThreadScratch* state_ = nullptr;
   std::unique_ptr<ThreadScratch> own_;
-  Tensor large_;  // scratch above kKeepScratchBytes, for this call only
+  Tensor large_;       // scratch above kKeepScratchBytes, for this call only
+  ScratchBytes huge_;  // scratch above kReusedScratchBytes
   std::byte* base_ = nullptr;
   alignas(64) static inline std::byte empty_[64];
 };
