@@ -71,7 +71,7 @@ TEST_CASE("a budget smaller than one greedy run is raised to that run, and PlanR
   spec.budget_s = 1e-9;  // expires before any greedy run can finish
   PlanResult r = plan(spec, net);
   CHECK(r.budget_raised);
-  CHECK(r.stopped_by_budget);
+  CHECK_FALSE(r.stopped_by_budget);  // the work allowance (0 units) ended it, not the clock: no timing involved
   // The first rule of the greedy tier, complete and valid.
   CHECK(r.tree.to_string() == greedy(net, {GreedyCost::memory_removed}).to_string());
   // An interruptible run gives up (no half-built tree) once its deadline has passed.

@@ -23,7 +23,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
+#include <limits>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -408,6 +410,87 @@ void connected_dp_scaling() {
   }
 }
 
+// --calibrate: nanoseconds (process CPU time) per work unit (Deadline.h) of each budgeted loop, per instance, and of
+// a whole auto(quality=high, budget=1) plan. The unit weights in Deadline.h are set so that these are about 1 on the
+// reference machine; the budget's allowance is 75% of that rate, so the work ends before the clock guard.
+void calibrate(const std::vector<Instance>& instances) {
+  fmt::print("{:<44} {:>5} {:<16} {:>12} {:>9} {:>8}\n", "instance", "n", "loop", "units", "cpu ms", "ns/unit");
+  std::map<std::string, std::vector<double>> per_loop;
+  for (const Instance& inst : instances) {
+    const Network net = make_network(inst.subscripts, inst.extents);
+    const int n = net.num_inputs;
+    if (n < 3) continue;
+    const ContractionTree start = greedy(net);
+    auto measure = [&](const std::string& loop, const std::function<void(const Deadline&)>& body) {
+      const Deadline meter(0.0, std::numeric_limits<int64_t>::max());
+      const double t0 = cpu_seconds();
+      body(meter);
+      const double t = cpu_seconds() - t0;
+      if (meter.used() <= 0) return;
+      const double ns = t * 1e9 / static_cast<double>(meter.used());
+      per_loop[loop].push_back(ns);
+      fmt::print("{:<44} {:>5} {:<16} {:>12} {:>9.2f} {:>8.3f}\n", inst.name, n, loop, meter.used(), t * 1e3, ns);
+      std::fflush(stdout);
+    };
+    measure("greedy x16", [&](const Deadline& d) {
+      SplitMix64 rng(1);
+      for (int r = 0; r < 16; ++r) {
+        GreedyOptions g;
+        g.alpha = std::exp2(std::log2(0.01) + rng.uniform() * (std::log2(16.0) - std::log2(0.01)));
+        g.temperature = std::exp2(std::log2(0.001) * (1.0 - rng.uniform()));
+        g.seed = rng.next();
+        g.deadline = &d;
+        (void)greedy_until(net, g);
+      }
+    });
+    measure("opt_einsum", [&](const Deadline& d) {
+      GreedyOptions g{GreedyCost::opt_einsum};
+      g.deadline = &d;
+      (void)greedy_until(net, g);
+    });
+    measure("evaluate x16", [&](const Deadline& d) {
+      for (int r = 0; r < 16; ++r) {
+        (void)evaluate(net, start, false);
+        d.charge(evaluate_units(net));
+      }
+    });
+    if (n <= 2000) measure("reconfigure", [&](const Deadline& d) { (void)reconfigure(net, start, 8, 4, d); });
+    measure("anneal", [&](const Deadline& d) {
+      AnnealOptions a;
+      a.moves = std::max<int64_t>(50000, 20 * n);
+      (void)anneal(net, start, a, d);
+    });
+    if (n <= 40) measure("connected_dp", [&](const Deadline& d) {
+      ConnectedDpOptions o;
+      o.start_cap = evaluate(net, start, false).flops;
+      o.max_subsets = 60000;
+      o.deadline = d;
+      (void)optimal_connected(net, o);
+    });
+    if (n <= 200) measure("interval_dp", [&](const Deadline& d) {
+      (void)interval_optimal(net);
+      d.charge(kIntervalDpUnitsPerSplit * int64_t{n} * n * n / 6);
+    });
+    {
+      PlanSpec spec = PlanSpec::automatic_plan(PlanQuality::high);
+      spec.budget_s = 1.0;
+      const double t0 = cpu_seconds();
+      PlanResult r = plan(spec, net);
+      const double t = cpu_seconds() - t0;
+      const double ns = t * 1e9 / static_cast<double>(std::max<int64_t>(1, r.work_units));
+      per_loop["auto(high) 1s"].push_back(ns);
+      fmt::print("{:<44} {:>5} {:<16} {:>12} {:>9.2f} {:>8.3f}{}\n", inst.name, n, "auto(high) 1s", r.work_units,
+                 t * 1e3, ns, r.stopped_by_budget ? "  (clock guard fired)" : "");
+      std::fflush(stdout);
+    }
+  }
+  fmt::print("\n{:<16} {:>8} {:>8} {:>8}\n", "loop", "min", "median", "max");
+  for (auto& [loop, v] : per_loop) {
+    std::sort(v.begin(), v.end());
+    fmt::print("{:<16} {:>8.3f} {:>8.3f} {:>8.3f}\n", loop, v.front(), v[v.size() / 2], v.back());
+  }
+}
+
 std::string gap(double tc, double ref) { return std::isnan(ref) ? "-" : fmt::format("{:+.2f}", tc - ref); }
 
 }  // namespace
@@ -421,6 +504,7 @@ int main(int argc, char** argv) {
   std::string json_path;
   bool scale = true;
   std::optional<uint64_t> shuffle_seed;
+  bool calibrate_only = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -438,6 +522,7 @@ int main(int argc, char** argv) {
     else if (a == "--json") json_path = value();
     else if (a == "--no-scale") scale = false;
     else if (a == "--shuffle") shuffle_seed = std::stoull(value());
+    else if (a == "--calibrate") calibrate_only = true;
     else if (a == "--connected-dp") {
       connected_dp_scaling();
       return 0;
@@ -451,7 +536,8 @@ int main(int argc, char** argv) {
                  "  --shuffle S: list every instance's tensors in a seeded random order first (the published\n"
                  "               instances list them in geometric order, which the input-order sweep exploits)\n"
                  "       einstage_bench_planner --greedy-speed   (CPU time per greedy run at n = 256)\n"
-                 "       einstage_bench_planner --connected-dp   (connected-subset DP on growing sparse networks)\n");
+                 "       einstage_bench_planner --connected-dp   (connected-subset DP on growing sparse networks)\n"
+                 "       einstage_bench_planner --calibrate [--only a,b]  (CPU ns per work unit of each budgeted loop)\n");
       return 0;
     } else die("unknown option " + a + " (see --help)");
   }
@@ -469,6 +555,14 @@ int main(int argc, char** argv) {
       for (size_t k = terms.size(); k > 1; --k) std::swap(terms[k - 1], terms[rng.randint(k)]);
     }
     fmt::print("# inputs shuffled with seed {}\n", *shuffle_seed);
+  }
+
+  if (calibrate_only) {
+    std::vector<Instance> chosen;
+    for (const Instance& inst : instances)
+      if ((only.empty() || only.count(inst.name)) && !skip.count(inst.name)) chosen.push_back(inst);
+    calibrate(chosen);
+    return 0;
   }
 
   nlohmann::json records = nlohmann::json::array();

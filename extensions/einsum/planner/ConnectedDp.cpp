@@ -67,7 +67,11 @@ class ComponentDp {
         const int k2 = k - k1;
         for (size_t ia = 0; ia < levels_[k1].size(); ++ia) {
           const int a = levels_[k1][ia];
-          for (size_t ib = (k1 == k2 ? ia + 1 : 0); ib < levels_[k2].size(); ++ib) {
+          const size_t ib0 = k1 == k2 ? ia + 1 : 0;
+          // Every pair visited is work, joinable or not: charged per row, checked every 4096 joinable pairs.
+          if (levels_[k2].size() > ib0) opt_.deadline.charge(kConnectedDpUnitsPerPair * int64_t(levels_[k2].size() - ib0));
+          if (opt_.deadline.work_spent()) return stopped = true, false;
+          for (size_t ib = ib0; ib < levels_[k2].size(); ++ib) {
             const int b = levels_[k2][ib];
             const Entry& ea = entries_[a];
             const Entry& eb = entries_[b];

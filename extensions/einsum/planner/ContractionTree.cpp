@@ -189,4 +189,10 @@ TreeCost evaluate(const Subscripts& subscripts, const Extents& extents, const Co
   return evaluate(make_network(subscripts, extents), tree);
 }
 
+int64_t evaluate_units(const Network& network) {
+  int64_t labels = 0;
+  for (const auto& in : network.inputs) labels += static_cast<int64_t>(in.size());
+  return kEvaluateUnitsPerLabel * (labels + network.num_inputs);
+}
+
 }  // namespace einstage::einsum

@@ -17,9 +17,10 @@
 //   * peak_memory: elements live at once in this order: all inputs (as stored, repeated axes included) are live at
 //     the start, a step's result is allocated while both operands are still live, then the operands are released;
 //   * labels only in the output take part in no step (the executor broadcasts them after the last step).
-// Depends on Network.h (and through it Subscripts.h, ir/Error.h) only.
+// Depends on Network.h (and through it Subscripts.h, ir/Error.h) and Deadline.h (work units) only.
 #pragma once
 
+#include "extensions/einsum/planner/Deadline.h"
 #include "extensions/einsum/planner/Network.h"
 
 #include <string>
@@ -89,5 +90,7 @@ struct TreeCost {
 /// (same totals, no per-step label lists: what optimisers comparing candidates on large networks need).
 TreeCost evaluate(const Network& network, const ContractionTree& tree, bool per_step = true);
 TreeCost evaluate(const Subscripts& subscripts, const Extents& extents, const ContractionTree& tree);
+/// Work units (Deadline.h) of one evaluate(network, tree, false): what budgeted planners charge for it.
+int64_t evaluate_units(const Network& network);
 
 }  // namespace einstage::einsum

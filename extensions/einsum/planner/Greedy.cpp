@@ -48,7 +48,8 @@ struct Candidate {
 // since a step removes one or two carriers and adds at most one).
 class GreedyRun {
  public:
-  GreedyRun(const Network& net, const GreedyOptions& opt) : net_(net), opt_(opt), rng_(opt.seed) {
+  GreedyRun(const Network& net, const GreedyOptions& opt, bool abandon) : net_(net), opt_(opt), rng_(opt.seed) {
+    abandon_ = abandon;
     const int n = net.num_inputs;
     const size_t ids = std::max(0, 2 * n - 1);
     begin_.assign(ids + 1, 0);
@@ -91,12 +92,13 @@ class GreedyRun {
     // Initial candidates: every pair sharing a label, once (the lower id proposes).
     int next_id = n;
     for (int i = 0; i < n; ++i) {
-      if ((i & 255) == 255 && opt_.deadline && opt_.deadline->expired()) return std::nullopt;
+      if ((i & 255) == 255 && out_of_budget()) return std::nullopt;
       push_neighbours(i, /*only_lower=*/true);
     }
     uint32_t pops = 0;
     while (!queue_.empty()) {
-      if ((++pops & 255) == 0 && opt_.deadline && opt_.deadline->expired()) return std::nullopt;
+      if ((++pops & 255) == 0 && out_of_budget()) return std::nullopt;
+      ++ops_;
       std::pop_heap(queue_.begin(), queue_.end(), std::greater<Candidate>());
       const Candidate c = queue_.back();
       queue_.pop_back();
@@ -130,10 +132,19 @@ class GreedyRun {
         ++next_id;
       }
     }
+    out_of_budget();  // charges the rest
     return ContractionTree(n, std::move(steps_));
   }
 
  private:
+  // Charges the deadline's meter with the work since the last call; true when the run should be abandoned.
+  bool out_of_budget() {
+    if (!opt_.deadline) return false;
+    opt_.deadline->charge((ops_ - charged_) * kGreedyUnitsPerOp);
+    charged_ = ops_;
+    return abandon_ && opt_.deadline->expired();
+  }
+
   const int* labels_begin(int id) const { return pool_.data() + begin_[id]; }
   const int* labels_end(int id) const { return pool_.data() + begin_[id + 1]; }
 
@@ -192,6 +203,7 @@ class GreedyRun {
         if (stamp_[other] == epoch_) continue;
         if (only_lower && other > id) continue;
         stamp_[other] = epoch_;
+        ++ops_;
         queue_.push_back(candidate(std::min(id, other), std::max(id, other), result_size_marked(id, other)));
         std::push_heap(queue_.begin(), queue_.end(), std::greater<Candidate>());
       }
@@ -243,11 +255,15 @@ class GreedyRun {
   std::vector<Candidate> queue_;       // binary min-heap
   std::vector<Step> steps_;
   std::vector<double> extent_;  // max(extent, 1) as double
+  int64_t ops_ = 0, charged_ = 0;  // queue pushes and pops (the work units' count), and how many were charged
+  bool abandon_ = true;
 };
 
 }  // namespace
 
-std::optional<ContractionTree> greedy_until(const Network& network, const GreedyOptions& options) {
+namespace {
+
+std::optional<ContractionTree> run_greedy(const Network& network, const GreedyOptions& options, bool abandon) {
   if (!(options.temperature >= 0))
     fail(ErrorKind::invalid_argument, "greedy temperature is {}; it must be >= 0", options.temperature);
   if (options.cost == GreedyCost::opt_einsum) {
@@ -256,20 +272,32 @@ std::optional<ContractionTree> greedy_until(const Network& network, const Greedy
            "opt_einsum's deterministic rule); use memory_removed for a randomised greedy");
     return greedy_opt_einsum(network, options.deadline);
   }
-  return GreedyRun(network, options).run();
+  return GreedyRun(network, options, abandon).run();
+}
+
+}  // namespace
+
+std::optional<ContractionTree> greedy_until(const Network& network, const GreedyOptions& options) {
+  return run_greedy(network, options, true);
 }
 
 ContractionTree greedy(const Network& network, const GreedyOptions& options) {
-  GreedyOptions o = options;
-  o.deadline = nullptr;
-  return *greedy_until(network, o);
+  if (options.cost == GreedyCost::opt_einsum) {  // its run has no "never abandon" mode: it charges nothing here
+    GreedyOptions o = options;
+    o.deadline = nullptr;
+    return *run_greedy(network, o, false);
+  }
+  return *run_greedy(network, options, false);
 }
 
 ContractionTree best_greedy(const Network& network, GreedyCost* rule, const Deadline& deadline, bool* complete,
                             bool* first_overran) {
-  ContractionTree best = greedy(network, {GreedyCost::memory_removed});
+  GreedyOptions first{GreedyCost::memory_removed};
+  first.deadline = &deadline;  // charged, never abandoned
+  ContractionTree best = greedy(network, first);
   if (first_overran) *first_overran = deadline.expired();
   double best_flops = evaluate(network, best, false).flops;
+  deadline.charge(evaluate_units(network));
   if (rule) *rule = GreedyCost::memory_removed;
   if (complete) *complete = true;
   for (GreedyCost c : {GreedyCost::opt_einsum, GreedyCost::smallest_result}) {
@@ -281,6 +309,7 @@ ContractionTree best_greedy(const Network& network, GreedyCost* rule, const Dead
       break;
     }
     const double f = evaluate(network, *t, false).flops;
+    deadline.charge(evaluate_units(network));
     if (f < best_flops) {
       best = std::move(*t), best_flops = f;
       if (rule) *rule = c;

@@ -126,7 +126,7 @@ class OptEinsumGreedy {
     }
     // Per label, carriers in id order: each proposes its best pair with a later carrier.
     for (int l = 0; l < net_.num_labels; ++l) {
-      if ((l & 255) == 255 && deadline_ && deadline_->expired()) return std::nullopt;
+      if ((l & 255) == 255 && out_of_budget()) return std::nullopt;
       std::vector<int> cs = carriers_[l];
       std::sort(cs.begin(), cs.end(), [&](int a, int b) { return slots_[a].id < slots_[b].id; });
       for (size_t i = 0; i + 1 < cs.size(); ++i) {
@@ -141,7 +141,8 @@ class OptEinsumGreedy {
     std::vector<int> k12;
     uint32_t pops = 0;
     while (!queue_.empty()) {
-      if ((++pops & 255) == 0 && deadline_ && deadline_->expired()) return std::nullopt;
+      if ((++pops & 255) == 0 && out_of_budget()) return std::nullopt;
+      ++ops_;
       const Candidate c = queue_.top();
       queue_.pop();
       if (!slots_[c.s1].alive || !slots_[c.s2].alive) continue;
@@ -188,6 +189,7 @@ class OptEinsumGreedy {
                      std::back_inserter(u));
       rest.emplace(size_of(u), next_id_++, std::move(u));
     }
+    out_of_budget();  // charges the rest
     return ContractionTree(n, std::move(steps_));
   }
 
@@ -250,7 +252,16 @@ class OptEinsumGreedy {
     }
   }
 
+  // Charges the deadline's meter with the work since the last call; true when the run should be abandoned.
+  bool out_of_budget() {
+    if (!deadline_) return false;
+    deadline_->charge((ops_ - charged_) * kOptEinsumGreedyUnitsPerOp);
+    charged_ = ops_;
+    return deadline_->expired();
+  }
+
   Candidate candidate(int a, int b) {
+    ++ops_;
     result_labels(a, b, scratch_);
     Candidate c;
     const Wide r = size_of(scratch_);
@@ -301,6 +312,7 @@ class OptEinsumGreedy {
   std::vector<uint32_t> stamp_;
   uint32_t epoch_ = 0;
   int next_id_ = 0;
+  int64_t ops_ = 0, charged_ = 0;  // candidates scored and queue pops (the work units' count), and how many charged
 };
 
 }  // namespace

@@ -274,7 +274,8 @@ PlanResult plan(const PlanSpec& spec, const Network& net, const PlanOptions& opt
   // auto and anneal: every greedy rule is a candidate, so the result is never costlier than greedy.
   const double default_budget = spec.kind == PlanKind::anneal || spec.quality == PlanQuality::high ? 1.0 : 0.0;
   const double budget = spec.budget_s > 0 ? spec.budget_s : (spec.trials > 0 ? 0.0 : default_budget);
-  const Deadline budget_end(budget);  // counts from here: set-up time is part of the budget
+  // The budget is a work allowance (deterministic) with a clock guard that counts from here (Deadline.h).
+  const Deadline budget_end(options.clock_guard ? budget : 0.0, work_for_budget(budget));
   GreedyCost rule = GreedyCost::memory_removed;
   // A budget smaller than one greedy run is raised to one greedy run: the first rule always completes.
   bool all_rules = true;
@@ -285,13 +286,23 @@ PlanResult plan(const PlanSpec& spec, const Network& net, const PlanOptions& opt
   const auto eval_start = std::chrono::steady_clock::now();
   double base_flops = evaluate(net, base).flops;
   const double eval_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - eval_start).count();
+  budget_end.charge(evaluate_units(net));
   const Deadline deadline = budget_end.earlier_by(2 * eval_s);
-  if (deadline.expired()) {
-    result.stopped_by_budget = true;
-    return finish(std::move(base), method);
-  }
+  // Set when the clock guard ends a phase the work allowance would have let finish: the tree depends on timing.
+  auto out_of_budget = [&]() {
+    if (!deadline.expired()) return false;
+    if (!deadline.work_spent()) result.stopped_by_budget = true;
+    return true;
+  };
+  auto finish_budgeted = [&](ContractionTree tree, std::string name) {
+    if (deadline.clock_expired() && !deadline.work_spent()) result.stopped_by_budget = true;
+    result.work_units = deadline.used();
+    return finish(std::move(tree), std::move(name));
+  };
+  if (out_of_budget()) return finish_budgeted(std::move(base), method);
   auto consider = [&](ContractionTree t, std::string name) {
     const double f = evaluate(net, t, false).flops;
+    deadline.charge(evaluate_units(net));
     if (f < base_flops) base = std::move(t), base_flops = f, method = std::move(name);
   };
   auto run_search = [&]() {
@@ -304,25 +315,25 @@ PlanResult plan(const PlanSpec& spec, const Network& net, const PlanOptions& opt
     so.threads = options.threads;
     so.progress = options.progress;
     SearchResult sr = search(net, base, so);
-    result.stopped_by_budget = sr.stopped_by_budget;
+    result.stopped_by_budget |= sr.stopped_by_budget;
     result.trials_done = sr.trials_done;
     consider(std::move(sr.tree), "anneal");
   };
   if (spec.kind == PlanKind::anneal) {
     run_search();
-    return finish(std::move(base), method);
+    return finish_budgeted(std::move(base), method);
   }
   const bool chain = is_chain(net);
   const int exact_limit = spec.quality == PlanQuality::fast ? 10 : spec.quality == PlanQuality::normal ? 12 : 14;
   if (chain) {
     consider(interval_optimal(net), "interval_dp");
-    return finish(std::move(base), method);
+    return finish_budgeted(std::move(base), method);
   }
   if (n <= exact_limit) {
     consider(optimal(net), "subset_dp");
-    return finish(std::move(base), method);
+    return finish_budgeted(std::move(base), method);
   }
-  if (spec.quality == PlanQuality::fast) return finish(std::move(base), method);
+  if (spec.quality == PlanQuality::fast) return finish_budgeted(std::move(base), method);
   // Sparse networks just above the all-subsets limit: the connected-subset DP, bounded by a subset count (so the
   // work, and the answer, do not depend on the clock unless a budget expires first); it gives up quietly.
   const bool high = spec.quality == PlanQuality::high;
@@ -336,12 +347,17 @@ PlanResult plan(const PlanSpec& spec, const Network& net, const PlanOptions& opt
   if (!high && n <= 30) try_connected(deadline);
   // Fixed work (deterministic unless a budget cuts it): the best contiguous-range tree for moderate n, then
   // reconfiguration of 8-operand subtrees (at most 4 passes) while it is cheap.
-  if (n <= 200) consider(interval_optimal(net), "interval_dp");
+  if (n <= 200) {
+    consider(interval_optimal(net), "interval_dp");
+    deadline.charge(kIntervalDpUnitsPerSplit * int64_t{n} * n * n / 6);
+  }
   // The input-order sweep (absorb inputs one by one into a running product): O(n) to build, one evaluation, and on
   // lattices listed in geometric order it is the boundary sweep greedy rules miss (2^115.3 on the 100x100 grid, where
   // every greedy rule is >= 2^152).
-  if (!deadline.expired()) consider(ContractionTree::left_to_right(n), "sweep(input order)");
-  if (n <= 2000 && !deadline.expired()) {
+  if (!out_of_budget()) {
+    consider(ContractionTree::left_to_right(n), "sweep(input order)");
+  }
+  if (n <= 2000 && !out_of_budget()) {
     const std::string before = method;
     consider(reconfigure(net, base, 8, 4, deadline), "");
     if (method.empty()) method = before + "+reconfigure";
@@ -350,13 +366,14 @@ PlanResult plan(const PlanSpec& spec, const Network& net, const PlanOptions& opt
     // After the cheap fixed work, so a budget the DP cannot fit in still gets normal's answer (a 32-input PEPS
     // spent all of 1 s in the DP and came back with the greedy tree): the DP may use half of what is left, the
     // search the rest.
-    if (n <= 40 && !deadline.expired()) try_connected(deadline.earlier_by(deadline.remaining() / 2));
-    if (!deadline.expired()) run_search();
-    else result.stopped_by_budget = true;
-  } else {
-    result.stopped_by_budget = deadline.expired();
+    if (n <= 40 && !out_of_budget()) {
+      const Deadline half = deadline.with_allowance(deadline.allowance_left() / 2);
+      try_connected(half);
+      deadline.charge(half.used());
+    }
+    if (!out_of_budget()) run_search();
   }
-  return finish(std::move(base), method);
+  return finish_budgeted(std::move(base), method);
 }
 
 PlanResult plan_contraction(const PlanSpec& spec, const Subscripts& subscripts, const Extents& extents,

@@ -37,7 +37,7 @@ std::string_view to_string(PlanQuality quality);  // "fast", "normal", "high"
 
 struct PlanSpec {
   PlanKind kind = PlanKind::automatic;
-  double budget_s = 0;                        // 0 = the kind's default (auto: 0.1 s cap; anneal: 1 s)
+  double budget_s = 0;                        // 0 = the kind's default (auto fast/normal: none, their work is fixed; auto high, anneal: 1 s)
   uint64_t seed = 0;
   PlanQuality quality = PlanQuality::normal;  // auto only
   GreedyCost greedy_cost = GreedyCost::memory_removed;  // greedy only
@@ -66,19 +66,23 @@ struct PlanSpecHash {
   size_t operator()(const PlanSpec& spec) const { return static_cast<size_t>(spec.hash()); }
 };
 
-/// Per-call settings that never change the chosen tree.
+/// Per-call settings that never change the chosen tree (clock_guard only when the guard fires: see Deadline.h).
 struct PlanOptions {
   int threads = 1;            // workers for multi-trial searches
   ProgressCallback progress;  // called after each finished trial of long searches
+  bool clock_guard = true;    // false: a budget is a work allowance only; the tree is then the same on any machine,
+                              // however slow or busy, but planning may take longer than the budget there
 };
 
 struct PlanResult {
   ContractionTree tree;
   TreeCost cost;
   std::string method;         // what produced the tree, e.g. "interval_dp", "greedy(memory_removed)+reconfigure"
-  bool stopped_by_budget = false;
-  bool budget_raised = false; // the budget expired before the first greedy run finished: the result is that run
+  bool stopped_by_budget = false;  // the clock guard (Deadline.h) ended work the allowance had room for: this tree
+                                   // depends on timing (a machine much slower or busier than the calibration)
+  bool budget_raised = false; // the budget ran out before the first greedy run finished: the result is that run
   int trials_done = 0;
+  int64_t work_units = 0;     // work charged against the budget's allowance (budgeted kinds only)
   double seconds = 0;         // wall time of planning
 };
 

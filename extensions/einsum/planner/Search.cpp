@@ -178,6 +178,15 @@ bool reconfigure_at(TreeState& st, int node, int k, std::vector<int>& frontier, 
   return true;
 }
 
+// Work units of re-solving one subtree with `k` frontier operands: the pairs of solve_small's subset DP (each subset
+// S of >= 2 operands tries 2^(|S|-1) - 1 splits: (3^k + 1)/2 - 2^k in all) and its k 2^k subset sums.
+int64_t reconfigure_units(int k) {
+  int64_t pow3 = 1;
+  for (int i = 0; i < k; ++i) pow3 *= 3;
+  const int64_t pairs = k >= 2 ? (pow3 + 1) / 2 - (int64_t{1} << k) : 0;
+  return kReconfigureUnitsPerCall + kDpUnitsPerPair * (pairs + k * (int64_t{1} << k));
+}
+
 void reconfigure_state(TreeState& st, int k, int max_passes, const Deadline& deadline) {
   std::vector<int> frontier, region;
   for (int pass = 0; pass < max_passes; ++pass) {
@@ -185,6 +194,7 @@ void reconfigure_state(TreeState& st, int k, int max_passes, const Deadline& dea
     for (int node : st.post_order()) {
       if (deadline.expired()) return;
       improved |= reconfigure_at(st, node, k, frontier, region);
+      deadline.charge(reconfigure_units(static_cast<int>(frontier.size())));
     }
     if (!improved) return;
   }
@@ -201,11 +211,17 @@ void anneal_state(TreeState& st, const AnnealOptions& opt, const Deadline& deadl
   double best = st.total_flops();
   std::vector<int> best_structure_left = st.left, best_structure_right = st.right;
   int64_t checked = 0;
+  int64_t work = 0;  // units not yet charged
   for (int64_t sweep = 0; sweep < sweeps; ++sweep) {
     const double beta = sweeps == 1 ? opt.beta_end
                                     : opt.beta_start + (opt.beta_end - opt.beta_start) * sweep / (sweeps - 1);
     for (int p = n; p < 2 * n - 1; ++p) {
-      if ((++checked & 255) == 0 && deadline.expired()) goto done;
+      if ((++checked & 255) == 0) {
+        deadline.charge(work);
+        work = 0;
+        if (deadline.expired()) goto done;
+      }
+      work += kAnnealUnitsPerMove;
       // Rotations at p: a deep child Y=(B,C) and the other child X; new child N=(X,B) or (X,C).
       int options[4][3];  // (deep child, grandchild joining X, grandchild staying)
       int count = 0;
@@ -219,6 +235,8 @@ void anneal_state(TreeState& st, const AnnealOptions& opt, const Deadline& deadl
       const int pick = static_cast<int>(rng.randint(count));
       const int y = options[pick][0], b = options[pick][1], c = options[pick][2];
       const int x = st.left[p] == y ? st.right[p] : st.left[p];
+      work += kAnnealUnitsPerLabel * static_cast<int64_t>(st.labels[x].size() + st.labels[b].size() +
+                                                         st.labels[p].size() + st.labels[c].size());
       kept_after_rotation(st.labels[x], st.labels[b], st.labels[p], st.labels[c], w, cand_new, scratch);
       const double f_n = union_weight(st.labels[x], st.labels[b], w);
       const double f_p = union_weight(cand_new, st.labels[c], w);
@@ -234,6 +252,7 @@ void anneal_state(TreeState& st, const AnnealOptions& opt, const Deadline& deadl
       st.log2_flops[y] = f_n, st.log2_flops[p] = f_p;
     }
     {
+      work += kAnnealUnitsPerSweepNode * internal;  // the sweep's total
       const double total = st.total_flops();
       if (total < best) {
         best = total, best_structure_left = st.left, best_structure_right = st.right;
@@ -241,6 +260,7 @@ void anneal_state(TreeState& st, const AnnealOptions& opt, const Deadline& deadl
     }
   }
 done:
+  deadline.charge(work + evaluate_units(*st.net));  // and the rebuild below
   {
     // Restore the best structure seen (the start tree if nothing beat it) and recompute labels.
     std::vector<Step> steps;
@@ -276,8 +296,10 @@ ContractionTree reconfigure(const Network& network, const ContractionTree& tree,
                             const Deadline& deadline) {
   if (network.num_inputs < 3 || subtree_size < 3) return tree;
   TreeState st(network, tree);
+  deadline.charge(evaluate_units(network));
   reconfigure_state(st, std::min(subtree_size, 16), max_passes, deadline);
   ContractionTree out = st.to_tree();
+  deadline.charge(2 * evaluate_units(network));
   return evaluate(network, out, false).flops <= evaluate(network, tree, false).flops ? out : tree;
 }
 
@@ -285,8 +307,10 @@ ContractionTree anneal(const Network& network, const ContractionTree& start, con
                        const Deadline& deadline) {
   if (network.num_inputs < 3) return start;
   TreeState st(network, start);
+  deadline.charge(evaluate_units(network));
   anneal_state(st, options, deadline);
   ContractionTree out = st.to_tree();
+  deadline.charge(2 * evaluate_units(network));
   return evaluate(network, out, false).flops <= evaluate(network, start, false).flops ? out : start;
 }
 
@@ -311,6 +335,7 @@ TrialOutcome run_trial(const Network& net, const ContractionTree& first, int ind
   TrialOutcome out;
   out.tree = first;
   out.flops = index == 0 ? evaluate(net, first, false).flops : std::numeric_limits<double>::infinity();
+  if (index == 0) deadline.charge(evaluate_units(net));
   {
     for (int r = 0; r < kGreediesPerTrial; ++r) {
       GreedyOptions g;
@@ -322,14 +347,17 @@ TrialOutcome run_trial(const Network& net, const ContractionTree& first, int ind
       std::optional<ContractionTree> t = greedy_until(net, g);  // abandoned when the deadline passes mid-run
       if (!t) return out;
       const double f = evaluate(net, *t, false).flops;
+      deadline.charge(evaluate_units(net));
       if (f < out.flops) out.flops = f, out.tree = std::move(*t);
       if (deadline.expired()) return out;
     }
   }
   TreeState st(net, out.tree);
+  deadline.charge(evaluate_units(net));
   auto finish = [&](bool done) {
     ContractionTree t = st.to_tree();
     const double f = evaluate(net, t, false).flops;
+    deadline.charge(2 * evaluate_units(net));
     if (f < out.flops) out.flops = f, out.tree = std::move(t);
     out.done = done;
     return out;
@@ -354,10 +382,13 @@ SearchResult search(const Network& net, const ContractionTree& baseline, const S
   if (opt.budget_s <= 0 && opt.trials <= 0 && opt.deadline.unlimited())
     fail(ErrorKind::invalid_argument, "search needs a time budget or a trial count; set budget > 0 or trials > 0");
   const auto t0 = std::chrono::steady_clock::now();
-  const Deadline deadline = opt.deadline.unlimited() ? Deadline(opt.budget_s) : opt.deadline;
+  // The caller's deadline (plan() passes its own, whose meter holds the work done before the search), or the budget's.
+  const Deadline deadline =
+      opt.deadline.unlimited() ? Deadline(opt.budget_s, work_for_budget(opt.budget_s)) : opt.deadline;
   SearchResult result;
   result.tree = baseline;
   result.flops = evaluate(net, baseline, false).flops;
+  deadline.charge(evaluate_units(net));
   if (net.num_inputs < 3) return result;
   // Moves per anneal trial from the budget (an assumed rate, never a measured one, so the work stays deterministic).
   int64_t moves = opt.anneal_moves;
@@ -366,55 +397,76 @@ SearchResult search(const Network& net, const ContractionTree& baseline, const S
     moves = static_cast<int64_t>(std::clamp(budget * 2.0e6 / 16.0, 0.0, 5.0e7));
     if (moves < 20 * net.num_inputs) moves = budget >= 0.05 ? 20 * net.num_inputs : 0;
   }
+  // Which trials count is decided by work units, never by the clock or the thread that ran them: trial t counts when
+  // the work of trials 0..t (S_t) stays below the allowance A (trial 0 always counts; its own meter stops it at A).
+  // Trial t runs with a meter of A - S_{t-1} when trials 0..t-1 have finished, else of A: either way a trial cut by
+  // its meter has S_t >= A and does not count, and one that finishes did the same work as on one thread.
+  const int64_t kNoLimit = std::numeric_limits<int64_t>::max();
+  const int64_t allowance = deadline.allowance_left();
+  auto add = [&](int64_t a, int64_t b) { return a > kNoLimit - b ? kNoLimit : a + b; };
   const int total = opt.trials > 0 ? opt.trials : std::numeric_limits<int>::max();
-  std::vector<TrialOutcome> outcomes;
+  struct Slot {
+    TrialOutcome outcome;
+    int64_t work = -1;       // -1: not finished
+    bool clock_cut = false;  // the clock guard stopped it: its tree depends on timing
+  };
+  std::vector<Slot> slots;
   std::mutex mutex;
   std::condition_variable cv;
-  int finished = 0;
-  bool any_cut = false;
+  int next = 0, finished = 0, reported = 0;
+  int64_t finished_work = 0;  // over finished trials of any index
   auto report = [&]() {  // with `mutex` held (or single-threaded)
-    if (!opt.progress) return;
+    if (!opt.progress || reported == finished) return;
+    reported = finished;
     PlanProgress p;
     p.trials_done = finished;
     p.trials_total = opt.trials;
     p.best_flops = result.flops;
-    for (const auto& o : outcomes)
-      if (o.done) p.best_flops = std::min(p.best_flops, o.flops);
+    for (const Slot& s : slots)
+      if (s.work >= 0) p.best_flops = std::min(p.best_flops, s.outcome.flops);
     p.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     opt.progress(p);
   };
-  // Runs trial indices [begin, end) on the workers until done or out of time; results land in outcomes[index].
-  auto run_range = [&](int begin, int end, const std::function<TrialOutcome(int)>& trial) {
-    std::atomic<int> next{begin};
-    auto store = [&](int index, TrialOutcome o) {
-      if (static_cast<int>(outcomes.size()) <= index) outcomes.resize(index + 1);
-      if (!o.done) any_cut = true;
-      outcomes[index] = std::move(o);
-      ++finished;
-    };
-    const int threads = std::max(1, opt.threads);
-    if (threads == 1) {
-      while (!deadline.expired()) {
-        const int index = next.fetch_add(1);
-        if (index >= end) break;
-        store(index, trial(index));
-        report();
+  auto worker = [&](bool single) {
+    for (;;) {
+      int index;
+      int64_t limit = allowance;
+      {
+        std::lock_guard lock(mutex);
+        if (next >= total || finished_work >= allowance || deadline.clock_expired()) break;
+        index = next++;
+        slots.resize(next);
+        int64_t prefix = 0;
+        for (int i = 0; i < index && limit != kNoLimit; ++i) {
+          if (slots[i].work < 0) {
+            prefix = 0;
+            break;
+          }
+          prefix = add(prefix, slots[i].work);
+        }
+        if (limit != kNoLimit) limit -= std::min(prefix, limit);
       }
-      return;
+      const Deadline meter = deadline.with_allowance(limit);
+      TrialOutcome o = run_trial(net, baseline, index, opt, moves, meter);
+      std::lock_guard lock(mutex);
+      slots[index].clock_cut = !o.done && meter.clock_expired() && !meter.work_spent();
+      slots[index].outcome = std::move(o);
+      slots[index].work = meter.used();
+      finished_work = add(finished_work, meter.used());
+      ++finished;
+      if (single) report();
+      else cv.notify_all();
     }
-    int running = threads, reported = finished;
+  };
+  const int threads = std::max(1, opt.threads);
+  if (threads == 1) {
+    worker(true);
+  } else {
+    int running = threads;
     std::vector<std::thread> pool;
     for (int t = 0; t < threads; ++t)
       pool.emplace_back([&] {
-        for (;;) {
-          if (deadline.expired()) break;
-          const int index = next.fetch_add(1);
-          if (index >= end) break;
-          TrialOutcome o = trial(index);
-          std::lock_guard lock(mutex);
-          store(index, std::move(o));
-          cv.notify_all();
-        }
+        worker(false);
         std::lock_guard lock(mutex);
         --running;
         cv.notify_all();
@@ -423,23 +475,33 @@ SearchResult search(const Network& net, const ContractionTree& baseline, const S
       std::unique_lock lock(mutex);
       while (running > 0) {
         cv.wait(lock);
-        if (finished != reported) {
-          reported = finished;
-          report();
-        }
+        report();
       }
     }
     for (auto& t : pool) t.join();
-  };
-  run_range(0, total, [&](int index) { return run_trial(net, baseline, index, opt, moves, deadline); });
-  int done = 0;
-  for (size_t i = 0; i < outcomes.size(); ++i) {
-    if (outcomes[i].done) ++done;
-    if (outcomes[i].tree.num_inputs() != net.num_inputs) continue;  // a slot never run
-    if (outcomes[i].flops < result.flops) result.flops = outcomes[i].flops, result.tree = outcomes[i].tree;
   }
-  result.trials_done = done;
-  result.stopped_by_budget = any_cut || done < (opt.trials > 0 ? opt.trials : std::numeric_limits<int>::max());
+  // The counted prefix; `complete` when it ended by the work or the trial count, not by the clock.
+  bool complete = false;
+  int64_t spent = 0;
+  for (size_t t = 0; t < slots.size() && slots[t].work >= 0; ++t) {
+    const int64_t s = add(spent, slots[t].work);
+    if (t > 0 && s >= allowance) {
+      complete = true;
+      break;
+    }
+    spent = s;
+    const TrialOutcome& o = slots[t].outcome;
+    if (o.tree.num_inputs() == net.num_inputs && o.flops < result.flops) result.flops = o.flops, result.tree = o.tree;
+    ++result.trials_done;
+    if (slots[t].clock_cut) break;
+    if (spent >= allowance || static_cast<int>(t) + 1 == total) {
+      complete = true;
+      break;
+    }
+  }
+  deadline.charge(spent);
+  result.work_units = spent;
+  result.stopped_by_budget = !complete;
   return result;
 }
 

@@ -2,11 +2,11 @@
 //
 // Planning stage. All of it minimises total flops (ContractionTree.h's cost model); the best tree is chosen by the one
 // evaluator. Determinism: a trial's work is fixed by its options and its seed (trial_seed(seed, index)), never by the
-// clock or the thread that runs it; the winner is the minimum of (flops, trial index) over the trials run.
-// A time budget only decides how many trials finish: with enough budget (or a trial count that completes within it)
-// the result is the same in every process and at every thread count; a search cut short by the budget says so in
-// SearchResult::stopped_by_budget and depends on how far its trials got. The budget is checked inside every loop
-// (every 256 annealing moves, every reconfigured subtree, every greedy run).
+// clock or the thread that runs it, and a budget is an allowance of work units (Deadline.h), not of time: every loop
+// charges what it did, and the trials that count are the longest prefix 0..T whose work stays within the allowance
+// (see search()). So a budgeted search returns the same tree in every process and at every thread count. The clock
+// is a guard only: when it stops a search first (a machine much slower or busier than the calibration), the result
+// depends on timing and SearchResult::stopped_by_budget says so.
 // Depends on Network.h, ContractionTree.h, Greedy.h and Exact.h; uses std::thread for trials.
 #pragma once
 
@@ -48,8 +48,9 @@ ContractionTree anneal(const Network& network, const ContractionTree& start, con
                        const Deadline& deadline = {});
 
 struct SearchOptions {
-  double budget_s = 1.0;     // wall-clock budget; <= 0 means no limit (then `trials` must be > 0)
-  Deadline deadline;         // if limited, used instead of budget_s (lets a caller count its own set-up time)
+  double budget_s = 1.0;     // budget: work_for_budget(budget_s) units and a clock guard; <= 0: none (then `trials`
+                             // must be > 0)
+  Deadline deadline;         // if limited, used instead of budget_s (plan() passes its meter, set-up work charged)
   int trials = 0;            // 0 = as many as the budget allows
   uint64_t seed = 0;
   int threads = 1;           // workers; the result does not depend on it
@@ -61,14 +62,17 @@ struct SearchOptions {
 struct SearchResult {
   ContractionTree tree;
   double flops = 0;
-  int trials_done = 0;
-  bool stopped_by_budget = false;
+  int trials_done = 0;          // trials that count (the prefix within the allowance)
+  int64_t work_units = 0;       // their work
+  bool stopped_by_budget = false;  // the clock guard ended the search: the tree depends on timing
 };
 
 /// Multi-trial search: trial t starts from the best of 16 Gumbel-randomised greedy runs (alpha, temperature and noise
 /// from the trial's stream; trial 0 also considers `baseline`); each start is reconfigured, annealed and reconfigured again.
-/// `baseline` is always a candidate, so the result is never costlier. A trial cut by the budget still offers the best
-/// tree it reached (this is the only place where timing can change the answer, and stopped_by_budget says so).
+/// `baseline` is always a candidate, so the result is never costlier. Trials run in index order (several at once with
+/// threads > 1); trial t counts when the work of trials 0..t stays below the allowance (trial 0 always counts, cut by
+/// its meter if it alone exceeds it). A trial cut by the clock guard still offers the best tree it reached: the only
+/// place where timing can change the answer, and stopped_by_budget says so.
 SearchResult search(const Network& network, const ContractionTree& baseline, const SearchOptions& options);
 
 }  // namespace einstage::einsum
