@@ -606,7 +606,7 @@ int main(int argc, char** argv) {
       nlohmann::json rec = {{"instance", inst.name}, {"source", inst.source}, {"n", n},
                             {"planner", label},      {"spec", spec.to_string()}, {"method", r.method},
                             {"tc", tc},              {"sc", sc},             {"rw", r.cost.rw},
-                            {"seconds", r.seconds},  {"trials", r.trials_done}, {"stopped_by_budget", r.stopped_by_budget}, {"budget_raised", r.budget_raised},
+                            {"seconds", r.seconds},  {"trials", r.trials_done}, {"work_units", r.work_units}, {"stopped_by_budget", r.stopped_by_budget}, {"budget_raised", r.budget_raised},
                             {"threads", threads}};
       if (!std::isnan(known.greedy_oe)) rec["known_greedy_oe"] = known.greedy_oe;
       if (!std::isnan(known.rg128)) rec["known_rg128"] = known.rg128;

@@ -6,7 +6,8 @@
     python3 tools/bench/planner_table.py planner.json planner10.json
 
 Prints two tables: tc (log2 multiply-adds) per tier with the reference columns and a check of each target, and the
-planning wall time (ms) with the budget overshoot. Later files add columns (the 10 s tier) to earlier ones.
+planning wall time (ms) with the budget overshoot ("raised": the budget was below one greedy run; "guard": the
+clock guard fired, so that tree depends on timing). Later files add columns (the 10 s tier) to earlier ones.
 """
 import json
 import sys
@@ -83,7 +84,8 @@ def main(paths):
                 cells.append("—")
                 continue
             over = (t["seconds"] - b) * 1e3
-            cells.append(f"{t['seconds'] * 1e3:.1f} ({over:+.1f}{', raised' if t.get('budget_raised') else ''})")
+            flags = (", raised" if t.get("budget_raised") else "") + (", guard" if t.get("stopped_by_budget") else "")
+            cells.append(f"{t['seconds'] * 1e3:.1f} ({over:+.1f}{flags})")
         print("| " + " | ".join(cells) + " |")
 
 

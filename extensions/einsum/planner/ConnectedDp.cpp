@@ -68,9 +68,12 @@ class ComponentDp {
         for (size_t ia = 0; ia < levels_[k1].size(); ++ia) {
           const int a = levels_[k1][ia];
           const size_t ib0 = k1 == k2 ? ia + 1 : 0;
-          // Every pair visited is work, joinable or not: charged per row, checked every 4096 joinable pairs.
-          if (levels_[k2].size() > ib0) opt_.deadline.charge(kConnectedDpUnitsPerPair * int64_t(levels_[k2].size() - ib0));
+          // Work per row: every pair visited, and each joinable one (costed, compared, maybe stored) much more;
+          // the allowance is checked per row, the clock every 4096 joinable pairs.
           if (opt_.deadline.work_spent()) return stopped = true, false;
+          if (levels_[k2].size() > ib0)
+            opt_.deadline.charge(kConnectedDpUnitsPerVisit * static_cast<int64_t>(levels_[k2].size() - ib0) / 2);
+          const int64_t joined_before = checked;
           for (size_t ib = ib0; ib < levels_[k2].size(); ++ib) {
             const int b = levels_[k2][ib];
             const Entry& ea = entries_[a];
@@ -99,6 +102,7 @@ class ComponentDp {
             levels_[k].push_back(static_cast<int>(entries_.size()));
             entries_.push_back(e);
           }
+          opt_.deadline.charge(kConnectedDpUnitsPerJoin * (checked - joined_before));
         }
       }
     }

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -22,9 +23,13 @@ namespace einstage::einsum {
 
 /// Work units per second of budget: 75% of the calibrated rate of about 1e9 units per second.
 inline constexpr double kWorkUnitsPerSecond = 0.75e9;
-inline int64_t work_for_budget(double seconds) {
+/// The allowance of a budget of `seconds` for a network of `num_inputs` inputs (max int64 for no budget). Above 1000
+/// inputs the working set leaves the caches and every loop is slower per unit (1.5x at 10 000 inputs on the reference
+/// machine), so the allowance shrinks by 1 + 0.15 log2(n / 1000).
+inline int64_t work_for_budget(double seconds, int num_inputs = 0) {
   if (!(seconds > 0)) return std::numeric_limits<int64_t>::max();
-  const double units = seconds * kWorkUnitsPerSecond;
+  const double scale = num_inputs > 1000 ? 1.0 + 0.15 * std::log2(num_inputs / 1000.0) : 1.0;
+  const double units = seconds * kWorkUnitsPerSecond / scale;
   return units >= 9.0e18 ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(units);
 }
 
@@ -39,7 +44,8 @@ inline constexpr int64_t kAnnealUnitsPerLabel = 4;
 inline constexpr int64_t kAnnealUnitsPerSweepNode = 6;     // the total after each sweep, per internal node
 inline constexpr int64_t kReconfigureUnitsPerCall = 1000;  // one subtree re-solved, plus its DP's pairs:
 inline constexpr int64_t kDpUnitsPerPair = 4;              // a (subset, split) pair of solve_small
-inline constexpr int64_t kConnectedDpUnitsPerPair = 12;    // a pair of table entries visited by the connected DP
+inline constexpr int64_t kConnectedDpUnitsPerVisit = 3;    // per 2 pairs of table entries the connected DP visits,
+inline constexpr int64_t kConnectedDpUnitsPerJoin = 60;    // and per visited pair that shares a label (joinable)
 inline constexpr int64_t kIntervalDpUnitsPerSplit = 3;     // a (range, split) of interval_optimal()
 
 class Deadline {

@@ -275,7 +275,7 @@ PlanResult plan(const PlanSpec& spec, const Network& net, const PlanOptions& opt
   const double default_budget = spec.kind == PlanKind::anneal || spec.quality == PlanQuality::high ? 1.0 : 0.0;
   const double budget = spec.budget_s > 0 ? spec.budget_s : (spec.trials > 0 ? 0.0 : default_budget);
   // The budget is a work allowance (deterministic) with a clock guard that counts from here (Deadline.h).
-  const Deadline budget_end(options.clock_guard ? budget : 0.0, work_for_budget(budget));
+  const Deadline budget_end(options.clock_guard ? budget : 0.0, work_for_budget(budget, n));
   GreedyCost rule = GreedyCost::memory_removed;
   // A budget smaller than one greedy run is raised to one greedy run: the first rule always completes.
   bool all_rules = true;

@@ -384,7 +384,7 @@ SearchResult search(const Network& net, const ContractionTree& baseline, const S
   const auto t0 = std::chrono::steady_clock::now();
   // The caller's deadline (plan() passes its own, whose meter holds the work done before the search), or the budget's.
   const Deadline deadline =
-      opt.deadline.unlimited() ? Deadline(opt.budget_s, work_for_budget(opt.budget_s)) : opt.deadline;
+      opt.deadline.unlimited() ? Deadline(opt.budget_s, work_for_budget(opt.budget_s, net.num_inputs)) : opt.deadline;
   SearchResult result;
   result.tree = baseline;
   result.flops = evaluate(net, baseline, false).flops;
