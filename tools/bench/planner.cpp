@@ -412,7 +412,7 @@ void connected_dp_scaling() {
 
 // --calibrate: nanoseconds (process CPU time) per work unit (Deadline.h) of each budgeted loop, per instance, and of
 // a whole auto(quality=high, budget=1) plan. The unit weights in Deadline.h are set so that these are about 1 on the
-// reference machine; the budget's allowance is 75% of that rate, so the work ends before the clock guard.
+// reference machine; the budget's allowance is 65% of that rate, so the work ends before the clock guard.
 void calibrate(const std::vector<Instance>& instances) {
   fmt::print("{:<44} {:>5} {:<16} {:>12} {:>9} {:>8}\n", "instance", "n", "loop", "units", "cpu ms", "ns/unit");
   std::map<std::string, std::vector<double>> per_loop;

@@ -56,6 +56,8 @@ constexpr std::string_view kPlanHelp =
     "                      or a plan spec such as anneal(budget=2,seed=1)\n"
     "  --broadcast         allow length-1 broadcasting of named labels\n"
     "  --threads N         threads for multi-trial searches (the plan does not depend on it)\n"
+    "  --no-clock-guard    a budget counts work only: the same plan on any machine, however slow or busy, though it\n"
+    "                      may take longer than the budget there (by default the clock also stops it at the budget)\n"
     "  --json              print the report as JSON\n"
     "  -h, --help          print this help\n";
 
@@ -151,6 +153,7 @@ int run_plan(std::span<const std::string_view> args) {
     if (scan.option("--threads", &value)) { plan_options.threads = parse_threads("plan", value); continue; }
     if (scan.flag("--json")) { json = true; continue; }
     if (scan.flag("--broadcast")) { broadcast = true; continue; }
+    if (scan.flag("--no-clock-guard")) { plan_options.clock_guard = false; continue; }
     std::string_view p = scan.positional();
     if (have_subscripts) usage_error("plan: unexpected argument '{}'; usage: einstage plan SUBSCRIPTS --shapes ...", p);
     subscripts = std::string(p);
@@ -182,6 +185,9 @@ int run_plan(std::span<const std::string_view> args) {
                                    : (notation.order.empty() ? einsum::PlanSpec{} : einsum::PlanSpec::tree_plan(notation.order));
     einsum::PlanResult result = einsum::plan_contraction(chosen, bound.subs, bound.extents, plan_options);
     if (progress_shown) fmt::print(stderr, "\n");
+    if (result.stopped_by_budget)
+      fmt::print(stderr, "plan: note: the clock stopped planning before the budget's work was done (a slow or busy "
+                         "machine), so this plan depends on timing; --no-clock-guard gives the reproducible one\n");
     if (json) fmt::print("{}\n", einsum::report_json(bound.subs, result.tree, result.cost, result.method, 2));
     else fmt::print("{}", einsum::report_text(bound.subs, result));
   } catch (const Error& e) {
