@@ -337,12 +337,14 @@ PlanResult plan(const PlanSpec& spec, const Network& net, const PlanOptions& opt
   // Sparse networks just above the all-subsets limit: the connected-subset DP, bounded by a subset count (so the
   // work, and the answer, do not depend on the clock unless a budget expires first); it gives up quietly.
   const bool high = spec.quality == PlanQuality::high;
-  auto try_connected = [&](const Deadline& until) {
+  auto try_connected = [&](const Deadline& until) -> std::optional<ContractionTree> {
     ConnectedDpOptions co;
     co.start_cap = base_flops;
     co.max_subsets = high ? 60000 : 10000;
     co.deadline = until;
-    if (auto t = optimal_connected(net, co)) consider(std::move(*t), "connected_dp");
+    std::optional<ContractionTree> t = optimal_connected(net, co);
+    if (t) consider(*t, "connected_dp");
+    return t;
   };
   if (!high && n <= 30) try_connected(deadline);
   // Fixed work (deterministic unless a budget cuts it): the best contiguous-range tree for moderate n, then
@@ -368,8 +370,11 @@ PlanResult plan(const PlanSpec& spec, const Network& net, const PlanOptions& opt
     // search the rest.
     if (n <= 40 && !out_of_budget()) {
       const Deadline half = deadline.with_allowance(deadline.allowance_left() / 2);
-      try_connected(half);
+      std::optional<ContractionTree> dp = try_connected(half);
       deadline.charge(half.used());
+      // normal reconfigures its DP tree (its reconfiguration runs after its DP); so does high, so that with an
+      // allowance that covers normal's work twice over it is never costlier than normal (tested).
+      if (dp && n <= 2000 && !out_of_budget()) consider(reconfigure(net, *dp, 8, 4, deadline), "connected_dp+reconfigure");
     }
     if (!out_of_budget()) run_search();
   }
