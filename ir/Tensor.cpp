@@ -198,6 +198,16 @@ std::string format_element(T v) {
 
 }  // namespace
 
+TensorCacheStats tensor_cache_stats() {
+#if defined(__linux__)
+  LargeBlockCache& cache = LargeBlockCache::instance();
+  std::lock_guard lock(cache.mutex);
+  return {cache.max_bytes, cache.held};
+#else
+  return {};
+#endif
+}
+
 Tensor Tensor::empty(DType dtype, Shape shape) {
   int64_t n = element_count(shape);
   if (static_cast<uint64_t>(n) > std::numeric_limits<size_t>::max() / size_of(dtype))

@@ -29,6 +29,15 @@ int64_t element_count(const Shape& shape);
 /// "[2,3]" — the shape as einstage prints it everywhere.
 std::string shape_to_string(const Shape& shape);
 
+/// Diagnostics of the cache of freed large blocks (>= 4 MiB) that tensor storage reuses (ir/Tensor.cpp): its byte
+/// limit (1 GiB unless EINSTAGE_TENSOR_CACHE_MB=N, read once; 0 turns it off) and the bytes it holds now. Both are 0
+/// where there is no cache (non-Linux builds).
+struct TensorCacheStats {
+  size_t limit_bytes = 0;
+  size_t held_bytes = 0;
+};
+TensorCacheStats tensor_cache_stats();
+
 class Tensor {
  public:
   /// An undefined tensor (defined() is false); most operations on it fail.

@@ -5,7 +5,9 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 using namespace einstage;
 
@@ -46,4 +48,23 @@ TEST_CASE("tensor: a freed large block replaces the oldest kept ones, so the cur
   }
   Tensor again = Tensor::empty(DType::f64, {2048, 1024});
   CHECK(again.raw_data() == big);
+}
+
+TEST_CASE("tensor cache: EINSTAGE_TENSOR_CACHE_MB sets the byte limit; a block above it is not kept") {
+  // ctest runs this case twice: in the ir suite (variable unset: 1 GiB) and as ir_tensor_cache_3mb with
+  // EINSTAGE_TENSOR_CACHE_MB=3, where no large block (>= 4 MiB) fits, so none is kept.
+  const char* text = std::getenv("EINSTAGE_TENSOR_CACHE_MB");
+  const size_t expected = text && *text ? std::stoull(text) << 20 : size_t(1) << 30;
+  INFO("EINSTAGE_TENSOR_CACHE_MB=" << (text ? text : "(unset)"));
+  CHECK(tensor_cache_stats().limit_bytes == expected);
+  const size_t before = tensor_cache_stats().held_bytes;
+  size_t bytes = 0;
+  {
+    Tensor t = Tensor::empty(DType::f64, {1024, 3 * 1024});  // 24 MiB, a multiple of 2 MiB
+    bytes = t.nbytes();
+  }
+  const size_t after = tensor_cache_stats().held_bytes;
+  if (bytes <= expected) CHECK(after >= bytes);  // the newest freed block is kept (older ones may be evicted)
+  else CHECK(after == before);                   // too large to keep, and none of its size can have been kept
+  CHECK(after <= expected);
 }
