@@ -5,6 +5,7 @@
 
 #include "ir/DType.h"
 #include "runtime/kernels/Contraction.h"
+#include "support/Random.h"
 
 #include <doctest/doctest.h>
 
@@ -18,17 +19,10 @@
 
 namespace einstage::testing {
 
-struct SplitMix64 {
-  uint64_t state;
-  explicit SplitMix64(uint64_t seed) : state(seed) {}
-  uint64_t next() {
-    uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  int64_t below(int64_t n) { return static_cast<int64_t>(next() % static_cast<uint64_t>(n)); }
-  double uniform() { return double(next() >> 11) * (1.0 / 9007199254740992.0) * 2.0 - 1.0; }
+// The shared test stream (tests/support/Random.h) with a seeded constructor; uniform() is in [-1, 1) here.
+struct SplitMix64 : einstage::test::SplitMix64 {
+  explicit SplitMix64(uint64_t seed) : einstage::test::SplitMix64{seed} {}
+  double uniform() { return symmetric(); }
 };
 
 /// One tensor's storage: bytes plus the element offset of index (0, ..., 0).

@@ -1,7 +1,9 @@
-// Shared helpers for the kernel tests: a seeded RNG (SplitMix64), random values per dtype, tolerant comparison.
+// Shared helpers for the kernel tests: the seeded test stream (SplitMix64), random values per dtype, tolerant
+// comparison.
 #pragma once
 
 #include "ir/DType.h"
+#include "support/Random.h"
 
 #include <cmath>
 #include <complex>
@@ -10,17 +12,11 @@
 
 namespace kt {
 
-struct Rng {
-  uint64_t s;
-  explicit Rng(uint64_t seed) : s(seed) {}
-  uint64_t next() {
-    uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  int64_t uniform(int64_t lo, int64_t hi) { return lo + static_cast<int64_t>(next() % static_cast<uint64_t>(hi - lo + 1)); }
-  double unit() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
+// The shared test stream (tests/support/Random.h) with this suite's integer range and seeded constructor.
+struct Rng : einstage::test::SplitMix64 {
+  explicit Rng(uint64_t seed) : einstage::test::SplitMix64{seed} {}
+  int64_t uniform(int64_t lo, int64_t hi) { return lo + below(hi - lo + 1); }
+  double unit() { return einstage::test::SplitMix64::uniform(); }
 };
 
 template <typename T> T random_value(Rng& r) {

@@ -18,6 +18,7 @@
 // from the working directory to the directory holding tools/bench/einsum_suite.py).
 #include "extensions/einsum/Einsum.h"
 #include "extensions/einsum/Executor.h"
+#include "extensions/einsum/planner/Random.h"
 #include "ir/Tensor.h"
 
 #include <fmt/format.h>
@@ -73,17 +74,8 @@ double available_bytes() {
   return 4e9;
 }
 
-// Seeded uniform values in [-1, 1).
-struct SplitMix64 {
-  uint64_t state;
-  uint64_t next() {
-    uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  double uniform() { return double(next() >> 11) * 0x1.0p-53 * 2 - 1; }
-};
+// Seeded uniform values in (-1, 1) from the planner's SplitMix64 (extensions/einsum/planner/Random.h).
+double symmetric(einsum::SplitMix64& rng) { return 2 * rng.uniform() - 1; }
 
 /// A python3 peer process speaking tools/bench/einsum_suite.py's line protocol.
 class Peer {
@@ -267,10 +259,10 @@ int main(int argc, char** argv) {
   // ---- (a) 16x16 matmul ----
   {
     const int64_t n = 16;
-    SplitMix64 rng{16};
+    einsum::SplitMix64 rng(16);
     std::vector<double> a(n * n), b(n * n);
-    for (double& x : a) x = rng.uniform();
-    for (double& x : b) x = rng.uniform();
+    for (double& x : a) x = symmetric(rng);
+    for (double& x : b) x = symmetric(rng);
     Tensor ta = Tensor::from_col_major<double>({n, n}, a), tb = Tensor::from_col_major<double>({n, n}, b);
     std::vector<Tensor> ops = {ta, tb};
     std::vector<einsum::TensorMeta> metas = {einsum::TensorMeta::of(ta), einsum::TensorMeta::of(tb)};
@@ -374,11 +366,11 @@ int main(int argc, char** argv) {
     }
     // Data: seeded uniform [-1, 1); zeros if the result is not finite.
     std::vector<Tensor> ops;
-    SplitMix64 rng{1234};
+    einsum::SplitMix64 rng(1234);
     for (const auto& m : metas) {
       Tensor t = Tensor::empty(DType::f64, m.shape);
       double* d = t.data<double>();
-      for (int64_t i = 0; i < t.numel(); ++i) d[i] = rng.uniform();
+      for (int64_t i = 0; i < t.numel(); ++i) d[i] = symmetric(rng);
       ops.push_back(std::move(t));
     }
     std::string note;
