@@ -98,6 +98,17 @@ void fill(SplitMix64& rng, Storage& s) {
   for (int64_t i = 0; i < s.elements; ++i) data[i] = random_value<T>(rng);
 }
 
+/// Sizes A, B and C for the element counts already set, fills them from `rng` in that order (C only when `fill_c`;
+/// otherwise zeros) and keeps C's start as c_initial. bind() it, and each copy of it, before use.
+template <typename T>
+void allocate_and_fill(OwnedProblem& op, SplitMix64& rng, bool fill_c = true) {
+  for (Storage* s : {&op.a, &op.b, &op.c}) s->bytes.assign(size_t(s->elements) * sizeof(T), 0);
+  fill<T>(rng, op.a);
+  fill<T>(rng, op.b);
+  if (fill_c) fill<T>(rng, op.c);
+  op.c_initial = op.c.bytes;
+}
+
 /// A random problem: 0-2 axes per group, extents from a list of odd sizes (sometimes 0), total work bounded.
 template <typename T>
 void poison_output(OwnedProblem& op);

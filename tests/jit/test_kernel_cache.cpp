@@ -61,11 +61,7 @@ void default_tile_gemm(KernelCache& cache) {
   op.b.elements = 7 * 16;
   op.c.elements = 48 * 16;
   SplitMix64 rng(99);
-  for (Storage* s : {&op.a, &op.b, &op.c}) {
-    s->bytes.resize(size_t(s->elements) * 8);
-    fill<double>(rng, *s);
-  }
-  op.c_initial = op.c.bytes;
+  allocate_and_fill<double>(op, rng);
   op.bind();
   // Explicit block sizes select the packed path (a problem this small would otherwise run on a direct kernel).
   const GettBlocking packed = default_blocking(DType::f64);

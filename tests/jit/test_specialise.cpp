@@ -23,14 +23,9 @@ OwnedProblem matmul(int64_t m, int64_t n, int64_t k, int64_t batch, DType dtype,
   op.a.elements = m * k * batch;
   op.b.elements = k * n * batch;
   op.c.elements = m * n * batch;
-  const size_t elt = size_of(dtype);
-  for (Storage* s : {&op.a, &op.b, &op.c}) s->bytes.resize(size_t(s->elements) * elt);
   SplitMix64 rng(seed);
-  for (Storage* s : {&op.a, &op.b, &op.c}) {
-    if (dtype == DType::f64) fill<double>(rng, *s);
-    else fill<float>(rng, *s);
-  }
-  op.c_initial = op.c.bytes;
+  if (dtype == DType::f64) allocate_and_fill<double>(op, rng);
+  else allocate_and_fill<float>(op, rng);
   op.bind();
   return op;
 }
