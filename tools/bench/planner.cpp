@@ -271,13 +271,18 @@ nlohmann::json read_json(const fs::path& p) {
   return nlohmann::json::parse(in);
 }
 
-std::vector<Instance> load_cotengra(const fs::path& dir) {
-  std::vector<Instance> v;
+// The .json files of a folder, sorted by name (so instances load in the same order everywhere).
+std::vector<fs::path> json_files(const fs::path& dir) {
   std::vector<fs::path> files;
   for (auto& e : fs::directory_iterator(dir))
     if (e.path().extension() == ".json") files.push_back(e.path());
   std::sort(files.begin(), files.end());
-  for (auto& f : files) {
+  return files;
+}
+
+std::vector<Instance> load_cotengra(const fs::path& dir) {
+  std::vector<Instance> v;
+  for (auto& f : json_files(dir)) {
     nlohmann::json j = read_json(f);
     Instance inst;
     inst.name = f.stem().string();
@@ -304,11 +309,7 @@ std::vector<Instance> load_cotengra(const fs::path& dir) {
 
 std::vector<Instance> load_einsum_benchmark(const fs::path& dir) {
   std::vector<Instance> v;
-  std::vector<fs::path> files;
-  for (auto& e : fs::directory_iterator(dir))
-    if (e.path().extension() == ".json") files.push_back(e.path());
-  std::sort(files.begin(), files.end());
-  for (auto& f : files) {
+  for (auto& f : json_files(dir)) {
     nlohmann::json j = read_json(f);
     Instance inst;
     inst.name = j["name"].get<std::string>();
