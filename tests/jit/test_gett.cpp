@@ -33,6 +33,26 @@ std::string describe(const ContractionProblem& p) {
   return s;
 }
 
+// Runs the filled, unbound problem `op` on the JIT against the oracle, then copies of it on 2 threads and (when
+// `packed`) on the packed GEMM path with the default blocking: both must give the same bits.
+template <typename T>
+void check_jit_paths(OwnedProblem op, ThreadPool& two, bool packed) {
+  OwnedProblem threaded = op, reference = op;
+  op.bind();
+  threaded.bind();
+  reference.bind();
+  INFO(describe(op.p));
+  contract_jit(op.p, nullptr, &memory_cache());
+  check_against_oracle<T>(op);
+  contract_jit(threaded.p, &two, &memory_cache());
+  CHECK(op.c.bytes == threaded.c.bytes);
+  if (packed) {
+    const GettBlocking blocking = default_blocking(dtype_v<T>);
+    contract_jit(reference.p, nullptr, &memory_cache(), &blocking);
+    CHECK(op.c.bytes == reference.c.bytes);
+  }
+}
+
 template <typename T>
 void random_cases(DType dtype, uint64_t first_seed, int count, const GettBlocking* blocking, bool lane = false) {
   for (uint64_t seed = first_seed; seed < first_seed + uint64_t(count); ++seed) {
@@ -327,7 +347,6 @@ TEST_CASE_TEMPLATE("jit gett: split-row direct tiles (runs of one vector in A)",
   };
   SplitMix64 rng(4711);
   ThreadPool two(2);
-  const GettBlocking packed = default_blocking(dtype_v<T>);
   for (const Case& cs : cases) {
     for (bool accumulate : {false, true}) {
       OwnedProblem op;
@@ -336,17 +355,7 @@ TEST_CASE_TEMPLATE("jit gett: split-row direct tiles (runs of one vector in A)",
       op.p.accumulate = accumulate;
       op.a.elements = cs.a, op.b.elements = cs.b, op.c.elements = cs.c;
       allocate_and_fill<T>(op, rng);
-      OwnedProblem reference = op, threaded = op;
-      op.bind();
-      reference.bind();
-      threaded.bind();
-      INFO(describe(op.p));
-      contract_jit(op.p, nullptr, &memory_cache());
-      check_against_oracle<T>(op);
-      contract_jit(reference.p, nullptr, &memory_cache(), &packed);
-      CHECK(op.c.bytes == reference.c.bytes);
-      contract_jit(threaded.p, &two, &memory_cache());
-      CHECK(op.c.bytes == threaded.c.bytes);
+      check_jit_paths<T>(op, two, /*packed=*/true);
     }
   }
   // The split tile is what runs (not the packed fallback): direct_schedule accepts the problem with a split tile.
@@ -387,20 +396,7 @@ TEST_CASE_TEMPLATE("jit gett: broadcast products without k run as elementwise lo
       op.p.accumulate = accumulate;
       op.a.elements = cs.a, op.b.elements = cs.b, op.c.elements = cs.c;
       allocate_and_fill<T>(op, rng);
-      OwnedProblem packed = op, threaded = op;
-      op.bind();
-      packed.bind();
-      threaded.bind();
-      INFO(describe(op.p));
-      contract_jit(op.p, nullptr, &memory_cache());
-      check_against_oracle<T>(op);
-      contract_jit(threaded.p, &two, &memory_cache());
-      CHECK(op.c.bytes == threaded.c.bytes);
-      if constexpr (std::is_floating_point_v<T>) {
-        const GettBlocking blocking = default_blocking(dtype_v<T>);
-        contract_jit(packed.p, nullptr, &memory_cache(), &blocking);
-        CHECK(op.c.bytes == packed.c.bytes);
-      }
+      check_jit_paths<T>(op, two, /*packed=*/std::is_floating_point_v<T>);  // k = 1: fma(a, b, 0) is a * b
       DirectSchedule schedule;
       CHECK_FALSE(direct_schedule(op.p, true, schedule));  // no specialised kernel: it would be a GEMM per entry
     }
