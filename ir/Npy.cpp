@@ -1,5 +1,7 @@
 #include "ir/Npy.h"
 
+#include "ir/Size.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -303,23 +305,19 @@ NpyHeader parse_npy_header(std::string_view bytes, std::string_view source) {
   const PyValue& shape = *keys["shape"];
   if (shape.kind != PyValue::Kind::tuple)
     parser.fail_at(shape.pos, fmt::format("'shape' is {} but must be a tuple of integers", kind_name(shape.kind)));
-  int64_t count = 1;
   for (const PyValue& e : shape.items) {
     if (e.kind != PyValue::Kind::integer || e.integer < 0)
       parser.fail_at(e.pos, "a 'shape' entry is not a non-negative integer");
-    if (e.integer != 0 && count > std::numeric_limits<int64_t>::max() / e.integer)
-      parser.fail_at(shape.pos, "'shape' has more elements than fit in 64 bits");
-    count *= e.integer;
     h.shape.push_back(e.integer);
   }
-  if (count != 0 && static_cast<uint64_t>(count) > std::numeric_limits<uint64_t>::max() / 16)
-    parser.fail_at(shape.pos, "'shape' has more bytes than fit in 64 bits");
+  // Zero-size arrays too: the product of the non-zero extents must fit, so strides and sizes never overflow.
+  (void)checked_bytes(h.shape, size_of(h.dtype), fmt::format("{}: the header's shape", source));
   return h;
 }
 
 Tensor read_npy_bytes(std::string_view bytes, NpyHeader* header_out, std::string_view source) {
   NpyHeader h = parse_npy_header(bytes, source);
-  size_t expected = static_cast<size_t>(element_count(h.shape)) * size_of(h.dtype);
+  const size_t expected = static_cast<size_t>(checked_bytes(h.shape, size_of(h.dtype), fmt::format("{}: the data of shape", source)));
   size_t available = bytes.size() - h.data_offset;
   if (available < expected)
     fail(ErrorKind::io, "{}: truncated data: shape {} of dtype {} needs {} bytes after the header but the file has "

@@ -1,5 +1,7 @@
 #include "ir/Tensor.h"
 
+#include "ir/Size.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -20,23 +22,12 @@ Strides col_major_strides(const Shape& shape) {
   int64_t acc = 1;
   for (size_t i = 0; i < shape.size(); ++i) {
     s[i] = acc;
-    acc *= std::max<int64_t>(shape[i], 1);
+    if (i + 1 < shape.size()) acc = checked_mul(acc, std::max<int64_t>(shape[i], 1), "column-major strides");
   }
   return s;
 }
 
-int64_t element_count(const Shape& shape) {
-  int64_t n = 1;
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (shape[i] < 0)
-      fail(ErrorKind::shape, "shape {}: extent {} of axis {} is negative; extents must be >= 0", shape_to_string(shape),
-           shape[i], i);
-    if (shape[i] != 0 && n > std::numeric_limits<int64_t>::max() / shape[i])
-      fail(ErrorKind::shape, "shape {} has more elements than fit in 64 bits", shape_to_string(shape));
-    n *= shape[i];
-  }
-  return n;
-}
+int64_t element_count(const Shape& shape) { return checked_product(shape, "shape"); }
 
 std::string shape_to_string(const Shape& shape) { return fmt::format("[{}]", fmt::join(shape, ",")); }
 
@@ -117,6 +108,7 @@ struct LargeBlockCache {
 #endif
 
 std::shared_ptr<std::byte> allocate(size_t bytes) {
+  if (!fits_in_memory(static_cast<int64_t>(bytes))) fail_out_of_memory(static_cast<int64_t>(bytes), "a tensor");
   size_t rounded = std::max<size_t>(64, (bytes + 63) / 64 * 64);
 #if defined(__linux__)
   // Large tensors (>= 4 MiB) come straight from fresh mmap'd pages, so their first touch faults once per 4 KiB page:
@@ -129,7 +121,7 @@ std::shared_ptr<std::byte> allocate(size_t bytes) {
     void* p = LargeBlockCache::instance().take(rounded);
     if (!p) {
       p = std::aligned_alloc(kHuge, rounded);
-      if (!p) fail(ErrorKind::runtime, "out of memory allocating {} bytes for a tensor", bytes);
+      if (!p) fail_out_of_memory(static_cast<int64_t>(bytes), "a tensor");
       (void)madvise(p, rounded, MADV_HUGEPAGE);
     }
     return std::shared_ptr<std::byte>(static_cast<std::byte*>(p),
@@ -137,7 +129,7 @@ std::shared_ptr<std::byte> allocate(size_t bytes) {
   }
 #endif
   void* p = std::aligned_alloc(64, rounded);
-  if (!p) fail(ErrorKind::runtime, "out of memory allocating {} bytes for a tensor", bytes);
+  if (!p) fail_out_of_memory(static_cast<int64_t>(bytes), "a tensor");
   return std::shared_ptr<std::byte>(static_cast<std::byte*>(p), [](std::byte* q) { std::free(q); });
 }
 
@@ -209,12 +201,9 @@ TensorCacheStats tensor_cache_stats() {
 }
 
 Tensor Tensor::empty(DType dtype, Shape shape) {
-  int64_t n = element_count(shape);
-  if (static_cast<uint64_t>(n) > std::numeric_limits<size_t>::max() / size_of(dtype))
-    fail(ErrorKind::shape, "shape {} of dtype {} needs more bytes than fit in memory", shape_to_string(shape),
-         name(dtype));
+  const int64_t bytes = checked_bytes(shape, size_of(dtype), "shape");
   Tensor t;
-  t.storage_ = allocate(static_cast<size_t>(n) * size_of(dtype));
+  t.storage_ = allocate(static_cast<size_t>(bytes));
   t.dtype_ = dtype;
   t.strides_ = col_major_strides(shape);
   t.shape_ = std::move(shape);
@@ -228,8 +217,8 @@ Tensor Tensor::zeros(DType dtype, Shape shape) {
 }
 
 Tensor Tensor::from_bytes(DType dtype, Shape shape, const void* data, size_t bytes, bool col_major) {
-  int64_t n = element_count(shape);
-  size_t expected = static_cast<size_t>(n) * size_of(dtype);
+  const int64_t n = element_count(shape);
+  const size_t expected = static_cast<size_t>(checked_bytes(shape, size_of(dtype), "shape"));
   if (bytes != expected)
     fail(ErrorKind::shape, "tensor data has {} elements but shape {} needs {}; pass exactly one value per element",
          bytes / size_of(dtype), shape_to_string(shape), n);
@@ -252,7 +241,8 @@ Tensor Tensor::view_of(DType dtype, Shape shape, Strides strides, void* data) {
   if (strides.size() != shape.size())
     fail(ErrorKind::shape, "view_of: {} strides given for shape {} of rank {}", strides.size(), shape_to_string(shape),
          shape.size());
-  int64_t n = element_count(shape);
+  const int64_t n = element_count(shape);
+  (void)checked_bytes(shape, size_of(dtype), "shape");  // so nbytes() of every tensor fits
   if (!data && n > 0)
     fail(ErrorKind::invalid_argument, "view_of: data is null for a view of shape {}", shape_to_string(shape));
   // A view with no elements may come from an empty vector's null data(); it still is a defined tensor.

@@ -1,5 +1,7 @@
 #include "ir/Type.h"
 
+#include "ir/Size.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -32,14 +34,8 @@ int64_t Dim::constant() const {
   return factor_;
 }
 
-static int64_t checked_mul(int64_t a, int64_t b) {
-  int64_t r = 0;
-  if (__builtin_mul_overflow(a, b, &r)) fail(ErrorKind::shape, "extent product {} * {} does not fit in 64 bits", a, b);
-  return r;
-}
-
 Dim operator*(const Dim& a, const Dim& b) {
-  Dim r(checked_mul(a.factor_, b.factor_));
+  Dim r(checked_mul(a.factor_, b.factor_, "extent product"));
   if (r.factor_ == 0) return r;  // zero annihilates the symbols: the extent is 0 whatever they are
   r.symbols_ = a.symbols_;
   r.symbols_.insert(r.symbols_.end(), b.symbols_.begin(), b.symbols_.end());
@@ -58,7 +54,7 @@ std::optional<int64_t> Dim::evaluate(const DimBindings& bindings) const {
   for (const std::string& s : symbols_) {
     auto it = bindings.find(s);
     if (it == bindings.end()) return std::nullopt;
-    r = checked_mul(r, it->second);
+    r = checked_mul(r, it->second, "extent product");
   }
   return r;
 }

@@ -1,6 +1,7 @@
 #include "extensions/einsum/Executor.h"
 
 #include "extensions/einsum/Notation.h"
+#include "ir/Size.h"
 #include "runtime/ThreadPool.h"
 #include "runtime/jit/Dispatch.h"
 #include "runtime/jit/Specialise.h"
@@ -12,6 +13,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <functional>
 #include <new>
 #include <optional>
 
@@ -31,11 +33,6 @@ std::vector<Label> first_occurrences(const std::vector<Label>& labels) {
   return out;
 }
 
-int64_t product(const Shape& s) {
-  int64_t p = 1;
-  for (int64_t e : s) p *= e;
-  return p;
-}
 
 // Where a tree node's tensor lives during execute().
 struct Node {
@@ -48,7 +45,7 @@ struct Node {
 // First fit over byte ranges [offset, offset + size); the arena grows at the end when no free block fits.
 class FirstFit {
  public:
-  int64_t allocate(int64_t size) {
+  int64_t allocate(int64_t size, std::string_view what) {
     if (size == 0) return 0;
     for (auto it = free_.begin(); it != free_.end(); ++it)
       if (it->second >= size) {
@@ -64,11 +61,11 @@ class FirstFit {
     if (!free_.empty() && free_.back().first + free_.back().second == end_) {
       int64_t off = free_.back().first;
       free_.pop_back();
-      end_ = off + size;
+      end_ = checked_add(off, size, what);
       return off;
     }
     int64_t off = end_;
-    end_ += size;
+    end_ = checked_add(end_, size, what);
     return off;
   }
   void release(int64_t off, int64_t size) {
@@ -134,14 +131,22 @@ struct EinsumPlan::Impl {
   std::vector<std::pair<int, int>> step_nodes;  // (left id, right id) per binary step
   std::vector<int64_t> lhs_ws, rhs_ws;          // workspace byte offsets per step (-1: no one-sided sum)
   int64_t peak = 0, arena = 0, workspace = 0;
+  int largest_step = -1;      // the step whose result is the largest intermediate (-1: none in the arena)
+  int64_t largest_bytes = 0;  // its bytes
   std::vector<std::shared_ptr<StepKernel>> step_kernels;  // one per step; counts calls, holds specialised kernels
   // Per-call facts fixed at prepare time, so execute() only does pointer arithmetic and kernel calls.
   std::vector<StepExec> exec;          // one per binary step
   std::vector<uint8_t> needs_convert;  // per operand: its dtype differs from dtype (converted per call)
   bool any_convert = false;
   bool repeated_output = false;        // an output label repeats: zero the output first, steps write the diagonal
+  // An operand has no elements: every term of the sum has a factor from it, so the result is all zeros. The steps
+  // are planned (lowering and to_string show them) but never run, and no scratch is sized or allocated: the other
+  // extents may be huge (NumPy: np.empty((0, 2**59))).
+  bool zero_operand = false;
 
   void build_exec();
+  /// What the scratch holds, for the out-of-memory error: the einsum, the arena's largest step, the workspace.
+  std::string scratch_what() const;
 
   void build(const BoundEinsum& bound, std::span<const TensorMeta> metas_in, const PlanSpec& spec,
              const ContractionTree* given_tree);
@@ -160,8 +165,8 @@ void EinsumPlan::Impl::build(const BoundEinsum& bound, std::span<const TensorMet
   if (n == 0) fail(ErrorKind::invalid_argument, "einsum: no operands; an einsum needs at least one operand");
   dtype = metas[0].dtype;
   for (const TensorMeta& m : metas) dtype = promote(dtype, m.dtype);
-  const int64_t es = static_cast<int64_t>(size_of(dtype));
   for (int i = 0; i < n; ++i) nodes.push_back(Node{subs.inputs[i], metas[i].shape, i, -1});
+  for (const TensorMeta& m : metas) zero_operand = zero_operand || element_count(m.shape) == 0;
 
   if (n == 1) {
     steps.push_back(make_unary_step(subs.inputs[0], metas[0].shape, subs.output, extents));
@@ -183,6 +188,14 @@ void EinsumPlan::Impl::build(const BoundEinsum& bound, std::span<const TensorMet
       keep.push_back(k + 1 == tree.steps().size() ? out_distinct : cost.steps[k].result_labels);
     }
   }
+  // Sizes of the scratch: every product and sum is checked, and an error names the einsum and the step.
+  auto at_step = [&](size_t k, auto&& size) -> int64_t {
+    try {
+      return size();
+    } catch (const Error& e) {
+      fail(e.kind(), "einsum \"{}\": step {}: {}", einsum::to_string(subs), k, e.what());
+    }
+  };
   FirstFit arena_fit;
   int64_t live = 0;
   for (size_t k = 0; k < step_nodes.size(); ++k) {
@@ -190,33 +203,39 @@ void EinsumPlan::Impl::build(const BoundEinsum& bound, std::span<const TensorMet
     auto [a, b] = step_nodes[k];
     StepPlan s = make_binary_step(nodes[a].labels, nodes[a].shape, nodes[b].labels, nodes[b].shape, keep[k], extents,
                                   last ? &subs.output : nullptr);
-    // Workspace for one-sided sums of this step: lhs first, then rhs.
-    int64_t ws = 0;
+    Node result{s.result, s.result_shape, -1, -1};
     lhs_ws.push_back(-1);
     rhs_ws.push_back(-1);
-    Shape red;
-    if (!s.lhs.summed.empty()) {
-      for (Label l : s.lhs.reduced) red.push_back(extents.at(l));
-      lhs_ws.back() = ws;
-      ws += product(red) * es;
+    if (zero_operand) {  // never run: no workspace, no arena
+      nodes.push_back(std::move(result));
+      steps.push_back(std::move(s));
+      continue;
     }
-    if (!s.rhs.summed.empty()) {
-      red.clear();
-      for (Label l : s.rhs.reduced) red.push_back(extents.at(l));
-      rhs_ws.back() = ws;
-      ws += product(red) * es;
-    }
+    // Workspace for one-sided sums of this step: lhs first, then rhs.
+    int64_t ws = 0;
+    auto reserve_sum = [&](const StepOperand& op, int64_t& at) {
+      if (op.summed.empty()) return;
+      Shape red;
+      for (Label l : op.reduced) red.push_back(extents.at(l));
+      at = ws;
+      ws = at_step(k, [&] {
+        return checked_add(ws, checked_bytes(red, size_of(dtype), "the one-sided sum of shape"), "the workspace");
+      });
+    };
+    reserve_sum(s.lhs, lhs_ws.back());
+    reserve_sum(s.rhs, rhs_ws.back());
     workspace = std::max(workspace, ws);
-    Node result{s.result, s.result_shape, -1, -1};
     if (!last) {  // the result is allocated while both operands are live, then the operands are released
-      const int64_t bytes = product(s.result_shape) * es;
-      result.offset = arena_fit.allocate(bytes);
-      peak = std::max(peak, live + bytes);
-      live += bytes;
+      const int64_t bytes =
+          at_step(k, [&] { return checked_bytes(s.result_shape, size_of(dtype), "the result of shape"); });
+      result.offset = at_step(k, [&] { return arena_fit.allocate(bytes, "the arena"); });
+      live = at_step(k, [&] { return checked_add(live, bytes, "the live intermediates"); });
+      if (bytes > largest_bytes) largest_step = static_cast<int>(k), largest_bytes = bytes;
+      peak = std::max(peak, live);
     }
     for (int id : {a, b})
-      if (nodes[id].offset >= 0) {
-        const int64_t bytes = product(nodes[id].shape) * es;
+      if (nodes[id].offset >= 0) {  // sized when its step allocated it
+        const int64_t bytes = checked_bytes(nodes[id].shape, size_of(dtype), "an intermediate of shape");
         arena_fit.release(nodes[id].offset, bytes);
         live -= bytes;
       }
@@ -224,6 +243,8 @@ void EinsumPlan::Impl::build(const BoundEinsum& bound, std::span<const TensorMet
     steps.push_back(std::move(s));
   }
   arena = arena_fit.end();
+  (void)checked_add(arena, workspace, fmt::format("einsum \"{}\": the scratch (arena + workspace bytes)",
+                                                  einsum::to_string(subs)));
   for (size_t k = 0; k < steps.size(); ++k) step_kernels.push_back(std::make_shared<StepKernel>());
   build_exec();
 }
@@ -387,8 +408,13 @@ struct AlignedFree {
 };
 using ScratchBytes = std::unique_ptr<std::byte[], AlignedFree>;
 
-ScratchBytes allocate_scratch(int64_t bytes) {
-  return ScratchBytes(static_cast<std::byte*>(::operator new[](static_cast<size_t>(bytes), std::align_val_t(64))));
+// `what` says what the scratch holds, for the out-of-memory error.
+using ScratchWhat = std::function<std::string()>;
+
+ScratchBytes allocate_scratch(int64_t bytes, const ScratchWhat& what) {
+  void* p = ::operator new[](static_cast<size_t>(bytes), std::align_val_t(64), std::nothrow);
+  if (!p) fail_out_of_memory(bytes, what());
+  return ScratchBytes(static_cast<std::byte*>(p));
 }
 
 constexpr int64_t kKeepScratchBytes = int64_t(256) << 10;
@@ -410,7 +436,8 @@ struct ThreadScratch {
 // a waiting thread picks up, gets state of its own instead).
 class CallScratch {
  public:
-  explicit CallScratch(int64_t scratch_bytes) {
+  // Allocates `scratch_bytes`; a failure is the out-of-memory error naming what the scratch holds.
+  CallScratch(int64_t scratch_bytes, const ScratchWhat& what) {
     static thread_local ThreadScratch thread_state;
     if (!thread_state.busy) {
       thread_state.busy = true;
@@ -422,14 +449,18 @@ class CallScratch {
     if (scratch_bytes <= 0) {
       base_ = empty_;  // zero-size intermediates still need a non-null address
     } else if (scratch_bytes > kKeepScratchBytes && scratch_bytes <= kReusedScratchBytes) {
-      large_ = Tensor::empty(DType::f64, {(scratch_bytes + 7) / 8});
+      try {
+        large_ = Tensor::empty(DType::f64, {(scratch_bytes + 7) / 8});
+      } catch (const Error&) {
+        fail_out_of_memory(scratch_bytes, what());
+      }
       base_ = static_cast<std::byte*>(large_.raw_data());
     } else if (scratch_bytes > kKeepScratchBytes) {
-      huge_ = allocate_scratch(scratch_bytes);
+      huge_ = allocate_scratch(scratch_bytes, what);
       base_ = huge_.get();
     } else {
       if (state_->capacity < scratch_bytes) {
-        state_->bytes = allocate_scratch(scratch_bytes);
+        state_->bytes = allocate_scratch(scratch_bytes, what);
         state_->capacity = scratch_bytes;
       }
       base_ = state_->bytes.get();
@@ -463,6 +494,10 @@ ContractionProblem::Axis& problem_axis(ContractionProblem& p, uint8_t group, int
 }  // namespace
 
 void EinsumPlan::Impl::run(std::span<const Tensor> operands, Tensor& out, ThreadPool* pool) const {
+  if (zero_operand) {  // a sum over no terms (or an empty output): zeros, no kernel, no scratch
+    kernels::fill_zero(out, pool);
+    return;
+  }
   const int n = static_cast<int>(metas.size());
   // Promote operands whose dtype differs (NumPy rules); the copies live for this call.
   std::vector<Tensor> converted;
@@ -498,7 +533,9 @@ void EinsumPlan::Impl::run(std::span<const Tensor> operands, Tensor& out, Thread
     return;
   }
 
-  CallScratch scratch(arena + workspace);
+  // Checked before allocating: a plan whose scratch exceeds the machine's memory fails here, naming its largest step.
+  if (!fits_in_memory(arena + workspace)) fail_out_of_memory(arena + workspace, scratch_what());
+  CallScratch scratch(arena + workspace, [this] { return scratch_what(); });
   std::byte* arena_base = scratch.base();
   std::byte* ws_base = arena_base + arena;
   ContractionProblem& p = scratch.problem();
@@ -537,6 +574,16 @@ void EinsumPlan::Impl::run(std::span<const Tensor> operands, Tensor& out, Thread
     }
     run_contraction(*step_kernels[k], p, pool);
   }
+}
+
+std::string EinsumPlan::Impl::scratch_what() const {
+  std::string largest = largest_step < 0 ? std::string("no intermediate")
+                                         : fmt::format("the largest intermediate is step {}'s result {} of {}",
+                                                       largest_step, shape_to_string(nodes[metas.size() +
+                                                       static_cast<size_t>(largest_step)].shape),
+                                                       human_bytes(largest_bytes));
+  return fmt::format("the scratch of einsum \"{}\" (an arena of {} for the intermediates, where {}, and a workspace "
+                     "of {})", einsum::to_string(subs), human_bytes(arena), largest, human_bytes(workspace));
 }
 
 // ---- public API ----

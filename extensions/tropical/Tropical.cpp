@@ -2,6 +2,8 @@
 // the module descriptor, in that order.
 #include "extensions/tropical/Tropical.h"
 
+#include "ir/Size.h"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -172,8 +174,7 @@ class PreparedTropical final : public PreparedOp {
         size_t l = static_cast<size_t>(std::find(labels_.begin(), labels_.end(), spec.inputs[k][a]) - labels_.begin());
         stride[k][l] += operands[k].strides()[a];
       }
-    int64_t inner = 1;
-    for (size_t l = nout; l < nl; ++l) inner *= extents_[l];
+    const int64_t inner = checked_product(std::span(extents_).subspan(nout), "the summed extents");
     auto body = [&](auto zero) {
       using T = decltype(zero);
       const bool is_max = payload_.semiring() == Semiring::max_plus;

@@ -171,6 +171,29 @@ TEST_CASE("rank 0, rank 1 and zero-size fixtures") {
   CHECK(e.numel() == 0);
 }
 
+TEST_CASE("zero-size headers with huge extents: read when NumPy could make them, a clear error otherwise") {
+  // np.save('z.npy', np.empty((0, 2**59))): a header and no data.
+  Tensor z = read_npy_bytes(make_npy(1, "{'descr': '<f8', 'fortran_order': False, 'shape': (0, 576460752303423488)}",
+                                     ""));
+  CHECK(z.shape() == Shape{0, int64_t{1} << 59});
+  CHECK(z.numel() == 0);
+  Tensor c = read_npy_bytes(make_npy(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (576460752303423488, 0)}",
+                                     ""));
+  CHECK(c.shape() == Shape{int64_t{1} << 59, 0});
+  auto err = [](const std::string& shape) {
+    return error_of([&] {
+      read_npy_bytes(make_npy(1, "{'descr': '<f8', 'fortran_order': False, 'shape': " + shape + "}", ""), nullptr,
+                     "'z.npy'");
+    });
+  };
+  CHECK(err("(0, 4611686018427387904, 4611686018427387904)") ==
+        "'z.npy': the header's shape [0,4611686018427387904,4611686018427387904] has more elements than fit in 64 "
+        "bits (counting its non-zero extents only, as NumPy does)");
+  CHECK(err("(0, 1152921504606846976)") ==
+        "'z.npy': the header's shape [0,1152921504606846976] needs more bytes than fit in 64 bits "
+        "(1152921504606846976 elements of 8 bytes, counting its non-zero extents only)");
+}
+
 TEST_CASE("round trips for every dtype, both orders and odd shapes, from strided views") {
   const std::vector<Shape> shapes = {{}, {0}, {5}, {2, 3, 4}, {3, 0, 2}, {1, 7}, {4, 1, 3, 2}};
   uint64_t seed = 1;

@@ -270,7 +270,7 @@ TEST_CASE("errors say what was expected and what was given") {
   CHECK(error_of([] { Tensor::empty(DType::f64, {int64_t{1} << 40, int64_t{1} << 30}); }) ==
         "shape [1099511627776,1073741824] has more elements than fit in 64 bits");
   CHECK(error_of([] { Tensor::empty(DType::c128, {int64_t{1} << 61}); }) ==
-        "shape [2305843009213693952] of dtype c128 needs more bytes than fit in memory");
+        "shape [2305843009213693952] needs more bytes than fit in 64 bits (2305843009213693952 elements of 16 bytes)");
 
   Tensor t = t234();
   CHECK(error_of([&] { t.data<float>(); }) == "data: tensor has dtype f64 but f32 was requested");

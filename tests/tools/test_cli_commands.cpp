@@ -306,3 +306,29 @@ TEST_CASE("einsum, plan, lower, run: --help, and bad arguments or files give one
   CHECK(parse.err.rfind("einstage: bad.ir: line 1: ", 0) == 0);
   CHECK(std::count(parse.err.begin(), parse.err.end(), '\n') == 1);
 }
+
+TEST_CASE("huge extents: zero-size .npy files work like NumPy, sizes beyond 64 bits are clear errors") {
+  test::TempDir dir;
+  write_npy(dir.file("z.npy"), Tensor::empty(DType::f64, {0, int64_t{1} << 59}));  // np.empty((0, 2**59))
+  Run zero = run_cli("einsum 'ij,kj->' z.npy z.npy", dir);
+  CHECK(zero.status == 0);
+  CHECK(zero.err.empty());
+  CHECK(zero.out == "f64[]\n0\n");
+  Run empty = run_cli("einsum 'ij,kj->ik' z.npy z.npy", dir);
+  CHECK(empty.status == 0);
+  CHECK(empty.out == "f64[0,0]\n[]\n");
+
+  // A header-only file NumPy itself refuses to make (np.empty((0, 2**62, 2**62)): "array is too big").
+  std::string dict = "{'descr': '<f8', 'fortran_order': False, 'shape': (0, 4611686018427387904, 4611686018427387904), }";
+  while ((10 + dict.size() + 1) % 64) dict += ' ';
+  dict += '\n';
+  test::write_file_bytes(dir.file("big.npy"), std::string("\x93NUMPY\x01\x00", 8) + char(dict.size() & 0xff) +
+                                                  char(dict.size() >> 8) + dict);
+  expect_one_line_error(run_cli("show big.npy", dir), 2,
+                        "'big.npy': the header's shape [0,4611686018427387904,4611686018427387904] has more elements "
+                        "than fit in 64 bits (counting its non-zero extents only, as NumPy does)");
+  const std::string m = "9223372036854775807";
+  expect_one_line_error(run_cli(fmt::format("lower 'i,j,k,l->ijkl' --shapes {0},{0},{0},{0}", m), dir), 2,
+                        fmt::format("lowering 'einstage.einsum.v1' at %0 in @lowered: einsum \"i,j,k,l->ijkl\": step "
+                                    "0: the result of shape [{0},{0}] has more elements than fit in 64 bits", m));
+}

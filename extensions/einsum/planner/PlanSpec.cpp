@@ -3,6 +3,7 @@
 #include "extensions/einsum/planner/ConnectedDp.h"
 #include "extensions/einsum/planner/Exact.h"
 #include "ir/Error.h"
+#include "ir/Size.h"
 
 #include <algorithm>
 #include <cctype>
@@ -409,15 +410,15 @@ Extents grouped_extents(const Subscripts& grouped, const std::map<Label, std::ve
       out[g] = e->second;
       return;
     }
-    int64_t product = 1;
+    std::vector<int64_t> members;
     for (Label l : it->second) {
       auto e = expanded_extents.find(l);
       if (e == expanded_extents.end())
         fail(ErrorKind::invalid_argument, "axis #{} of group '{}' has no extent; give an extent for every expanded "
              "label", l, label_name(grouped, g));
-      product *= e->second;
+      members.push_back(e->second);
     }
-    out[g] = product;
+    out[g] = checked_product(members, "the extents of a group");
   };
   for (const auto& term : grouped.inputs)
     for (Label g : term) add(g);
