@@ -161,13 +161,4 @@ template <typename T> std::optional<T> parse_floating(std::string_view s) {
 std::optional<double> parse_double(std::string_view text) { return parse_floating<double>(text); }
 std::optional<float> parse_float(std::string_view text) { return parse_floating<float>(text); }
 
-uint64_t hash_bytes(std::string_view bytes, uint64_t seed) {
-  uint64_t h = seed;
-  for (unsigned char c : bytes) {
-    h ^= c;
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
-
 }  // namespace einstage

@@ -8,6 +8,7 @@
 // that need them report the family and the missing rule.
 #pragma once
 
+#include "ir/Hash.h"
 #include "ir/Program.h"
 
 #include <functional>
@@ -91,7 +92,6 @@ std::string format_float(double v);
 std::string format_float(float v);
 std::optional<double> parse_double(std::string_view text);
 std::optional<float> parse_float(std::string_view text);
-/// FNV-1a 64; stable across processes and platforms.
-uint64_t hash_bytes(std::string_view bytes, uint64_t seed = 0xcbf29ce484222325ull);
+/// hash_bytes (FNV-1a 64, stable across processes and platforms) comes with ir/Hash.h.
 
 }  // namespace einstage

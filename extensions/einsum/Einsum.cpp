@@ -1,5 +1,6 @@
 #include "extensions/einsum/Einsum.h"
 
+#include "ir/Hash.h"
 #include "runtime/ThreadPool.h"
 
 #include <list>
@@ -45,21 +46,17 @@ struct Probe {
   }
 
   uint64_t hash() const {
-    uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a over bytes, 64-bit words mixed in whole
-    auto byte = [&](uint8_t v) { h = (h ^ v) * 0x100000001b3ull; };
-    auto word = [&](uint64_t v) { h = (h ^ v) * 0x100000001b3ull; h ^= h >> 29; };
-    byte(static_cast<uint8_t>(kind));
-    for (char c : text) byte(static_cast<uint8_t>(c));
-    word(size());
+    Fnv1a h;
+    h.byte(static_cast<uint8_t>(kind)).bytes(text).word(size());
     for (size_t i = 0; i < size(); ++i) {
-      byte(static_cast<uint8_t>(dtype(i)));
+      h.byte(static_cast<uint8_t>(dtype(i)));
       const Shape& shape_i = shape(i);
-      word(shape_i.size());
-      for (int64_t e : shape_i) word(static_cast<uint64_t>(e));
+      h.word(shape_i.size());
+      for (int64_t e : shape_i) h.word(static_cast<uint64_t>(e));
     }
-    byte(options.allow_broadcast ? 1 : 0);
-    if (options.plan != PlanSpec{}) word(options.plan.hash());
-    return h;
+    h.byte(options.allow_broadcast ? 1 : 0);
+    if (options.plan != PlanSpec{}) h.word(options.plan.hash());
+    return h.value();
   }
 
   Key key() const {

@@ -1,6 +1,7 @@
 #include "runtime/jit/KernelCache.h"
 
 #include "ir/Error.h"
+#include "ir/Hash.h"
 
 #include <atomic>
 #include <chrono>
@@ -18,11 +19,6 @@ namespace einstage {
 namespace {
 
 constexpr char kMagic[8] = {'E', 'I', 'N', 'J', 'O', 'B', 'J', '1'};
-
-uint64_t fnv1a(const char* data, size_t size, uint64_t hash = 1469598103934665603ull) {
-  for (size_t i = 0; i < size; ++i) hash = (hash ^ static_cast<unsigned char>(data[i])) * 1099511628211ull;
-  return hash;
-}
 
 void put_u64(std::string& out, uint64_t v) { out.append(reinterpret_cast<const char*>(&v), sizeof v); }
 
@@ -52,7 +48,7 @@ std::optional<std::vector<char>> read_cached(const std::string& path, const std:
   pos += key_size;
   if (!get_u64(file, pos, payload_size) || !get_u64(file, pos, checksum)) return std::nullopt;
   if (payload_size != file.size() - pos || payload_size == 0) return std::nullopt;
-  if (fnv1a(file.data() + pos, payload_size) != checksum) return std::nullopt;
+  if (Fnv1a().bytes(file.data() + pos, payload_size).value() != checksum) return std::nullopt;
   rejected = false;
   return std::vector<char>(file.begin() + static_cast<std::ptrdiff_t>(pos), file.end());
 }
@@ -64,7 +60,7 @@ bool write_cached(const std::string& path, const std::string& key, const std::ve
   put_u64(header, key.size());
   header += key;
   put_u64(header, object.size());
-  put_u64(header, fnv1a(object.data(), object.size()));
+  put_u64(header, Fnv1a().bytes(object.data(), object.size()).value());
   static std::atomic<uint64_t> counter{0};
   std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
   {
@@ -109,7 +105,7 @@ std::string KernelCache::disk_key(const std::string& detail) const {
 
 std::string KernelCache::file_for(const std::string& symbol, const std::string& key) const {
   if (cache_dir_.empty()) return "";
-  return fmt::format("{}/{}-{:016x}.o", cache_dir_, symbol, fnv1a(key.data(), key.size()));
+  return fmt::format("{}/{}-{:016x}.o", cache_dir_, symbol, hash_bytes(key));
 }
 
 namespace {

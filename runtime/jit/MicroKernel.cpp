@@ -1,6 +1,7 @@
 #include "runtime/jit/MicroKernel.h"
 
 #include "ir/Error.h"
+#include "ir/Hash.h"
 #include "runtime/jit/JitLlvm.h"
 
 #include <llvm/IR/IRBuilder.h>
@@ -502,10 +503,7 @@ std::string SpecialisedKernelSpec::describe() const {
 }
 
 std::string SpecialisedKernelSpec::symbol() const {
-  const std::string text = describe();
-  uint64_t hash = 1469598103934665603ull;
-  for (char ch : text) hash = (hash ^ static_cast<unsigned char>(ch)) * 1099511628211ull;
-  return fmt::format("ein_spec_{:016x}", hash);
+  return fmt::format("ein_spec_{:016x}", hash_bytes(describe()));
 }
 
 std::vector<char> compile_specialised_kernel(Jit& jit, const SpecialisedKernelSpec& spec) {

@@ -2,6 +2,7 @@
 // another process (this binary runs its own probe twice as child processes and compares output hashes).
 #include "EinsumTestUtil.h"
 #include "extensions/einsum/Einsum.h"
+#include "ir/Hash.h"
 #include "runtime/ThreadPool.h"
 
 #include <doctest/doctest.h>
@@ -33,12 +34,6 @@ const std::vector<Problem>& problems() {
   return p;
 }
 
-uint64_t fnv(uint64_t h, const void* data, size_t n) {
-  const auto* b = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
-  return h;
-}
-
 // Runs every problem in every dtype (seeded data) on `threads` threads; returns the outputs.
 std::vector<Tensor> run_all(int threads) {
   ThreadPool pool(threads);
@@ -58,12 +53,12 @@ std::vector<Tensor> run_all(int threads) {
 }
 
 uint64_t hash_all(const std::vector<Tensor>& outs) {
-  uint64_t h = 1469598103934665603ull;
+  Fnv1a h;
   for (const Tensor& t : outs) {
     Tensor c = t.contiguous();
-    h = fnv(h, c.raw_data(), c.nbytes());
+    h.bytes(c.raw_data(), c.nbytes());
   }
-  return h;
+  return h.value();
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "extensions/einsum/planner/GreedyOptEinsum.h"
 
+#include "ir/Hash.h"
+
 #include <algorithm>
 #include <array>
 #include <unordered_map>
@@ -300,9 +302,9 @@ class OptEinsumGreedy {
   // Lookups only (never iterated), so the hash map's order cannot reach the result.
   struct KeyHash {
     size_t operator()(const std::vector<int>& key) const {
-      uint64_t h = 0xcbf29ce484222325ULL;
-      for (int l : key) h = (h ^ static_cast<uint32_t>(l)) * 0x100000001b3ULL;
-      return static_cast<size_t>(h);
+      Fnv1a h;
+      for (int l : key) h.word(static_cast<uint32_t>(l));
+      return static_cast<size_t>(h.value());
     }
   };
   std::unordered_map<std::vector<int>, int, KeyHash> key_slot_;

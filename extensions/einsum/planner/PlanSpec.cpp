@@ -3,6 +3,7 @@
 #include "extensions/einsum/planner/ConnectedDp.h"
 #include "extensions/einsum/planner/Exact.h"
 #include "ir/Error.h"
+#include "ir/Hash.h"
 #include "ir/Size.h"
 
 #include <algorithm>
@@ -237,11 +238,7 @@ std::string PlanSpec::to_string() const {
 
 PlanSpec PlanSpec::parse(std::string_view text) { return SpecParser(text).parse(); }
 
-uint64_t PlanSpec::hash() const {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (unsigned char c : to_string()) h = (h ^ c) * 0x100000001b3ULL;
-  return h;
-}
+uint64_t PlanSpec::hash() const { return hash_bytes(to_string()); }
 
 PlanResult plan(const PlanSpec& spec, const Network& net, const PlanOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
