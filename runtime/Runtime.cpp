@@ -1,6 +1,7 @@
 #include "runtime/Runtime.h"
 
 #include "ir/Verifier.h"
+#include "runtime/Cpus.h"
 #include "runtime/ModuleLoader.h"
 #include "runtime/ThreadPool.h"
 
@@ -129,7 +130,8 @@ struct Runtime::State {
   std::map<std::string, std::shared_ptr<const ExtensionExecutor>, std::less<>> executors;
   std::map<std::string, size_t, std::less<>> family_module;  // family -> index in modules
   std::deque<ModuleInfo> modules;                             // deque: add_module hands out stable references
-  std::unique_ptr<ThreadPool> pool;
+  std::unique_ptr<ThreadPool> own_pool;  // threads > 1
+  ThreadPool* pool = nullptr;            // own_pool, default_pool() or nullptr (threads = 1)
   PreparedCache cache;
 
   explicit State(size_t cache_capacity) : cache(cache_capacity) {}
@@ -207,12 +209,20 @@ const ModuleInfo& Runtime::State::add(const EinstageModuleDescriptor* d, const s
 // ---- Runtime ----
 
 Runtime::Runtime(RuntimeOptions options) {
-  if (options.threads < 1)
-    fail(ErrorKind::invalid_argument, "RuntimeOptions::threads is {}; expected 1 or more", options.threads);
+  if (options.threads < 0 || options.threads > kMaxThreads)
+    fail(ErrorKind::invalid_argument,
+         "RuntimeOptions::threads is {}; expected 0 (the default: every CPU this process may use) or a count from 1 "
+         "to {}",
+         options.threads, kMaxThreads);
   if (options.cache_capacity < 1)
     fail(ErrorKind::invalid_argument, "RuntimeOptions::cache_capacity is 0; expected 1 or more");
   state_ = std::make_shared<State>(options.cache_capacity);
-  if (options.threads > 1) state_->pool = std::make_unique<ThreadPool>(options.threads);
+  if (options.threads == 0) {
+    state_->pool = &default_pool();
+  } else if (options.threads > 1) {
+    state_->own_pool = std::make_unique<ThreadPool>(options.threads);
+    state_->pool = state_->own_pool.get();
+  }
 }
 Runtime::~Runtime() = default;
 Runtime::Runtime(Runtime&&) noexcept = default;
@@ -240,7 +250,7 @@ std::vector<ModuleInfo> Runtime::modules() const {
 const ExtensionRegistry& Runtime::registry() const { return state_->registry; }
 PreparedCacheStats Runtime::cache_stats() const { return state_->cache.stats(); }
 void Runtime::clear_cache() { state_->cache.clear(); }
-ThreadPool* Runtime::pool() const { return state_->pool.get(); }
+ThreadPool* Runtime::pool() const { return state_->pool; }
 
 // ---- Executable ----
 
@@ -308,7 +318,7 @@ std::vector<Tensor> Executable::run(std::span<const Tensor> inputs) const { retu
 std::vector<Tensor> Executable::run(std::span<const Tensor> inputs, EvalStats* stats) const {
   const Impl& impl = *impl_;
   EvalOptions options;
-  options.pool = impl.state->pool.get();
+  options.pool = impl.state->pool;
   options.extension = [&impl, pool = options.pool](const Instruction& inst, const std::string& where,
                                                     std::span<const Tensor> operands, const DimBindings& bindings) {
     return impl.prepared(inst, where, operands, bindings)->run(operands, pool);
@@ -322,7 +332,7 @@ std::string Executable::describe_prepared(std::span<const Tensor> inputs) const 
   std::string text;
   auto names = value_names(impl.program);
   EvalOptions options;
-  options.pool = impl.state->pool.get();
+  options.pool = impl.state->pool;
   options.extension = [&](const Instruction& inst, const std::string& where, std::span<const Tensor> operands,
                           const DimBindings& bindings) {
     auto p = impl.prepared(inst, where, operands, bindings);

@@ -37,8 +37,10 @@ namespace einstage {
 class ThreadPool;
 
 struct RuntimeOptions {
-  /// Threads for the kernels (the Runtime owns one pool of this size; 1 = run on the calling thread).
-  int threads = 1;
+  /// Threads for the kernels. 0 (the default): default_threads() (runtime/Cpus.h: every CPU this process may use, or
+  /// EINSTAGE_NUM_THREADS), on the process-wide default_pool() that one-shot einsum calls share; 1: run on the
+  /// calling thread; n > 1: the Runtime owns a pool of n threads. Results are bitwise the same at every count.
+  int threads = 0;
   /// Prepared extension ops kept at most (least recently used ones are dropped beyond it; >= 1).
   size_t cache_capacity = 1024;
 };
@@ -89,6 +91,7 @@ class Runtime {
   PreparedCacheStats cache_stats() const;
   /// Drops every prepared op (the next run of each prepares again) and resets the counters.
   void clear_cache();
+  /// The pool the kernels run on: default_pool(), the Runtime's own, or nullptr (threads = 1).
   ThreadPool* pool() const;
 
   struct State;

@@ -1,5 +1,7 @@
 #include "runtime/ThreadPool.h"
 
+#include "runtime/Cpus.h"
+
 #include <algorithm>
 
 namespace einstage {
@@ -113,6 +115,11 @@ void parallel_for(ThreadPool* pool, int64_t n, const std::function<void(int64_t,
     return;
   }
   pool->parallel_for(n, fn, min_chunk);
+}
+
+ThreadPool& default_pool() {
+  static ThreadPool* const pool = new ThreadPool(default_threads());  // never deleted: see the header
+  return *pool;
 }
 
 }  // namespace einstage

@@ -1,8 +1,9 @@
 // ThreadPool: a small fixed-size pool of worker threads, owned by whoever creates it (a Runtime, an EinsumPlan's
-// caller, a test). Stage: runtime. Depends on nothing but the standard library.
+// caller, a test), and default_pool(), the one process-wide pool of default_threads() threads (runtime/Cpus.h) that
+// one-shot einsum() calls and Runtimes left at the default thread count share. Stage: runtime. Depends on Cpus.h and
+// the standard library.
 //
-// There is no global pool: every kernel that may run in parallel takes a `ThreadPool*` (nullptr = run inline on the
-// calling thread). The only parallel primitive is a *static* partition of an index range into contiguous chunks that
+// Every kernel that may run in parallel takes a `ThreadPool*` (nullptr = run inline on the calling thread). The only parallel primitive is a *static* partition of an index range into contiguous chunks that
 // depends on n and the chunk count only, never on timing; callers split independent work (output tiles, batch
 // entries), never a reduction, so a result is bitwise the same at any thread count. Nested calls from inside a task
 // and concurrent calls from several outside threads are safe: a nested call runs inline, concurrent calls take turns.
@@ -60,6 +61,11 @@ class ThreadPool {
   int unfinished_ = 0;
   std::exception_ptr error_;
 };
+
+/// The process-wide pool of default_threads() threads, started on first use. It is never destroyed, so it is intact
+/// for calls made while the process exits (from static destructors or from threads still running); its idle workers
+/// end with the process. Throws what default_threads() throws (an invalid EINSTAGE_NUM_THREADS).
+ThreadPool& default_pool();
 
 /// parallel_for on pool, or inline fn(0, n) when pool is nullptr or has one thread.
 void parallel_for(ThreadPool* pool, int64_t n, const std::function<void(int64_t begin, int64_t end)>& fn,

@@ -41,7 +41,7 @@ int main() {
   // [options]
   einsum::EinsumOptions options;
   options.plan = einsum::PlanSpec::parse("left_to_right");  // or "auto", "greedy", "optimal", "tree[(1,2),(0,3)]"
-  options.threads = 2;                                        // one-shot calls make a pool of this size
+  options.threads = 1;                                        // the calling thread only (default: every CPU)
   Tensor r2 = einsum::einsum("ij,jk,k->i", {a, b, v}, options);
   Tensor r3 = einsum::einsum("ij,(jk,k)->i", {a, b, v});      // parentheses fix the order: b·v first
 

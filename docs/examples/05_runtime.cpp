@@ -35,7 +35,7 @@ static Tensor filled(Shape shape, double scale) {
 int main(int argc, char** argv) {
   // [runtime]
   RuntimeOptions options;
-  options.threads = 2;                                   // one pool for every kernel of this Runtime
+  options.threads = 2;                                   // its own pool of 2 (default: the shared one, every CPU)
   Runtime rt(options);
   if (argc > 1) {
     rt.load_module(argv[1]);                             // path/to/libeinstage_einsum_module.so

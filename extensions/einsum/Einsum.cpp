@@ -1,6 +1,7 @@
 #include "extensions/einsum/Einsum.h"
 
 #include "ir/Hash.h"
+#include "runtime/Cpus.h"
 #include "runtime/ThreadPool.h"
 
 #include <list>
@@ -141,7 +142,13 @@ PlanCache& cache() {
   return instance;
 }
 
-void check_defined(std::span<const Tensor> operands) {
+// What every one-shot call checks before planning.
+void check_call(std::span<const Tensor> operands, const EinsumOptions& options) {
+  if (options.threads < 0 || options.threads > kMaxThreads)
+    fail(ErrorKind::invalid_argument,
+         "einsum: EinsumOptions::threads is {}; expected 0 (the default: every CPU this process may use) or a count "
+         "from 1 to {}",
+         options.threads, kMaxThreads);
   for (size_t i = 0; i < operands.size(); ++i)
     if (!operands[i].defined()) fail(ErrorKind::invalid_argument, "einsum: operand {} is undefined", i);
 }
@@ -153,9 +160,11 @@ std::vector<TensorMeta> metas_of(std::span<const Tensor> operands) {
   return metas;
 }
 
-// Runs a plan with the options' threads: the given pool, or one made for this call.
+// Runs a plan with the options' threads: the given pool, the shared default pool, inline, or a pool for this call.
 Tensor run(const EinsumPlan& plan, std::span<const Tensor> operands, const EinsumOptions& options) {
-  if (options.pool || options.threads <= 1) return plan.execute(operands, options.pool);
+  if (options.pool) return plan.execute(operands, options.pool);
+  if (options.threads == 0) return plan.execute(operands, &default_pool());
+  if (options.threads == 1) return plan.execute(operands, nullptr);
   ThreadPool pool(options.threads);
   return plan.execute(operands, &pool);
 }
@@ -168,7 +177,7 @@ EinsumPlan cached_plan(std::string_view subscripts, std::span<const TensorMeta> 
 }
 
 Tensor einsum(std::string_view subscripts, std::span<const Tensor> operands, const EinsumOptions& options) {
-  check_defined(operands);
+  check_call(operands, options);
   const Probe probe{KeyKind::string, subscripts, operands, {}, options};
   const EinsumPlan plan =
       cache().get(probe, [&] { return EinsumPlan::prepare(subscripts, metas_of(operands), options); });
@@ -180,7 +189,7 @@ Tensor einsum(std::string_view subscripts, std::initializer_list<Tensor> operand
 }
 
 Tensor einsum(const Subscripts& subscripts, std::span<const Tensor> operands, const EinsumOptions& options) {
-  check_defined(operands);
+  check_call(operands, options);
   std::string text;
   for (const auto& term : subscripts.inputs) {
     for (Label l : term) text += std::to_string(l) + ' ';
@@ -198,7 +207,7 @@ Tensor einsum(const Subscripts& subscripts, std::span<const Tensor> operands, co
 
 Tensor einsum_grouped(std::string_view subscripts, std::span<const Tensor> operands,
                       std::span<const GroupLength> lengths, const EinsumOptions& options) {
-  check_defined(operands);
+  check_call(operands, options);
   std::string text(subscripts);
   for (const GroupLength& g : lengths) text += fmt::format("|len_{}={}", g.group, g.length);
   const Probe probe{KeyKind::grouped, text, operands, {}, options};

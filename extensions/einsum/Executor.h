@@ -45,10 +45,12 @@ struct TensorMeta {
 struct EinsumOptions {
   PlanSpec plan;                 // contraction order request (default: auto)
   bool allow_broadcast = false;  // length-1 broadcasting of named labels (BEHAVIOUR §1.5); `...` axes always may
-  /// Threads for one-shot einsum(): `pool` if set, else a pool of `threads` made for the call (pass a pool to avoid
-  /// starting threads on every call). prepare() ignores both; pass the pool to execute().
+  /// Threads for one-shot einsum(): `pool` if set; else threads = 0 (the default) runs on default_pool(), the
+  /// process-wide pool of default_threads() threads (every CPU this process may use, or EINSTAGE_NUM_THREADS;
+  /// runtime/Cpus.h); 1 runs on the calling thread; n > 1 starts a pool of n threads for the call (pass a pool to
+  /// avoid that). Results are bitwise the same at every count. prepare() ignores both; pass the pool to execute().
   ThreadPool* pool = nullptr;
-  int threads = 1;
+  int threads = 0;
 };
 
 class EinsumPlan {

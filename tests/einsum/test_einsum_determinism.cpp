@@ -3,6 +3,7 @@
 #include "EinsumTestUtil.h"
 #include "extensions/einsum/Einsum.h"
 #include "ir/Hash.h"
+#include "runtime/Cpus.h"
 #include "runtime/ThreadPool.h"
 
 #include <doctest/doctest.h>
@@ -10,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <unistd.h>
 
 using namespace einstage;
@@ -34,9 +36,11 @@ const std::vector<Problem>& problems() {
   return p;
 }
 
-// Runs every problem in every dtype (seeded data) on `threads` threads; returns the outputs.
+// Runs every problem in every dtype (seeded data) on `threads` threads (0: the default, on default_pool());
+// returns the outputs.
 std::vector<Tensor> run_all(int threads) {
-  ThreadPool pool(threads);
+  std::optional<ThreadPool> pool;
+  if (threads > 0) pool.emplace(threads);
   std::vector<Tensor> outs;
   uint64_t seed = 1;
   for (const Problem& pr : problems())
@@ -46,7 +50,7 @@ std::vector<Tensor> run_all(int threads) {
       for (const Shape& s : pr.shapes)
         dispatch_dtype(dt, [&](auto tag) { ops.push_back(et::random_tensor<decltype(tag)>(r, s, seed % 2 == 0)); });
       es::EinsumOptions o;
-      o.pool = &pool;
+      o.pool = pool ? &*pool : nullptr;
       outs.push_back(es::einsum(pr.text, ops, o));
     }
   return outs;
@@ -70,6 +74,18 @@ TEST_CASE("einsum gives the same bits at 1, 2 and 3 threads") {
     CAPTURE(i);
     CHECK(bitwise_equal(one[i], two[i]));
     CHECK(bitwise_equal(one[i], three[i]));
+  }
+}
+
+TEST_CASE("einsum at the default thread count gives the same bits as on 1 thread") {
+  // The default is every CPU here, and 3 in the einsum_default_threads_3 ctest process (EINSTAGE_NUM_THREADS=3).
+  INFO("default_threads() = " << default_threads());
+  CHECK(es::EinsumOptions{}.threads == 0);
+  std::vector<Tensor> one = run_all(1), at_default = run_all(0);
+  REQUIRE(one.size() == at_default.size());
+  for (size_t i = 0; i < one.size(); ++i) {
+    CAPTURE(i);
+    CHECK(bitwise_equal(one[i], at_default[i]));
   }
 }
 

@@ -2,6 +2,7 @@
 // separate process: results checked against values computed here with plain loops, error cases pinned by their one
 // line on stderr and their exit status.
 #include "ir/Npy.h"
+#include "runtime/Cpus.h"
 #include "support/TempDir.h"
 
 #include <doctest/doctest.h>
@@ -25,10 +26,12 @@ struct Run {
   std::string out, err;
 };
 
-// Runs the built binary with the given (already shell-quoted) arguments, in directory `cwd`.
-Run run_cli(const std::string& args, const test::TempDir& cwd) {
+// Runs the built binary with the given (already shell-quoted) arguments, in directory `cwd`, under `env` (an `env`
+// command line such as "env -u NAME", or nothing).
+Run run_cli(const std::string& args, const test::TempDir& cwd, const std::string& env = "") {
   std::string out = cwd.file(".stdout"), err = cwd.file(".stderr");
-  std::string cmd = fmt::format("cd '{}' && '{}' {} >'{}' 2>'{}'", cwd.path().string(), EINSTAGE_CLI_PATH, args, out, err);
+  std::string cmd =
+      fmt::format("cd '{}' && {} '{}' {} >'{}' 2>'{}'", cwd.path().string(), env, EINSTAGE_CLI_PATH, args, out, err);
   int raw = std::system(cmd.c_str());
   Run r;
   REQUIRE(WIFEXITED(raw));
@@ -331,4 +334,37 @@ TEST_CASE("huge extents: zero-size .npy files work like NumPy, sizes beyond 64 b
   expect_one_line_error(run_cli(fmt::format("lower 'i,j,k,l->ijkl' --shapes {0},{0},{0},{0}", m), dir), 2,
                         fmt::format("lowering 'einstage.einsum.v1' at %0 in @lowered: einsum \"i,j,k,l->ijkl\": step "
                                     "0: the result of shape [{0},{0}] has more elements than fit in 64 bits", m));
+}
+
+TEST_CASE("einsum, plan, run: --threads defaults to every CPU or EINSTAGE_NUM_THREADS, and --help says which") {
+  test::TempDir dir;
+  write_npy(dir.file("a.npy"), values({2, 3}));
+  std::ofstream(dir.file("p.ir")) << "program @p(%x: f64[2,3]) -> (f64[2,3]) {\n  %0 = neg(%x) : f64[2,3]\n  return %0\n}\n";
+  const std::string unset = "env -u EINSTAGE_NUM_THREADS", three = "env EINSTAGE_NUM_THREADS=3",
+                    bad = "env EINSTAGE_NUM_THREADS=abc";
+  const std::string every_cpu =
+      fmt::format("(default {}: every CPU this process may use, or EINSTAGE_NUM_THREADS)", available_cpus());
+  for (std::string cmd : {"einsum", "plan", "run"}) {
+    CAPTURE(cmd);
+    CHECK(run_cli(cmd + " --help", dir, unset).out.find(every_cpu) != std::string::npos);
+    CHECK(run_cli(cmd + " --help", dir, three).out.find("(default 3: from EINSTAGE_NUM_THREADS)") != std::string::npos);
+    Run help = run_cli(cmd + " --help", dir, bad);  // help still prints, naming the bad value
+    CHECK(help.status == 0);
+    CHECK(help.out.find("(EINSTAGE_NUM_THREADS='abc' is not a count from 1 to 1024)") != std::string::npos);
+  }
+  const std::string bad_message =
+      "environment variable EINSTAGE_NUM_THREADS is 'abc'; expected a whole number of threads from 1 to 1024, or unset "
+      "it to use every CPU this process may use";
+  expect_one_line_error(run_cli("einsum 'ij->i' a.npy", dir, bad), 2, bad_message);
+  expect_one_line_error(run_cli("plan 'ij,jk->ik' --shapes 2x3,3x4", dir, bad), 2, bad_message);
+  expect_one_line_error(run_cli("run p.ir --input x=a.npy", dir, bad), 2, bad_message);
+  // An explicit --threads needs no default, so the bad variable is never read.
+  Run explicit_count = run_cli("einsum 'ij->i' a.npy --threads 2", dir, bad);
+  CHECK(explicit_count.status == 0);
+  CHECK(explicit_count.out == run_cli("einsum 'ij->i' a.npy", dir, three).out);
+  CHECK(run_cli("run p.ir --input x=a.npy --threads 1", dir, bad).status == 0);
+  expect_one_line_error(run_cli("einsum 'ij->i' a.npy --threads 0", dir), 2,
+                        "einsum: bad --threads value '0'; expected a count from 1 to 1024");
+  expect_one_line_error(run_cli("run p.ir --input x=a.npy --threads many", dir), 2,
+                        "run: bad --threads value 'many'; expected a count from 1 to 1024");
 }

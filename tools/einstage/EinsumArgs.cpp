@@ -1,9 +1,11 @@
 #include "tools/einstage/EinsumArgs.h"
 
 #include "ir/Error.h"
+#include "runtime/Cpus.h"
 #include "tools/einstage/Command.h"
 
 #include <charconv>
+#include <cstdlib>
 
 namespace einstage::cli {
 
@@ -48,6 +50,32 @@ std::vector<Shape> parse_shapes(std::string_view command, std::string_view text)
     start = comma + 1;
   }
   return shapes;
+}
+
+int parse_threads(std::string_view command, std::string_view text) {
+  int n = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || n < 1 || n > kMaxThreads)
+    usage_error("{}: bad --threads value '{}'; expected a count from 1 to {}", command, text, kMaxThreads);
+  return n;
+}
+
+std::string with_threads_default(std::string_view help) {
+  std::string line;
+  if (!std::getenv("EINSTAGE_NUM_THREADS")) {
+    line = fmt::format("default {}: every CPU this process may use, or EINSTAGE_NUM_THREADS", default_threads());
+  } else {
+    try {
+      line = fmt::format("default {}: from EINSTAGE_NUM_THREADS", default_threads());
+    } catch (const Error&) {  // help still prints; running would report the variable
+      line = fmt::format("EINSTAGE_NUM_THREADS='{}' is not a count from 1 to {}", std::getenv("EINSTAGE_NUM_THREADS"),
+                         kMaxThreads);
+    }
+  }
+  std::string out(help);
+  for (size_t at = out.find("{threads}"); at != std::string::npos; at = out.find("{threads}", at + line.size()))
+    out.replace(at, 9, line);
+  return out;
 }
 
 DType parse_dtype_arg(std::string_view command, std::string_view text) {

@@ -1,5 +1,6 @@
 // Argument readers shared by the einsum-family commands of the einstage command line (einsum, plan, lower, run):
-// --optimize values, --shapes lists, --dtype names, and a small option scanner. Part of tools/; may use every layer.
+// --optimize values, --shapes lists, --dtype names, --threads counts (and the default their help shows), and a small
+// option scanner. Part of tools/; may use every layer.
 #pragma once
 
 #include "extensions/einsum/planner/PlanSpec.h"
@@ -23,6 +24,13 @@ std::vector<Shape> parse_shapes(std::string_view command, std::string_view text)
 
 /// Reads a dtype name (f32, f64, c64, c128, i64).
 DType parse_dtype_arg(std::string_view command, std::string_view text);
+
+/// Reads a --threads value: a whole number from 1 to 1024.
+int parse_threads(std::string_view command, std::string_view text);
+
+/// `help` with every "{threads}" replaced by what --threads defaults to here, e.g. "default 2: every CPU this process
+/// may use" (runtime/Cpus.h default_threads(), so EINSTAGE_NUM_THREADS shows when it is set).
+std::string with_threads_default(std::string_view help);
 
 /// Walks a command's arguments: options with values (`--name value` or `--name=value`), flags, and positionals.
 class ArgScanner {

@@ -13,13 +13,13 @@
 #include "ir/Json.h"
 #include "ir/Npy.h"
 #include "ir/Printer.h"
+#include "runtime/Cpus.h"
 #include "tools/einstage/Command.h"
 #include "tools/einstage/EinsumArgs.h"
 
 #include <fmt/format.h>
 #include <unistd.h>
 
-#include <charconv>
 #include <cstdio>
 
 namespace einstage::cli {
@@ -40,7 +40,7 @@ constexpr std::string_view kEinsumHelp =
     "  --broadcast         allow length-1 broadcasting of named labels (`...` axes always broadcast)\n"
     "  --dtype T           convert every operand to T (f32, f64, c64, c128, i64) first; otherwise mixed dtypes\n"
     "                      promote like NumPy\n"
-    "  --threads N         kernel threads (default 1)\n"
+    "  --threads N         kernel threads ({threads})\n"
     "  -h, --help          print this help\n";
 
 constexpr std::string_view kPlanHelp =
@@ -55,7 +55,8 @@ constexpr std::string_view kPlanHelp =
     "  --optimize ORDER    auto (default), greedy, optimal, anneal, left-to-right, path:(0,1),(0,1),\n"
     "                      or a plan spec such as anneal(budget=2,seed=1)\n"
     "  --broadcast         allow length-1 broadcasting of named labels\n"
-    "  --threads N         threads for multi-trial searches (the plan does not depend on it)\n"
+    "  --threads N         threads for multi-trial searches; the plan does not depend on it\n"
+    "                      ({threads})\n"
     "  --no-clock-guard    a budget counts work only: the same plan on any machine, however slow or busy, though it\n"
     "                      may take longer than the budget there (by default the clock also stops it at the budget)\n"
     "  --json              print the report as JSON\n"
@@ -76,14 +77,6 @@ constexpr std::string_view kLowerHelp =
     "  --dtype T           the parameters' dtype (default f64)\n"
     "  -h, --help          print this help\n";
 
-int parse_threads(std::string_view command, const std::string& text) {
-  int n = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
-  if (ec != std::errc() || end != text.data() + text.size() || n < 1 || n > 1024)
-    usage_error("{}: bad --threads value '{}'; expected a count from 1 to 1024", command, text);
-  return n;
-}
-
 // The first line of a library error (notation errors add caret lines; the command line reports one line).
 [[noreturn]] void rethrow_one_line(const Error& e) {
   std::string what = e.what();
@@ -96,7 +89,7 @@ std::string param_name(size_t k) { return k < 26 ? std::string(1, static_cast<ch
 
 int run_einsum(std::span<const std::string_view> args) {
   if (wants_help(args)) {
-    fmt::print("{}", kEinsumHelp);
+    fmt::print("{}", with_threads_default(kEinsumHelp));
     return 0;
   }
   ArgScanner scan("einsum", args);
@@ -139,7 +132,7 @@ int run_einsum(std::span<const std::string_view> args) {
 
 int run_plan(std::span<const std::string_view> args) {
   if (wants_help(args)) {
-    fmt::print("{}", kPlanHelp);
+    fmt::print("{}", with_threads_default(kPlanHelp));
     return 0;
   }
   ArgScanner scan("plan", args);
@@ -147,10 +140,11 @@ int run_plan(std::span<const std::string_view> args) {
   bool have_subscripts = false, have_shapes = false, json = false, broadcast = false;
   std::optional<einsum::PlanSpec> spec;
   einsum::PlanOptions plan_options;
+  std::optional<int> threads;
   while (scan.next()) {
     if (scan.option("--shapes", &shapes_text)) { have_shapes = true; continue; }
     if (scan.option("--optimize", &value)) { spec = parse_optimize("plan", value); continue; }
-    if (scan.option("--threads", &value)) { plan_options.threads = parse_threads("plan", value); continue; }
+    if (scan.option("--threads", &value)) { threads = parse_threads("plan", value); continue; }
     if (scan.flag("--json")) { json = true; continue; }
     if (scan.flag("--broadcast")) { broadcast = true; continue; }
     if (scan.flag("--no-clock-guard")) { plan_options.clock_guard = false; continue; }
@@ -162,6 +156,7 @@ int run_plan(std::span<const std::string_view> args) {
   if (!have_subscripts) usage_error("plan: no subscripts given; usage: einstage plan SUBSCRIPTS --shapes 6x2x3,6x3x4");
   if (!have_shapes) usage_error("plan: --shapes is required, e.g. --shapes 6x2x3,6x3x4");
   std::vector<Shape> shapes = parse_shapes("plan", shapes_text);
+  plan_options.threads = threads ? *threads : default_threads();
   const bool show_progress = ::isatty(STDERR_FILENO) == 1;
   bool progress_shown = false;
   if (show_progress)

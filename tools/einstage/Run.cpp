@@ -14,7 +14,6 @@
 
 #include <fmt/format.h>
 
-#include <charconv>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -35,7 +34,7 @@ constexpr std::string_view kRunHelp =
     "  -o, --output FILE   write the next output to FILE (.npy, Fortran order); give one per output\n"
     "  --module PATH       load an extension module from a shared library first (repeatable)\n"
     "  --print-stages      print the program as loaded, lowered to standard ops, and planned\n"
-    "  --threads N         kernel threads (default 1)\n"
+    "  --threads N         kernel threads ({threads})\n"
     "  -h, --help          print this help\n";
 
 std::string read_text_file(const std::string& path) {
@@ -55,7 +54,7 @@ std::string first_line(const Error& e) {
 
 int run_run(std::span<const std::string_view> args) {
   if (wants_help(args)) {
-    fmt::print("{}", kRunHelp);
+    fmt::print("{}", with_threads_default(kRunHelp));
     return 0;
   }
   ArgScanner scan("run", args);
@@ -63,7 +62,7 @@ int run_run(std::span<const std::string_view> args) {
   std::map<std::string, std::string> input_files;
   std::vector<std::string> outputs_to, modules;
   bool print_stages = false;
-  int threads = 1;
+  int threads = 0;  // RuntimeOptions' default: default_threads()
   while (scan.next()) {
     if (scan.option("--input", &value)) {
       auto eq = value.find('=');
@@ -75,12 +74,7 @@ int run_run(std::span<const std::string_view> args) {
     }
     if (scan.option("--output", &value, "-o")) { outputs_to.push_back(value); continue; }
     if (scan.option("--module", &value)) { modules.push_back(value); continue; }
-    if (scan.option("--threads", &value)) {
-      auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), threads);
-      if (ec != std::errc() || end != value.data() + value.size() || threads < 1 || threads > 1024)
-        usage_error("run: bad --threads value '{}'; expected a count from 1 to 1024", value);
-      continue;
-    }
+    if (scan.option("--threads", &value)) { threads = parse_threads("run", value); continue; }
     if (scan.flag("--print-stages")) { print_stages = true; continue; }
     std::string_view p = scan.positional();
     if (!program_path.empty()) usage_error("run: unexpected argument '{}'; give one program file", p);
