@@ -9,12 +9,14 @@
 #include <bit>
 #include <cctype>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
 #include <map>
 #include <optional>
+#include <type_traits>
 #include <vector>
 
 #include <fcntl.h>
@@ -30,18 +32,34 @@ namespace {
 constexpr std::string_view kMagic = "\x93NUMPY";
 constexpr size_t kAlign = 64;  // NumPy pads the preamble + header to a multiple of 64 bytes
 
-struct DescrEntry {
-  std::string_view descr;
-  DType dtype;
+// The element types read from a file: a NumPy kind letter and item size, and the einstage dtype it becomes. bool,
+// the narrower integers and float16 are widened (every value is exact in the wider type); written files always use
+// einstage's own five dtypes, little-endian.
+struct FileType {
+  char kind;       // NumPy's dtype.kind: 'b' bool, 'i' signed, 'u' unsigned, 'f' float, 'c' complex
+  int size;        // bytes per element in the file
+  DType dtype;     // what the tensor holds
+  bool widened;    // the tensor's element type differs from the file's
 };
-constexpr DescrEntry kDescrs[] = {
-    {"<f4", DType::f32}, {"<f8", DType::f64}, {"<c8", DType::c64}, {"<c16", DType::c128}, {"<i8", DType::i64},
+constexpr FileType kFileTypes[] = {
+    {'f', 4, DType::f32, false}, {'f', 8, DType::f64, false}, {'c', 8, DType::c64, false},
+    {'c', 16, DType::c128, false}, {'i', 8, DType::i64, false}, {'b', 1, DType::i64, true},
+    {'i', 1, DType::i64, true},  {'i', 2, DType::i64, true},  {'i', 4, DType::i64, true},
+    {'u', 1, DType::i64, true},  {'u', 2, DType::i64, true},  {'u', 4, DType::i64, true},
+    {'f', 2, DType::f32, true},
 };
-constexpr std::string_view kSupportedDescrs = "<f4 (f32), <f8 (f64), <c8 (c64), <c16 (c128) and <i8 (i64)";
+constexpr std::string_view kSupportedDescrs =
+    "f4 (f32), f8 (f64), c8 (c64), c16 (c128), i8 (i64), and widened on reading: b1, i1, i2, i4, u1, u2, u4 (to i64) "
+    "and f2 (to f32), in either byte order";
 
 std::string_view descr_of(DType dtype) {
-  for (const auto& e : kDescrs)
-    if (e.dtype == dtype) return e.descr;
+  switch (dtype) {
+    case DType::f32: return "<f4";
+    case DType::f64: return "<f8";
+    case DType::c64: return "<c8";
+    case DType::c128: return "<c16";
+    case DType::i64: return "<i8";
+  }
   EIN_ASSERT(false, "no .npy descr for dtype {}", name(dtype));
   return {};
 }
@@ -231,15 +249,75 @@ uint32_t read_le(std::string_view bytes, size_t at, int n) {
   return v;
 }
 
-DType dtype_from_descr(const std::string& descr, std::string_view source) {
-  for (const auto& e : kDescrs)
-    if (e.descr == descr) return e.dtype;
-  if (!descr.empty() && descr[0] == '>')
-    fail(ErrorKind::dtype,
-         "{}: dtype '{}' is big-endian; einstage reads little-endian data only, supported dtypes are {} (in NumPy: "
-         "a.astype(a.dtype.newbyteorder('<')))",
-         source, descr, kSupportedDescrs);
-  fail(ErrorKind::dtype, "{}: unsupported dtype '{}'; supported dtypes are {}", source, descr, kSupportedDescrs);
+// How the file stores its elements, from the descr string ("<f8", ">i4", "|b1", "=f2").
+struct FileLayout {
+  FileType type;
+  bool big_endian = false;
+};
+
+FileLayout layout_from_descr(const std::string& descr, std::string_view source) {
+  auto unsupported = [&]() -> FileLayout {
+    fail(ErrorKind::dtype, "{}: unsupported dtype '{}'; supported dtypes are {}", source, descr, kSupportedDescrs);
+  };
+  if (descr.size() < 3 || std::string_view("<>|=").find(descr[0]) == std::string_view::npos) return unsupported();
+  int size = 0;
+  auto [end, ec] = std::from_chars(descr.data() + 2, descr.data() + descr.size(), size);
+  if (ec != std::errc() || end != descr.data() + descr.size()) return unsupported();
+  if (descr[1] == 'u' && size == 8)
+    fail(ErrorKind::dtype, "{}: dtype '{}' (uint64) is not supported: its values above 2^63-1 do not fit in i64, "
+         "einstage's widest integer; convert it in NumPy (a.astype(np.int64) when the values fit, else "
+         "a.astype(np.float64))", source, descr);
+  // '|' (no byte order) is what NumPy writes for one-byte types only.
+  if (descr[0] == '|' && size != 1) return unsupported();
+  for (const FileType& t : kFileTypes)
+    if (t.kind == descr[1] && t.size == size) return FileLayout{t, descr[0] == '>' && size > 1};
+  return unsupported();
+}
+
+// IEEE binary16 to binary32, exactly (every half value is a float value).
+float half_to_float(uint16_t h) {
+  const uint32_t sign = uint32_t(h >> 15) << 31;
+  uint32_t exponent = (h >> 10) & 0x1f, mantissa = h & 0x3ff, bits = 0;
+  if (exponent == 0x1f) {
+    bits = sign | 0x7f800000u | (mantissa << 13);  // inf, NaN (payload kept)
+  } else if (exponent != 0) {
+    bits = sign | ((exponent + 112) << 23) | (mantissa << 13);
+  } else if (mantissa != 0) {  // subnormal: normalise
+    int shift = 0;
+    while (!(mantissa & 0x400)) mantissa <<= 1, ++shift;
+    bits = sign | (uint32_t(113 - shift) << 23) | ((mantissa & 0x3ff) << 13);
+  } else {
+    bits = sign;
+  }
+  return std::bit_cast<float>(bits);
+}
+
+// One element of `layout` at `p` (any alignment), in the file's byte order, as the tensor's element type.
+template <typename T>
+T decode_element(const char* p, const FileLayout& layout) {
+  unsigned char b[16];
+  const int size = layout.type.size;
+  std::memcpy(b, p, static_cast<size_t>(size));
+  if (layout.big_endian) {  // complex: each part is swapped on its own
+    const int part = layout.type.kind == 'c' ? size / 2 : size;
+    for (int at = 0; at < size; at += part) std::reverse(b + at, b + at + part);
+  }
+  auto as = [&](auto zero) {
+    decltype(zero) v;
+    std::memcpy(&v, b, sizeof v);
+    return v;
+  };
+  if constexpr (std::is_same_v<T, int64_t>) {
+    switch (layout.type.kind) {
+      case 'b': return b[0] != 0;
+      case 'u': return size == 1 ? as(uint8_t{}) : size == 2 ? as(uint16_t{}) : as(uint32_t{});
+      default: return size == 1 ? as(int8_t{}) : size == 2 ? as(int16_t{}) : size == 4 ? as(int32_t{}) : as(int64_t{});
+    }
+  } else if constexpr (std::is_same_v<T, float>) {
+    return size == 2 ? half_to_float(as(uint16_t{})) : as(float{});
+  } else {
+    return as(T{});
+  }
 }
 
 std::string file_source(const std::string& path) { return fmt::format("'{}'", path); }
@@ -295,7 +373,9 @@ NpyHeader parse_npy_header(std::string_view bytes, std::string_view source) {
     fail(ErrorKind::dtype, "{}: unsupported dtype: 'descr' is {} (a structured dtype?) but einstage reads plain "
          "arrays with a dtype string, one of {}", source, kind_name(descr.kind), kSupportedDescrs);
   h.descr = descr.text;
-  h.dtype = dtype_from_descr(descr.text, source);
+  const FileLayout layout = layout_from_descr(descr.text, source);
+  h.dtype = layout.type.dtype;
+  h.item_size = layout.type.size;
 
   const PyValue& order = *keys["fortran_order"];
   if (order.kind != PyValue::Kind::boolean)
@@ -311,13 +391,15 @@ NpyHeader parse_npy_header(std::string_view bytes, std::string_view source) {
     h.shape.push_back(e.integer);
   }
   // Zero-size arrays too: the product of the non-zero extents must fit, so strides and sizes never overflow.
-  (void)checked_bytes(h.shape, size_of(h.dtype), fmt::format("{}: the header's shape", source));
+  (void)checked_bytes(h.shape, std::max<size_t>(size_of(h.dtype), static_cast<size_t>(h.item_size)),
+                      fmt::format("{}: the header's shape", source));
   return h;
 }
 
 Tensor read_npy_bytes(std::string_view bytes, NpyHeader* header_out, std::string_view source) {
   NpyHeader h = parse_npy_header(bytes, source);
-  const size_t expected = static_cast<size_t>(checked_bytes(h.shape, size_of(h.dtype), fmt::format("{}: the data of shape", source)));
+  const size_t expected = static_cast<size_t>(
+      checked_bytes(h.shape, static_cast<size_t>(h.item_size), fmt::format("{}: the data of shape", source)));
   size_t available = bytes.size() - h.data_offset;
   if (available < expected)
     fail(ErrorKind::io, "{}: truncated data: shape {} of dtype {} needs {} bytes after the header but the file has "
@@ -326,14 +408,28 @@ Tensor read_npy_bytes(std::string_view bytes, NpyHeader* header_out, std::string
     fail(ErrorKind::io, "{}: {} unexpected bytes after the data: shape {} of dtype {} needs {} bytes after the header "
          "but the file has {}", source, available - expected, shape_to_string(h.shape), h.descr, expected, available);
   const char* data = bytes.data() + h.data_offset;
+  // Widened or big-endian elements are decoded once into the tensor's type, in the file's element order.
+  std::string decoded;
+  const FileLayout layout = layout_from_descr(h.descr, source);
+  if (layout.type.widened || layout.big_endian) {
+    const int64_t count = element_count(h.shape);
+    decoded.resize(static_cast<size_t>(count) * size_of(h.dtype));
+    dispatch_dtype(h.dtype, [&](auto zero) {
+      using T = decltype(zero);
+      T* out = reinterpret_cast<T*>(decoded.data());
+      for (int64_t i = 0; i < count; ++i) out[i] = decode_element<T>(data + i * layout.type.size, layout);
+    });
+    data = decoded.data();
+  }
+  const size_t tensor_bytes = static_cast<size_t>(element_count(h.shape)) * size_of(h.dtype);
   Tensor t;
   if (h.order == NpyOrder::fortran || h.shape.size() <= 1) {
-    t = Tensor::from_bytes(h.dtype, h.shape, data, expected, true);
+    t = Tensor::from_bytes(h.dtype, h.shape, data, tensor_bytes, true);
   } else {
     // Row-major data of shape s is column-major data of reversed s: copy the bytes (the source may be misaligned),
     // then reverse the axes back, so element (i, j, ...) keeps its place.
     Shape reversed(h.shape.rbegin(), h.shape.rend());
-    t = Tensor::from_bytes(h.dtype, std::move(reversed), data, expected, true).transpose().contiguous();
+    t = Tensor::from_bytes(h.dtype, std::move(reversed), data, tensor_bytes, true).transpose().contiguous();
   }
   if (header_out) *header_out = std::move(h);
   return t;

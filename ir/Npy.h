@@ -1,12 +1,15 @@
 // NumPy .npy reading and writing for Tensor, so data crosses to and from NumPy without a silent transpose.
 //
-// Supported: format versions 1.0, 2.0 and 3.0; little-endian dtypes <f4 <f8 <c8 <c16 <i8 (einstage's f32 f64 c64
-// c128 i64); fortran_order True and False both ways. A C-order file is read into column-major storage with its
-// element (i, j, ...) unchanged (the bytes are reordered once), and write_npy can produce either order. Every
-// malformed input (bad magic, unknown version, corrupt header dict, big-endian or unsupported dtype, truncated data,
-// trailing bytes) is an einstage::Error naming the file, what was found and what was expected. write_npy writes to
-// a temporary file in the target directory and renames it, so a failure never leaves a partial file. The header dict
-// is a Python literal and is parsed by a small hand parser (no JSON). Part of ir/; depends on ir/Tensor.h only.
+// Supported: format versions 1.0, 2.0 and 3.0; fortran_order True and False both ways. Read: f4 f8 c8 c16 i8 as
+// einstage's f32 f64 c64 c128 i64, and widened on reading (every value exact): bool, int8-int32 and uint8-uint32 to
+// i64, float16 to f32; either byte order for every dtype (big-endian data is swapped once). uint64 is refused (its
+// values above 2^63-1 do not fit in i64). Written: einstage's five dtypes, little-endian. A C-order file is read into
+// column-major storage with its element (i, j, ...) unchanged (the bytes are reordered once), and write_npy can
+// produce either order. Every malformed input (bad magic, unknown version, corrupt header dict, unsupported dtype,
+// truncated data, trailing bytes, a shape whose size does not fit in 64 bits) is an einstage::Error naming the file,
+// what was found and what was expected. write_npy writes to a temporary file in the target directory and renames it,
+// so a failure never leaves a partial file. The header dict is a Python literal and is parsed by a small hand parser
+// (no JSON). Part of ir/; depends on ir/Tensor.h only.
 #pragma once
 
 #include "ir/Tensor.h"
@@ -30,6 +33,7 @@ struct NpyHeader {
   int version_minor = 0;
   DType dtype = DType::f64;
   std::string descr;  // as written in the file, e.g. "<f8"
+  int item_size = 8;   // bytes per element in the file (dtype may be wider: bool, small integers, float16 widen)
   NpyOrder order = NpyOrder::fortran;
   Shape shape;
   size_t data_offset = 0;  // bytes from the start of the file to the first element

@@ -7,6 +7,8 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -309,7 +311,8 @@ TEST_CASE("malformed files: the error names the source, what was found and what 
   CHECK(msg.find("expected an integer (no fraction or exponent) but found \".\"") != std::string::npos);
   msg = err(make_npy(1, "{'descr': [('a', '<f8')], 'fortran_order': False, 'shape': (2,)}", two));
   CHECK(msg == "'x.npy': unsupported dtype: 'descr' is a list (a structured dtype?) but einstage reads plain arrays "
-               "with a dtype string, one of <f4 (f32), <f8 (f64), <c8 (c64), <c16 (c128) and <i8 (i64)");
+               "with a dtype string, one of f4 (f32), f8 (f64), c8 (c64), c16 (c128), i8 (i64), and widened on reading: b1, i1, "
+               "i2, i4, u1, u2, u4 (to i64) and f2 (to f32), in either byte order");
 
   // Data length.
   CHECK(err(make_npy(1, ok_dict, two.substr(0, 12))) ==
@@ -321,18 +324,115 @@ TEST_CASE("malformed files: the error names the source, what was found and what 
   CHECK(error_of([&] { read_npy_bytes("nope"); }).find("npy bytes: not a .npy file") == 0);
 }
 
-TEST_CASE("unsupported dtypes in NumPy-written files name the file and the supported dtypes") {
-  const std::string supported = "supported dtypes are <f4 (f32), <f8 (f64), <c8 (c64), <c16 (c128) and <i8 (i64)";
-  CHECK(error_of([] { read_npy(fixture("f64_big_endian.npy")); }) ==
-        fmt::format("'{}': dtype '>f8' is big-endian; einstage reads little-endian data only, {} (in NumPy: "
-                    "a.astype(a.dtype.newbyteorder('<')))", fixture("f64_big_endian.npy"), supported));
-  CHECK(error_of([] { read_npy(fixture("i32.npy")); }) ==
-        fmt::format("'{}': unsupported dtype '<i4'; {}", fixture("i32.npy"), supported));
-  CHECK(error_of([] { read_npy(fixture("bool.npy")); }) ==
-        fmt::format("'{}': unsupported dtype '|b1'; {}", fixture("bool.npy"), supported));
+TEST_CASE("NumPy-written bool, int32 and big-endian files are read, widened to i64 where needed") {
+  NpyHeader h;
+  Tensor b = read_npy(fixture("bool.npy"), &h);
+  CHECK(h.descr == "|b1");
+  CHECK(h.item_size == 1);
+  CHECK(b.dtype() == DType::i64);
+  CHECK(b.to_col_major<int64_t>() == std::vector<int64_t>{1, 0, 1});
+  Tensor i = read_npy(fixture("i32.npy"), &h);
+  CHECK(h.descr == "<i4");
+  CHECK(i.shape() == Shape{2, 3});
+  CHECK(i.to_row_major<int64_t>() == std::vector<int64_t>{0, 1, 2, 3, 4, 5});
+  Tensor f = read_npy(fixture("f64_big_endian.npy"), &h);
+  CHECK(h.descr == ">f8");
+  CHECK(f.dtype() == DType::f64);
+  CHECK(f.to_row_major<double>() == std::vector<double>{0, 1, 2, 3, 4, 5});
+}
+
+namespace {
+
+// The bytes of `values` as `Bytes`-sized elements, little- or big-endian.
+template <typename Bytes>
+std::string element_bytes(std::initializer_list<Bytes> values, bool big_endian) {
+  std::string out;
+  for (Bytes v : values) {
+    std::string e(reinterpret_cast<const char*>(&v), sizeof v);
+    if (big_endian) std::reverse(e.begin(), e.end());
+    out += e;
+  }
+  return out;
+}
+
+// Reads a hand-built rank-1 file of the given descr and data.
+Tensor read_vector(const std::string& descr, const std::string& data, size_t n) {
+  return read_npy_bytes(make_npy(1, fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': ({},)}}", descr, n),
+                                 data));
+}
+
+}  // namespace
+
+TEST_CASE("every readable dtype in both byte orders, with the widening documented in ir/Npy.h") {
+  for (bool big : {false, true}) {
+    CAPTURE(big);
+    const char o = big ? '>' : '<';
+    const std::vector<int64_t> signed_values{-128, -1, 0, 127};
+    CHECK(read_vector(std::string(1, o) + "i1", element_bytes<int8_t>({-128, -1, 0, 127}, big), 4)
+              .to_col_major<int64_t>() == signed_values);
+    CHECK(read_vector(std::string(1, o) + "i2", element_bytes<int16_t>({-32768, -1, 0, 32767}, big), 4)
+              .to_col_major<int64_t>() == std::vector<int64_t>{-32768, -1, 0, 32767});
+    CHECK(read_vector(std::string(1, o) + "i4", element_bytes<int32_t>({INT32_MIN, -1, 0, INT32_MAX}, big), 4)
+              .to_col_major<int64_t>() == std::vector<int64_t>{INT32_MIN, -1, 0, INT32_MAX});
+    CHECK(read_vector(std::string(1, o) + "i8", element_bytes<int64_t>({INT64_MIN, -1, 0, INT64_MAX}, big), 4)
+              .to_col_major<int64_t>() == std::vector<int64_t>{INT64_MIN, -1, 0, INT64_MAX});
+    CHECK(read_vector(std::string(1, o) + "u1", element_bytes<uint8_t>({0, 1, 255}, big), 3).to_col_major<int64_t>() ==
+          std::vector<int64_t>{0, 1, 255});
+    CHECK(read_vector(std::string(1, o) + "u2", element_bytes<uint16_t>({0, 1, 65535}, big), 3)
+              .to_col_major<int64_t>() == std::vector<int64_t>{0, 1, 65535});
+    CHECK(read_vector(std::string(1, o) + "u4", element_bytes<uint32_t>({0, 1, UINT32_MAX}, big), 3)
+              .to_col_major<int64_t>() == std::vector<int64_t>{0, 1, UINT32_MAX});
+    CHECK(read_vector(std::string(1, o) + "b1", element_bytes<uint8_t>({1, 0, 1}, big), 3).to_col_major<int64_t>() ==
+          std::vector<int64_t>{1, 0, 1});
+    // float16: 1, -2, 65504 (largest), 2^-24 (smallest subnormal), 2^-14 (smallest normal), inf, -0.
+    Tensor h = read_vector(std::string(1, o) + "f2",
+                           element_bytes<uint16_t>({0x3c00, 0xc000, 0x7bff, 0x0001, 0x0400, 0x7c00, 0x8000}, big), 7);
+    CHECK(h.dtype() == DType::f32);
+    const std::vector<float> hv = h.to_col_major<float>();
+    CHECK(hv[0] == 1.0f);
+    CHECK(hv[1] == -2.0f);
+    CHECK(hv[2] == 65504.0f);
+    CHECK(hv[3] == std::ldexp(1.0f, -24));
+    CHECK(hv[4] == std::ldexp(1.0f, -14));
+    CHECK(std::isinf(hv[5]));
+    CHECK((hv[6] == 0.0f && std::signbit(hv[6])));
+    CHECK(std::isnan(read_vector(std::string(1, o) + "f2", element_bytes<uint16_t>({0x7e00}, big), 1)
+                         .to_col_major<float>()[0]));
+    CHECK(read_vector(std::string(1, o) + "f4", element_bytes<float>({1.5f, -0.25f}, big), 2).to_col_major<float>() ==
+          std::vector<float>{1.5f, -0.25f});
+    CHECK(read_vector(std::string(1, o) + "f8", element_bytes<double>({1.5, -0.25}, big), 2).to_col_major<double>() ==
+          std::vector<double>{1.5, -0.25});
+    CHECK(read_vector(std::string(1, o) + "c8", element_bytes<float>({1.5f, -2.0f}, big), 1).to_col_major<c64>() ==
+          std::vector<c64>{{1.5f, -2.0f}});
+    CHECK(read_vector(std::string(1, o) + "c16", element_bytes<double>({1.5, -2.0}, big), 1).to_col_major<c128>() ==
+          std::vector<c128>{{1.5, -2.0}});
+  }
+  // C order of a widened big-endian matrix keeps element (i, j).
+  Tensor m = read_npy_bytes(make_npy(1, "{'descr': '>i2', 'fortran_order': False, 'shape': (2, 3)}",
+                                     element_bytes<int16_t>({0, 1, 2, 3, 4, 5}, true)));
+  CHECK(m.at<int64_t>({1, 0}) == 3);
+  CHECK(m.at<int64_t>({0, 2}) == 2);
+}
+
+TEST_CASE("uint64 and other dtypes are refused naming the file and the supported dtypes") {
+  const std::string supported =
+      "supported dtypes are f4 (f32), f8 (f64), c8 (c64), c16 (c128), i8 (i64), and widened on reading: b1, i1, i2, "
+      "i4, u1, u2, u4 (to i64) and f2 (to f32), in either byte order";
+  auto err = [](const std::string& descr) {
+    return error_of([&] {
+      read_npy_bytes(make_npy(1, "{'descr': '" + descr + "', 'fortran_order': False, 'shape': (0,)}", ""), nullptr,
+                     "'x.npy'");
+    });
+  };
+  CHECK(err("<u8") == "'x.npy': dtype '<u8' (uint64) is not supported: its values above 2^63-1 do not fit in i64, "
+                      "einstage's widest integer; convert it in NumPy (a.astype(np.int64) when the values fit, else "
+                      "a.astype(np.float64))");
+  CHECK(err(">u8").find("'x.npy': dtype '>u8' (uint64) is not supported") == 0);
+  for (std::string descr : {"<U5", "|S3", "<M8[ns]", "|O", "<f16", "|f4", "<i3", "f8", "<f8 "})
+    CHECK(err(descr) == fmt::format("'x.npy': unsupported dtype '{}'; {}", descr, supported));
   ErrorKind kind = ErrorKind::runtime;
   try {
-    read_npy(fixture("i32.npy"));
+    read_npy_bytes(make_npy(1, "{'descr': '<u8', 'fortran_order': False, 'shape': (0,)}", ""));
   } catch (const Error& e) {
     kind = e.kind();
   }

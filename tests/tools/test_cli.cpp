@@ -101,9 +101,6 @@ TEST_CASE("bad arguments and bad files: one line on stderr, status 2, nothing on
       {"show --wide x.npy", "einstage: show: unknown option '--wide'; run 'einstage show --help'\n"},
       {fmt::format("show '{}'", fixture("absent.npy")),
        fmt::format("einstage: cannot open '{}' for reading: No such file or directory\n", fixture("absent.npy"))},
-      {fmt::format("show '{}'", fixture("i32.npy")),
-       fmt::format("einstage: '{}': unsupported dtype '<i4'; supported dtypes are <f4 (f32), <f8 (f64), <c8 (c64), "
-                   "<c16 (c128) and <i8 (i64)\n", fixture("i32.npy"))},
       {fmt::format("show '{}'", fixture("make_npy_fixtures.py")),
        fmt::format("einstage: '{}': not a .npy file: it starts with bytes [23 21 2f 75 73 72 2f 62] but a .npy file "
                    "starts with \\x93NUMPY\n", fixture("make_npy_fixtures.py"))},
@@ -116,8 +113,20 @@ TEST_CASE("bad arguments and bad files: one line on stderr, status 2, nothing on
     CHECK(r.err == c.err);
   }
   // A good file before a bad one: nothing is printed for either.
-  Run r = run_cli(fmt::format("show '{}' '{}'", fixture("matrix_c.npy"), fixture("f64_big_endian.npy")));
+  Run r = run_cli(fmt::format("show '{}' '{}'", fixture("matrix_c.npy"), fixture("make_npy_fixtures.py")));
   CHECK(r.status == 2);
   CHECK(r.out.empty());
-  CHECK(r.err.find(fmt::format("einstage: '{}': dtype '>f8' is big-endian", fixture("f64_big_endian.npy"))) == 0);
+  CHECK(r.err.find(fmt::format("einstage: '{}': not a .npy file", fixture("make_npy_fixtures.py"))) == 0);
+}
+
+TEST_CASE("show: bool, int32 and big-endian files are widened and byte-swapped on reading") {
+  Run r = run_cli(fmt::format("show '{}' '{}' '{}'", fixture("i32.npy"), fixture("bool.npy"),
+                              fixture("f64_big_endian.npy")));
+  CHECK(r.status == 0);
+  CHECK(r.out.find("  file:   .npy 1.0, dtype <i4, shape (2, 3), C order (fortran_order False: last index fastest)\n"
+                   "  memory: i64[2,3], column-major, strides [1,2]\n[[0, 1, 2],\n [3, 4, 5]]\n") != std::string::npos);
+  CHECK(r.out.find("dtype |b1, shape (3,), C order (fortran_order False: last index fastest)\n  memory: i64[3], "
+                   "column-major, strides [1]\n[1, 0, 1]\n") != std::string::npos);
+  CHECK(r.out.find("dtype >f8, shape (2, 3), C order (fortran_order False: last index fastest)\n  memory: f64[2,3], "
+                   "column-major, strides [1,2]\n[[0, 1, 2],\n [3, 4, 5]]\n") != std::string::npos);
 }

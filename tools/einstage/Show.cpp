@@ -17,7 +17,8 @@ constexpr std::string_view kShowHelp =
     "\n"
     "Prints each .npy file: how it is stored (format version, dtype, shape, C or Fortran order), how einstage holds\n"
     "it in memory (always column-major: first index fastest), and its values as nested rows, element (i, j, ...)\n"
-    "being NumPy's a[i, j, ...] whatever the file's order. Supported dtypes: <f4 <f8 <c8 <c16 <i8.\n"
+    "being NumPy's a[i, j, ...] whatever the file's order. Dtypes: f4 f8 c8 c16 i8, and widened on reading b1\n"
+    "i1 i2 i4 u1 u2 u4 (to i64) and f2 (to f32), in either byte order; uint64 is refused.\n"
     "\n"
     "options:\n"
     "  -h, --help   print this help\n";
