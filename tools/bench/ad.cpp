@@ -11,6 +11,7 @@
 //
 // Usage: einstage_bench_ad [--min-time S] [--json FILE] [--no-torch]
 #include "tools/bench/BenchUtil.h"
+#include "tools/bench/Machine.h"
 #include "compiler/Trace.h"
 #include "compiler/ad/Ad.h"
 #include "extensions/einsum/EinsumAd.h"
@@ -102,7 +103,8 @@ print(json.dumps(out))
 )PY";
 
 // torch.autograd timings; nullopt with a reason when it cannot run.
-std::optional<json> torch_times(const std::vector<Workload>& ws, double min_time, std::string& why) {
+std::optional<json> torch_times(const std::vector<Workload>& ws, double min_time, const bench::Machine& machine,
+                                std::string& why) {
   if (!std::filesystem::exists("/usr/bin/python3")) {
     why = "/usr/bin/python3 not found";
     return std::nullopt;
@@ -124,20 +126,12 @@ std::optional<json> torch_times(const std::vector<Workload>& ws, double min_time
   close(fi);
   std::ofstream(script) << kTorchScript;
   std::ofstream(input) << cfg.dump();
-  const std::string cmd = fmt::format("OPENBLAS_CORETYPE=SkylakeX OMP_NUM_THREADS=1 /usr/bin/python3 '{}' < '{}'",
+  const std::string cmd = fmt::format("{}OMP_NUM_THREADS=1 /usr/bin/python3 '{}' < '{}'", machine.peer_env(),
                                       script, input);
-  FILE* f = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  while (f && std::fgets(buf, sizeof(buf), f)) out += buf;
-  const int status = f ? pclose(f) : -1;
+  std::optional<json> out = bench::run_peer_json(cmd, "the torch script", why);
   std::filesystem::remove(script);
   std::filesystem::remove(input);
-  if (status != 0) {
-    why = "the torch script failed";
-    return std::nullopt;
-  }
-  return json::parse(out);
+  return out;
 }
 
 std::string ms(double s) { return s < 0 ? "n/a" : fmt::format("{:.2f}", s * 1e3); }
@@ -161,12 +155,15 @@ int main(int argc, char** argv) {
   }
   const auto ws = workloads();
   std::string why = "--no-torch";
-  std::optional<json> tt = torch ? torch_times(ws, min_time, why) : std::nullopt;
+  const bench::Machine machine = bench::detect_machine();
+  std::optional<json> tt = torch ? torch_times(ws, min_time, machine, why) : std::nullopt;
 
-  Runtime rt;
+  Runtime rt(RuntimeOptions{1});  // one thread, like torch here
   rt.add_module(einsum::module_descriptor());
-  json result = {{"threads", 1}, {"rows", json::array()}};
+  json result = {{"machine", machine.to_json()}, {"threads", 1}, {"rows", json::array()}};
   if (tt) result["torch"] = (*tt)["torch"];
+  else result["torch_failure"] = why;
+  fmt::print("{}\n", machine.summary());
   fmt::print("value vs value + gradient (all operands), f64, 1 thread, best of repeated calls (milliseconds)\n");
   fmt::print("{:<15} | {:>9} {:>11} {:>7} | {:>11} {:>7} | {:>9} {:>11} {:>7}\n", "workload", "value",
              "value+grad", "ratio", "value+grad", "ratio", "value", "value+grad", "ratio");

@@ -3,7 +3,8 @@
 //
 // Rows are ContractionProblems built directly from an einsum string and label extents (column-major operands, as
 // einstage's tensors are); peers get the same einsum on arrays holding the same bytes (tools/bench/peers.py, run
-// with /usr/bin/python3 twice: with OPENBLAS_CORETYPE=SkylakeX and without). The OpenBLAS column is one dgemm/sgemm
+// with /usr/bin/python3; twice when tools/bench/Machine.h forces an OpenBLAS core, once forced ("SKX" columns) and
+// once with OpenBLAS's own pick ("own"), else once; a run that fails shows "failed" in its columns). The OpenBLAS column is one dgemm/sgemm
 // (or a loop of them for a batch with matrix-contiguous entries) of the same M, N, K: for permuted rows it is the
 // GEMM rate without any transpose, i.e. an upper bound for a TTGT implementation. Times are the best of repeated
 // calls after one warm-up; JIT compile time is reported separately, from the kernel cache's statistics and from
@@ -12,6 +13,7 @@
 // Usage: einstage_bench_contract [--threads N] [--min-time S] [--json FILE] [--quick] [--no-peers] [--peers FILE]
 //                               [--filter TEXT]   (only rows whose name contains TEXT)
 #include "ir/DType.h"
+#include "tools/bench/Machine.h"
 #include "runtime/ThreadPool.h"
 #include "runtime/jit/Gett.h"
 #include "runtime/jit/KernelCache.h"
@@ -251,32 +253,23 @@ Measured measure(Row& row, ThreadPool* pool, double min_time) {
   return m;
 }
 
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  return "unknown";
-}
+// One run of peers.py: its label in the table ("SKX", "own"), in the JSON ("skylakex", "default"), the environment
+// it ran under, and its rows or why there are none.
+struct PeerRun {
+  std::string label, json_label, env;
+  std::optional<json> result;
+  std::string failure;
+};
 
-std::optional<json> run_peers(const std::string& script, const json& rows, bool skylakex, int threads) {
+PeerRun run_peers(PeerRun run, const std::string& script, const json& rows, int threads) {
   std::string input = std::filesystem::temp_directory_path() / fmt::format("einstage-bench-peers-{}.json", ::getpid());
   std::ofstream(input) << rows.dump();
-  std::string command = fmt::format("{} OPENBLAS_NUM_THREADS={} /usr/bin/python3 '{}' < '{}'",
-                                    skylakex ? "env OPENBLAS_CORETYPE=SkylakeX" : "env -u OPENBLAS_CORETYPE", threads,
+  std::string command = fmt::format("env {} OPENBLAS_NUM_THREADS={} /usr/bin/python3 '{}' < '{}'", run.env, threads,
                                     script, input);
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (!pipe) return std::nullopt;
-  std::string output;
-  char buffer[4096];
-  while (size_t n = std::fread(buffer, 1, sizeof buffer, pipe)) output.append(buffer, n);
-  int status = ::pclose(pipe);
+  run.result = bench::run_peer_json(command, "peers.py", run.failure);
   std::filesystem::remove(input);
-  if (status != 0 || output.empty()) {
-    fmt::print(stderr, "peers.py failed (status {}): {}\n", status, output);
-    return std::nullopt;
-  }
-  return json::parse(output);
+  if (!run.result) fmt::print(stderr, "peers.py ({}): {}\n", run.label, run.failure);
+  return run;
 }
 
 // Child mode: time the first f64 256^3 contraction of a fresh process (kernel from codegen or from the disk cache).
@@ -339,34 +332,27 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  const bench::Machine machine = bench::detect_machine();
 #ifdef EINSTAGE_HAVE_OPENBLAS
-  // OpenBLAS reads these when it is loaded, so set them and re-execute once.
-  if (!std::getenv("EINSTAGE_BENCH_REEXEC")) {
-    ::setenv("EINSTAGE_BENCH_REEXEC", "1", 1);
-    ::setenv("OPENBLAS_CORETYPE", "SkylakeX", 1);
-    ::setenv("OPENBLAS_NUM_THREADS", std::to_string(threads).c_str(), 1);
-    ::execv("/proc/self/exe", argv);
-    std::perror("re-exec");
-  }
+  bench::reexec_with_openblas_env(machine, threads, argv);  // the linked OpenBLAS reads its core when loaded
 #endif
   std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
   std::unique_ptr<ThreadPool> pool = threads > 1 ? std::make_unique<ThreadPool>(threads) : nullptr;
   KernelCache& cache = KernelCache::process_default();
 
   json report;
-  report["machine"] = {{"cpu_model", cpu_model()}, {"llvm_cpu", cache.host().cpu}, {"llvm", cache.host().llvm_version},
-                       {"threads", threads}};
-#ifdef EINSTAGE_HAVE_OPENBLAS
-  report["openblas_core"] = openblas_get_corename();
-#else
-  report["openblas_core"] = "OpenBLAS not found";
-#endif
-  fmt::print("machine: {} (LLVM {} cpu {}), threads {}\n", cpu_model(), cache.host().llvm_version, cache.host().cpu,
+  report["machine"] = machine.to_json();
+  report["machine"]["llvm_cpu"] = cache.host().cpu;
+  report["machine"]["llvm"] = cache.host().llvm_version;
+  report["machine"]["threads"] = threads;
+  fmt::print("{}\nLLVM {} cpu {}, {} thread(s)\n", machine.summary(), cache.host().llvm_version, cache.host().cpu,
              threads);
 #ifdef EINSTAGE_HAVE_OPENBLAS
-  fmt::print("OpenBLAS core: {} (OPENBLAS_CORETYPE={})\n", openblas_get_corename(), std::getenv("OPENBLAS_CORETYPE"));
+  report["openblas_core"] = openblas_get_corename();
+  fmt::print("OpenBLAS column: core {}\n", openblas_get_corename());
 #else
-  fmt::print("OpenBLAS not found\n");
+  report["openblas_core"] = "OpenBLAS not linked";
+  fmt::print("OpenBLAS column: not linked (no libopenblas at build time)\n");
 #endif
 
   std::vector<Row> rows = make_rows(quick);
@@ -381,56 +367,74 @@ int main(int argc, char** argv) {
     }));
   }
 
-  std::optional<json> peers_skx, peers_default;
+  // Peers under the forced core and under OpenBLAS's own pick when Machine forces one, else once as the caller runs.
+  std::vector<PeerRun> runs;
   if (peers) {
     json spec = json::array();
     for (const Row& row : rows)
       spec.push_back({{"name", row.name}, {"spec", row.spec}, {"shapes", row.shapes}, {"dtype", name(row.dtype)},
                       {"flops", real_flops(row)}, {"min_time", min_time}, {"threads", threads}});
-    fmt::print(stderr, "running peers (OPENBLAS_CORETYPE=SkylakeX, then unset)\n");
-    peers_skx = run_peers(peers_script, spec, true, threads);
-    peers_default = run_peers(peers_script, spec, false, threads);
+    if (!machine.forced_core.empty()) {
+      runs.push_back({"SKX", "skylakex", machine.peer_env(), std::nullopt, ""});
+      runs.push_back({"own", "default", "-u OPENBLAS_CORETYPE", std::nullopt, ""});
+    } else {
+      runs.push_back({"", "default", "", std::nullopt, ""});
+    }
+    for (PeerRun& run : runs) {
+      fmt::print(stderr, "running peers{}\n", run.env.empty() ? "" : " (" + run.env + ")");
+      run = run_peers(run, peers_script, spec, threads);
+    }
   }
-  auto peer = [](const std::optional<json>& p, size_t i, const char* key) -> std::optional<double> {
-    if (!p || !(*p)["rows"][i][key].is_number()) return std::nullopt;
-    return (*p)["rows"][i][key].get<double>();
+  // A peer's time, or why there is none ("failed" for a run that failed, "-" for a value it does not measure).
+  auto peer_cell = [&](const PeerRun& run, size_t i, const char* key, double ours) -> std::string {
+    if (!run.result) return "failed";
+    const json& v = (*run.result)["rows"][i][key];
+    return v.is_number() ? fmt::format("{:.2f}", v.get<double>() / ours) : "-";
   };
+  const std::vector<std::pair<const char*, const char*>> peer_columns = {
+      {"numpy_einsum", "np"}, {"numpy_einsum_opt", "npo"}, {"torch_einsum", "torch"}};
 
   fmt::print("\nratios are peer time / einstage time (> 1: einstage faster); OpenBLAS = one GEMM of the same M,N,K\n");
-  fmt::print("{:<36} {:>10} {:>8} {:>8} {:>7} {:>8} {:>8} {:>8} {:>8} {:>8} {:>6}\n", "row", "JIT ms", "GFLOP/s",
-             "OB GF/s", "xOB", "np SKX", "npo SKX", "torch SKX", "npo def", "torch def", "xport");
+  std::string heading = fmt::format("{:<36} {:>10} {:>8} {:>8} {:>7}", "row", "JIT ms", "GFLOP/s", "OB GF/s", "xOB");
+  for (const PeerRun& run : runs)
+    for (const auto& [key, label] : peer_columns) heading += fmt::format(" {:>9}", fmt::format("{} {}", label, run.label));
+  fmt::print("{} {:>6}\n", heading, "xport");
   json out_rows = json::array();
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row& row = rows[i];
     const Measured& m = results[i];
     double flops = real_flops(row);
-    auto np = peer(peers_skx, i, "numpy_einsum"), npo = peer(peers_skx, i, "numpy_einsum_opt"),
-         th = peer(peers_skx, i, "torch_einsum"), npo_d = peer(peers_default, i, "numpy_einsum_opt"),
-         th_d = peer(peers_default, i, "torch_einsum");
-    fmt::print("{:<36} {:>10.4f} {:>8.1f} {:>8} {:>7} {:>8} {:>8} {:>8} {:>8} {:>8} {:>6}\n", row.name, m.jit_best * 1e3,
-               flops / m.jit_best * 1e-9, m.blas_best ? fmt::format("{:.1f}", flops / *m.blas_best * 1e-9) : "-",
-               ratio(m.blas_best, m.jit_best), ratio(np, m.jit_best), ratio(npo, m.jit_best), ratio(th, m.jit_best),
-               ratio(npo_d, m.jit_best), ratio(th_d, m.jit_best), ratio(m.portable_best, m.jit_best));
+    std::string line = fmt::format("{:<36} {:>10.4f} {:>8.1f} {:>8} {:>7}", row.name, m.jit_best * 1e3,
+                                   flops / m.jit_best * 1e-9,
+                                   m.blas_best ? fmt::format("{:.1f}", flops / *m.blas_best * 1e-9) : "-",
+                                   ratio(m.blas_best, m.jit_best));
     json r = {{"name", row.name}, {"spec", row.spec}, {"dtype", name(row.dtype)}, {"M", row.M}, {"N", row.N},
               {"K", row.K}, {"batch", row.batch}, {"real_flops", flops}, {"jit_s", m.jit_best},
               {"jit_first_call_s", m.jit_first}, {"jit_gflops", flops / m.jit_best * 1e-9}};
+    for (const PeerRun& run : runs)
+      for (const auto& [key, label] : peer_columns) {
+        line += fmt::format(" {:>9}", peer_cell(run, i, key, m.jit_best));
+        if (run.result && (*run.result)["rows"][i][key].is_number())
+          r[fmt::format("{}_{}_s", key, run.json_label)] = (*run.result)["rows"][i][key];
+      }
+    fmt::print("{} {:>6}\n", line, ratio(m.portable_best, m.jit_best));
     if (m.blas_best) r["openblas_s"] = *m.blas_best;
     if (m.portable_best) r["portable_s"] = *m.portable_best;
-    if (np) r["numpy_einsum_skylakex_s"] = *np;
-    if (npo) r["numpy_einsum_opt_skylakex_s"] = *npo;
-    if (th) r["torch_einsum_skylakex_s"] = *th;
-    if (auto v = peer(peers_default, i, "numpy_einsum")) r["numpy_einsum_default_s"] = *v;
-    if (npo_d) r["numpy_einsum_opt_default_s"] = *npo_d;
-    if (th_d) r["torch_einsum_default_s"] = *th_d;
     out_rows.push_back(r);
   }
   report["rows"] = out_rows;
-  if (peers_skx) report["peers_skylakex"] = {{"corename", (*peers_skx)["corename"]}, {"numpy", (*peers_skx)["numpy"]},
-                                             {"torch", (*peers_skx)["torch"]}};
-  if (peers_default) report["peers_default"] = {{"corename", (*peers_default)["corename"]}};
-  if (peers_skx) fmt::print("peers (SkylakeX env): OpenBLAS core {}, numpy {}, torch {}\n",
-                            (*peers_skx)["corename"].dump(), (*peers_skx)["numpy"].dump(), (*peers_skx)["torch"].dump());
-  if (peers_default) fmt::print("peers (default env): OpenBLAS core {}\n", (*peers_default)["corename"].dump());
+  for (const PeerRun& run : runs) {
+    json info = {{"env", run.env}};
+    if (run.result) {
+      for (const char* k : {"corename", "numpy", "torch"}) info[k] = (*run.result)[k];
+      fmt::print("peers{}: OpenBLAS core {}, numpy {}, torch {}\n", run.label.empty() ? "" : " " + run.label,
+                 info["corename"].dump(), info["numpy"].dump(), info["torch"].dump());
+    } else {
+      info["failed"] = run.failure;
+      fmt::print("peers{}: {}\n", run.label.empty() ? "" : " " + run.label, run.failure);
+    }
+    report["peers_" + run.json_label] = info;
+  }
 
   // JIT compile costs, separate from the steady state above.
   JitStats s = cache.stats();

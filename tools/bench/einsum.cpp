@@ -7,13 +7,15 @@
 // bind, plan, execute; the plan cache cleared first), a warm one-shot call (cache hit), a prepared plan's execute()
 // (fresh output tensor) and execute_into() (preallocated output), each with the dispatcher's kernel (JIT for floating
 // types) and with the portable kernel (EINSTAGE_JIT=0; its plans and cache entries are made with the variable set, so
-// no step runs a specialised JIT kernel), and NumPy (an embedded script run by /usr/bin/python3, with
-// OPENBLAS_CORETYPE=SkylakeX); the NumPy column says "n/a" and the output says why when python3 or numpy is missing.
+// no step runs a specialised JIT kernel), and NumPy (an embedded script run by /usr/bin/python3, on the OpenBLAS core
+// tools/bench/Machine.h chooses); the NumPy column says "n/a" and the output says why when python3 or numpy is
+// missing or the script fails.
 // Times are the best of repeated calls after a warm-up, on one thread unless --threads is given; a call shorter than
 // 50 us is timed in blocks of calls (best block / calls per block), so the clock's own cost does not count.
 //
 // Usage: einstage_bench_einsum [--threads N] [--min-time S] [--json FILE] [--no-numpy] [--filter TEXT]
 #include "tools/bench/BenchUtil.h"
+#include "tools/bench/Machine.h"
 #include "extensions/einsum/Einsum.h"
 #include "extensions/einsum/planner/ContractionTree.h"
 #include "runtime/ThreadPool.h"
@@ -107,7 +109,8 @@ json.dump(out, sys.stdout)
 constexpr double kNumpyMaxFlops = 5e9;
 
 // NumPy timings; nullopt with a reason when python3 or numpy is missing.
-std::optional<json> numpy_times(const std::vector<Workload>& ws, double min_time, int threads, std::string& why) {
+std::optional<json> numpy_times(const std::vector<Workload>& ws, double min_time, int threads,
+                                const bench::Machine& machine, std::string& why) {
   if (!std::filesystem::exists("/usr/bin/python3")) {
     why = "/usr/bin/python3 not found";
     return std::nullopt;
@@ -125,20 +128,12 @@ std::optional<json> numpy_times(const std::vector<Workload>& ws, double min_time
   const std::string input = (dir / fmt::format("einstage-bench-einsum-{}.json", ::getpid())).string();
   std::ofstream(script) << kNumpyScript;
   std::ofstream(input) << rows.dump();
-  const std::string cmd = fmt::format("OPENBLAS_CORETYPE=SkylakeX OPENBLAS_NUM_THREADS={} /usr/bin/python3 '{}' < '{}'",
+  const std::string cmd = fmt::format("{}OPENBLAS_NUM_THREADS={} /usr/bin/python3 '{}' < '{}'", machine.peer_env(),
                                       threads, script, input);
-  FILE* f = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  while (f && std::fgets(buf, sizeof(buf), f)) out += buf;
-  const int status = f ? pclose(f) : -1;
+  std::optional<json> out = bench::run_peer_json(cmd, "the NumPy script", why);
   std::filesystem::remove(script);
   std::filesystem::remove(input);
-  if (status != 0) {
-    why = "the NumPy script failed";
-    return std::nullopt;
-  }
-  return json::parse(out);
+  return out;
 }
 
 std::string us(double s) {
@@ -180,17 +175,20 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  const bench::Machine machine = bench::detect_machine();
   ThreadPool pool(threads);
   es::EinsumOptions options;
   options.pool = &pool;
   std::vector<Workload> ws;
   for (Workload& w : workloads())
     if (filter.empty() || w.name.find(filter) != std::string::npos) ws.push_back(std::move(w));
-  json result = {{"threads", threads}, {"rows", json::array()}};
+  json result = {{"machine", machine.to_json()}, {"threads", threads}, {"rows", json::array()}};
   std::string why = "--no-numpy";
-  std::optional<json> np = numpy ? numpy_times(ws, min_time, threads, why) : std::nullopt;
+  std::optional<json> np = numpy ? numpy_times(ws, min_time, threads, machine, why) : std::nullopt;
   if (np) result["numpy"] = (*np)["numpy"];
+  else result["numpy_failure"] = why;
 
+  fmt::print("{}\n", machine.summary());
   fmt::print("einsum execution, f64, {} thread(s), best of repeated calls (microseconds)\n", threads);
   fmt::print("{:<15} {:>10} {:>9} | {:>9} {:>9} {:>9} {:>9} | {:>9} {:>9} {:>9} {:>9} | {:>9} {:>9}\n", "workload",
              "flops", "method", "cold", "one-shot", "prepared", "into", "cold", "one-shot", "prepared", "into",

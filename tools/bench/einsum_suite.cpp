@@ -5,7 +5,8 @@
 // (b) The einsum-benchmark instances (JSON files with format_string, shapes, paths.opt_flops and their column-major
 //     forms) executed along their opt_flops path (PlanSpec path form) on seeded random f64 data (zeros when random
 //     values overflow to inf/nan), beside NumPy and torch along the same path (tools/bench/einsum_suite.py, run by
-//     /usr/bin/python3 twice: with OPENBLAS_CORETYPE=SkylakeX and without). Instances whose estimated peak memory
+//     /usr/bin/python3: twice when tools/bench/Machine.h forces an OpenBLAS core, forced ("SKX" columns) and with
+//     OpenBLAS's own pick ("own"), else once ("own"); a peer that fails shows "failed" in its columns). Instances whose estimated peak memory
 //     (inputs + output + the planner's arena + workspace) exceeds a third of the available memory, or whose
 //     opt_flops estimate would take more than --max-seconds, are skipped and listed with the reason.
 // The machine may be shared: every row is measured in rounds that interleave einstage and each peer (ours, peers,
@@ -20,6 +21,7 @@
 #include "extensions/einsum/Executor.h"
 #include "extensions/einsum/planner/Random.h"
 #include "ir/Tensor.h"
+#include "tools/bench/Machine.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -80,7 +82,8 @@ double symmetric(einsum::SplitMix64& rng) { return 2 * rng.uniform() - 1; }
 /// A python3 peer process speaking tools/bench/einsum_suite.py's line protocol.
 class Peer {
  public:
-  Peer(const std::string& script, bool skylakex) : label_(skylakex ? "SKX" : "def") {
+  /// `coretype`: the OPENBLAS_CORETYPE the peer runs with; "" unsets it, nullptr leaves this process's value.
+  Peer(const std::string& script, std::string label, const char* coretype) : label_(std::move(label)) {
     int to_child[2], from_child[2];
     if (::pipe(to_child) != 0 || ::pipe(from_child) != 0) return;
     pid_ = ::fork();
@@ -89,8 +92,8 @@ class Peer {
       ::dup2(from_child[1], 1);
       ::close(to_child[1]);
       ::close(from_child[0]);
-      if (skylakex) ::setenv("OPENBLAS_CORETYPE", "SkylakeX", 1);
-      else ::unsetenv("OPENBLAS_CORETYPE");
+      if (coretype && *coretype) ::setenv("OPENBLAS_CORETYPE", coretype, 1);
+      else if (coretype) ::unsetenv("OPENBLAS_CORETYPE");
       ::setenv("OPENBLAS_NUM_THREADS", "1", 1);
       ::setenv("OMP_NUM_THREADS", "1", 1);
       ::execl("/usr/bin/python3", "python3", script.c_str(), static_cast<char*>(nullptr));
@@ -112,11 +115,11 @@ class Peer {
   bool ok() const { return in_ && out_; }
   const std::string& label() const { return label_; }
 
-  /// Sends one command and returns the reply line ("" if the process is gone).
+  /// Sends one command and returns the reply line ("" if the process is gone: SIGPIPE is ignored, see
+  /// bench::detect_machine, so writing to a dead peer fails here instead of killing the benchmark).
   std::string ask(const std::string& command) {
     if (!ok()) return "";
-    std::fputs((command + "\n").c_str(), out_);
-    std::fflush(out_);
+    if (std::fputs((command + "\n").c_str(), out_) == EOF || std::fflush(out_) == EOF) return "";
     std::string line;
     char buffer[4096];
     while (std::fgets(buffer, sizeof buffer, in_)) {
@@ -200,7 +203,7 @@ fs::path repo_root() {
 
 std::string ratio(const RowResult& r, const std::string& key) {
   auto it = r.peer.find(key);
-  if (it == r.peer.end()) return r.failure.count(key) ? "err" : "-";
+  if (it == r.peer.end()) return r.failure.count(key) ? "failed" : "-";
   return fmt::format("{:.2f}", it->second / r.ours);
 }
 
@@ -237,20 +240,46 @@ int main(int argc, char** argv) {
   const std::string script = (root / "tools/bench/einsum_suite.py").string();
   const std::string load_before = load_average();
 
+  const bench::Machine machine = bench::detect_machine();
   std::vector<std::unique_ptr<Peer>> procs;
   std::vector<PeerColumn> columns;
   std::string peer_info = "not run (--no-peers)";
   if (peers && !root.empty() && fs::exists("/usr/bin/python3")) {
-    for (bool skx : {true, false}) procs.push_back(std::make_unique<Peer>(script, skx));
-    peer_info = procs[0]->ask("info") + " | default env: " + procs[1]->ask("info");
+    if (!machine.forced_core.empty()) {
+      procs.push_back(std::make_unique<Peer>(script, "SKX", machine.forced_core.c_str()));
+      procs.push_back(std::make_unique<Peer>(script, "own", ""));
+    } else {
+      procs.push_back(std::make_unique<Peer>(script, "own", nullptr));
+    }
+    peer_info.clear();
+    for (auto& p : procs) {
+      const std::string info = p->ask("info");
+      peer_info += fmt::format("{}{}: {}", peer_info.empty() ? "" : " | ", p->label(), info.empty() ? "failed" : info);
+    }
     for (auto& p : procs)
       for (const char* lib : {"numpy", "torch"}) columns.push_back({p.get(), lib});
   } else if (peers) {
     peer_info = "not run: /usr/bin/python3 or tools/bench/einsum_suite.py not found";
   }
+  // One ratio column per (peer process, library): "xnp SKX", "xtorch own", ...
+  auto ratio_heading = [&](int width) {
+    std::string h;
+    for (auto& p : procs)
+      for (const char* lib : {"np", "torch"}) h += fmt::format(" {:>{}}", fmt::format("x{} {}", lib, p->label()), width);
+    return h;
+  };
+  auto ratio_cells = [&](const RowResult& r, const char* numpy_lib, int width) {
+    std::string cells;
+    for (auto& p : procs)
+      for (const std::string lib : {numpy_lib, "torch"})
+        cells += fmt::format(" {:>{}}", ratio(r, lib + " " + p->label()), width);
+    return cells;
+  };
+  fmt::print("{}\n", machine.summary());
   fmt::print("einstage einsum suite: f64, 1 thread, {} interleaved rounds, medians\n", rounds);
   fmt::print("peers: {}\nload average before: {}\n\n", peer_info, load_before);
   json report;
+  report["machine"] = machine.to_json();
   report["load_before"] = load_before;
   report["peers"] = peer_info;
   const fs::path tmp = fs::temp_directory_path() / fmt::format("einstage-suite-{}", ::getpid());
@@ -291,12 +320,14 @@ int main(int argc, char** argv) {
     }
     RowResult prepared = interleave(rounds, [&] { return block([&] { plan.execute_into(ops, out); }); }, small);
     RowResult prepared_new = interleave(rounds, [&] { return block([&] { (void)plan.execute(ops); }); }, small);
-    RowResult one_shot = interleave(rounds, [&] { return block([&] { (void)einsum::einsum("ij,jk->ik", ops); }); }, small);
-    fmt::print("16x16 ij,jk->ik f64                      us   xnp SKX  xtorch SKX  xnp def  xtorch def\n");
+    einsum::EinsumOptions one_thread;
+    one_thread.threads = 1;  // the suite is single-threaded, like its peers
+    RowResult one_shot =
+        interleave(rounds, [&] { return block([&] { (void)einsum::einsum("ij,jk->ik", ops, one_thread); }); }, small);
+    fmt::print("{:<36} {:>7}{}\n", "16x16 ij,jk->ik f64", "us", ratio_heading(11));
     for (auto [name, r] : {std::pair{"prepared execute_into", &prepared}, std::pair{"prepared execute", &prepared_new},
                            std::pair{"one-shot einsum(string)", &one_shot}}) {
-      fmt::print("{:<36} {:>7.3f} {:>9} {:>11} {:>8} {:>11}\n", name, r->ours * 1e6, ratio(*r, "numpy_plain SKX"),
-                 ratio(*r, "torch SKX"), ratio(*r, "numpy_plain def"), ratio(*r, "torch def"));
+      fmt::print("{:<36} {:>7.3f}{}\n", name, r->ours * 1e6, ratio_cells(*r, "numpy_plain", 11));
       json row = {{"row", name}, {"einstage_s", r->ours}};
       for (auto& [k, v] : r->peer) row[k + "_s"] = v;
       report["small"].push_back(row);
@@ -311,8 +342,8 @@ int main(int argc, char** argv) {
       if (entry.path().extension() == ".json") files.push_back(entry.path());
   std::sort(files.begin(), files.end());
   if (files.empty()) fmt::print("no instances in {}\n", bench_dir);
-  fmt::print("{:<44} {:>8} {:>10} {:>9} {:>9} {:>10} {:>9} {:>10}  {}\n", "instance (opt_flops path)", "log10 F",
-             "einstage s", "xnp SKX", "xtorch SKX", "xnp def", "xtorch def", "agree", "note");
+  fmt::print("{:<44} {:>8} {:>10}{} {:>9}  {}\n", "instance (opt_flops path)", "log10 F", "einstage s",
+             ratio_heading(10), "agree", "note");
   const double memory_limit = available_bytes() / 3;
   for (const fs::path& file : files) {
     json inst = json::parse(std::ifstream(file));
@@ -423,8 +454,8 @@ int main(int argc, char** argv) {
           return median(t);
         },
         columns, max_seconds / 4);
-    fmt::print("{:<44} {:>8.2f} {:>10.4g} {:>9} {:>10} {:>9} {:>10} {:>9}  {}\n", name, log10_flops, r.ours,
-               ratio(r, "numpy SKX"), ratio(r, "torch SKX"), ratio(r, "numpy def"), ratio(r, "torch def"), agree, note);
+    fmt::print("{:<44} {:>8.2f} {:>10.4g}{} {:>9}  {}\n", name, log10_flops, r.ours, ratio_cells(r, "numpy", 10),
+               agree, note);
     for (auto& [k, why] : r.failure) fmt::print("    {} not measured: {}\n", k, why);
     row["einstage_s"] = r.ours;
     row["agree"] = agree;

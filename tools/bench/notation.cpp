@@ -1,6 +1,7 @@
 // Benchmark of the einsum notation front end: parsing "ij,jk->ik" (goal <= 100 ns), parse + bind, the nested and
 // ellipsis forms, and the grouped dialect warm (cache hit) and cold (parse + solve + expand). Prints a table and one
 // JSON line. Method: a warm-up, then `repeats` batches of `iterations` calls each; the median batch gives ns/call.
+#include "tools/bench/Machine.h"
 #include "extensions/einsum/Grouped.h"
 #include "extensions/einsum/Notation.h"
 
@@ -40,6 +41,8 @@ int main(int argc, char** argv) {
   if (argc > 1) iterations = std::max(1, std::atoi(argv[1]));
   if (argc > 2) repeats = std::max(1, std::atoi(argv[2]));
 
+  const bench::Machine machine = bench::detect_machine();
+  std::printf("%s\n", machine.summary().c_str());
   struct Row {
     std::string name;
     double ns;
@@ -96,6 +99,7 @@ int main(int argc, char** argv) {
   std::printf("goal: parse_subscripts(\"ij,jk->ik\") <= 100 ns -> %s\n", rows[0].ns <= 100.0 ? "met" : "not met");
   nlohmann::json j;
   j["bench"] = "notation";
+  j["machine"] = machine.to_json();
   j["iterations"] = iterations;
   j["repeats"] = repeats;
   for (const Row& r : rows) j["ns"][r.name] = r.ns;

@@ -8,6 +8,7 @@
 //   einstage_bench_planner [--bench-dir DIR] [--budgets 0.01,0.1,1] [--threads N] [--only a,b] [--skip a,b]
 //                          [--json FILE] [--seed S]
 // DIR defaults to ../shared/bench relative to the repository root (found by walking up from the working directory).
+#include "tools/bench/Machine.h"
 #include "extensions/einsum/planner/ConnectedDp.h"
 #include "extensions/einsum/planner/Exact.h"
 #include "extensions/einsum/planner/PlanSpec.h"
@@ -543,6 +544,7 @@ int main(int argc, char** argv) {
     } else die("unknown option " + a + " (see --help)");
   }
   std::vector<Instance> instances = generated(scale);
+  fmt::print("# {}\n", bench::detect_machine().summary());
   fmt::print("# generator fingerprints: OK (NETWORKS.md §4a)\n");
   if (!fs::exists(bench_dir)) die("bench folder " + bench_dir.string() + " not found; pass --bench-dir");
   for (auto& x : load_cotengra(bench_dir / "cotengra")) instances.push_back(std::move(x));

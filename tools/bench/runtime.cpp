@@ -8,6 +8,7 @@
 //
 // Usage: einstage_bench_runtime [--min-time S]
 #include "tools/bench/BenchUtil.h"
+#include "tools/bench/Machine.h"
 #include "compiler/Lower.h"
 #include "compiler/Trace.h"
 #include "extensions/einsum/Einsum.h"
@@ -50,6 +51,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  fmt::print("{}\n", bench::detect_machine().summary());
   struct Workload {
     std::string name, subscripts;
     std::vector<std::vector<Dim>> dims;  // traced parameter dims
@@ -67,7 +69,7 @@ int main(int argc, char** argv) {
   fmt::print("{:<34} {:>12} {:>14} {:>14} {:>16}\n", "workload (us, best of runs)", "plan.execute", "Executable.run",
              "lowered (std)", "first run (plan)");
   for (const Workload& w : workloads) {
-    Runtime rt;
+    Runtime rt(RuntimeOptions{1});  // one thread, as the table says
     rt.add_module(einsum::module_descriptor());
     TraceContext ctx("bench", &rt.registry());
     std::vector<TracedTensor> params;
@@ -83,7 +85,7 @@ int main(int argc, char** argv) {
     double t_plan = best_time([&] { plan.execute(inputs); }, min_time);
     Executable exe = rt.prepare(p);
     double t_exe = best_time([&] { exe.run(inputs); }, min_time);
-    Runtime bare;
+    Runtime bare(RuntimeOptions{1});
     Executable low = bare.prepare(lower_to_standard_ops(p, w.bindings, rt.registry()));
     double t_low = best_time([&] { low.run(inputs); }, min_time);
     double t_first = best_time([&] {
