@@ -316,7 +316,7 @@ Program program_from_json(std::string_view text, const ExtensionRegistry* regist
   const json& o = array(j, "outputs", "top level");
   for (size_t k = 0; k < o.size(); ++k) outs.push_back(lookup(o[k], fmt::format("outputs[{}]", k)));
   Program p = b.finish(std::move(outs));
-  p.constraints = std::move(constraints);
+  merge_listed_constraints(p, std::move(constraints));
   verify(p, registry);
   return p;
 }

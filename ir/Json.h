@@ -11,7 +11,8 @@
 // Standard-op attributes are typed JSON: integer lists as arrays, dims as arrays of integers and strings ("n",
 // "2*n"), dtypes as strings, tensors as {"type": "f64[2]", "data": [...]} in column-major order (complex elements
 // as [re, im], non-finite floats as the strings "nan", "inf", "-inf"). Extension ops carry their payload's own JSON
-// under "payload". Reading rebuilds through Builder, like the text parser.
+// under "payload". Reading rebuilds through Builder, like the text parser, and keeps the constraints the rebuilt
+// instructions derive even when "constraints" omits them (merge_listed_constraints, ir/Program.h).
 #pragma once
 
 #include "ir/Program.h"

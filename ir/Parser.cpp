@@ -95,7 +95,7 @@ class TextParser {
         if (close == lines_.size() || trim(lines_[close]) != "}") error(close, "expected '}}' after 'return'");
         if (size_t rest = next_line(); rest != lines_.size()) error(rest, "unexpected text after the program's '}}'");
         Program p = with_line(n, [&] { return b.finish(std::move(outs)); });
-        p.constraints = std::move(constraints);
+        merge_listed_constraints(p, std::move(constraints));
         verify(p, registry_);
         return p;
       } else {

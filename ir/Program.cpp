@@ -32,6 +32,28 @@ TensorType infer_result_type(const Op& op, Types operands, TypeContext& ctx, con
   return infer_std_op(op, operands, ctx);
 }
 
+void merge_listed_constraints(Program& program, std::vector<ShapeConstraint> listed) {
+  // Union-find over the printed form of dims: a derived lhs == rhs is implied when both land in one class.
+  std::map<std::string, std::string> parent;
+  auto find = [&](std::string d) {
+    while (parent.count(d) && parent[d] != d) d = parent[d];
+    return d;
+  };
+  auto join = [&](const ShapeConstraint& c) {
+    std::string a = find(c.lhs.to_string()), b = find(c.rhs.to_string());
+    parent[a] = a;
+    parent[b] = a;
+  };
+  for (const ShapeConstraint& c : listed) join(c);
+  std::vector<ShapeConstraint> derived = std::move(program.constraints);
+  program.constraints = std::move(listed);
+  for (ShapeConstraint& c : derived) {
+    if (find(c.lhs.to_string()) == find(c.rhs.to_string())) continue;
+    join(c);
+    program.constraints.push_back(std::move(c));
+  }
+}
+
 void check_constraints(const Program& program, const DimBindings& bindings) {
   auto names = value_names(program);
   for (const ShapeConstraint& c : program.constraints) {

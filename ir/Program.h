@@ -78,6 +78,12 @@ DimBindings bind_parameters(const Program& program, std::span<const Shape> input
 /// The concrete extents of `type` under `bindings`; fails (invalid_argument) naming an unbound symbol.
 Shape evaluate_shape(const TensorType& type, const DimBindings& bindings);
 
+/// The one rule for a program read back from text or JSON: the constraints the builder derived while re-emitting
+/// its instructions always hold, and the listed ones can only add. Sets `program.constraints` to `listed` (in its
+/// order, so parse(print(p)) prints identically) followed by each derived constraint the listed ones do not already
+/// imply (by chains of equalities), so a saved program that drops or never had a derived constraint still checks it.
+void merge_listed_constraints(Program& program, std::vector<ShapeConstraint> listed);
+
 /// Evaluates every constraint under concrete bindings; fails (ErrorKind::shape) naming the first violated one, the
 /// instruction and both extents. Unbound symbols fail too (ErrorKind::invalid_argument).
 void check_constraints(const Program& program, const DimBindings& bindings);

@@ -193,6 +193,48 @@ TEST_CASE("symbolic equalities become constraints checked at run time") {
         "@f: symbolic dim 'm' has no value; bind it from an input shape (needed by constraint n == m at %0)");
 }
 
+TEST_CASE("saved programs keep the constraints their instructions derive; listed ones only add") {
+  // dot_general contracts k with j: the builder derives k == j, so a file that lists no constraint still has it.
+  std::string text =
+      "program @mm(%a: f64[n,k], %b: f64[j,4]) -> (f64[n,4]) {\n"
+      "  %0 = dot_general(%a, %b) {lhs_batch = [], lhs_contracting = [1], rhs_batch = [], rhs_contracting = [0]} : "
+      "f64[n,4]\n"
+      "  return %0\n"
+      "}\n";
+  std::string json = R"({"format": "einstage.ir", "version": 1, "name": "mm",
+      "params": [{"name": "a", "type": "f64[n,k]"}, {"name": "b", "type": "f64[j,4]"}],
+      "instructions": [{"result": "%0", "op": "dot_general", "operands": ["%a", "%b"], "attributes":
+        {"lhs_batch": [], "lhs_contracting": [1], "rhs_batch": [], "rhs_contracting": [0]}, "type": "f64[n,4]"}],
+      "constraints": [], "outputs": ["%0"]})";
+  const std::string violated =
+      "@mm: shape constraint k == j at %0 does not hold: k = 3 but j = 5 ('dot_general' contracting pair 0: lhs "
+      "axis 1 vs rhs axis 0)";
+  for (const Program& p : {parse_program(text), program_from_json(json)}) {
+    REQUIRE(p.constraints.size() == 1);
+    CHECK(p.constraints[0].lhs == sym("k"));
+    CHECK(p.constraints[0].rhs == sym("j"));
+    std::vector<Shape> shapes = {{2, 3}, {5, 4}};
+    CHECK(message_of([&] { check_constraints(p, bind_parameters(p, shapes)); }) == violated);
+    CHECK(kind_of([&] { check_constraints(p, bind_parameters(p, shapes)); }) == ErrorKind::shape);
+    shapes[1] = {3, 4};
+    check_constraints(p, bind_parameters(p, shapes));
+  }
+
+  // Listed constraints come first and stay; a derived one they imply through a chain (k == m, m == j) is not added
+  // again, so the text prints back unchanged; a listed extra constraint is kept.
+  std::string chained = text.substr(0, text.find("  return")) +
+                        "  constraint k == m \"by hand\"\n  constraint m == j \"by hand\"\n  return %0\n}\n";
+  chained.replace(chained.find("%b: f64[j,4]"), 12, "%b: f64[j,4], %c: f64[m]");
+  Program q = parse_program(chained);
+  CHECK(q.constraints.size() == 2);
+  CHECK(print_program(q) == chained);
+  CHECK(print_program(parse_program(print_program(q))) == chained);
+  Program extra = parse_program(text.substr(0, text.find("  return")) + "  constraint n == 7 \"by hand\"\n  return %0\n}\n");
+  REQUIRE(extra.constraints.size() == 2);
+  CHECK(extra.constraints[0].what == "by hand");
+  CHECK(extra.constraints[1].lhs == sym("k"));
+}
+
 TEST_CASE("extension families: registry, type rule, constraints") {
   ExtensionRegistry reg = test_registry();
   CHECK(reg.families() == std::vector<std::string>{"test.matmul.v1", "test.scale.v1"});

@@ -368,3 +368,26 @@ TEST_CASE("einsum, plan, run: --threads defaults to every CPU or EINSTAGE_NUM_TH
   expect_one_line_error(run_cli("run p.ir --input x=a.npy --threads many", dir), 2,
                         "run: bad --threads value 'many'; expected a count from 1 to 1024");
 }
+
+TEST_CASE("run: a saved program that lists no constraint still checks the one its instructions derive") {
+  test::TempDir dir;
+  std::ofstream(dir.file("mm.ir")) <<
+      "program @mm(%a: f64[n,k], %b: f64[j,4]) -> (f64[n,4]) {\n"
+      "  %0 = dot_general(%a, %b) {lhs_batch = [], lhs_contracting = [1], rhs_batch = [], rhs_contracting = [0]} : "
+      "f64[n,4]\n"
+      "  return %0\n"
+      "}\n";
+  std::ofstream(dir.file("mm.json")) << R"({"format": "einstage.ir", "version": 1, "name": "mm",
+      "params": [{"name": "a", "type": "f64[n,k]"}, {"name": "b", "type": "f64[j,4]"}],
+      "instructions": [{"result": "%0", "op": "dot_general", "operands": ["%a", "%b"], "attributes":
+        {"lhs_batch": [], "lhs_contracting": [1], "rhs_batch": [], "rhs_contracting": [0]}, "type": "f64[n,4]"}],
+      "constraints": [], "outputs": ["%0"]})";
+  write_npy(dir.file("a.npy"), values({2, 3}));
+  write_npy(dir.file("b.npy"), values({5, 4}));
+  for (std::string file : {"mm.ir", "mm.json"}) {
+    CAPTURE(file);
+    expect_one_line_error(run_cli("run " + file + " --input a=a.npy --input b=b.npy", dir), 2,
+                          "@mm: shape constraint k == j at %0 does not hold: k = 3 but j = 5 ('dot_general' "
+                          "contracting pair 0: lhs axis 1 vs rhs axis 0)");
+  }
+}
