@@ -1,11 +1,11 @@
 #include "ir/Npy.h"
 
+#include "ir/FileIO.h"
 #include "ir/Size.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <atomic>
 #include <bit>
 #include <cctype>
 #include <cerrno>
@@ -18,9 +18,6 @@
 #include <optional>
 #include <type_traits>
 #include <vector>
-
-#include <fcntl.h>
-#include <unistd.h>
 
 namespace einstage {
 
@@ -488,44 +485,7 @@ std::string write_npy_bytes(const Tensor& tensor, NpyOrder order) {
 
 void write_npy(const std::string& path, const Tensor& tensor, NpyOrder order) {
   std::string bytes = write_npy_bytes(tensor, order);  // everything that can fail on the tensor fails here
-  namespace fs = std::filesystem;
-  fs::path target(path);
-  fs::path dir = target.parent_path().empty() ? fs::path(".") : target.parent_path();
-  static std::atomic<int> counter{0};
-  std::string tmp;
-  int fd = -1;
-  for (int attempt = 0; attempt < 100 && fd < 0; ++attempt) {
-    tmp = (dir / fmt::format(".{}.tmp.{}.{}", target.filename().string(), ::getpid(), counter++)).string();
-    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd < 0 && errno != EEXIST) break;
-  }
-  if (fd < 0)
-    fail(ErrorKind::io, "cannot write '{}': creating a temporary file in '{}' failed: {}", path, dir.string(),
-         std::strerror(errno));
-  size_t done = 0;
-  while (done < bytes.size()) {
-    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      int err = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      fail(ErrorKind::io, "cannot write '{}': writing {} bytes failed after {}: {}", path, bytes.size(), done,
-           std::strerror(err));
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (::close(fd) != 0) {
-    int err = errno;
-    ::unlink(tmp.c_str());
-    fail(ErrorKind::io, "cannot write '{}': closing the temporary file failed: {}", path, std::strerror(err));
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    int err = errno;
-    ::unlink(tmp.c_str());
-    fail(ErrorKind::io, "cannot write '{}': renaming the temporary file into place failed: {}", path,
-         std::strerror(err));
-  }
+  write_file_atomically(path, bytes);
 }
 
 }  // namespace einstage

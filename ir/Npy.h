@@ -7,8 +7,8 @@
 // column-major storage with its element (i, j, ...) unchanged (the bytes are reordered once), and write_npy can
 // produce either order. Every malformed input (bad magic, unknown version, corrupt header dict, unsupported dtype,
 // truncated data, trailing bytes, a shape whose size does not fit in 64 bits) is an einstage::Error naming the file,
-// what was found and what was expected. write_npy writes to a temporary file in the target directory and renames it,
-// so a failure never leaves a partial file. The header dict is a Python literal and is parsed by a small hand parser
+// what was found and what was expected. write_npy writes through write_file_atomically
+// (ir/FileIO.h), so a failure never leaves a partial file. The header dict is a Python literal and is parsed by a small hand parser
 // (no JSON). Part of ir/; depends on ir/Tensor.h only.
 #pragma once
 
@@ -46,8 +46,9 @@ Tensor read_npy_bytes(std::string_view bytes, NpyHeader* header = nullptr, std::
 /// Parses only the preamble and header dict (data_offset says where the data starts).
 NpyHeader parse_npy_header(std::string_view bytes, std::string_view source = "npy bytes");
 
-/// Writes a tensor (any strides) as a .npy file with the data in the given order: atomically (temporary file in the
-/// same directory, then rename), version 1.0 unless the header needs 2.0.
+/// Writes a tensor (any strides) as a .npy file with the data in the given order, version 1.0 unless the header needs
+/// 2.0: with write_file_atomically (ir/FileIO.h), so a regular file is replaced in one rename, a symlink is followed,
+/// a device or FIFO is written through, and an empty path or a directory fails naming it.
 void write_npy(const std::string& path, const Tensor& tensor, NpyOrder order = NpyOrder::fortran);
 /// The bytes of that .npy file.
 std::string write_npy_bytes(const Tensor& tensor, NpyOrder order = NpyOrder::fortran);

@@ -9,13 +9,16 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 using namespace einstage;
 
@@ -367,6 +370,35 @@ TEST_CASE("einsum, plan, run: --threads defaults to every CPU or EINSTAGE_NUM_TH
                         "einsum: bad --threads value '0'; expected a count from 1 to 1024");
   expect_one_line_error(run_cli("run p.ir --input x=a.npy --threads many", dir), 2,
                         "run: bad --threads value 'many'; expected a count from 1 to 1024");
+}
+
+TEST_CASE("-o follows symlinks, writes through devices, refuses a FIFO nobody reads, an empty path, directories") {
+  test::TempDir dir;
+  write_npy(dir.file("a.npy"), values({2, 3}));
+  std::filesystem::create_symlink("real.npy", dir.file("link.npy"));
+  Run linked = run_cli("einsum 'ij->j' a.npy -o link.npy", dir);
+  CHECK(linked.status == 0);
+  CHECK(std::filesystem::is_symlink(dir.file("link.npy")));
+  CHECK(read_npy(dir.file("real.npy")).to_col_major<double>() == std::vector<double>{-3, 3, -2});
+
+  REQUIRE(::mkfifo(dir.file("fifo.npy").c_str(), 0666) == 0);
+  expect_one_line_error(run_cli("einsum 'ij->j' a.npy -o fifo.npy", dir), 2,
+                        "cannot write 'fifo.npy': it is a FIFO and no process is reading it");
+  CHECK(std::filesystem::is_fifo(dir.file("fifo.npy")));
+  CHECK(run_cli("einsum 'ij->j' a.npy -o /dev/null", dir).status == 0);
+  expect_one_line_error(run_cli("einsum 'ij->j' a.npy -o /dev/full", dir), 2,
+                        "cannot write '/dev/full': writing 152 bytes to a character device failed after 0: No space "
+                        "left on device");
+  CHECK(std::filesystem::is_character_file("/dev/full"));
+
+  expect_one_line_error(run_cli("einsum 'ij->j' a.npy -o ''", dir), 2,
+                        "cannot write '': the path is empty; give a file name");
+  std::filesystem::create_directory(dir.file("sub"));
+  expect_one_line_error(run_cli("einsum 'ij->j' a.npy -o sub/", dir), 2,
+                        "cannot write 'sub/': the path ends in '/', so it names a directory; give a file name");
+  expect_one_line_error(run_cli("einsum 'ij->j' a.npy -o sub", dir), 2,
+                        "cannot write 'sub': it is a directory; give a file name");
+  CHECK(std::filesystem::is_empty(dir.file("sub")));
 }
 
 TEST_CASE("run: a saved program that lists no constraint still checks the one its instructions derive") {

@@ -93,13 +93,14 @@ int run_einsum(std::span<const std::string_view> args) {
     return 0;
   }
   ArgScanner scan("einsum", args);
-  std::string subscripts, output, value;
+  std::string subscripts, value;
+  std::optional<std::string> output;  // -o '' is given, and refused when writing, not taken for "print"
   std::vector<std::string> files;
   bool have_subscripts = false;
   std::optional<DType> dtype;
   einsum::EinsumOptions options;
   while (scan.next()) {
-    if (scan.option("--output", &output, "-o")) continue;
+    if (scan.option("--output", &value, "-o")) { output = value; continue; }
     if (scan.option("--optimize", &value)) { options.plan = parse_optimize("einsum", value); continue; }
     if (scan.option("--dtype", &value)) { dtype = parse_dtype_arg("einsum", value); continue; }
     if (scan.option("--threads", &value)) { options.threads = parse_threads("einsum", value); continue; }
@@ -125,7 +126,7 @@ int run_einsum(std::span<const std::string_view> args) {
   } catch (const Error& e) {
     rethrow_one_line(e);
   }
-  if (!output.empty()) write_npy(output, result, NpyOrder::fortran);
+  if (output) write_npy(*output, result, NpyOrder::fortran);
   else fmt::print("{}\n", result.to_string());
   return 0;
 }
