@@ -1,18 +1,19 @@
 #include "runtime/jit/KernelCache.h"
 
 #include "ir/Error.h"
+#include "ir/FileIO.h"
 #include "ir/Hash.h"
 
-#include <atomic>
+#include <cerrno>
 #include <chrono>
-#include <optional>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
+#include <optional>
 #include <system_error>
-#include <unistd.h>
+
+#include <sys/stat.h>
 
 namespace einstage {
 
@@ -22,7 +23,7 @@ constexpr char kMagic[8] = {'E', 'I', 'N', 'J', 'O', 'B', 'J', '1'};
 
 void put_u64(std::string& out, uint64_t v) { out.append(reinterpret_cast<const char*>(&v), sizeof v); }
 
-bool get_u64(const std::vector<char>& in, size_t& pos, uint64_t& v) {
+bool get_u64(std::string_view in, size_t& pos, uint64_t& v) {
   if (pos + sizeof v > in.size()) return false;
   std::memcpy(&v, in.data() + pos, sizeof v);
   pos += sizeof v;
@@ -33,51 +34,53 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// The object stored in `path` if the file is complete, uncorrupted and made for `key`; empty otherwise.
-std::optional<std::vector<char>> read_cached(const std::string& path, const std::string& key, bool& rejected) {
-  rejected = false;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::vector<char> file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  rejected = true;
-  if (file.size() < sizeof kMagic || std::memcmp(file.data(), kMagic, sizeof kMagic) != 0) return std::nullopt;
+// Cache entries are objects of one kernel; anything larger is not one of ours.
+constexpr size_t kMaxEntryBytes = size_t{64} << 20;
+
+// The object stored in `path` if the entry is a regular file, complete, uncorrupted and made for `key`; nullopt if
+// there is no entry, or (with `problem` saying what is wrong, naming the path) if the entry cannot be used.
+std::optional<std::vector<char>> read_cached(const std::string& path, const std::string& key, std::string& problem) {
+  problem.clear();
+  if (struct stat st; ::stat(path.c_str(), &st) != 0 && errno == ENOENT) return std::nullopt;
+  std::string file;
+  try {
+    file = read_regular_file(path, kMaxEntryBytes);
+  } catch (const Error& e) {
+    problem = e.what();
+    return std::nullopt;
+  }
+  auto bad = [&](std::string_view what) {
+    problem = fmt::format("'{}' is not a usable cache entry ({})", path, what);
+    return std::nullopt;
+  };
+  if (file.size() < sizeof kMagic || std::memcmp(file.data(), kMagic, sizeof kMagic) != 0) return bad("no header");
   size_t pos = sizeof kMagic;
   uint64_t key_size = 0, payload_size = 0, checksum = 0;
-  if (!get_u64(file, pos, key_size) || key_size > file.size() - pos) return std::nullopt;
-  if (std::string_view(file.data() + pos, key_size) != key) return std::nullopt;
+  if (!get_u64(file, pos, key_size) || key_size > file.size() - pos) return bad("truncated header");
+  if (std::string_view(file.data() + pos, key_size) != key) return bad("made for another kernel or host");
   pos += key_size;
-  if (!get_u64(file, pos, payload_size) || !get_u64(file, pos, checksum)) return std::nullopt;
-  if (payload_size != file.size() - pos || payload_size == 0) return std::nullopt;
-  if (Fnv1a().bytes(file.data() + pos, payload_size).value() != checksum) return std::nullopt;
-  rejected = false;
+  if (!get_u64(file, pos, payload_size) || !get_u64(file, pos, checksum)) return bad("truncated header");
+  if (payload_size != file.size() - pos || payload_size == 0) return bad("truncated object");
+  if (Fnv1a().bytes(file.data() + pos, payload_size).value() != checksum) return bad("checksum mismatch");
   return std::vector<char>(file.begin() + static_cast<std::ptrdiff_t>(pos), file.end());
 }
 
-// Writes header + object to a temporary file beside `path` and renames it into place; false on any failure (the
-// disk cache is an optimisation: failing to write it is not an error).
+// Writes header + object in place of the entry at `path` (write_file_atomically, so concurrent processes never see
+// a partial file, and a FIFO or symlink found there is replaced); false on any failure (the disk cache is an
+// optimisation: failing to write it is not an error).
 bool write_cached(const std::string& path, const std::string& key, const std::vector<char>& object) {
-  std::string header(kMagic, sizeof kMagic);
-  put_u64(header, key.size());
-  header += key;
-  put_u64(header, object.size());
-  put_u64(header, Fnv1a().bytes(object.data(), object.size()).value());
-  static std::atomic<uint64_t> counter{0};
-  std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return false;
-    out.write(header.data(), static_cast<std::streamsize>(header.size()));
-    out.write(object.data(), static_cast<std::streamsize>(object.size()));
-    out.close();
-    if (!out) {
-      std::remove(tmp.c_str());
-      return false;
-    }
+  std::string bytes(kMagic, sizeof kMagic);
+  put_u64(bytes, key.size());
+  bytes += key;
+  put_u64(bytes, object.size());
+  put_u64(bytes, Fnv1a().bytes(object.data(), object.size()).value());
+  bytes.append(object.data(), object.size());
+  try {
+    write_file_atomically(path, bytes, SpecialTarget::replace);
+    return true;
+  } catch (const Error&) {
+    return false;
   }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) std::remove(tmp.c_str());
-  return !ec;
 }
 
 }  // namespace
@@ -129,9 +132,12 @@ void* KernelCache::load_or_compile(const std::string& symbol, const std::string&
   auto t0 = std::chrono::steady_clock::now();
   std::optional<std::vector<char>> object;
   if (!path.empty()) {
-    bool rejected = false;
-    object = read_cached(path, key, rejected);
-    if (rejected) ++stats_.disk_rejected;
+    std::string problem;
+    object = read_cached(path, key, problem);
+    if (!problem.empty()) {
+      ++stats_.disk_rejected;
+      std::fprintf(stderr, "einstage: warning: kernel cache: %s; recompiling\n", problem.c_str());
+    }
   }
   const bool from_disk = object.has_value();
   if (object) {

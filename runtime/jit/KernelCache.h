@@ -3,9 +3,11 @@
 //
 // Lookup order for a kernel: this cache's table (already in the JIT) -> disk file -> codegen (then written to disk).
 // The disk key is the LLVM version, target triple, host CPU name and feature string, and the kernel's parameters
-// (its symbol); the file starts with a header holding the key, the payload size and a checksum, so a stale, corrupt
-// or truncated file is detected and recompiled. Files are written to a temporary name and renamed into place, so
-// concurrent processes never see a partial file. All methods are thread-safe; two threads asking for the same
+// (its symbol); the file starts with a header holding the key, the payload size and a checksum. An entry is read only
+// if it is a regular file of at most 64 MiB (ir/FileIO.h read_regular_file: a FIFO or device never blocks the read);
+// a stale, corrupt, truncated or unreadable entry (a directory, a FIFO, a link to /dev/zero) is recompiled with a
+// one-line warning on stderr naming the path, and replaced. Files are written with write_file_atomically (temporary
+// name, then rename), so concurrent processes never see a partial file. All methods are thread-safe; two threads asking for the same
 // kernel compile it once.
 #pragma once
 
@@ -29,7 +31,7 @@ struct JitStats {
   int64_t kernels_compiled = 0;  // codegen runs
   int64_t disk_hits = 0;         // objects loaded from the disk cache
   int64_t disk_writes = 0;       // objects written to the disk cache
-  int64_t disk_rejected = 0;     // cache files found stale/corrupt/truncated (then recompiled)
+  int64_t disk_rejected = 0;     // cache entries found unusable: stale, corrupt, truncated, not a regular file
   double compile_ms = 0;         // wall time spent in codegen
   double load_ms = 0;            // wall time spent reading + linking cached objects
 };

@@ -1,4 +1,5 @@
-// The kernel cache (lazy compile once, disk objects, corrupt files) and the contract() dispatcher's fallback.
+// The kernel cache (lazy compile once, disk objects, corrupt files, entries that are no regular file) and the
+// contract() dispatcher's fallback.
 #include "ProblemGen.h"
 
 #include "ir/Error.h"
@@ -8,10 +9,13 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <thread>
+#include <sys/stat.h>
 #include <unistd.h>
 
 using namespace einstage;
@@ -69,6 +73,24 @@ void default_tile_gemm(KernelCache& cache) {
   check_against_oracle<double>(op);
 }
 
+// What f writes to stderr (file descriptor 2), captured through a temporary file.
+template <typename F> std::string stderr_of(F&& f) {
+  std::fflush(stderr);
+  FILE* capture = std::tmpfile();
+  REQUIRE(capture != nullptr);
+  int saved = ::dup(2);
+  ::dup2(::fileno(capture), 2);
+  f();
+  std::fflush(stderr);
+  ::dup2(saved, 2);
+  ::close(saved);
+  std::string out;
+  std::rewind(capture);
+  for (int c; (c = std::fgetc(capture)) != EOF;) out += static_cast<char>(c);
+  std::fclose(capture);
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("jit cache: a second cache with the same directory compiles nothing") {
@@ -121,7 +143,10 @@ TEST_CASE("jit cache: corrupt, truncated or foreign cache files are detected and
   SUBCASE("a truncated file") { std::filesystem::resize_file(path, size / 2); }
   SUBCASE("an empty file") { std::filesystem::resize_file(path, 0); }
   KernelCache second(dir);
-  default_tile_gemm(second);
+  std::string err = stderr_of([&] { default_tile_gemm(second); });
+  CHECK(err.rfind("einstage: warning: kernel cache: '" + path + "' is not a usable cache entry (", 0) == 0);
+  CHECK(err.ends_with("); recompiling\n"));
+  CHECK(std::count(err.begin(), err.end(), '\n') == 1);
   JitStats s = second.stats();
   CHECK(s.disk_rejected == 1);
   CHECK(s.kernels_compiled == 1);
@@ -131,6 +156,51 @@ TEST_CASE("jit cache: corrupt, truncated or foreign cache files are detected and
   third.micro_kernel(spec);
   CHECK(third.stats().disk_hits == 1);
   CHECK(third.stats().kernels_compiled == 0);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("jit cache: an entry that is no regular file is recompiled with a one-line warning naming it") {
+  std::string dir = fresh_dir("special");
+  std::string path;
+  MicroKernelSpec spec;
+  {
+    KernelCache first(dir);
+    spec = default_micro_kernel(DType::f64, first.host().has_avx512);
+    path = first.cache_file(spec);
+  }
+  std::filesystem::create_directories(dir);
+  std::string problem;
+  SUBCASE("a directory") {
+    std::filesystem::create_directory(path);
+    problem = "cannot read '" + path + "': it is a directory, not a regular file";
+  }
+  SUBCASE("a FIFO (reading it must not wait for a writer)") {
+    REQUIRE(::mkfifo(path.c_str(), 0666) == 0);
+    problem = "cannot read '" + path + "': it is a FIFO, not a regular file";
+  }
+  SUBCASE("a symlink to /dev/zero (reading it must not run forever)") {
+    std::filesystem::create_symlink("/dev/zero", path);
+    problem = "cannot read '" + path + "': it is a character device, not a regular file";
+  }
+  SUBCASE("garbage") {
+    std::ofstream(path) << "not an object file";
+    problem = "'" + path + "' is not a usable cache entry (no header)";
+  }
+  KernelCache second(dir);
+  std::string err = stderr_of([&] { second.micro_kernel(spec); });
+  CHECK(err == "einstage: warning: kernel cache: " + problem + "; recompiling\n");
+  CHECK(second.stats().disk_rejected == 1);
+  CHECK(second.stats().kernels_compiled == 1);
+  // The entry is replaced by a good regular file, except a directory, which is left alone (and warned about again).
+  KernelCache third(dir);
+  std::string again = stderr_of([&] { third.micro_kernel(spec); });
+  if (std::filesystem::is_directory(path)) {
+    CHECK(again == err);
+  } else {
+    CHECK(again.empty());
+    CHECK(std::filesystem::is_regular_file(std::filesystem::symlink_status(path)));
+    CHECK(third.stats().disk_hits == 1);
+  }
   std::filesystem::remove_all(dir);
 }
 
