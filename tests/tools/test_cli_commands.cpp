@@ -1,6 +1,7 @@
 // The einstage command line's einsum, plan, lower and run commands and the no-argument demonstration, run as a
 // separate process: results checked against values computed here with plain loops, error cases pinned by their one
-// line on stderr and their exit status.
+// line on stderr and their exit status; subscripts starting with '-' and `--`; -o onto symlinks, FIFOs, devices and
+// directories; a saved program's derived constraints checked at run.
 #include "ir/Npy.h"
 #include "runtime/Cpus.h"
 #include "support/TempDir.h"
@@ -370,6 +371,34 @@ TEST_CASE("einsum, plan, run: --threads defaults to every CPU or EINSTAGE_NUM_TH
                         "einsum: bad --threads value '0'; expected a count from 1 to 1024");
   expect_one_line_error(run_cli("run p.ir --input x=a.npy --threads many", dir), 2,
                         "run: bad --threads value 'many'; expected a count from 1 to 1024");
+}
+
+TEST_CASE("subscripts may start with '-' as in NumPy's einsum('->', s); '--' ends the options") {
+  test::TempDir dir;
+  write_npy(dir.file("s.npy"), Tensor::scalar<double>(2.5));
+  write_npy(dir.file("-m.npy"), values({2, 3}));
+  Run scalar = run_cli("einsum '->' s.npy", dir);
+  CHECK(scalar.status == 0);
+  CHECK(scalar.err.empty());
+  CHECK(scalar.out == "f64[]\n2.5\n");
+  CHECK(run_cli("einsum -- '->' s.npy", dir).out == "f64[]\n2.5\n");
+  CHECK(run_cli("plan '->' --shapes scalar", dir).status == 0);
+  CHECK(run_cli("lower '->' --shapes scalar", dir).status == 0);
+  // A malformed string starting with "->" is reported by the notation parser, not as an unknown option.
+  Run bad = run_cli("einsum '->i' s.npy", dir);
+  CHECK(bad.status == 2);
+  CHECK(bad.err.rfind("einstage: einsum \"->i\": ", 0) == 0);
+  // After '--' an argument starting with '-' is a file, and -h is no request for help.
+  Run file = run_cli("einsum 'ij->' -- -m.npy", dir);
+  CHECK(file.status == 0);
+  CHECK(file.out == "f64[]\n-2\n");  // values({2, 3}) holds -5, 2, -2, 5, 1, -3
+  expect_one_line_error(run_cli("einsum 'ij->' s.npy -- -h", dir), 2,
+                        "cannot open '-h' for reading: No such file or directory");
+  expect_one_line_error(run_cli("einsum 'ij->' -m.npy", dir), 2,
+                        "einsum: unknown option '-m.npy'; run 'einstage einsum --help'");
+  Run show = run_cli("show -- -m.npy", dir);
+  CHECK(show.status == 0);
+  CHECK(show.out.rfind("-m.npy\n", 0) == 0);
 }
 
 TEST_CASE("-o follows symlinks, writes through devices, refuses a FIFO nobody reads, an empty path, directories") {

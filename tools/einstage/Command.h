@@ -32,7 +32,7 @@ struct Command {
   int (*run)(std::span<const std::string_view> args);
 };
 
-/// True if args contains -h or --help (every command answers it by printing its help and succeeding).
+/// True if args contains -h or --help before any `--` (every command answers it by printing its help and succeeding).
 bool wants_help(std::span<const std::string_view> args);
 
 // The commands (one .cpp each).

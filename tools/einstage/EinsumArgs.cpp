@@ -84,13 +84,20 @@ DType parse_dtype_arg(std::string_view command, std::string_view text) {
   return *d;
 }
 
+bool subscripts_starting_with_dash(std::string_view arg) { return arg.starts_with("->"); }
+
 bool ArgScanner::next() {
   if (started_) ++i_;
   started_ = true;
+  if (!options_ended_ && i_ < args_.size() && args_[i_] == "--") {
+    options_ended_ = true;
+    ++i_;
+  }
   return i_ < args_.size();
 }
 
 bool ArgScanner::option(std::string_view name, std::string* value, std::string_view alias) {
+  if (options_ended_) return false;
   std::string_view a = args_[i_];
   for (std::string_view n : {name, alias}) {
     if (n.empty()) continue;
@@ -108,13 +115,14 @@ bool ArgScanner::option(std::string_view name, std::string* value, std::string_v
 }
 
 bool ArgScanner::flag(std::string_view name, std::string_view alias) {
+  if (options_ended_) return false;
   std::string_view a = args_[i_];
   return a == name || (!alias.empty() && a == alias);
 }
 
-std::string_view ArgScanner::positional() {
+std::string_view ArgScanner::positional(bool (*also_positional)(std::string_view)) {
   std::string_view a = args_[i_];
-  if (a.size() > 1 && a.starts_with("-"))
+  if (!options_ended_ && a.size() > 1 && a.starts_with("-") && !(also_positional && also_positional(a)))
     usage_error("{}: unknown option '{}'; run 'einstage {} --help'", command_, a, command_);
   return a;
 }

@@ -1,6 +1,6 @@
-// Argument readers shared by the einsum-family commands of the einstage command line (einsum, plan, lower, run):
-// --optimize values, --shapes lists, --dtype names, --threads counts (and the default their help shows), and a small
-// option scanner. Part of tools/; may use every layer.
+// Argument readers shared by the commands of the einstage command line: --optimize values, --shapes lists, --dtype
+// names, --threads counts (and the default their help shows), and a small option scanner (with `--`, used by every
+// command). Part of tools/; may use every layer.
 #pragma once
 
 #include "extensions/einsum/planner/PlanSpec.h"
@@ -32,23 +32,30 @@ int parse_threads(std::string_view command, std::string_view text);
 /// may use" (runtime/Cpus.h default_threads(), so EINSTAGE_NUM_THREADS shows when it is set).
 std::string with_threads_default(std::string_view help);
 
+/// True for an argument that can only be einsum subscripts although it starts with '-': it starts with "->" (NumPy's
+/// "->" for a scalar, "->i"), which no option does. Commands taking SUBSCRIPTS first accept it as that positional.
+bool subscripts_starting_with_dash(std::string_view arg);
+
 /// Walks a command's arguments: options with values (`--name value` or `--name=value`), flags, and positionals.
+/// A lone `--` ends the options: every argument after it is positional, even one starting with '-'.
 class ArgScanner {
  public:
   ArgScanner(std::string_view command, std::span<const std::string_view> args) : command_(command), args_(args) {}
-  /// Advances to the next argument; false at the end.
+  /// Advances to the next argument (stepping over the first `--`); false at the end.
   bool next();
   /// The current argument is `--name` or `--name=...` (or the short alias); for value options, reads the value.
   bool option(std::string_view name, std::string* value, std::string_view alias = {});
   bool flag(std::string_view name, std::string_view alias = {});
-  /// The current argument if it is not an option; else fails with "unknown option".
-  std::string_view positional();
+  /// The current argument if it is not an option, or if `also_positional` accepts it (after `--`, any argument);
+  /// else fails with "unknown option".
+  std::string_view positional(bool (*also_positional)(std::string_view) = nullptr);
 
  private:
   std::string_view command_;
   std::span<const std::string_view> args_;
   size_t i_ = 0;
   bool started_ = false;
+  bool options_ended_ = false;  // `--` seen
 };
 
 }  // namespace einstage::cli

@@ -41,6 +41,8 @@ constexpr std::string_view kEinsumHelp =
     "  --dtype T           convert every operand to T (f32, f64, c64, c128, i64) first; otherwise mixed dtypes\n"
     "                      promote like NumPy\n"
     "  --threads N         kernel threads ({threads})\n"
+    "  --                  end of options: later arguments are files even if they start with '-' (subscripts\n"
+    "                      starting with \"->\", such as NumPy's \"->\" for a scalar, need no --)\n"
     "  -h, --help          print this help\n";
 
 constexpr std::string_view kPlanHelp =
@@ -105,7 +107,7 @@ int run_einsum(std::span<const std::string_view> args) {
     if (scan.option("--dtype", &value)) { dtype = parse_dtype_arg("einsum", value); continue; }
     if (scan.option("--threads", &value)) { options.threads = parse_threads("einsum", value); continue; }
     if (scan.flag("--broadcast")) { options.allow_broadcast = true; continue; }
-    std::string_view p = scan.positional();
+    std::string_view p = scan.positional(have_subscripts ? nullptr : subscripts_starting_with_dash);
     if (!have_subscripts) {
       subscripts = std::string(p);
       have_subscripts = true;
@@ -149,7 +151,7 @@ int run_plan(std::span<const std::string_view> args) {
     if (scan.flag("--json")) { json = true; continue; }
     if (scan.flag("--broadcast")) { broadcast = true; continue; }
     if (scan.flag("--no-clock-guard")) { plan_options.clock_guard = false; continue; }
-    std::string_view p = scan.positional();
+    std::string_view p = scan.positional(have_subscripts ? nullptr : subscripts_starting_with_dash);
     if (have_subscripts) usage_error("plan: unexpected argument '{}'; usage: einstage plan SUBSCRIPTS --shapes ...", p);
     subscripts = std::string(p);
     have_subscripts = true;
@@ -209,7 +211,7 @@ int run_lower(std::span<const std::string_view> args) {
     if (scan.option("--optimize", &value)) { options.plan = parse_optimize("lower", value); continue; }
     if (scan.option("--dtype", &value)) { dtype = parse_dtype_arg("lower", value); continue; }
     if (scan.flag("--broadcast")) { options.allow_broadcast = true; continue; }
-    std::string_view p = scan.positional();
+    std::string_view p = scan.positional(have_subscripts ? nullptr : subscripts_starting_with_dash);
     if (have_subscripts) usage_error("lower: unexpected argument '{}'; usage: einstage lower SUBSCRIPTS --shapes ...", p);
     subscripts = std::string(p);
     have_subscripts = true;

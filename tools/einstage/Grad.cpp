@@ -81,7 +81,7 @@ int run_grad(std::span<const std::string_view> args) {
     if (scan.option("--output", &prefix, "-o")) continue;
     if (scan.option("--optimize", &value)) { options.plan = parse_optimize("grad", value); continue; }
     if (scan.flag("--broadcast")) { options.allow_broadcast = true; continue; }
-    positional.emplace_back(scan.positional());
+    positional.emplace_back(scan.positional(positional.empty() ? subscripts_starting_with_dash : nullptr));
   }
   if (positional.size() < 2)
     usage_error("grad: expected SUBSCRIPTS and at least one .npy file; usage: einstage grad SUBSCRIPTS A.npy "

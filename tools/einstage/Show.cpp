@@ -3,6 +3,7 @@
 // All files are read before anything is printed, so a bad file gives an error and no partial listing.
 #include "ir/Npy.h"
 #include "tools/einstage/Command.h"
+#include "tools/einstage/EinsumArgs.h"
 
 #include <fmt/format.h>
 
@@ -36,10 +37,8 @@ int run_show(std::span<const std::string_view> args) {
     return 0;
   }
   std::vector<std::string> paths;
-  for (std::string_view a : args) {
-    if (a.starts_with("-")) usage_error("show: unknown option '{}'; run 'einstage show --help'", a);
-    paths.emplace_back(a);
-  }
+  ArgScanner scan("show", args);
+  while (scan.next()) paths.emplace_back(scan.positional());
   if (paths.empty()) usage_error("show: no .npy files given; usage: einstage show A.npy [B.npy ...]");
 
   struct Loaded {

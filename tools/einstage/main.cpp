@@ -58,8 +58,10 @@ int run(int argc, char** argv) {
 }  // namespace
 
 bool wants_help(std::span<const std::string_view> args) {
-  for (std::string_view a : args)
+  for (std::string_view a : args) {
+    if (a == "--") return false;  // after it, "-h" is a file name
     if (a == "--help" || a == "-h") return true;
+  }
   return false;
 }
 
