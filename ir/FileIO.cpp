@@ -135,7 +135,8 @@ void write_file_atomically(const std::string& path, std::string_view bytes, Spec
     if (fd < 0 && errno != EEXIST) break;
   }
   if (fd < 0)
-    cannot_write(path, fmt::format("creating a temporary file in '{}' failed: {}", dir.string(), std::strerror(errno)));
+    cannot_write(path,
+                 fmt::format("creating a temporary file in '{}' failed: {}", dir.string(), std::strerror(errno)));
   auto give_up = [&](std::string why) {
     ::unlink(tmp.c_str());
     cannot_write(path, why);

@@ -7,8 +7,8 @@
 // if it is a regular file of at most 64 MiB (ir/FileIO.h read_regular_file: a FIFO or device never blocks the read);
 // a stale, corrupt, truncated or unreadable entry (a directory, a FIFO, a link to /dev/zero) is recompiled with a
 // one-line warning on stderr naming the path, and replaced. Files are written with write_file_atomically (temporary
-// name, then rename), so concurrent processes never see a partial file. All methods are thread-safe; two threads asking for the same
-// kernel compile it once.
+// name, then rename), so concurrent processes never see a partial file. All methods are thread-safe; two threads
+// asking for the same kernel compile it once.
 #pragma once
 
 #include "runtime/jit/Jit.h"

@@ -229,7 +229,8 @@ TEST_CASE("saved programs keep the constraints their instructions derive; listed
   CHECK(q.constraints.size() == 2);
   CHECK(print_program(q) == chained);
   CHECK(print_program(parse_program(print_program(q))) == chained);
-  Program extra = parse_program(text.substr(0, text.find("  return")) + "  constraint n == 7 \"by hand\"\n  return %0\n}\n");
+  Program extra =
+      parse_program(text.substr(0, text.find("  return")) + "  constraint n == 7 \"by hand\"\n  return %0\n}\n");
   REQUIRE(extra.constraints.size() == 2);
   CHECK(extra.constraints[0].what == "by hand");
   CHECK(extra.constraints[1].lhs == sym("k"));
