@@ -2,10 +2,10 @@
 // over arbitrary element strides (a GETT problem).
 //
 // Every pairwise einsum step, after diagonals and one-sided sums have been taken, is one ContractionProblem: the
-// einsum executor builds it from a StepPlan and the operands' strides; the portable kernel (Portable.cpp) and the JIT
-// kernels (runtime/jit/) both execute it, so they are interchangeable and tests compare them. An outer product is a
-// problem with no k axes; a batched matmul has batch axes. Strides are in elements and may be any value (views,
-// permutations, slices); an axis of extent 1 may be listed or dropped. Depends on ir only.
+// einsum executor builds it from a StepPlan and the operands' strides; the portable kernel (PortableContraction.cpp)
+// and the JIT kernels (runtime/jit/) both execute it, so they are interchangeable and tests compare them. An outer
+// product is a problem with no k axes; a batched matmul has batch axes. Strides are in elements and may be any value
+// (views, permutations, slices); an axis of extent 1 may be listed or dropped. Depends on ir only.
 #pragma once
 
 #include "ir/DType.h"
