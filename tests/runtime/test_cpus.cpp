@@ -136,7 +136,8 @@ TEST_CASE("cgroup v1 (hybrid host): the cpu controller's hierarchy, with the mou
 
   // Inside the container the hierarchy's /docker/abc is what is mounted, at a path with an escaped space.
   FakeRoot inside;
-  inside.write("/proc/self/mountinfo", "40 30 0:28 /docker/abc /sys/fs/cgroup/cpu\\040here rw - cgroup cgroup rw,cpu\n");
+  inside.write("/proc/self/mountinfo",
+               "40 30 0:28 /docker/abc /sys/fs/cgroup/cpu\\040here rw - cgroup cgroup rw,cpu\n");
   inside.write("/proc/self/cgroup", "4:cpu:/docker/abc\n");
   inside.write("/sys/fs/cgroup/cpu here/cpu.cfs_quota_us", "100000\n");
   inside.write("/sys/fs/cgroup/cpu here/cpu.cfs_period_us", "50000\n");

@@ -343,7 +343,8 @@ TEST_CASE("huge extents: zero-size .npy files work like NumPy, sizes beyond 64 b
 TEST_CASE("einsum, plan, run: --threads defaults to every CPU or EINSTAGE_NUM_THREADS, and --help says which") {
   test::TempDir dir;
   write_npy(dir.file("a.npy"), values({2, 3}));
-  std::ofstream(dir.file("p.ir")) << "program @p(%x: f64[2,3]) -> (f64[2,3]) {\n  %0 = neg(%x) : f64[2,3]\n  return %0\n}\n";
+  std::ofstream(dir.file("p.ir"))
+      << "program @p(%x: f64[2,3]) -> (f64[2,3]) {\n  %0 = neg(%x) : f64[2,3]\n  return %0\n}\n";
   const std::string unset = "env -u EINSTAGE_NUM_THREADS", three = "env EINSTAGE_NUM_THREADS=3",
                     bad = "env EINSTAGE_NUM_THREADS=abc";
   const std::string every_cpu =

@@ -58,7 +58,8 @@ inline Isa isa_from(const CpuidWords& w) {
   Isa isa;
   isa.fma = os_avx && bit(w.leaf1_ecx, 12) && bit(w.leaf1_ecx, 28);
   isa.avx2 = os_avx && bit(w.leaf1_ecx, 28) && bit(w.leaf7_ebx, 5);
-  isa.avx512 = os_avx512 && bit(w.leaf7_ebx, 16) && bit(w.leaf7_ebx, 17) && bit(w.leaf7_ebx, 30) && bit(w.leaf7_ebx, 31);
+  isa.avx512 =
+      os_avx512 && bit(w.leaf7_ebx, 16) && bit(w.leaf7_ebx, 17) && bit(w.leaf7_ebx, 30) && bit(w.leaf7_ebx, 31);
   return isa;
 }
 
@@ -104,7 +105,8 @@ struct Machine {
 
   std::string openblas_text() const {
     if (!openblas) return "OpenBLAS not found (libopenblas.so.0)";
-    if (!caller_coretype.empty()) return fmt::format("OpenBLAS core {} (OPENBLAS_CORETYPE set by the caller)", caller_coretype);
+    if (!caller_coretype.empty())
+      return fmt::format("OpenBLAS core {} (OPENBLAS_CORETYPE set by the caller)", caller_coretype);
     if (!forced_core.empty())
       return fmt::format("OpenBLAS core {} (forced: OpenBLAS picks {} on this AVX-512 CPU)", forced_core, *openblas);
     return fmt::format("OpenBLAS core {} (its own pick)", *openblas);
@@ -166,7 +168,8 @@ inline std::string peer_failure(int status) {
 
 /// Runs a peer's shell command and reads its standard output as one JSON value. nullopt when it fails, with `why`
 /// saying so ("the NumPy script failed: killed by signal 4"), so the caller marks its columns and prints the rest.
-inline std::optional<nlohmann::json> run_peer_json(const std::string& command, std::string_view what, std::string& why) {
+inline std::optional<nlohmann::json> run_peer_json(const std::string& command, std::string_view what,
+                                                   std::string& why) {
   FILE* pipe = ::popen(command.c_str(), "r");
   std::string out;
   char buffer[4096];

@@ -64,7 +64,8 @@ def main():
         a_path, b_path = os.path.join(d, "A.npy"), os.path.join(d, "B.npy")
         np.save(a_path, rng.standard_normal((args.n, args.n)).astype(dt))
         np.save(b_path, rng.standard_normal((args.n, args.n)).astype(dt))
-        script = f"import numpy as np; np.save({os.path.join(d, 'C_np.npy')!r}, np.load({a_path!r}) @ np.load({b_path!r}))"
+        out_path = os.path.join(d, "C_np.npy")
+        script = f"import numpy as np; np.save({out_path!r}, np.load({a_path!r}) @ np.load({b_path!r}))"
         ours = [args.einstage, "einsum", "ij,jk->ik", a_path, b_path, "-o", os.path.join(d, "C.npy")]
         numpy = ["/usr/bin/python3", "-c", script]
         rows = [("einstage (default threads)", ours, {}, "default"),

@@ -4,8 +4,8 @@
 // Rows are ContractionProblems built directly from an einsum string and label extents (column-major operands, as
 // einstage's tensors are); peers get the same einsum on arrays holding the same bytes (tools/bench/peers.py, run
 // with /usr/bin/python3; twice when tools/bench/Machine.h forces an OpenBLAS core, once forced ("SKX" columns) and
-// once with OpenBLAS's own pick ("own"), else once; a run that fails shows "failed" in its columns). The OpenBLAS column is one dgemm/sgemm
-// (or a loop of them for a batch with matrix-contiguous entries) of the same M, N, K: for permuted rows it is the
+// once with OpenBLAS's own pick ("own"), else once; a run that fails shows "failed" in its columns). The OpenBLAS
+// column is one dgemm/sgemm (or a loop of them for a batch with matrix-contiguous entries) of the same M, N, K: for permuted rows it is the
 // GEMM rate without any transpose, i.e. an upper bound for a TTGT implementation. Times are the best of repeated
 // calls after one warm-up; JIT compile time is reported separately, from the kernel cache's statistics and from
 // child processes that time a first call with a cold and a warm disk cache.
@@ -397,7 +397,8 @@ int main(int argc, char** argv) {
   fmt::print("\nratios are peer time / einstage time (> 1: einstage faster); OpenBLAS = one GEMM of the same M,N,K\n");
   std::string heading = fmt::format("{:<36} {:>10} {:>8} {:>8} {:>7}", "row", "JIT ms", "GFLOP/s", "OB GF/s", "xOB");
   for (const PeerRun& run : runs)
-    for (const auto& [key, label] : peer_columns) heading += fmt::format(" {:>9}", fmt::format("{} {}", label, run.label));
+    for (const auto& [key, label] : peer_columns)
+      heading += fmt::format(" {:>9}", fmt::format("{} {}", label, run.label));
   fmt::print("{} {:>6}\n", heading, "xport");
   json out_rows = json::array();
   for (size_t i = 0; i < rows.size(); ++i) {

@@ -6,8 +6,8 @@
 //     forms) executed along their opt_flops path (PlanSpec path form) on seeded random f64 data (zeros when random
 //     values overflow to inf/nan), beside NumPy and torch along the same path (tools/bench/einsum_suite.py, run by
 //     /usr/bin/python3: twice when tools/bench/Machine.h forces an OpenBLAS core, forced ("SKX" columns) and with
-//     OpenBLAS's own pick ("own"), else once ("own"); a peer that fails shows "failed" in its columns). Instances whose estimated peak memory
-//     (inputs + output + the planner's arena + workspace) exceeds a third of the available memory, or whose
+//     OpenBLAS's own pick ("own"), else once ("own"); a peer that fails shows "failed" in its columns). Instances
+//     whose estimated peak memory (inputs + output + the planner's arena + workspace) exceeds a third of the available memory, or whose
 //     opt_flops estimate would take more than --max-seconds, are skipped and listed with the reason.
 // The machine may be shared: every row is measured in rounds that interleave einstage and each peer (ours, peers,
 // ours, peers, ...), each round giving a median, and the table shows the median over rounds; a peer slower than
@@ -265,7 +265,8 @@ int main(int argc, char** argv) {
   auto ratio_heading = [&](int width) {
     std::string h;
     for (auto& p : procs)
-      for (const char* lib : {"np", "torch"}) h += fmt::format(" {:>{}}", fmt::format("x{} {}", lib, p->label()), width);
+      for (const char* lib : {"np", "torch"})
+        h += fmt::format(" {:>{}}", fmt::format("x{} {}", lib, p->label()), width);
     return h;
   };
   auto ratio_cells = [&](const RowResult& r, const char* numpy_lib, int width) {
