@@ -1,6 +1,7 @@
 #include "ir/AttrText.h"
 
 #include "ir/Extension.h"
+#include "ir/Quote.h"
 
 #include <fmt/format.h>
 
@@ -99,17 +100,19 @@ std::string format_attr(const Tensor& v) {
 
 void parse_attr(std::string_view text, int64_t& out, std::string_view what) {
   auto v = parse_int(trim(text));
-  if (!v) fail(ErrorKind::parse, "{}: expected an integer, got '{}'", what, text);
+  if (!v) fail(ErrorKind::parse, "{}: expected an integer, got '{}'", what, escape_for_message(text, '\''));
   out = *v;
 }
 
 void parse_attr(std::string_view text, Axes& out, std::string_view what) {
   auto inner = bracketed(text);
-  if (!inner) fail(ErrorKind::parse, "{}: expected a list of integers like [0, 1], got '{}'", what, text);
+  if (!inner) fail(ErrorKind::parse, "{}: expected a list of integers like [0, 1], got '{}'", what,
+                       escape_for_message(text, '\''));
   Axes r;
   for (std::string_view item : split_list(*inner)) {
     auto v = parse_int(item);
-    if (!v) fail(ErrorKind::parse, "{}: '{}' in {} is not an integer", what, item, text);
+    if (!v) fail(ErrorKind::parse, "{}: '{}' in {} is not an integer", what, escape_for_message(item, '\''),
+                    escape_for_message(text, '\''));
     r.push_back(*v);
   }
   out = std::move(r);
@@ -117,11 +120,13 @@ void parse_attr(std::string_view text, Axes& out, std::string_view what) {
 
 void parse_attr(std::string_view text, std::vector<Dim>& out, std::string_view what) {
   auto inner = bracketed(text);
-  if (!inner) fail(ErrorKind::parse, "{}: expected a list of extents like [n, 4], got '{}'", what, text);
+  if (!inner) fail(ErrorKind::parse, "{}: expected a list of extents like [n, 4], got '{}'", what,
+                       escape_for_message(text, '\''));
   std::vector<Dim> r;
   for (std::string_view item : split_list(*inner)) {
     auto d = Dim::parse(item);
-    if (!d) fail(ErrorKind::parse, "{}: '{}' in {} is not an extent (an integer, a symbol or a product)", what, item, text);
+    if (!d) fail(ErrorKind::parse, "{}: '{}' in {} is not an extent (an integer, a symbol or a product)", what,
+                    escape_for_message(item, '\''), escape_for_message(text, '\''));
     r.push_back(*d);
   }
   out = std::move(r);
@@ -129,7 +134,8 @@ void parse_attr(std::string_view text, std::vector<Dim>& out, std::string_view w
 
 void parse_attr(std::string_view text, DType& out, std::string_view what) {
   auto d = parse_dtype(trim(text));
-  if (!d) fail(ErrorKind::parse, "{}: '{}' is not a dtype; expected f32, f64, c64, c128 or i64", what, text);
+  if (!d) fail(ErrorKind::parse, "{}: '{}' is not a dtype; expected f32, f64, c64, c128 or i64", what,
+                    escape_for_message(text, '\''));
   out = *d;
 }
 
@@ -137,12 +143,15 @@ void parse_attr(std::string_view text, Tensor& out, std::string_view what) {
   text = trim(text);
   size_t lt = text.find('<');
   if (lt == std::string_view::npos || text.back() != '>')
-    fail(ErrorKind::parse, "{}: expected a tensor literal like f64[2]<[1, 2]>, got '{}'", what, text);
+    fail(ErrorKind::parse, "{}: expected a tensor literal like f64[2]<[1, 2]>, got '{}'", what,
+         escape_for_message(text, '\''));
   auto type = TensorType::parse(text.substr(0, lt));
   auto shape = type ? type->constant_shape() : std::nullopt;
-  if (!shape) fail(ErrorKind::parse, "{}: '{}' is not a constant tensor type", what, text.substr(0, lt));
+  if (!shape) fail(ErrorKind::parse, "{}: '{}' is not a constant tensor type", what,
+                      escape_for_message(text.substr(0, lt), '\''));
   auto inner = bracketed(text.substr(lt + 1, text.size() - lt - 2));
-  if (!inner) fail(ErrorKind::parse, "{}: tensor elements must be a list in [ ], got '{}'", what, text);
+  if (!inner) fail(ErrorKind::parse, "{}: tensor elements must be a list in [ ], got '{}'", what,
+                       escape_for_message(text, '\''));
   auto items = split_list(*inner);
   int64_t n = element_count(*shape);
   if (static_cast<int64_t>(items.size()) != n)
@@ -153,7 +162,8 @@ void parse_attr(std::string_view text, Tensor& out, std::string_view what) {
     std::vector<T> data;
     for (std::string_view item : items) {
       auto v = parse_element<T>(item);
-      if (!v) fail(ErrorKind::parse, "{}: '{}' is not a {} element", what, item, name(type->dtype));
+      if (!v) fail(ErrorKind::parse, "{}: '{}' is not a {} element", what, escape_for_message(item, '\''),
+                    name(type->dtype));
       data.push_back(*v);
     }
     return Tensor::from_col_major<T>(*shape, std::span<const T>(data));

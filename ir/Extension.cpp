@@ -1,5 +1,7 @@
 #include "ir/Extension.h"
 
+#include "ir/Quote.h"
+
 #include <fmt/format.h>
 
 #include <charconv>
@@ -56,7 +58,7 @@ const ExtensionSemantics* ExtensionRegistry::find(std::string_view family) const
 void fail_unknown_family(std::string_view family, std::string_view where) {
   fail(ErrorKind::not_found, "{}unknown extension family '{}'; register the module that provides it before use "
        "(e.g. its register function on the ExtensionRegistry, or load the module into the Runtime)",
-       where.empty() ? "" : fmt::format("{}: ", where), family);
+       where.empty() ? "" : fmt::format("{}: ", where), escape_for_message(family, '\''));
 }
 
 const ExtensionSemantics& ExtensionRegistry::get(std::string_view family) const {
@@ -113,10 +115,10 @@ std::vector<std::pair<std::string, std::string>> split_attribute_text(std::strin
     entry = trim(entry);
     size_t eq = entry.find(" = ");
     if (eq == std::string_view::npos)
-      fail(ErrorKind::parse, "attribute '{}' is not of the form 'key = value'", entry);
+      fail(ErrorKind::parse, "attribute '{}' is not of the form 'key = value'", escape_for_message(entry, '\''));
     std::string key(trim(entry.substr(0, eq)));
     for (const auto& [k, v] : out)
-      if (k == key) fail(ErrorKind::parse, "attribute '{}' is given twice", key);
+      if (k == key) fail(ErrorKind::parse, "attribute '{}' is given twice", escape_for_message(key, '\''));
     out.emplace_back(std::move(key), std::string(trim(entry.substr(eq + 3))));
   };
   if (trim(text).empty()) return out;

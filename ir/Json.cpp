@@ -2,6 +2,7 @@
 
 #include "ir/AttrText.h"
 #include "ir/Extension.h"
+#include "ir/Quote.h"
 #include "ir/Verifier.h"
 
 #include <fmt/format.h>
@@ -175,7 +176,7 @@ std::string string_field(const json& j, const char* key, const std::string& wher
 TensorType type_field(const json& j, const std::string& where) {
   std::string t = string_field(j, "type", where);
   auto type = TensorType::parse(t);
-  if (!type) malformed(where, fmt::format("'{}' is not a tensor type like f64[n,4]", t));
+  if (!type) malformed(where, fmt::format("'{}' is not a tensor type like f64[n,4]", escape_for_message(t, '\'')));
   return *type;
 }
 
@@ -269,7 +270,8 @@ Program program_from_json(std::string_view text, const ExtensionRegistry* regist
     std::string where = fmt::format("instructions[{}]", i);
     const json& e = insts[i];
     std::string result = string_field(e, "result", where);
-    if (result != fmt::format("%{}", i)) malformed(where, fmt::format("expected result \"%{}\", got \"{}\"", i, result));
+    if (result != fmt::format("%{}", i))
+      malformed(where, fmt::format("expected result \"%{}\", got {}", i, quote_for_message(result)));
     std::string opname = string_field(e, "op", where);
     std::vector<Value> operands;
     const json& ops = array(e, "operands", where);
@@ -279,7 +281,8 @@ Program program_from_json(std::string_view text, const ExtensionRegistry* regist
       op = make_std_op(*kind);
       read_attributes(op, field(e, "attributes", where), where);
     } else {
-      if (opname.find('.') == std::string::npos) malformed(where, fmt::format("unknown op '{}'", opname));
+      if (opname.find('.') == std::string::npos)
+        malformed(where, fmt::format("unknown op '{}'", escape_for_message(opname, '\'')));
       const ExtensionSemantics* sem = registry ? registry->find(opname) : nullptr;
       if (!sem) fail_unknown_family(opname, fmt::format("JSON program {}", where));
       std::unique_ptr<ExtensionPayload> payload;

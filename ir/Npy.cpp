@@ -1,6 +1,7 @@
 #include "ir/Npy.h"
 
 #include "ir/FileIO.h"
+#include "ir/Quote.h"
 #include "ir/Size.h"
 
 #include <fmt/format.h>
@@ -61,22 +62,6 @@ std::string_view descr_of(DType dtype) {
   return {};
 }
 
-// Printable form of (part of) a header for error messages: one line, control bytes escaped, long text shortened.
-std::string quote(std::string_view text) {
-  std::string out = "\"";
-  size_t shown = std::min<size_t>(text.size(), 160);
-  for (size_t i = 0; i < shown; ++i) {
-    unsigned char c = static_cast<unsigned char>(text[i]);
-    if (c == '\n') out += "\\n";
-    else if (c == '"' || c == '\\') out += {'\\', static_cast<char>(c)};
-    else if (c < 0x20 || c >= 0x7f) out += fmt::format("\\x{:02x}", c);
-    else out += static_cast<char>(c);
-  }
-  out += '"';
-  if (shown < text.size()) out += fmt::format(" (first {} of {} characters)", shown, text.size());
-  return out;
-}
-
 std::string hex_bytes(std::string_view bytes) {
   std::string out;
   for (size_t i = 0; i < bytes.size(); ++i)
@@ -122,12 +107,13 @@ class LiteralParser {
 
   [[noreturn]] void fail_at(size_t pos, std::string_view message) const {
     fail(ErrorKind::parse, "{}: malformed .npy header: {} at character {} of the header {}", source_, message, pos,
-         quote(text_));
+         quote_for_message(text_));
   }
 
  private:
   [[noreturn]] void error(std::string_view expected) const {
-    std::string found = pos_ < text_.size() ? quote(text_.substr(pos_, 1)) : std::string("the end of the header");
+    std::string found =
+        pos_ < text_.size() ? quote_for_message(text_.substr(pos_, 1)) : std::string("the end of the header");
     fail_at(pos_, fmt::format("expected {} but found {}", expected, found));
   }
 
@@ -254,7 +240,8 @@ struct FileLayout {
 
 FileLayout layout_from_descr(const std::string& descr, std::string_view source) {
   auto unsupported = [&]() -> FileLayout {
-    fail(ErrorKind::dtype, "{}: unsupported dtype '{}'; supported dtypes are {}", source, descr, kSupportedDescrs);
+    fail(ErrorKind::dtype, "{}: unsupported dtype '{}'; supported dtypes are {}", source,
+         escape_for_message(descr, '\''), kSupportedDescrs);
   };
   if (descr.size() < 3 || std::string_view("<>|=").find(descr[0]) == std::string_view::npos) return unsupported();
   int size = 0;
@@ -357,8 +344,9 @@ NpyHeader parse_npy_header(std::string_view bytes, std::string_view source) {
   for (const auto& [key, value] : dict.entries) {
     if (key != "descr" && key != "fortran_order" && key != "shape")
       parser.fail_at(value.pos, fmt::format("unexpected key '{}' (the keys are 'descr', 'fortran_order' and 'shape')",
-                                            key));
-    if (!keys.emplace(key, &value).second) parser.fail_at(value.pos, fmt::format("key '{}' appears twice", key));
+                                            escape_for_message(key, '\'')));
+    if (!keys.emplace(key, &value).second)
+      parser.fail_at(value.pos, fmt::format("key '{}' appears twice", escape_for_message(key, '\'')));
   }
   for (std::string_view key : {"descr", "fortran_order", "shape"})
     if (!keys.count(std::string(key)))

@@ -2,6 +2,7 @@
 
 #include "ir/AttrText.h"
 #include "ir/Extension.h"
+#include "ir/Quote.h"
 #include "ir/Verifier.h"
 
 #include <fmt/format.h>
@@ -105,9 +106,12 @@ class TextParser {
   }
 
  private:
+  // Every string argument is program text: escaped and shortened (ir/Quote.h) so a NUL, a control character or a
+  // huge line cannot cut or flood the message.
   template <typename... Args>
   [[noreturn]] void error(size_t line, fmt::format_string<Args...> format, Args&&... args) const {
-    throw Error(ErrorKind::parse, fmt::format("line {}: {}", line + 1, fmt::format(format, std::forward<Args>(args)...)));
+    const std::string message = fmt::vformat(fmt::string_view(format), fmt::make_format_args(shown_arg(args)...));
+    throw Error(ErrorKind::parse, fmt::format("line {}: {}", line + 1, message));
   }
 
   // Runs f, prefixing any einstage::Error with the line number (keeping its kind).

@@ -3,6 +3,7 @@
 
 #include "extensions/einsum/BindRule.h"
 #include "extensions/einsum/EinsumOp.h"
+#include "ir/Quote.h"
 
 #include <algorithm>
 #include <functional>
@@ -137,9 +138,9 @@ std::vector<std::optional<Value>> einsum_transpose(Builder& b, const Instruction
   for (size_t i = 0; i < operands.size(); ++i) {
     if (!linear[i]) continue;
     if (k)
-      fail(ErrorKind::invalid_argument, "'{}' \"{}\" is linear in each operand separately, but operands {} and {} "
+      fail(ErrorKind::invalid_argument, "'{}' {} is linear in each operand separately, but operands {} and {} "
            "both depend on the linear inputs; transpose needs a program linear in them", kEinsumFamily,
-           payload.display(), *k, i);
+           quote_for_message(payload.display()), *k, i);
     k = i;
   }
   if (k) out[*k] = einsum_cotangent(b, payload, operands, *k, ct);

@@ -6,6 +6,7 @@
 #include "extensions/einsum/Lowering.h"
 #include "extensions/einsum/Notation.h"
 #include "ir/AttrText.h"
+#include "ir/Quote.h"
 
 #include <nlohmann/json.hpp>
 
@@ -261,15 +262,15 @@ TensorType infer_einsum_type(const EinsumPayload& payload, Types operands, TypeC
   DimRules rules{ctx};
   const std::string shown = payload.display();
   auto fail_shape = [&](const std::vector<std::pair<size_t, size_t>>&, const std::string& message) {
-    ctx.error(ErrorKind::shape, "einsum \"{}\": {}", shown, message);
+    ctx.error(ErrorKind::shape, "einsum {}: {}", quote_for_message(shown), message);
   };
   auto bound = detail::bind_label_extents<Dim>(s, std::span<const std::vector<Dim>>(shapes), payload.broadcast(),
                                                rules, fail_shape);
   TensorType result{dtype, std::move(bound.output)};
   if (const auto& hint = payload.output_shape()) {
     if (hint->size() != result.dims.size())
-      ctx.error(ErrorKind::shape, "einsum \"{}\": the output-shape hint [{}] has {} dims but the output has {} labels",
-                shown, fmt::join(*hint, ", "), hint->size(), result.dims.size());
+      ctx.error(ErrorKind::shape, "einsum {}: the output-shape hint [{}] has {} dims but the output has {} labels",
+                quote_for_message(shown), fmt::join(*hint, ", "), hint->size(), result.dims.size());
     for (size_t a = 0; a < hint->size(); ++a)
       result.dims[a] = ctx.unify((*hint)[a], result.dims[a],
                                  fmt::format("output axis {} (label '{}'): hint vs operands", a,

@@ -1,6 +1,7 @@
 #include "extensions/einsum/Executor.h"
 
 #include "extensions/einsum/Notation.h"
+#include "ir/Quote.h"
 #include "ir/Size.h"
 #include "runtime/ThreadPool.h"
 #include "runtime/jit/Dispatch.h"
@@ -193,7 +194,7 @@ void EinsumPlan::Impl::build(const BoundEinsum& bound, std::span<const TensorMet
     try {
       return size();
     } catch (const Error& e) {
-      fail(e.kind(), "einsum \"{}\": step {}: {}", einsum::to_string(subs), k, e.what());
+      fail(e.kind(), "einsum {}: step {}: {}", quote_for_message(einsum::to_string(subs)), k, e.what());
     }
   };
   FirstFit arena_fit;
@@ -243,8 +244,8 @@ void EinsumPlan::Impl::build(const BoundEinsum& bound, std::span<const TensorMet
     steps.push_back(std::move(s));
   }
   arena = arena_fit.end();
-  (void)checked_add(arena, workspace, fmt::format("einsum \"{}\": the scratch (arena + workspace bytes)",
-                                                  einsum::to_string(subs)));
+  (void)checked_add(arena, workspace, fmt::format("einsum {}: the scratch (arena + workspace bytes)",
+                                                  quote_for_message(einsum::to_string(subs))));
   for (size_t k = 0; k < steps.size(); ++k) step_kernels.push_back(std::make_shared<StepKernel>());
   build_exec();
 }
@@ -582,8 +583,9 @@ std::string EinsumPlan::Impl::scratch_what() const {
                                                        largest_step, shape_to_string(nodes[metas.size() +
                                                        static_cast<size_t>(largest_step)].shape),
                                                        human_bytes(largest_bytes));
-  return fmt::format("the scratch of einsum \"{}\" (an arena of {} for the intermediates, where {}, and a workspace "
-                     "of {})", einsum::to_string(subs), human_bytes(arena), largest, human_bytes(workspace));
+  return fmt::format("the scratch of einsum {} (an arena of {} for the intermediates, where {}, and a workspace "
+                     "of {})", quote_for_message(einsum::to_string(subs)), human_bytes(arena), largest,
+                     human_bytes(workspace));
 }
 
 // ---- public API ----
@@ -606,8 +608,8 @@ EinsumPlan EinsumPlan::prepare(std::string_view text, std::span<const TensorMeta
   if (notation.nested && notation.num_inputs() >= 2) {
     if (options.plan.kind != PlanKind::automatic)
       fail(ErrorKind::invalid_argument,
-           "einsum: \"{}\" fixes the contraction order with parentheses, and plan {} was passed too; use one of them",
-           notation.text, options.plan.to_string());
+           "einsum: {} fixes the contraction order with parentheses, and plan {} was passed too; use one of them",
+           quote_for_message(notation.text), options.plan.to_string());
     ContractionTree tree(static_cast<int>(notation.num_inputs()), notation.order);
     impl->build(bound, metas, options.plan, &tree);
   } else {
@@ -654,8 +656,8 @@ void EinsumPlan::execute_into(std::span<const Tensor> operands, Tensor& out, Thr
   EIN_ASSERT(impl_, "execute on an empty EinsumPlan");
   const Impl& im = *impl_;
   if (operands.size() != im.metas.size())
-    fail(ErrorKind::invalid_argument, "einsum: the plan for \"{}\" takes {} operand(s) but {} were given",
-         einsum::to_string(im.subs), im.metas.size(), operands.size());
+    fail(ErrorKind::invalid_argument, "einsum: the plan for {} takes {} operand(s) but {} were given",
+         quote_for_message(einsum::to_string(im.subs)), im.metas.size(), operands.size());
   for (size_t i = 0; i < operands.size(); ++i) {
     const Tensor& t = operands[i];
     if (!t.defined()) fail(ErrorKind::invalid_argument, "einsum: operand {} is undefined", i);

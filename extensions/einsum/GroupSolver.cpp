@@ -1,6 +1,7 @@
 #include "extensions/einsum/GroupSolver.h"
 
 #include "ir/Error.h"
+#include "ir/Quote.h"
 
 #include <numeric>
 
@@ -10,9 +11,9 @@ namespace {
 
 [[noreturn]] void overflow(std::string_view what) {
   fail(ErrorKind::unsupported,
-       "grouped einsum \"{}\": integer overflow while solving for the group lengths; the operand ranks or supplied "
+       "grouped einsum {}: integer overflow while solving for the group lengths; the operand ranks or supplied "
        "lengths are too large",
-       what);
+       quote_for_message(what));
 }
 
 int64_t mul(int64_t a, int64_t b, std::string_view what) {

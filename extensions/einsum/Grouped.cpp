@@ -24,7 +24,8 @@ bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' |
 
 [[noreturn]] void fail_grouped(std::string_view stripped, std::vector<size_t> carets, const std::string& message) {
   throw Error(ErrorKind::parse,
-              fmt::format("grouped einsum \"{}\": {}{}", stripped, message, detail::caret_block(stripped, carets)));
+              fmt::format("grouped einsum {}: {}{}", quote_for_message(stripped), message,
+                          detail::caret_block(stripped, carets)));
 }
 
 // X -> Y merge edges: every occurrence of X is immediately followed by Y and every occurrence of Y is immediately
@@ -173,26 +174,27 @@ std::shared_ptr<const GroupedExpansion> solve_and_expand(std::shared_ptr<const G
                                                          std::span<const GroupLength> lengths) {
   const GroupedNotation& g = *gn;
   std::string_view s = g.stripped;
+  auto q = [&] { return quote_for_message(s); };
   if (ranks.size() != g.inputs.size())
-    throw Error(ErrorKind::shape, fmt::format("grouped einsum \"{}\": {} operands given but the subscripts have {} "
+    throw Error(ErrorKind::shape, fmt::format("grouped einsum {}: {} operands given but the subscripts have {} "
                                               "input terms",
-                                              s, ranks.size(), g.inputs.size()));
+                                              q(), ranks.size(), g.inputs.size()));
   for (size_t i = 0; i < lengths.size(); ++i) {
     const GroupLength& l = lengths[i];
     if (!is_upper(l.group))
       fail(ErrorKind::invalid_argument,
-           "grouped einsum \"{}\": len_{} names no group; groups are upper-case letters", s,
+           "grouped einsum {}: len_{} names no group; groups are upper-case letters", q(),
            l.group ? std::string(1, l.group) : std::string("\\0"));
     if (g.groups.find(l.group) == std::string::npos)
       fail(ErrorKind::invalid_argument,
-           "grouped einsum \"{}\": len_{}={} was supplied but group {} is not in the subscripts; remove it", s,
+           "grouped einsum {}: len_{}={} was supplied but group {} is not in the subscripts; remove it", q(),
            l.group, l.length, l.group);
     if (l.length < 0)
-      fail(ErrorKind::invalid_argument, "grouped einsum \"{}\": len_{}={} is negative; a group has 0 or more axes", s,
+      fail(ErrorKind::invalid_argument, "grouped einsum {}: len_{}={} is negative; a group has 0 or more axes", q(),
            l.group, l.length);
     for (size_t j = 0; j < i; ++j)
       if (lengths[j].group == l.group)
-        fail(ErrorKind::invalid_argument, "grouped einsum \"{}\": len_{} is supplied twice", s, l.group);
+        fail(ErrorKind::invalid_argument, "grouped einsum {}: len_{} is supplied twice", q(), l.group);
   }
   // One row per input term (its groups sum to rank - number of lower-case letters) and one per supplied length.
   const size_t ng = g.groups.size();
@@ -216,9 +218,9 @@ std::shared_ptr<const GroupedExpansion> solve_and_expand(std::shared_ptr<const G
   }
   std::string what = fmt::format("operand ranks {}{}", format_ranks(ranks), format_supplied(lengths));
   auto inconsistent = [&](const std::string& detail) {
-    throw Error(ErrorKind::shape, fmt::format("grouped einsum \"{}\": {} are inconsistent with the subscripts ({}); "
+    throw Error(ErrorKind::shape, fmt::format("grouped einsum {}: {} are inconsistent with the subscripts ({}); "
                                               "check that the operands are passed in the order of the terms",
-                                              s, what, detail));
+                                              q(), what, detail));
   };
   sys.eliminate(s);
   if (!sys.consistent()) inconsistent("no group lengths satisfy every term");
@@ -243,11 +245,11 @@ std::shared_ptr<const GroupedExpansion> solve_and_expand(std::shared_ptr<const G
   }
   if (!confounded.empty())
     throw Error(ErrorKind::invalid_argument,
-                fmt::format("grouped einsum \"{}\": the group lengths are underdetermined: the operand ranks fix only "
+                fmt::format("grouped einsum {}: the group lengths are underdetermined: the operand ranks fix only "
                             "sums of the confounded groups {}; supply one of {} (repeat with another if still "
                             "underdetermined); this is decided from the subscripts alone, so every call with these "
                             "subscripts needs it",
-                            s, fmt::join(confounded, ", "), fmt::join(candidates, ", ")));
+                            q(), fmt::join(confounded, ", "), fmt::join(candidates, ", ")));
   auto check_value = [&](const detail::GroupSystem::Value& v, const std::string& name) {
     if (v.den != 1)
       inconsistent(fmt::format("{} would have length {}/{}", name, v.num, v.den));

@@ -2,6 +2,7 @@
 #include "extensions/einsum/Lowering.h"
 
 #include "extensions/einsum/Executor.h"
+#include "ir/Quote.h"
 
 #include <algorithm>
 #include <numeric>
@@ -38,9 +39,9 @@ Value lower_einsum(Builder& b, const EinsumPayload& payload, std::span<const Val
   for (size_t k = 0; k < operands.size(); ++k) {
     auto shape = operands[k].type.constant_shape();
     if (!shape)
-      fail(ErrorKind::invalid_argument, "lowering einsum \"{}\": operand {} has type {} with symbolic dims; "
+      fail(ErrorKind::invalid_argument, "lowering einsum {}: operand {} has type {} with symbolic dims; "
            "lower_to_standard_ops needs a value for every symbol (pass them as bindings)",
-           payload.display(), k, operands[k].type.to_string());
+           quote_for_message(payload.display()), k, operands[k].type.to_string());
     metas.push_back(TensorMeta{operands[k].type.dtype, std::move(*shape)});
   }
   EinsumOptions options;

@@ -5,6 +5,7 @@
 #include "extensions/einsum/BindRule.h"
 #include "extensions/einsum/SourceText.h"
 #include "ir/Error.h"
+#include "ir/Quote.h"
 
 #include <algorithm>
 #include <cstring>
@@ -74,7 +75,8 @@ std::string notation_term_text(const std::vector<Label>& term) {
 }
 
 [[noreturn]] void fail_parse(std::string_view text, std::vector<size_t> carets, std::string message) {
-  throw Error(ErrorKind::parse, fmt::format("einsum \"{}\": {}{}", text, message, detail::caret_block(text, carets)));
+  throw Error(ErrorKind::parse,
+              fmt::format("einsum {}: {}{}", quote_for_message(text), message, detail::caret_block(text, carets)));
 }
 
 // Builds the order of a nested string (it has passed parse_notation's grammar checks): every parenthesised group
@@ -176,12 +178,12 @@ std::vector<Label> implicit_output(const std::vector<std::vector<Label>>& inputs
 
 std::string rank_message(size_t k, int64_t rank, const std::string& term, size_t named, bool ellipsis) {
   if (ellipsis)
-    return fmt::format("operand {} has rank {} but its term \"{}\" names {} labels besides '...'; pass an operand of "
+    return fmt::format("operand {} has rank {} but its term {} names {} labels besides '...'; pass an operand of "
                        "rank at least {} or remove labels from the term",
-                       k, rank, term, named, named);
-  return fmt::format("operand {} has rank {} but its term \"{}\" names {} labels; pass an operand of rank {} or fix "
+                       k, rank, quote_for_message(term), named, named);
+  return fmt::format("operand {} has rank {} but its term {} names {} labels; pass an operand of rank {} or fix "
                      "the term",
-                     k, rank, term, named, named);
+                     k, rank, quote_for_message(term), named, named);
 }
 
 std::string count_message(size_t given, size_t terms) {
@@ -289,7 +291,7 @@ Notation parse_notation(std::string_view text) {
 Subscripts expand(const Notation& n, std::span<const int64_t> ranks) {
   if (ranks.size() != n.inputs.size())
     throw Error(ErrorKind::shape,
-                fmt::format("einsum \"{}\": {}", n.text, count_message(ranks.size(), n.inputs.size())));
+                fmt::format("einsum {}: {}", quote_for_message(n.text), count_message(ranks.size(), n.inputs.size())));
   Subscripts s;
   int64_t longest = 0;
   std::vector<int64_t> cover(n.inputs.size(), 0);
@@ -315,7 +317,7 @@ Subscripts expand(const Notation& n, std::span<const int64_t> ranks) {
         carets.push_back(map.inputs[k][0]);
       }
       throw Error(ErrorKind::shape,
-                  fmt::format("einsum \"{}\": {}{}", n.text,
+                  fmt::format("einsum {}: {}{}", quote_for_message(n.text),
                               rank_message(k, ranks[k], notation_term_text(term), named, ell),
                               detail::caret_block(n.text, carets)));
     }
@@ -487,7 +489,7 @@ BoundEinsum bind_impl(const Subscripts& s, std::span<const Shape> shapes, bool a
       for (auto [k, a] : axes) pos.push_back(axis_position(*src->notation, src->map, k, a, src->cover[k]));
       carets = detail::caret_block(shown, pos);
     }
-    throw Error(ErrorKind::shape, fmt::format("einsum \"{}\": {}{}", shown, message, carets));
+    throw Error(ErrorKind::shape, fmt::format("einsum {}: {}{}", quote_for_message(shown), message, carets));
   };
   ConcreteExtentRules rules;
   // The rule itself lives in BindRule.h, shared with the traced op's type rule (symbolic extents).

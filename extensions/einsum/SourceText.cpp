@@ -4,60 +4,18 @@
 
 namespace einstage::einsum::detail {
 
-size_t decode_utf8(std::string_view text, size_t pos, char32_t& out) {
-  auto byte = [&](size_t i) { return static_cast<unsigned char>(text[i]); };
-  unsigned char b0 = byte(pos);
-  if (b0 < 0x80) {
-    out = b0;
-    return 1;
-  }
-  size_t len;
-  char32_t c, min;
-  if ((b0 & 0xE0) == 0xC0) {
-    len = 2, c = b0 & 0x1F, min = 0x80;
-  } else if ((b0 & 0xF0) == 0xE0) {
-    len = 3, c = b0 & 0x0F, min = 0x800;
-  } else if ((b0 & 0xF8) == 0xF0) {
-    len = 4, c = b0 & 0x07, min = 0x10000;
-  } else {
-    return 0;
-  }
-  if (pos + len > text.size()) return 0;
-  for (size_t i = 1; i < len; ++i) {
-    unsigned char b = byte(pos + i);
-    if ((b & 0xC0) != 0x80) return 0;
-    c = (c << 6) | (b & 0x3F);
-  }
-  if (c < min || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) return 0;
-  out = c;
-  return len;
-}
-
-namespace {
-bool is_wide(char32_t c) {
-  return (c >= 0x1100 && c <= 0x115F) || (c >= 0x2E80 && c <= 0xA4CF) || (c >= 0xAC00 && c <= 0xD7A3) ||
-         (c >= 0xF900 && c <= 0xFAFF) || (c >= 0xFE30 && c <= 0xFE4F) || (c >= 0xFF00 && c <= 0xFF60) ||
-         (c >= 0xFFE0 && c <= 0xFFE6) || (c >= 0x20000 && c <= 0x3FFFD);
-}
-}  // namespace
-
 std::string caret_block(std::string_view text, const std::vector<size_t>& positions) {
   if (positions.empty()) return {};
+  // The line as the message shows it (escaped, long text shortened around the first caret), carets by display column.
+  const EchoLine line = echo_with_columns(text, positions, '\0');
   std::vector<size_t> columns;
-  for (size_t target : positions) {
-    size_t column = 0;
-    for (size_t pos = 0; pos < target && pos < text.size();) {
-      char32_t c = 0;
-      size_t len = decode_utf8(text, pos, c);
-      column += (len != 0 && is_wide(c)) ? 2 : 1;
-      pos += len == 0 ? 1 : len;
-    }
-    columns.push_back(column);
-  }
+  for (size_t c : line.columns)
+    if (c != std::string::npos) columns.push_back(c);
+  if (columns.empty()) return fmt::format("\n  {}", line.text);
   std::sort(columns.begin(), columns.end());
   std::string carets(columns.back() + 1, ' ');
   for (size_t c : columns) carets[c] = '^';
-  return fmt::format("\n  {}\n  {}", text, carets);
+  return fmt::format("\n  {}\n  {}", line.text, carets);
 }
 
 bool parse_simple_ascii(std::string_view t, std::vector<std::vector<int32_t>>& inputs, std::vector<int32_t>& output,
@@ -105,7 +63,8 @@ bool parse_simple_ascii(std::string_view t, std::vector<std::vector<int32_t>>& i
 }
 
 void Tokenizer::fail_at(size_t pos, const std::string& message) const {
-  throw Error(ErrorKind::parse, fmt::format("einsum \"{}\": {}{}", text_, message, caret_block(text_, {pos})));
+  throw Error(ErrorKind::parse,
+              fmt::format("einsum {}: {}{}", quote_for_message(text_), message, caret_block(text_, {pos})));
 }
 
 Token Tokenizer::next() {

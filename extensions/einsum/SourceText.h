@@ -2,10 +2,11 @@
 // line that error messages put under the offending character.
 //
 // Stage: front end (notation). Used by Notation.cpp and Grouped.cpp only; not part of the public API. Depends on
-// ir/Error.h only.
+// ir/Error.h and ir/Quote.h only.
 #pragma once
 
 #include "ir/Error.h"
+#include "ir/Quote.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -44,12 +45,10 @@ inline void append_utf8(std::string& out, char32_t c) {
   }
 }
 
-/// Decodes one code point at text[pos]; returns its length in bytes, or 0 for invalid UTF-8 (overlong forms,
-/// surrogates and values above U+10FFFF are invalid).
-size_t decode_utf8(std::string_view text, size_t pos, char32_t& out);
+using einstage::decode_utf8;  // ir/Quote.h
 
-/// "\n  <text>\n  <spaces>^ ... ^" with a caret under each byte position (columns count East Asian wide
-/// characters as two). Empty when `positions` is empty.
+/// "\n  <text>\n  <spaces>^ ... ^" with a caret under each byte position, the text escaped and shortened as
+/// ir/Quote.h echoes it (columns count escapes and East Asian wide characters). Empty when `positions` is empty.
 std::string caret_block(std::string_view text, const std::vector<size_t>& positions);
 
 /// The fast path for the common case: a string of printable ASCII labels, ',' and at most one '->' (no spaces,

@@ -1,6 +1,7 @@
 #include "extensions/einsum/TraceEinsum.h"
 
 #include "extensions/einsum/Notation.h"
+#include "ir/Quote.h"
 
 namespace einstage::einsum {
 
@@ -30,8 +31,8 @@ TracedTensor einsum(TraceContext& ctx, std::string_view subscripts, std::span<co
   if (notation.nested && !notation.order.empty()) {
     if (options.plan.kind != PlanKind::automatic)
       fail(ErrorKind::invalid_argument,
-           "einsum: \"{}\" fixes the contraction order with parentheses, and plan {} was passed too; use one of them",
-           notation.text, options.plan.to_string());
+           "einsum: {} fixes the contraction order with parentheses, and plan {} was passed too; use one of them",
+           quote_for_message(notation.text), options.plan.to_string());
     plan = PlanSpec::tree_plan(notation.order);
   }
   return append(ctx, std::move(subs), std::move(plan), operands, options);

@@ -2,6 +2,7 @@
 // the module descriptor, in that order.
 #include "extensions/tropical/Tropical.h"
 
+#include "ir/Quote.h"
 #include "ir/Size.h"
 
 #include <nlohmann/json.hpp>
@@ -22,7 +23,8 @@ std::string_view semiring_name(Semiring s) { return s == Semiring::max_plus ? "m
 Semiring parse_semiring(std::string_view text) {
   if (text == "max_plus") return Semiring::max_plus;
   if (text == "min_plus") return Semiring::min_plus;
-  fail(ErrorKind::parse, "'{}' attribute 'semiring': expected \"max_plus\" or \"min_plus\", got \"{}\"", kFamily, text);
+  fail(ErrorKind::parse, "'{}' attribute 'semiring': expected \"max_plus\" or \"min_plus\", got {}", kFamily,
+       quote_for_message(text));
 }
 
 bool is_letter(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
@@ -39,7 +41,7 @@ std::string Spec::text() const {
 Spec parse_spec(std::string_view text) {
   auto arrow = text.find("->");
   if (arrow == std::string_view::npos)
-    fail(ErrorKind::parse, "'{}' subscripts \"{}\": expected an explicit output after '->' (e.g. \"ij,jk->ik\")",
+    fail(ErrorKind::parse, "'{}' subscripts {}: expected an explicit output after '->' (e.g. \"ij,jk->ik\")",
          kFamily, text);
   Spec spec;
   std::string_view lhs = text.substr(0, arrow), rhs = text.substr(arrow + 2);
@@ -54,18 +56,23 @@ Spec parse_spec(std::string_view text) {
   for (size_t k = 0; k < spec.inputs.size(); ++k)
     for (char c : spec.inputs[k])
       if (!is_letter(c))
-        fail(ErrorKind::parse, "'{}' subscripts \"{}\": operand {} has '{}'; labels are letters a-z, A-Z", kFamily,
-             text, k, c);
+        fail(ErrorKind::parse, "'{}' subscripts {}: operand {} has '{}'; labels are letters a-z, A-Z", kFamily,
+             quote_for_message(text), k,
+             escape_for_message(std::string_view(&c, 1), '\''));
   for (size_t i = 0; i < spec.output.size(); ++i) {
     char c = spec.output[i];
     if (!is_letter(c))
-      fail(ErrorKind::parse, "'{}' subscripts \"{}\": the output has '{}'; labels are letters a-z, A-Z", kFamily, text, c);
+      fail(ErrorKind::parse, "'{}' subscripts {}: the output has '{}'; labels are letters a-z, A-Z", kFamily,
+           quote_for_message(text),
+           escape_for_message(std::string_view(&c, 1), '\''));
     if (spec.output.find(c) != i)
-      fail(ErrorKind::parse, "'{}' subscripts \"{}\": output label '{}' appears twice", kFamily, text, c);
+      fail(ErrorKind::parse, "'{}' subscripts {}: output label '{}' appears twice", kFamily, quote_for_message(text),
+           escape_for_message(std::string_view(&c, 1), '\''));
     bool found = std::any_of(spec.inputs.begin(), spec.inputs.end(),
                              [&](const std::string& in) { return in.find(c) != std::string::npos; });
     if (!found)
-      fail(ErrorKind::parse, "'{}' subscripts \"{}\": output label '{}' is in no operand", kFamily, text, c);
+      fail(ErrorKind::parse, "'{}' subscripts {}: output label '{}' is in no operand", kFamily, quote_for_message(text),
+           escape_for_message(std::string_view(&c, 1), '\''));
   }
   return spec;
 }
@@ -92,13 +99,16 @@ std::unique_ptr<ExtensionPayload> parse_text(std::string_view text) {
   std::optional<std::string> semiring, subscripts;
   for (auto& [key, value] : split_attribute_text(text)) {
     auto s = parse_string_literal(value);
-    if (!s) fail(ErrorKind::parse, "'{}' attribute '{}': expected a string literal, got {}", kFamily, key, value);
+    if (!s) fail(ErrorKind::parse, "'{}' attribute '{}': expected a string literal, got {}", kFamily,
+                 escape_for_message(key, '\''), quote_for_message(value));
     if (key == "semiring") semiring = *s;
     else if (key == "subscripts") subscripts = *s;
-    else fail(ErrorKind::parse, "'{}': unknown attribute '{}'; expected semiring and subscripts", kFamily, key);
+    else fail(ErrorKind::parse, "'{}': unknown attribute '{}'; expected semiring and subscripts", kFamily,
+              escape_for_message(key, '\''));
   }
   if (!semiring || !subscripts)
-    fail(ErrorKind::parse, "'{}' needs the attributes semiring and subscripts, got '{}'", kFamily, text);
+    fail(ErrorKind::parse, "'{}' needs the attributes semiring and subscripts, got '{}'", kFamily,
+         escape_for_message(text, '\''));
   return std::make_unique<TropicalPayload>(parse_spec(*subscripts), parse_semiring(*semiring));
 }
 
@@ -107,7 +117,7 @@ std::unique_ptr<ExtensionPayload> parse_json(std::string_view text) {
   if (!j.is_object() || !j.contains("semiring") || !j["semiring"].is_string() || !j.contains("subscripts") ||
       !j["subscripts"].is_string())
     fail(ErrorKind::parse, "'{}' payload must be {{\"semiring\": string, \"subscripts\": string}}, got {}", kFamily,
-         text);
+         quote_for_message(text));
   return std::make_unique<TropicalPayload>(parse_spec(j["subscripts"].get<std::string>()),
                                            parse_semiring(j["semiring"].get<std::string>()));
 }

@@ -80,9 +80,10 @@ TEST_CASE("parse errors point a caret at the offending character") {
       {"ij,jk->i,k",
        "einsum \"ij,jk->i,k\": ',' in the output; the output is a single term (did you mean to put this before "
        "'->'?)\n  ij,jk->i,k\n          ^"},
-      {"ij\tk", "einsum \"ij\tk\": character U+0009 cannot be a label (control or white-space character)\n  ij\tk\n"
-                "    ^"},
-      {"ij,\xff", "einsum \"ij,\xff\": invalid UTF-8 at byte 3\n  ij,\xff\n     ^"},
+      // Control characters and bytes that are not UTF-8 are echoed escaped, the caret under the escape.
+      {"ij\tk", "einsum \"ij\\tk\": character U+0009 cannot be a label (control or white-space character)\n  "
+                "ij\\tk\n    ^"},
+      {"ij,\xff", "einsum \"ij,\\xff\": invalid UTF-8 at byte 3\n  ij,\\xff\n     ^"},
       {"甲乙,乙丙->甲丁",
        "einsum \"甲乙,乙丙->甲丁\": output label '丁' appears in no input term; add it to an input term or remove "
        "it from the output\n  甲乙,乙丙->甲丁\n               ^"},

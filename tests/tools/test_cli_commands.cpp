@@ -453,3 +453,15 @@ TEST_CASE("run: a saved program that lists no constraint still checks the one it
                           "contracting pair 0: lhs axis 1 vs rhs axis 0)");
   }
 }
+
+TEST_CASE("a newline in subscripts is echoed escaped by einsum, plan and lower, so the message keeps its reason") {
+  test::TempDir dir;
+  write_npy(dir.file("a.npy"), Tensor::zeros(DType::f64, {2, 3}));
+  const std::string reason = "character U+000A cannot be a label (control or white-space character)";
+  expect_one_line_error(run_cli("einsum \"$(printf 'ij,j\\nk->ik')\" a.npy a.npy", dir), 2,
+                        "einsum \"ij,j\\nk->ik\": " + reason);
+  expect_one_line_error(run_cli("plan \"$(printf 'ij,j\\nk->ik')\" --shapes 2x3,3x4", dir), 2,
+                        "einsum \"ij,j\\nk->ik\": " + reason);
+  expect_one_line_error(run_cli("lower \"$(printf 'ij,jk->i\\nk')\" --shapes 2x3,3x4", dir), 2,
+                        "einsum \"ij,jk->i\\nk\": " + reason);
+}

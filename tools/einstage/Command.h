@@ -5,6 +5,8 @@
 // 1 for a failure while running. main() prints every error as one line "einstage: <message>" on stderr.
 #pragma once
 
+#include "ir/Quote.h"
+
 #include <fmt/format.h>
 
 #include <span>
@@ -22,7 +24,8 @@ class UsageError : public std::runtime_error {
 
 template <typename... Args>
 [[noreturn]] void usage_error(fmt::format_string<Args...> format, Args&&... args) {
-  throw UsageError(fmt::format(format, std::forward<Args>(args)...));
+  // Every string argument comes from the command line: escaped and shortened (ir/Quote.h).
+  throw UsageError(fmt::vformat(fmt::string_view(format), fmt::make_format_args(shown_arg(args)...)));
 }
 
 struct Command {

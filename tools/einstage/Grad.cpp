@@ -8,6 +8,7 @@
 #include "extensions/einsum/Module.h"
 #include "extensions/einsum/TraceEinsum.h"
 #include "ir/Npy.h"
+#include "ir/Quote.h"
 #include "runtime/Runtime.h"
 #include "tools/einstage/Command.h"
 #include "tools/einstage/EinsumArgs.h"
@@ -120,9 +121,9 @@ int run_grad(std::span<const std::string_view> args) {
   } else {
     cotangent = read_npy(cotangent_path);
     if (cotangent.shape() != out_shape || cotangent.dtype() != out_type.dtype)
-      fail(ErrorKind::shape, "grad: the cotangent {} is {}{} but the output of \"{}\" is {}; give a cotangent of the "
+      fail(ErrorKind::shape, "grad: the cotangent {} is {}{} but the output of {} is {}; give a cotangent of the "
            "output's shape and dtype", cotangent_path, name(cotangent.dtype()), shape_to_string(cotangent.shape()),
-           subscripts, out_type.to_string());
+           quote_for_message(subscripts), out_type.to_string());
   }
   std::vector<Tensor> inputs = operands;
   inputs.push_back(cotangent);

@@ -4,6 +4,7 @@
 #include "extensions/einsum/planner/Exact.h"
 #include "ir/Error.h"
 #include "ir/Hash.h"
+#include "ir/Quote.h"
 #include "ir/Size.h"
 
 #include <algorithm>
@@ -92,7 +93,7 @@ class SpecParser {
 
  private:
   [[noreturn]] void error(size_t at, const std::string& what) {
-    fail(ErrorKind::parse, "plan spec \"{}\" at column {}: {}", text_, at + 1, what);
+    fail(ErrorKind::parse, "plan spec {} at column {}: {}", quote_for_message(text_), at + 1, what);
   }
   char peek() const { return pos_ < text_.size() ? text_[pos_] : '\0'; }
   void skip_space() {
@@ -131,23 +132,25 @@ class SpecParser {
       auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), out);
       return ec == std::errc() && end == value.data() + value.size();
     };
+    const std::string shown = escape_for_message(value, '\'');  // only errors use it; plan specs are short
     if (key == "budget") {
       if (!whole(spec.budget_s) || !(spec.budget_s > 0))
-        error(at, fmt::format("budget '{}' is not a positive number of seconds", value));
+        error(at, fmt::format("budget '{}' is not a positive number of seconds", shown));
     } else if (key == "seed") {
-      if (!whole(spec.seed)) error(at, fmt::format("seed '{}' is not an unsigned 64-bit integer", value));
+      if (!whole(spec.seed)) error(at, fmt::format("seed '{}' is not an unsigned 64-bit integer", shown));
     } else if (key == "trials") {
-      if (!whole(spec.trials) || spec.trials <= 0) error(at, fmt::format("trials '{}' is not a positive integer", value));
+      if (!whole(spec.trials) || spec.trials <= 0)
+        error(at, fmt::format("trials '{}' is not a positive integer", shown));
     } else if (key == "moves") {
-      if (!whole(spec.moves) || spec.moves <= 0) error(at, fmt::format("moves '{}' is not a positive integer", value));
+      if (!whole(spec.moves) || spec.moves <= 0) error(at, fmt::format("moves '{}' is not a positive integer", shown));
     } else if (key == "quality") {
       bool ok = false;
       for (PlanQuality q : kQualities)
         if (to_string(q) == value) spec.quality = q, ok = true;
-      if (!ok) error(at, fmt::format("quality '{}' is not one of fast, normal, high", value));
+      if (!ok) error(at, fmt::format("quality '{}' is not one of fast, normal, high", shown));
     } else if (key == "cost") {
       auto c = parse_greedy_cost(value);
-      if (!c) error(at, fmt::format("greedy cost '{}' is not one of memory_removed, smallest_result", value));
+      if (!c) error(at, fmt::format("greedy cost '{}' is not one of memory_removed, smallest_result", shown));
       spec.greedy_cost = *c;
     }
   }
