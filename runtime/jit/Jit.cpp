@@ -12,11 +12,13 @@
 #include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/Verifier.h>
 #include <llvm/IRReader/IRReader.h>
+#include <llvm/MC/MCSubtargetInfo.h>
 #include <llvm/MC/TargetRegistry.h>
 #include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/SourceMgr.h>
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Support/raw_ostream.h>
+#include <llvm/TargetParser/SubtargetFeature.h>
 #include <llvm/TargetParser/Host.h>
 
 #include <algorithm>
@@ -49,6 +51,28 @@ std::string sorted_features() {
     features.push_back(fmt::format("{}{}", entry.second ? '+' : '-', entry.first().str()));
   std::sort(features.begin(), features.end());
   return fmt::format("{}", fmt::join(features, ","));
+}
+
+// The features a target machine was made with ("+name" for each enabled one, in the subtarget table's sorted order):
+// the feature string of a named CPU, which LLVM derives from its own CPU table rather than from the host.
+std::string enabled_features(const llvm::MCSubtargetInfo& sti) {
+  std::vector<std::string> features;
+  for (const llvm::SubtargetFeatureKV& kv : sti.getAllProcessorFeatures())
+    if (sti.getFeatureBits().test(kv.Value)) features.push_back(fmt::format("+{}", kv.Key));
+  return fmt::format("{}", fmt::join(features, ","));
+}
+
+// Refuses a CPU name LLVM does not know for `triple` (LLVM itself would only print a warning and use a generic CPU).
+void check_cpu_name(const llvm::Triple& triple, const std::string& cpu) {
+  std::string error;
+  const llvm::Target* target = llvm::TargetRegistry::lookupTarget(triple.str(), error);
+  if (!target) fail(ErrorKind::runtime, "jit: LLVM has no target for '{}': {}", triple.str(), error);
+  std::unique_ptr<llvm::MCSubtargetInfo> sti(target->createMCSubtargetInfo(triple.str(), "", ""));
+  if (!sti || !sti->isCPUStringValid(cpu))
+    fail(ErrorKind::invalid_argument,
+         "jit: LLVM {} does not know the CPU '{}' for {}; name one LLVM knows (e.g. 'haswell', 'znver3', "
+         "'skylake-avx512'), or leave it empty for the host CPU",
+         LLVM_VERSION_STRING, cpu, triple.str());
 }
 
 }  // namespace
@@ -101,17 +125,23 @@ void Jit::Impl::optimise(llvm::Module& module) {
 Jit::Jit(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Jit::~Jit() = default;
 
-std::unique_ptr<Jit> Jit::create() {
+std::unique_ptr<Jit> Jit::create(const JitTarget& target) {
   initialise_llvm_once();
   auto impl = std::make_unique<Impl>();
   auto jtmb = take_or_throw(llvm::orc::JITTargetMachineBuilder::detectHost(), "detecting the host CPU");
   jtmb.setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
+  if (!target.cpu.empty()) {
+    check_cpu_name(jtmb.getTargetTriple(), target.cpu);
+    jtmb.setCPU(target.cpu);
+    jtmb.getFeatures() = llvm::SubtargetFeatures();  // the named CPU's own features, not the host's
+  }
+  impl->tm = take_or_throw(jtmb.createTargetMachine(), "creating the target machine");
+  const llvm::MCSubtargetInfo& sti = *impl->tm->getMCSubtargetInfo();
   impl->host.llvm_version = LLVM_VERSION_STRING;
   impl->host.triple = jtmb.getTargetTriple().str();
   impl->host.cpu = jtmb.getCPU();
-  impl->host.features = sorted_features();
-  impl->host.has_avx512 = impl->host.features.find("+avx512f") != std::string::npos;
-  impl->tm = take_or_throw(jtmb.createTargetMachine(), "creating the target machine");
+  impl->host.features = target.cpu.empty() ? sorted_features() : enabled_features(sti);
+  impl->host.has_avx512 = sti.checkFeatures("+avx512f");
   impl->jtmb = std::make_unique<llvm::orc::JITTargetMachineBuilder>(jtmb);
   impl->lljit = take_or_throw(llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(jtmb)).create(),
                               "creating the LLJIT");

@@ -1,8 +1,9 @@
-// Jit: einstage's wrapper around LLVM ORC LLJIT for the host CPU (runtime stage). KaleidoscopeJIT-shaped: create(),
-// compile a module to a relocatable object, add objects, look symbols up. Every compiled function goes the same way:
-// LLVM module -> object file (codegen only, CodeGenOptLevel::Aggressive, no IR optimisation pipeline: the kernels are
-// written as explicit vector IR) -> LLJIT object layer -> address. Splitting "emit object" from "add object" is what
-// lets KernelCache keep compiled objects on disk and skip codegen in a second process.
+// Jit: einstage's wrapper around LLVM ORC LLJIT for the host CPU, or a named one (JitTarget; runtime stage).
+// KaleidoscopeJIT-shaped: create(), compile a module to a relocatable object, add objects, look symbols up. Every
+// compiled function goes the same way: LLVM module -> object file (codegen only, CodeGenOptLevel::Aggressive, no IR
+// optimisation pipeline: the kernels are written as explicit vector IR) -> LLJIT object layer -> address. Splitting
+// "emit object" from "add object" is what lets KernelCache keep compiled objects on disk and skip codegen in a second
+// process.
 //
 // No LLVM type appears here (the implementation is a pimpl; libLLVM is linked privately into einstage_runtime).
 // llvm::Error / Expected are converted to einstage::Error (ErrorKind::runtime) at this boundary. Code inside
@@ -21,16 +22,25 @@ namespace einstage {
 struct JitHost {
   std::string llvm_version;  // e.g. "19.1.7"
   std::string triple;        // e.g. "x86_64-pc-linux-gnu"
-  std::string cpu;           // LLVM's host CPU name, e.g. "sapphirerapids"
+  std::string cpu;           // LLVM's CPU name, e.g. "sapphirerapids" (the host's, unless JitTarget names one)
   std::string features;      // LLVM's feature string, sorted, e.g. "+avx512f,+fma,..."
   bool has_avx512 = false;   // avx512f is available (selects 512-bit micro-kernels)
 };
 
+/// Which CPU to generate code for. The default (empty) is the host CPU with the features LLVM detects on it, which
+/// is what einstage always uses. A named CPU ("haswell", "znver3", "skylake-avx512": LLVM's names) makes objects for
+/// that CPU with its own features, even on a machine that cannot run them: tests compile every kernel variant this
+/// way and run only those the host supports.
+struct JitTarget {
+  std::string cpu;
+};
+
 class Jit {
  public:
-  /// Initialises the native target once per process and builds an LLJIT for the host. Throws Error(runtime) if
-  /// LLVM cannot target this machine.
-  static std::unique_ptr<Jit> create();
+  /// Initialises the native target once per process and builds an LLJIT for the host, or for `target.cpu` on the
+  /// host's triple. Throws Error(runtime) if LLVM cannot target this machine, Error(invalid_argument) if it does not
+  /// know the named CPU.
+  static std::unique_ptr<Jit> create(const JitTarget& target = {});
   ~Jit();
   Jit(const Jit&) = delete;
   Jit& operator=(const Jit&) = delete;

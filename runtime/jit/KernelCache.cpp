@@ -85,7 +85,8 @@ bool write_cached(const std::string& path, const std::string& key, const std::ve
 
 }  // namespace
 
-KernelCache::KernelCache(std::string cache_dir) : cache_dir_(std::move(cache_dir)), jit_(Jit::create()) {}
+KernelCache::KernelCache(std::string cache_dir, const JitTarget& target)
+    : cache_dir_(std::move(cache_dir)), jit_(Jit::create(target)) {}
 KernelCache::~KernelCache() = default;
 
 std::string KernelCache::default_cache_dir() {

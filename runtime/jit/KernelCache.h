@@ -39,8 +39,8 @@ struct JitStats {
 class KernelCache {
  public:
   /// A cache backed by `cache_dir` (created on demand); an empty string keeps objects in memory only.
-  /// Creates the JIT; throws Error(runtime) if LLVM cannot target this machine.
-  explicit KernelCache(std::string cache_dir);
+  /// Creates the JIT for `target` (default: the host CPU); throws Error(runtime) if LLVM cannot target this machine.
+  explicit KernelCache(std::string cache_dir, const JitTarget& target = {});
   ~KernelCache();
 
   /// EINSTAGE_CACHE_DIR, else $XDG_CACHE_HOME/einstage, else $HOME/.cache/einstage, else "" (no disk cache).

@@ -1,6 +1,6 @@
-// Test helper for the jit suite: seeded random ContractionProblems over owned buffers, and an independent
-// definitional oracle (a plain loop over every index, summed in double precision). Used by test_gett.cpp and
-// test_kernel_cache.cpp only.
+// Test helper for the jit suite: seeded random ContractionProblems and column-major matmuls over owned buffers, and
+// an independent definitional oracle (a plain loop over every index, summed in double precision). Used by the jit
+// suite's tests only.
 #pragma once
 
 #include "ir/DType.h"
@@ -107,6 +107,26 @@ void allocate_and_fill(OwnedProblem& op, SplitMix64& rng, bool fill_c = true) {
   fill<T>(rng, op.b);
   if (fill_c) fill<T>(rng, op.c);
   op.c_initial = op.c.bytes;
+}
+
+/// Column-major (batched) matmul ijb,jkb->ikb: A m x k, B k x n, C m x n per batch entry, entries one after another,
+/// filled from a stream seeded with `seed` (allocate_and_fill) and bound. Copies must be bound again.
+inline OwnedProblem matmul_problem(int64_t m, int64_t n, int64_t k, int64_t batch, DType dtype, bool accumulate,
+                                   uint64_t seed) {
+  OwnedProblem op;
+  op.p.dtype = dtype;
+  op.p.m = {{m, 1, 0, 1}};
+  op.p.k = {{k, m, 1, 0}};
+  op.p.n = {{n, 0, k, m}};
+  if (batch > 1) op.p.batch = {{batch, m * k, k * n, m * n}};
+  op.p.accumulate = accumulate;
+  op.a.elements = m * k * batch;
+  op.b.elements = k * n * batch;
+  op.c.elements = m * n * batch;
+  SplitMix64 rng(seed);
+  dispatch_dtype(dtype, [&](auto zero) { allocate_and_fill<decltype(zero)>(op, rng); });
+  op.bind();
+  return op;
 }
 
 /// A random problem: 0-2 axes per group, extents from a list of odd sizes (sometimes 0), total work bounded.

@@ -85,18 +85,7 @@ TEST_CASE_TEMPLATE("jit gett: GEMM shapes crossing the default cache blocks", T,
   // Column-major ij,jk->ik with m, n, k beyond one MC / NC / KC block and odd edges.
   for (auto [m, n, k] : {std::tuple{500, 37, 530}, std::tuple{97, 4100, 3}, std::tuple{1, 1, 1000}, std::tuple{13, 9, 1}}) {
     uint64_t seed = uint64_t(m * 1000003 + n * 1009 + k);
-    SplitMix64 rng(seed);
-    OwnedProblem op;
-    op.p.dtype = dtype_v<T>;
-    op.p.m = {{m, 1, 0, 1}};
-    op.p.k = {{k, m, 1, 0}};
-    op.p.n = {{n, 0, k, m}};
-    op.a.elements = int64_t(m) * k;
-    op.b.elements = int64_t(k) * n;
-    op.c.elements = int64_t(m) * n;
-    allocate_and_fill<T>(op, rng);
-    op.p.accumulate = (m % 2) == 1;
-    op.bind();
+    OwnedProblem op = matmul_problem(m, n, k, 1, dtype_v<T>, (m % 2) == 1, seed);
     INFO("seed " << seed << " m " << m << " n " << n << " k " << k);
     contract_jit(op.p, nullptr, &memory_cache());
     check_against_oracle<T>(op);

@@ -12,24 +12,6 @@ using namespace einstage::testing;
 
 namespace {
 
-OwnedProblem matmul(int64_t m, int64_t n, int64_t k, int64_t batch, DType dtype, bool accumulate, uint64_t seed) {
-  OwnedProblem op;
-  op.p.dtype = dtype;
-  op.p.m = {{m, 1, 0, 1}};
-  op.p.k = {{k, m, 1, 0}};
-  op.p.n = {{n, 0, k, m}};
-  if (batch > 1) op.p.batch = {{batch, m * k, k * n, m * n}};
-  op.p.accumulate = accumulate;
-  op.a.elements = m * k * batch;
-  op.b.elements = k * n * batch;
-  op.c.elements = m * n * batch;
-  SplitMix64 rng(seed);
-  if (dtype == DType::f64) allocate_and_fill<double>(op, rng);
-  else allocate_and_fill<float>(op, rng);
-  op.bind();
-  return op;
-}
-
 // Runs the step once on a fresh copy of C and returns C's bytes.
 std::vector<unsigned char> run_once(StepKernel& step, OwnedProblem& op) {
   op.c.bytes = op.c_initial;
@@ -53,7 +35,7 @@ TEST_CASE("jit specialise: calls never wait for the background compile, and the 
     CAPTURE(sh.n);
     CAPTURE(sh.k);
     CAPTURE(sh.batch);
-    OwnedProblem op = matmul(sh.m, sh.n, sh.k, sh.batch, sh.dtype, sh.accumulate, 4000 + uint64_t(sh.m + sh.n));
+    OwnedProblem op = matmul_problem(sh.m, sh.n, sh.k, sh.batch, sh.dtype, sh.accumulate, 4000 + uint64_t(sh.m + sh.n));
     // The reference: contract() itself.
     OwnedProblem ref = op;
     ref.bind();
@@ -73,7 +55,7 @@ TEST_CASE("jit specialise: calls never wait for the background compile, and the 
     CHECK(step.specialised_calls() == 4);
 
     // A different problem through the same handle (other strides) is not given the specialised kernel.
-    OwnedProblem other = matmul(sh.m, sh.n, sh.k + 1, sh.batch, sh.dtype, sh.accumulate, 99);
+    OwnedProblem other = matmul_problem(sh.m, sh.n, sh.k + 1, sh.batch, sh.dtype, sh.accumulate, 99);
     OwnedProblem other_ref = other;
     other_ref.bind();
     contract(other_ref.p);
@@ -84,7 +66,7 @@ TEST_CASE("jit specialise: calls never wait for the background compile, and the 
 
 TEST_CASE("jit specialise: steps off the direct path stay generic") {
   if (!jit_enabled()) return;
-  OwnedProblem op = matmul(300, 40, 300, 1, DType::f64, false, 7);  // A too large for the direct path
+  OwnedProblem op = matmul_problem(300, 40, 300, 1, DType::f64, false, 7);  // A too large for the direct path
   OwnedProblem ref = op;
   ref.bind();
   contract(ref.p);

@@ -1,0 +1,159 @@
+// The JIT's kernel variants for other x86-64 CPUs: every micro-kernel the GETT driver can ask for is compiled for an
+// AVX2 CPU (Haswell, Zen 3) and an AVX-512 one (Skylake-AVX512) whatever this machine is, and the targets this
+// machine can run execute random and blocked problems against the definitional oracle and the portable kernel.
+#include "ProblemGen.h"
+
+#include "runtime/jit/Gett.h"
+#include "runtime/jit/Jit.h"
+#include "runtime/jit/KernelCache.h"
+#include "support/ErrorOf.h"
+
+#include <doctest/doctest.h>
+
+#include <set>
+#include <sstream>
+#include <string>
+#include <tuple>
+
+using namespace einstage;
+using namespace einstage::testing;
+
+namespace {
+
+std::set<std::string> split_features(const std::string& features) {
+  std::set<std::string> out;
+  std::stringstream in(features);
+  for (std::string f; std::getline(in, f, ',');)
+    if (!f.empty()) out.insert(f);
+  return out;
+}
+
+// True when code for `target` may run on `host`: no feature the target enables is one the host's detection reports
+// absent. Features the host's detection does not report at all are LLVM tuning flags, not instructions.
+bool host_runs(const JitHost& target, const JitHost& host) {
+  std::set<std::string> host_features = split_features(host.features);
+  for (std::string f : split_features(target.features)) {
+    if (f[0] != '+') continue;
+    f[0] = '-';
+    if (host_features.count(f)) return false;
+  }
+  return true;
+}
+
+// Every kernel contract_jit may request for a real dtype on a target with or without AVX-512.
+std::vector<MicroKernelSpec> every_kernel(DType real, bool avx512) {
+  std::vector<MicroKernelSpec> out;
+  for (const MicroKernelChoice& c : micro_kernel_candidates(real, avx512)) out.push_back(c.spec);
+  for (const MicroKernelChoice& c : direct_kernel_candidates(real, avx512)) out.push_back(c.spec);
+  out.push_back(default_lane_kernel(real, avx512));
+  return out;
+}
+
+template <typename T>
+void random_against_oracle(KernelCache& cache, uint64_t first_seed, int count, bool lane) {
+  for (uint64_t seed = first_seed; seed < first_seed + uint64_t(count); ++seed) {
+    OwnedProblem jit = random_problem(seed, dtype_v<T>, true, lane);
+    OwnedProblem portable = random_problem(seed, dtype_v<T>, true, lane);
+    INFO("seed " << seed << (lane ? " (lane batch)" : ""));
+    contract_jit(jit.p, nullptr, &cache);
+    check_against_oracle<T>(jit);
+    contract_portable(portable.p, nullptr);
+    check_against_oracle<T>(portable);
+  }
+}
+
+// Column-major ij,jk->ik large enough to cross the default MC / KC / NC blocks, with odd edges.
+template <typename T>
+void gemm_against_oracle(KernelCache& cache) {
+  for (auto [m, n, k] : {std::tuple{300, 37, 530}, std::tuple{97, 4100, 3}, std::tuple{64, 64, 64}}) {
+    OwnedProblem op = matmul_problem(m, n, k, 1, dtype_v<T>, (n % 2) == 1, uint64_t(m * 7919 + n * 31 + k));
+    INFO("m " << m << " n " << n << " k " << k);
+    contract_jit(op.p, nullptr, &cache);
+    check_against_oracle<T>(op);
+  }
+}
+
+struct TargetCase {
+  const char* cpu;
+  bool avx512;
+};
+const TargetCase kTargets[] = {{"haswell", false}, {"znver3", false}, {"skylake-avx512", true}};
+
+}  // namespace
+
+TEST_CASE("jit targets: AVX2 and AVX-512 kernel variants compile for named CPUs and agree with the oracle") {
+  KernelCache host_cache("");
+  const JitHost& host = host_cache.host();
+  MESSAGE("host cpu " << host.cpu << std::string(host.has_avx512 ? " (AVX-512)" : " (no AVX-512)"));
+  CHECK(host_runs(host, host));
+  int ran = 0;
+  for (const TargetCase& t : kTargets) {
+    INFO("target cpu " << std::string(t.cpu));
+    KernelCache cache("", JitTarget{t.cpu});  // in memory only: never the user's cache directory
+    CHECK(cache.host().cpu == t.cpu);
+    CHECK(cache.host().triple == host.triple);
+    CHECK(cache.host().has_avx512 == t.avx512);
+    CHECK(split_features(cache.host().features).count("+fma") == 1);
+    CHECK(split_features(cache.host().features).count("+avx512f") == (t.avx512 ? 1u : 0u));
+    // Compiling needs no support from this CPU: every variant of both real dtypes.
+    int64_t kernels = 0;
+    for (DType real : {DType::f32, DType::f64})
+      for (const MicroKernelSpec& spec : every_kernel(real, t.avx512)) {
+        INFO(spec.symbol());
+        CHECK(reinterpret_cast<void*>(cache.micro_kernel(spec)) != nullptr);
+        ++kernels;
+      }
+    CHECK(cache.stats().kernels_compiled == kernels);
+    MESSAGE(std::string(t.cpu) << ": compiled " << kernels << " kernels");
+    if (!host_runs(cache.host(), host)) {
+      MESSAGE(std::string(t.cpu) << ": this CPU cannot run its kernels; compiled only");
+      continue;
+    }
+    ++ran;
+    random_against_oracle<float>(cache, 900, 25, false);
+    random_against_oracle<double>(cache, 950, 25, false);
+    random_against_oracle<c64>(cache, 1000, 15, false);
+    random_against_oracle<c128>(cache, 1050, 15, false);
+    random_against_oracle<float>(cache, 1100, 10, true);
+    random_against_oracle<double>(cache, 1150, 10, true);
+    gemm_against_oracle<double>(cache);
+    gemm_against_oracle<float>(cache);
+    gemm_against_oracle<c128>(cache);
+  }
+  // Every x86-64 machine that runs these tests has AVX2 and FMA at least (einstage's kernels assume them).
+  CHECK(ran >= 1);
+}
+
+TEST_CASE("jit targets: a shape-specialised kernel compiles for each named CPU and matches its direct path") {
+  // ij,jk->ik at 16x16x16 and 13x17x5: direct-path steps, compiled the way the hot-step specialiser compiles them
+  // (LLVM's O2 pipeline runs for the named CPU too). Where this CPU can run the result it must give the direct
+  // path's bits, as Specialise.h promises.
+  KernelCache host_cache("");
+  for (auto [m, n, k] : {std::tuple{16, 16, 16}, std::tuple{13, 17, 5}}) {
+    for (const TargetCase& t : kTargets) {
+      INFO("target cpu " << std::string(t.cpu) << ", m " << m << " n " << n << " k " << k);
+      OwnedProblem op = matmul_problem(m, n, k, 1, DType::f64, false, uint64_t(m * 131 + n * 17 + k));
+      OwnedProblem direct = op;
+      direct.bind();
+      DirectSchedule schedule;
+      REQUIRE(direct_schedule(op.p, t.avx512, schedule));
+      REQUIRE(schedule.batch_a.size() == 1);
+      KernelCache cache("", JitTarget{t.cpu});
+      void* fn = cache.compiled_function(schedule.kernel.symbol(), schedule.kernel.describe(),
+                                         [&](Jit& jit) { return compile_specialised_kernel(jit, schedule.kernel); });
+      REQUIRE(fn != nullptr);
+      if (!host_runs(cache.host(), host_cache.host())) continue;
+      reinterpret_cast<SpecialisedKernelFn>(fn)(op.p.a, op.p.b, op.p.c);
+      contract_jit(direct.p, nullptr, &cache);
+      CHECK(op.c.bytes == direct.c.bytes);
+      check_against_oracle<double>(op);
+    }
+  }
+}
+
+TEST_CASE("jit targets: a CPU name LLVM does not know is refused") {
+  const std::string triple = KernelCache("").host().triple;
+  CHECK(einstage::test::error_of([] { KernelCache cache("", JitTarget{"pentium99"}); }) ==
+        "jit: LLVM " + KernelCache("").host().llvm_version + " does not know the CPU 'pentium99' for " + triple +
+            "; name one LLVM knows (e.g. 'haswell', 'znver3', 'skylake-avx512'), or leave it empty for the host CPU");
+}
