@@ -38,17 +38,28 @@ std::string_view kind_of(mode_t mode) {
   fail(ErrorKind::io, "cannot write '{}': {}", path, why);
 }
 
-// Writes all of `bytes` to fd; false (errno set) on failure, with `done` the bytes written before it.
-bool write_all(int fd, std::string_view bytes, size_t& done) {
+size_t total_size(std::span<const std::string_view> pieces) {
+  size_t total = 0;
+  for (std::string_view piece : pieces) total += piece.size();
+  return total;
+}
+
+// Writes all of `pieces`, one after the other, to fd; false (errno set) on failure, with `done` the bytes written
+// before it.
+bool write_all(int fd, std::span<const std::string_view> pieces, size_t& done) {
   done = 0;
-  while (done < bytes.size()) {
-    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      if (n == 0) errno = EIO;
-      return false;
+  for (std::string_view bytes : pieces) {
+    size_t at = 0;
+    while (at < bytes.size()) {
+      ssize_t n = ::write(fd, bytes.data() + at, bytes.size() - at);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        if (n == 0) errno = EIO;
+        return false;
+      }
+      at += static_cast<size_t>(n);
+      done += static_cast<size_t>(n);
     }
-    done += static_cast<size_t>(n);
   }
   return true;
 }
@@ -69,7 +80,7 @@ fs::path follow_links(const std::string& path) {
 
 // Writes through a device or FIFO at `path` without replacing it. O_NONBLOCK makes opening a FIFO that nobody
 // reads fail (ENXIO) instead of waiting forever; the writes themselves block as usual.
-void write_through(const std::string& path, std::string_view bytes, mode_t mode) {
+void write_through(const std::string& path, std::span<const std::string_view> bytes, mode_t mode) {
   int fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
   if (fd < 0) {
     if (errno == ENXIO && S_ISFIFO(mode)) cannot_write(path, "it is a FIFO and no process is reading it");
@@ -80,7 +91,7 @@ void write_through(const std::string& path, std::string_view bytes, mode_t mode)
   if (!write_all(fd, bytes, done)) {
     int err = errno;
     ::close(fd);
-    cannot_write(path, fmt::format("writing {} bytes to {} failed after {}: {}", bytes.size(), kind_of(mode), done,
+    cannot_write(path, fmt::format("writing {} bytes to {} failed after {}: {}", total_size(bytes), kind_of(mode), done,
                                    std::strerror(err)));
   }
   if (::close(fd) != 0) cannot_write(path, fmt::format("closing {} failed: {}", kind_of(mode), std::strerror(errno)));
@@ -108,6 +119,10 @@ void remove_stale_temporaries(const fs::path& dir, const std::string& name) {
 }  // namespace
 
 void write_file_atomically(const std::string& path, std::string_view bytes, SpecialTarget special) {
+  write_file_atomically(path, std::span<const std::string_view>(&bytes, 1), special);
+}
+
+void write_file_atomically(const std::string& path, std::span<const std::string_view> bytes, SpecialTarget special) {
   if (path.empty()) cannot_write(path, "the path is empty; give a file name");
   if (path.back() == '/') cannot_write(path, "the path ends in '/', so it names a directory; give a file name");
   struct stat st;
@@ -146,7 +161,7 @@ void write_file_atomically(const std::string& path, std::string_view bytes, Spec
   if (!write_all(fd, bytes, done)) {
     int err = errno;
     ::close(fd);
-    give_up(fmt::format("writing {} bytes failed after {}: {}", bytes.size(), done, std::strerror(err)));
+    give_up(fmt::format("writing {} bytes failed after {}: {}", total_size(bytes), done, std::strerror(err)));
   }
   if (::close(fd) != 0) give_up(fmt::format("closing the temporary file failed: {}", std::strerror(errno)));
   if (::rename(tmp.c_str(), target.c_str()) != 0)

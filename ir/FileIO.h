@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -27,6 +28,10 @@ enum class SpecialTarget {
 /// "cannot write 'PATH': " and saying why: an empty path, a path that names a directory, a FIFO without a reader,
 /// a missing directory, a full device or disk.
 void write_file_atomically(const std::string& path, std::string_view bytes,
+                           SpecialTarget special = SpecialTarget::follow);
+/// The same with the content given as consecutive pieces (a header and data held elsewhere), written one after the
+/// other without joining them first, with the same guarantees.
+void write_file_atomically(const std::string& path, std::span<const std::string_view> pieces,
                            SpecialTarget special = SpecialTarget::follow);
 
 /// The content of `path`, which must be a regular file (after following symlinks) of at most `max_bytes` bytes.

@@ -13,12 +13,16 @@
 #include <charconv>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
+#include <functional>
 #include <limits>
 #include <map>
 #include <optional>
 #include <type_traits>
 #include <vector>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace einstage {
 
@@ -381,61 +385,162 @@ NpyHeader parse_npy_header(std::string_view bytes, std::string_view source) {
   return h;
 }
 
-Tensor read_npy_bytes(std::string_view bytes, NpyHeader* header_out, std::string_view source) {
-  NpyHeader h = parse_npy_header(bytes, source);
+namespace {
+
+// Reads `n` bytes of the data section, in file order, into `out`.
+using DataReader = std::function<void(char* out, size_t n)>;
+
+constexpr size_t kChunkBytes = size_t(1) << 20;  // staging for data that is reordered, swapped or widened
+
+// Fills `dst` (the tensor, or a slice of it whose axes before `axis` have extent 1) from the file's row-major data,
+// which holds dst's elements in C order. Whole slices along `axis` are staged a chunk at a time and scattered with
+// copy_from; a slice larger than a chunk is split along the next axis.
+void fill_c_order(Tensor dst, int axis, const FileLayout& layout, const DataReader& read, std::vector<char>& raw,
+                  Tensor& staged) {
+  const Shape& shape = dst.shape();
+  int64_t slice = 1;
+  for (size_t i = static_cast<size_t>(axis) + 1; i < shape.size(); ++i) slice *= shape[i];
+  const size_t slice_bytes = static_cast<size_t>(slice) * std::max<size_t>(size_of(dst.dtype()), layout.type.size);
+  if (slice_bytes > kChunkBytes && axis + 1 < dst.rank()) {
+    for (int64_t i = 0; i < shape[axis]; ++i)
+      fill_c_order(dst.slice(axis, i, i + 1), axis + 1, layout, read, raw, staged);
+    return;
+  }
+  const int64_t per_chunk = std::max<int64_t>(1, static_cast<int64_t>(kChunkBytes / std::max<size_t>(slice_bytes, 1)));
+  for (int64_t begin = 0; begin < shape[axis]; begin += per_chunk) {
+    const int64_t end = std::min(shape[axis], begin + per_chunk);
+    Tensor part = dst.slice(axis, begin, end);
+    const int64_t count = part.numel();
+    const size_t file_bytes = static_cast<size_t>(count) * static_cast<size_t>(layout.type.size);
+    if (layout.type.widened || layout.big_endian) {
+      read(raw.data(), file_bytes);
+      dispatch_dtype(dst.dtype(), [&](auto zero) {
+        using T = decltype(zero);
+        T* out = static_cast<T*>(staged.raw_data());
+        for (int64_t i = 0; i < count; ++i) out[i] = decode_element<T>(raw.data() + i * layout.type.size, layout);
+      });
+    } else {
+      read(static_cast<char*>(staged.raw_data()), file_bytes);
+    }
+    Strides row_major(part.shape().size());
+    int64_t stride = 1;
+    for (int i = part.rank() - 1; i >= 0; --i) row_major[i] = stride, stride *= part.shape()[i];
+    part.copy_from(Tensor::view_of(dst.dtype(), part.shape(), std::move(row_major), staged.raw_data()));
+  }
+}
+
+// The tensor `h` describes, its data read through `read` straight into the tensor's storage: data that is already
+// einstage's element type and order is read in one piece; big-endian data of the same width is swapped in place;
+// widened or row-major data goes through a chunk of staging, never a second whole-size buffer.
+Tensor read_npy_data(const NpyHeader& h, size_t available, const DataReader& read, std::string_view source) {
   const size_t expected = static_cast<size_t>(
       checked_bytes(h.shape, static_cast<size_t>(h.item_size), fmt::format("{}: the data of shape", source)));
-  size_t available = bytes.size() - h.data_offset;
   if (available < expected)
     fail(ErrorKind::io, "{}: truncated data: shape {} of dtype {} needs {} bytes after the header but the file has "
          "only {}", source, shape_to_string(h.shape), h.descr, expected, available);
   if (available > expected)
     fail(ErrorKind::io, "{}: {} unexpected bytes after the data: shape {} of dtype {} needs {} bytes after the header "
          "but the file has {}", source, available - expected, shape_to_string(h.shape), h.descr, expected, available);
-  const char* data = bytes.data() + h.data_offset;
-  // Widened or big-endian elements are decoded once into the tensor's type, in the file's element order.
-  std::string decoded;
   const FileLayout layout = layout_from_descr(h.descr, source);
-  if (layout.type.widened || layout.big_endian) {
-    const int64_t count = element_count(h.shape);
-    decoded.resize(static_cast<size_t>(count) * size_of(h.dtype));
+  Tensor t = Tensor::empty(h.dtype, h.shape);
+  const int64_t count = t.numel();
+  if (count == 0) return t;
+  char* out = static_cast<char*>(t.raw_data());
+  if (h.order == NpyOrder::c && h.shape.size() > 1) {
+    std::vector<char> raw(kChunkBytes);
+    Tensor staged = Tensor::empty(h.dtype, {static_cast<int64_t>(kChunkBytes / size_of(h.dtype))});
+    fill_c_order(t, 0, layout, read, raw, staged);
+  } else if (!layout.type.widened) {
+    read(out, expected);
+    if (layout.big_endian)  // same width: swap each element where it lies
+      dispatch_dtype(h.dtype, [&](auto zero) {
+        using T = decltype(zero);
+        T* p = reinterpret_cast<T*>(out);
+        for (int64_t i = 0; i < count; ++i) p[i] = decode_element<T>(out + i * layout.type.size, layout);
+      });
+  } else {
+    std::vector<char> raw(kChunkBytes);
+    const int64_t per_chunk = static_cast<int64_t>(kChunkBytes) / layout.type.size;
     dispatch_dtype(h.dtype, [&](auto zero) {
       using T = decltype(zero);
-      T* out = reinterpret_cast<T*>(decoded.data());
-      for (int64_t i = 0; i < count; ++i) out[i] = decode_element<T>(data + i * layout.type.size, layout);
+      T* p = reinterpret_cast<T*>(out);
+      for (int64_t begin = 0; begin < count; begin += per_chunk) {
+        const int64_t n = std::min(count - begin, per_chunk);
+        read(raw.data(), static_cast<size_t>(n * layout.type.size));
+        for (int64_t i = 0; i < n; ++i) p[begin + i] = decode_element<T>(raw.data() + i * layout.type.size, layout);
+      }
     });
-    data = decoded.data();
   }
-  const size_t tensor_bytes = static_cast<size_t>(element_count(h.shape)) * size_of(h.dtype);
-  Tensor t;
-  if (h.order == NpyOrder::fortran || h.shape.size() <= 1) {
-    t = Tensor::from_bytes(h.dtype, h.shape, data, tensor_bytes, true);
-  } else {
-    // Row-major data of shape s is column-major data of reversed s: copy the bytes (the source may be misaligned),
-    // then reverse the axes back, so element (i, j, ...) keeps its place.
-    Shape reversed(h.shape.rbegin(), h.shape.rend());
-    t = Tensor::from_bytes(h.dtype, std::move(reversed), data, tensor_bytes, true).transpose().contiguous();
-  }
+  return t;
+}
+
+}  // namespace
+
+Tensor read_npy_bytes(std::string_view bytes, NpyHeader* header_out, std::string_view source) {
+  NpyHeader h = parse_npy_header(bytes, source);
+  size_t at = h.data_offset;
+  Tensor t = read_npy_data(h, bytes.size() - h.data_offset, [&](char* out, size_t n) {
+    std::memcpy(out, bytes.data() + at, n);
+    at += n;
+  }, source);
   if (header_out) *header_out = std::move(h);
   return t;
 }
 
-Tensor read_npy(const std::string& path, NpyHeader* header) {
+Tensor read_npy(const std::string& path, NpyHeader* header_out) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
     fail(ErrorKind::io, "cannot read '{}': it is a directory, not a .npy file", path);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(ErrorKind::io, "cannot open '{}' for reading: {}", path, std::strerror(errno));
-  in.seekg(0, std::ios::end);
-  std::streamoff size = in.tellg();
-  in.seekg(0, std::ios::beg);
-  if (size < 0) fail(ErrorKind::io, "cannot read '{}': its size is unknown", path);
-  std::string bytes(static_cast<size_t>(size), '\0');
-  if (size > 0 && !in.read(bytes.data(), size)) fail(ErrorKind::io, "reading '{}' failed after {} bytes", path, in.gcount());
-  return read_npy_bytes(bytes, header, file_source(path));
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail(ErrorKind::io, "cannot open '{}' for reading: {}", path, std::strerror(errno));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st;
+  if (::fstat(fd, &st) != 0) fail(ErrorKind::io, "cannot read '{}': its size is unknown", path);
+  const size_t size = static_cast<size_t>(st.st_size);
+  size_t done = 0;  // bytes of the file read so far
+  auto read_exactly = [&](char* out, size_t n) {
+    for (size_t got = 0; got < n;) {
+      ssize_t r = ::read(fd, out + got, n - got);
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0) fail(ErrorKind::io, "reading '{}' failed after {} bytes: {}", path, done + got, std::strerror(errno));
+      if (r == 0) fail(ErrorKind::io, "reading '{}' failed after {} bytes: the file shrank while being read", path,
+                       done + got);
+      got += static_cast<size_t>(r);
+    }
+    done += n;
+  };
+  // The preamble says how long the header is (2 bytes at offset 8 in version 1, 4 in later versions); only the
+  // preamble and header are read here, and parse_npy_header reports whatever they lack.
+  std::string head(std::min<size_t>(size, 12), '\0');
+  read_exactly(head.data(), head.size());
+  if (head.size() == 12 && head.starts_with(kMagic) && head[7] == 0 && head[6] >= 1 && head[6] <= 3) {
+    const size_t header_end = head[6] == 1 ? 10 + read_le(head, 8, 2) : 12 + read_le(head, 8, 4);
+    const size_t have = head.size();
+    head.resize(std::max(have, std::min(size, header_end)));
+    read_exactly(head.data() + have, head.size() - have);
+  }
+  const std::string source = file_source(path);
+  NpyHeader h = parse_npy_header(head, source);
+  // A version 1 header may end before byte 12: the bytes already read past it are the first data bytes.
+  std::string_view early = std::string_view(head).substr(h.data_offset);
+  Tensor t = read_npy_data(h, size - h.data_offset, [&](char* out, size_t n) {
+    const size_t from_head = std::min(n, early.size());
+    std::memcpy(out, early.data(), from_head);
+    early.remove_prefix(from_head);
+    read_exactly(out + from_head, n - from_head);
+  }, source);
+  if (header_out) *header_out = std::move(h);
+  return t;
 }
 
-std::string write_npy_bytes(const Tensor& tensor, NpyOrder order) {
+namespace {
+
+// The header of the .npy file for `tensor` and the tensor holding its data section's bytes (the tensor itself when
+// it is already in that order, so writing copies nothing).
+std::pair<std::string, Tensor> npy_parts(const Tensor& tensor, NpyOrder order) {
   if (!tensor.defined()) fail(ErrorKind::invalid_argument, "write_npy: the tensor is undefined");
   const Shape& shape = tensor.shape();
   std::string shape_text;
@@ -459,21 +564,34 @@ std::string write_npy_bytes(const Tensor& tensor, NpyOrder order) {
     // Row-major bytes of shape s are the column-major bytes of the reversed view.
     data = tensor.transpose().contiguous();
   }
-  std::string out;
-  out.reserve(total + data.nbytes());
-  out += kMagic;
-  out += static_cast<char>(version);
-  out += '\0';
-  for (size_t i = 0; i < preamble - 8; ++i) out += static_cast<char>((header_len >> (8 * i)) & 0xff);
-  out += dict;
-  EIN_ASSERT(out.size() == total, "npy header size {} != {}", out.size(), total);
-  if (data.nbytes()) out.append(static_cast<const char*>(data.raw_data()), data.nbytes());
-  return out;
+  std::string header;
+  header.reserve(total);
+  header += kMagic;
+  header += static_cast<char>(version);
+  header += '\0';
+  for (size_t i = 0; i < preamble - 8; ++i) header += static_cast<char>((header_len >> (8 * i)) & 0xff);
+  header += dict;
+  EIN_ASSERT(header.size() == total, "npy header size {} != {}", header.size(), total);
+  return {std::move(header), std::move(data)};
+}
+
+std::string_view data_bytes(const Tensor& data) {
+  return data.nbytes() ? std::string_view(static_cast<const char*>(data.raw_data()), data.nbytes()) : "";
+}
+
+}  // namespace
+
+std::string write_npy_bytes(const Tensor& tensor, NpyOrder order) {
+  auto [header, data] = npy_parts(tensor, order);
+  header.append(data_bytes(data));
+  return header;
 }
 
 void write_npy(const std::string& path, const Tensor& tensor, NpyOrder order) {
-  std::string bytes = write_npy_bytes(tensor, order);  // everything that can fail on the tensor fails here
-  write_file_atomically(path, bytes);
+  auto [header, data] = npy_parts(tensor, order);  // everything that can fail on the tensor fails here
+  // Header and data go to the file straight from where they are: no whole-file buffer.
+  const std::string_view pieces[] = {header, data_bytes(data)};
+  write_file_atomically(path, pieces);
 }
 
 }  // namespace einstage
