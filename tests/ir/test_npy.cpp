@@ -9,9 +9,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <cstdint>
+#include <fstream>
 #include <string>
 #include <vector>
+
+#include <sys/resource.h>
 
 using namespace einstage;
 using einstage::test::error_of;
@@ -451,4 +455,86 @@ TEST_CASE("files that cannot be read") {
   CHECK(error_of([&] { read_npy(dir.file("cut.npy")); }) ==
         fmt::format("'{}': truncated data: shape [2,3,4] of dtype <f8 needs 192 bytes after the header but the file "
                     "has only 184", dir.file("cut.npy")));
+}
+
+namespace {
+
+// A value for element (i, j, k) that differs between neighbours along every axis and fits in an int16.
+int64_t streaming_value(int64_t i, int64_t j, int64_t k) { return (i * 7919 + j * 131 + k * 3) % 30011 - 15000; }
+
+}  // namespace
+
+TEST_CASE("files larger than the read staging chunk: every element lands in place, from a file and from bytes") {
+  // 3 x 300 x 700 elements: one C-order slice along axis 0 (1.7 MB as i64) is larger than a chunk, so the reader
+  // also splits along axis 1; Fortran order and widened data are staged a chunk at a time too.
+  TempDir dir;
+  const Shape shape{3, 300, 700};
+  for (NpyOrder order : {NpyOrder::c, NpyOrder::fortran}) {
+    for (std::string descr : {">i2", "<i2", "<i8", ">i8"}) {
+      CAPTURE(to_string(order));
+      CAPTURE(descr);
+      std::string data;
+      auto append = [&](int64_t i, int64_t j, int64_t k) {
+        const int64_t v = streaming_value(i, j, k);
+        const auto narrow = static_cast<int16_t>(v);
+        std::string e = descr[2] == '2' ? std::string(reinterpret_cast<const char*>(&narrow), 2)
+                                        : std::string(reinterpret_cast<const char*>(&v), 8);
+        if (descr[0] == '>') std::reverse(e.begin(), e.end());
+        data += e;
+      };
+      if (order == NpyOrder::c) {
+        for (int64_t i = 0; i < shape[0]; ++i)
+          for (int64_t j = 0; j < shape[1]; ++j)
+            for (int64_t k = 0; k < shape[2]; ++k) append(i, j, k);
+      } else {
+        for (int64_t k = 0; k < shape[2]; ++k)
+          for (int64_t j = 0; j < shape[1]; ++j)
+            for (int64_t i = 0; i < shape[0]; ++i) append(i, j, k);
+      }
+      const std::string dict = fmt::format("{{'descr': '{}', 'fortran_order': {}, 'shape': (3, 300, 700)}}", descr,
+                                           order == NpyOrder::fortran ? "True" : "False");
+      const std::string bytes = make_npy(1, dict, data);
+      const std::string path = dir.file("big.npy");
+      {
+        std::ofstream out(path, std::ios::binary);
+        out << bytes;
+      }
+      for (const Tensor& t : {read_npy(path), read_npy_bytes(bytes)}) {
+        REQUIRE(t.dtype() == DType::i64);
+        REQUIRE(t.shape() == shape);
+        CHECK(t.is_col_major());
+        int64_t wrong = 0;
+        for (int64_t i = 0; i < shape[0]; ++i)
+          for (int64_t j = 0; j < shape[1]; ++j)
+            for (int64_t k = 0; k < shape[2]; ++k) wrong += t.at<int64_t>({i, j, k}) != streaming_value(i, j, k);
+        CHECK(wrong == 0);
+      }
+    }
+  }
+}
+
+TEST_CASE("a write that fails half-way (file size limit) leaves neither a partial file nor a temporary") {
+  TempDir dir;
+  const std::string path = dir.file("out.npy");
+  Tensor m = Tensor::from_row_major<double>({2, 3}, {0, 1, 2, 3, 4, 5});
+  write_npy(path, m);
+  const std::string before = read_file_bytes(path);
+  Tensor big = Tensor::zeros(DType::f64, {64, 128});  // 64 KiB of data after a 128-byte header
+
+  struct rlimit old_limit;
+  REQUIRE(::getrlimit(RLIMIT_FSIZE, &old_limit) == 0);
+  auto old_handler = std::signal(SIGXFSZ, SIG_IGN);  // past the limit, write() fails with EFBIG instead of a signal
+  struct rlimit limit = old_limit;
+  limit.rlim_cur = 4096;
+  REQUIRE(::setrlimit(RLIMIT_FSIZE, &limit) == 0);
+  std::string replacing = error_of([&] { write_npy(path, big); });
+  std::string creating = error_of([&] { write_npy(dir.file("new.npy"), big); });
+  REQUIRE(::setrlimit(RLIMIT_FSIZE, &old_limit) == 0);
+  std::signal(SIGXFSZ, old_handler);
+
+  CHECK(replacing == "cannot write '" + path + "': writing 65664 bytes failed after 4096: File too large");
+  CHECK(creating ==
+        "cannot write '" + dir.file("new.npy") + "': writing 65664 bytes failed after 4096: File too large");
+  CHECK(read_file_bytes(path) == before);
+  CHECK(dir.entries() == std::vector<std::string>{"out.npy"});
 }
