@@ -7,8 +7,10 @@
 // column-major storage with its element (i, j, ...) unchanged (the bytes are reordered once), and write_npy can
 // produce either order. Every malformed input (bad magic, unknown version, corrupt header dict, unsupported dtype,
 // truncated data, trailing bytes, a shape whose size does not fit in 64 bits) is an einstage::Error naming the file,
-// what was found and what was expected. write_npy writes through write_file_atomically (ir/FileIO.h), so a failure
-// never leaves a partial file. The header dict is a Python literal and is parsed by a small hand parser (no JSON).
+// what was found and what was expected. read_npy reads the data straight into the tensor's storage (reordered,
+// swapped or widened data through a 1 MiB staging chunk, never a second whole-size buffer), and write_npy writes the
+// header and then the data straight from the tensor through write_file_atomically (ir/FileIO.h), so a failure never
+// leaves a partial file. The header dict is a Python literal and is parsed by a small hand parser (no JSON).
 // Part of ir/; depends on ir/Tensor.h (and, in Npy.cpp, ir/FileIO.h).
 #pragma once
 
