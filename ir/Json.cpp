@@ -220,7 +220,15 @@ std::string program_to_json(const Program& p, int indent) {
   }
   j["outputs"] = json::array();
   for (const Value& v : p.outputs) j["outputs"].push_back(ref(v.id));
-  return j.dump(indent);
+  try {
+    return j.dump(indent);
+  } catch (const json::type_error& e) {  // a string that is not UTF-8 (the text form and the builder accept any bytes)
+    std::string_view what = e.what();
+    what.remove_prefix(std::min(what.find("] ") + 2, what.size()));
+    fail(ErrorKind::invalid_argument,
+         "program @{} cannot be written as JSON: a string in it is not valid UTF-8 ({}); JSON holds UTF-8 text only, "
+         "so re-encode its names and constraint texts as UTF-8", p.name, what);
+  }
 }
 
 Program program_from_json(std::string_view text, const ExtensionRegistry* registry) {

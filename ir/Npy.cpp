@@ -75,14 +75,23 @@ std::string hex_bytes(std::string_view bytes) {
 
 // ---- the header dict: a Python literal, parsed by hand ----
 
+struct PyEntry;
+
 struct PyValue {
   enum class Kind { string, integer, boolean, none, tuple, list, dict } kind = Kind::none;
   std::string text;     // string
   int64_t integer = 0;  // integer
   bool boolean = false;
   std::vector<PyValue> items;                          // tuple, list
-  std::vector<std::pair<std::string, PyValue>> entries;  // dict (keys must be strings)
-  size_t pos = 0;                                      // where it starts in the header text
+  std::vector<PyEntry> entries;  // dict (keys must be strings)
+  size_t pos = 0;                // where it starts in the header text
+};
+
+// One dict entry. A named struct, not std::pair<std::string, PyValue>: a pair member needs PyValue complete, and
+// clang (unlike gcc) instantiates it inside PyValue's own definition.
+struct PyEntry {
+  std::string key;
+  PyValue value;
 };
 
 std::string_view kind_name(PyValue::Kind k) {
@@ -152,7 +161,7 @@ class LiteralParser {
         if (key.kind != PyValue::Kind::string) fail_at(key_pos, "a dict key is not a string");
         if (!eat(':')) error("':' after a dict key");
         PyValue value = parse_value(depth + 1);
-        v.entries.emplace_back(std::move(key.text), std::move(value));
+        v.entries.push_back(PyEntry{std::move(key.text), std::move(value)});
         if (!eat(',')) {
           if (!eat('}')) error("',' or '}' in the dict");
           break;

@@ -454,6 +454,9 @@ std::string to_string(const Notation& n) {
       return top ? inner : "(" + inner + ")";
     };
     out = print(print, num + int(n.order.size()) - 1, true);
+    // A single step prints without parentheses ("(ij),jk" is that step too): wrap it, or it would read back as a
+    // string with no order at all.
+    if (out.find('(') == std::string::npos) out = "(" + out + ")";
   }
   out += "->";
   out += notation_term_text(n.output);

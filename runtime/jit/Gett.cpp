@@ -232,7 +232,7 @@ struct Gett {
             int64_t beta) const {
     if (unit_run(m.c, i0, rows)) {
       R* base = reinterpret_cast<R*>(c + m.c[i0]);
-      kernel(kc_real, ap, bp, base, cn_real.data() + j0, rows * cf, cols, beta);
+      call_jit(kernel, kc_real, ap, bp, base, cn_real.data() + j0, rows * cf, cols, beta);
       return;
     }
     // C's rows are not contiguous here: compute into a tile buffer (beta 0) and scatter through the offset tables.
@@ -240,7 +240,7 @@ struct Gett {
     int64_t offsets[32];
     EIN_ASSERT(mr * nr <= 64 * 16 && nr <= 32, "micro-tile larger than the scatter buffer");
     for (int64_t j = 0; j < nr; ++j) offsets[j] = j * mr;
-    kernel(kc_real, ap, bp, buffer, offsets, rows * cf, cols, 0);
+    call_jit(kernel, kc_real, ap, bp, buffer, offsets, rows * cf, cols, int64_t(0));
     for (int64_t j = 0; j < cols; ++j) {
       const T* src = reinterpret_cast<const T*>(buffer + j * mr);
       T* col = c + n.c[j0 + j];
@@ -320,8 +320,8 @@ struct Gett {
           sliver = s;
         }
         const int64_t i0 = t * mr;
-        direct(k_inner, a + m.a[i0], b, c + m.c[i0], cn_real.data() + j0, std::min(mr, M - i0), cols, beta,
-               k_geometry, b_coff);
+        call_jit(direct, k_inner, a + m.a[i0], b, c + m.c[i0], cn_real.data() + j0, std::min(mr, M - i0), cols, beta,
+                 k_geometry, b_coff);
       }
     });
   }
@@ -384,8 +384,8 @@ struct Gett {
             const int64_t j0 = jc + s * nr, cols = std::min(nr, N - j0);
             for (int64_t t = 0; t * mr < mcur; ++t) {
               const int64_t i0 = ic + t * mr, rows = std::min(mr, M - i0);
-              lane_kernel(kc, apack + t * mr * kc * V, bpack + s * nr * kc * V, c, cm_pad.data() + i0,
-                          cn_pad.data() + j0, lane_rem, rows, cols, beta);
+              call_jit(lane_kernel, kc, apack + t * mr * kc * V, bpack + s * nr * kc * V, c, cm_pad.data() + i0,
+                       cn_pad.data() + j0, lane_rem, rows, cols, beta);
             }
           }
         }

@@ -209,8 +209,8 @@ void StepKernel::run(const ContractionProblem& p, ThreadPool* pool) {
     const DirectSchedule& d = s.schedule;
     const int64_t elt = s.element_bytes;
     for (size_t bt = 0; bt < d.batch_a.size(); ++bt)
-      fn(static_cast<const char*>(p.a) + d.batch_a[bt] * elt, static_cast<const char*>(p.b) + d.batch_b[bt] * elt,
-         static_cast<char*>(p.c) + d.batch_c[bt] * elt);
+      call_jit(fn, static_cast<const char*>(p.a) + d.batch_a[bt] * elt,
+               static_cast<const char*>(p.b) + d.batch_b[bt] * elt, static_cast<char*>(p.c) + d.batch_c[bt] * elt);
     // A statistic, not a synchronisation: a plain load and store (no locked add, which would wait for the kernel's
     // stores to drain: ~5% of a 16x16 call). Concurrent calls of one step may undercount.
     s.specialised.store(s.specialised.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);

@@ -339,6 +339,16 @@ TEST_CASE("malformed JSON programs") {
         "malformed JSON program: instructions[0]: 'add' is recorded with type f64[4] but its type rule gives f64[3]");
 }
 
+TEST_CASE("a program holding text that is not UTF-8 cannot be written as JSON (an einstage::Error)") {
+  Builder b("f");
+  Value x = b.parameter("x", {DType::f64, {3}});
+  Program p = b.finish({x});
+  p.constraints.push_back(ShapeConstraint{Dim(3), Dim(3), -1, "bad \xff byte"});  // found by fuzzing the text form
+  CHECK(message_of([&] { program_to_json(p); }) ==
+        "program @f cannot be written as JSON: a string in it is not valid UTF-8 (invalid UTF-8 byte at index 4: 0xFF); "
+        "JSON holds UTF-8 text only, so re-encode its names and constraint texts as UTF-8");
+}
+
 TEST_CASE("the verifier names the instruction and shows the lines around it") {
   Builder b("f");
   Value x = b.parameter("x", f64({3}));

@@ -110,7 +110,8 @@ Program elementwise() {
   Value i = b.parameter("i", {DType::i64, {4}});
   Value e = b.exp(b.log(b.sqrt(b.conj(z))));
   Value r = b.real(e), im = b.imag(e);
-  Value q = b.div(b.sub(r, im), b.add(r, r));
+  Value twice = b.add(r, r);  // its own statement: argument order is unspecified, and the golden numbers add first
+  Value q = b.div(b.sub(r, im), twice);
   Value xn = b.neg(b.convert(i, DType::f32));
   Value xm = b.mul(x, xn);
   return b.finish({q, b.convert(xm, DType::c64), b.convert(q, DType::c128)});

@@ -151,7 +151,8 @@ TEST_CASE("round trip: parse -> print -> parse gives the same notation and subsc
   const char* texts[] = {"ij,jk->ik",       "ij,jk",          "ii->i",        "i->ii",          ",ij->ij",
                          "",                "甲乙,乙丙->甲丙", "αβ,βγ",        "(ij,jk),kl->il", "ij,(jk,kl)->il",
                          "((ab,bc),(cd,de)),ef->af",          "(ab,bc,cd),de", "(ij)->ij",     "...ij,...jk->...ik",
-                         "...ij,jk",        "i...->...",      "...->...",     " a b , b c ",    "😀x,x😀->"};
+                         "...ij,jk",        "i...->...",      "...->...",     " a b , b c ",    "😀x,x😀->",
+                         "(ij),jk",         "(ij,jk)",        "((ij)),(jk)->ik"};
   for (const char* t : texts) {
     CAPTURE(t);
     Notation a = parse_notation(t);
@@ -169,6 +170,7 @@ TEST_CASE("round trip: parse -> print -> parse gives the same notation and subsc
   CHECK(to_string(parse_notation("ij,jk")) == "ij,jk->ik");
   CHECK(to_string(parse_notation("(ab,bc,cd),de")) == "((ab,bc),cd),de->ae");
   CHECK(to_string(parse_notation(" (ij , jk) , kl ")) == "(ij,jk),kl->il");
+  CHECK(to_string(parse_notation("(ij),jk")) == "(ij,jk)->ik");  // one step keeps its parentheses (found by fuzzing)
   // Subscripts print back and re-parse to the same labels, ellipsis included.
   for (const char* t : {"ij,jk->ik", "i->ii", "甲乙,乙丙->甲丙", "ab,b->"}) {
     Subscripts s = parse_subscripts(t);

@@ -78,6 +78,7 @@ TEST_CASE("PlanSpec parse errors point at the column") {
         "plan spec \"auto(quality=best)\" at column 14: quality 'best' is not one of fast, normal, high");
   CHECK(parse_error("path[(0,1),(0 1)]") == "plan spec \"path[(0,1),(0 1)]\" at column 15: expected ','");
   CHECK(parse_error("path") == "plan spec \"path\" at column 5: expected '['");
+  CHECK(parse_error("path[(-1,0)]") == "plan spec \"path[(-1,0)]\" at column 7: expected a non-negative integer");
   CHECK(parse_error("auto[(0,1)]") == "plan spec \"auto[(0,1)]\" at column 5: unexpected text after the plan kind");
 }
 

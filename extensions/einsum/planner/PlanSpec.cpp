@@ -122,7 +122,7 @@ class SpecParser {
     skip_space();
     int v = 0;
     auto [end, ec] = std::from_chars(text_.data() + pos_, text_.data() + text_.size(), v);
-    if (ec != std::errc() || end == text_.data() + pos_) error(pos_, "expected a non-negative integer");
+    if (ec != std::errc() || end == text_.data() + pos_ || v < 0) error(pos_, "expected a non-negative integer");
     pos_ = end - text_.data();
     skip_space();
     return v;
