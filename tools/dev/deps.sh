@@ -1,13 +1,19 @@
 #!/usr/bin/env bash
 # Installs the Debian packages einstage needs to build and test, skipping the apt work when all are present.
-# Usage: tools/dev/deps.sh [--bench]   (--bench adds the peers the benchmarks compare against)
+# Usage: tools/dev/deps.sh [--bench] [--sanitize]
+#   --bench adds the peers the benchmarks compare against; --sanitize adds clang-19 and its sanitizer and libFuzzer
+#   runtimes (tools/dev/sanitize.sh, the `fuzz` and `tsan` presets)
 set -euo pipefail
 # python3-numpy: the guide's command-line example (docs/examples/06_cli.sh) checks .npy interchange with NumPy.
 pkgs=(build-essential cmake ninja-build llvm-19-dev libfmt-dev doctest-dev nlohmann-json3-dev zlib1g-dev libzstd-dev python3
       python3-numpy)
-if [[ "${1:-}" == "--bench" ]]; then
-  pkgs+=(libopenblas-dev python3-torch)
-fi
+for flag in "$@"; do
+  case "$flag" in
+    --bench) pkgs+=(libopenblas-dev python3-torch) ;;
+    --sanitize) pkgs+=(clang-19 libclang-rt-19-dev) ;;
+    *) echo "deps.sh: unknown flag '$flag'; expected --bench or --sanitize" >&2; exit 2 ;;
+  esac
+done
 missing=()
 for p in "${pkgs[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
