@@ -2,6 +2,7 @@
 #include "extensions/einsum/EinsumAd.h"
 
 #include "extensions/einsum/BindRule.h"
+#include "extensions/einsum/EinsumAdOp.h"
 #include "extensions/einsum/EinsumOp.h"
 #include "ir/Quote.h"
 
@@ -43,16 +44,26 @@ std::map<Label, Dim> label_extents(const Subscripts& s, const std::vector<std::v
       .extents;
 }
 
+}  // namespace
+
 // ---- linearize: the sum over operands with a tangent of the einsum with that operand replaced ----
-std::optional<Value> einsum_linearize(Builder& b, const Instruction& inst, std::span<const Value> primals,
-                                      std::span<const std::optional<Value>> tangents) {
-  const auto& payload = std::get<ExtensionOp>(inst.op).payload;
-  std::optional<Value> sum;
-  for (size_t k = 0; k < primals.size(); ++k) {
-    if (!tangents[k]) continue;
+std::optional<Value> einsum_tangent(Builder& b, const EinsumPayload& payload, std::span<const Value> primals,
+                                    std::span<const std::optional<Value>> tangents, EinsumAdPath path) {
+  std::vector<int> slots;
+  for (size_t k = 0; k < primals.size(); ++k)
+    if (tangents[k]) slots.push_back(static_cast<int>(k));
+  if (slots.empty()) return std::nullopt;
+  if (path == EinsumAdPath::tree && slots.size() >= 2 && primals.size() >= 3) {
     std::vector<Value> ops(primals.begin(), primals.end());
-    ops[k] = *tangents[k];
-    Value term = b.extension(payload, std::move(ops));
+    for (int k : slots) ops.push_back(*tangents[static_cast<size_t>(k)]);
+    return b.extension(std::make_shared<EinsumAdPayload>(payload, EinsumAdMode::jvp, slots), std::move(ops));
+  }
+  auto shared = std::make_shared<EinsumPayload>(payload);
+  std::optional<Value> sum;
+  for (int k : slots) {
+    std::vector<Value> ops(primals.begin(), primals.end());
+    ops[static_cast<size_t>(k)] = *tangents[static_cast<size_t>(k)];
+    Value term = b.extension(shared, std::move(ops));
     sum = sum ? b.add(*sum, term) : term;
   }
   return sum;
@@ -129,6 +140,8 @@ Value einsum_cotangent(Builder& b, const EinsumPayload& payload, std::span<const
   if (x.type.dims != tk.dims) x = b.reshape(x, tk.dims);  // same extents, written as k's type writes them
   return x;
 }
+
+namespace {
 
 std::vector<std::optional<Value>> einsum_transpose(Builder& b, const Instruction& inst, std::span<const Value> operands,
                                                    std::span<const bool> linear, const Value& ct) {
@@ -251,12 +264,18 @@ Program split_einsums(const Program& program, const ExtensionRegistry* registry)
   return b.finish(std::move(outputs));
 }
 
-void register_einsum_ad_rules(ExtensionRegistry& registry) {
+void register_einsum_ad_rules(ExtensionRegistry& registry, EinsumAdPath path) {
   ExtensionSemantics* sem = registry.find_mutable(kEinsumFamily);
   if (!sem)
     fail(ErrorKind::not_found, "register_einsum_ad_rules: family '{}' is not registered; call "
          "register_einsum_semantics first", kEinsumFamily);
-  sem->linearize = einsum_linearize;
+  if (path == EinsumAdPath::tree && !registry.find(kEinsumAdFamily))
+    fail(ErrorKind::not_found, "register_einsum_ad_rules: the tree path emits '{}', which is not registered; call "
+         "register_einsum_semantics (it registers both families)", kEinsumAdFamily);
+  sem->linearize = [path](Builder& b, const Instruction& inst, std::span<const Value> primals,
+                          std::span<const std::optional<Value>> tangents) {
+    return einsum_tangent(b, payload_of(inst), primals, tangents, path);
+  };
   sem->transpose = einsum_transpose;
 }
 

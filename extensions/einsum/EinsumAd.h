@@ -4,7 +4,11 @@
 // not on compiler/ or runtime/ (the transformations in compiler/ad find these rules in the registry).
 //
 // linearize: einsum is linear in each operand, so the tangent is the sum over operands with a tangent of the same
-// einsum (same payload, same plan spec) with that operand replaced by its tangent; zero tangents are skipped.
+// einsum (same payload, same plan spec) with that operand replaced by its tangent; zero tangents are skipped. On
+// the tree path (the default) an einsum of three or more operands of which two or more have tangents gets ONE
+// `einstage.einsum_ad.v1` jvp instruction for that sum instead (EinsumAdOp.h), whose transpose computes every
+// operand's cotangent in one reverse walk of the planned tree; the per-operand path keeps the sum of einsums (and
+// so N independent reverse einsums in reverse mode), for comparison.
 //
 // transpose with respect to operand k (exactly one operand may be linear): one reverse einsum of the output
 // cotangent (first) and the other operands (conjugated when complex) whose output labels are k's distinct labels
@@ -25,9 +29,13 @@
 // rewritten for the new operand order (reverse_plan_spec).
 #pragma once
 
+#include "extensions/einsum/EinsumOp.h"
 #include "extensions/einsum/planner/PlanSpec.h"
 #include "ir/Extension.h"
 #include "ir/Program.h"
+
+#include <optional>
+#include <span>
 
 namespace einstage::einsum {
 
@@ -40,9 +48,25 @@ namespace einstage::einsum {
 /// it is. Numerically the same contraction (the same tree the runtime would plan for these shapes with these specs).
 Program split_einsums(const Program& program, const ExtensionRegistry* registry);
 
+/// How reverse mode treats an einsum of three or more operands: `tree` (one reverse walk of the planned tree for all
+/// operands, the default) or `per_operand` (one reverse einsum per operand, sharing nothing).
+enum class EinsumAdPath : uint8_t { tree, per_operand };
+
 /// Fills the linearize and transpose slots of the registered `einstage.einsum.v1` family (fails with not_found if
-/// it is not registered yet). register_einsum_semantics calls it.
-void register_einsum_ad_rules(ExtensionRegistry& registry);
+/// it is not registered yet; the tree path also needs `einstage.einsum_ad.v1`). register_einsum_semantics calls it
+/// with the default; calling it again with another path switches the registry's rules.
+void register_einsum_ad_rules(ExtensionRegistry& registry, EinsumAdPath path = EinsumAdPath::tree);
+
+/// The tangent of einsum(`primals`) given their tangents (nullopt: zero): nullopt when none has one, the einsum with
+/// the one tangent in place when one has, and for two or more either one einsum_ad jvp instruction (`path` tree and
+/// three or more operands) or the sum of the einsums with each tangent in place.
+std::optional<Value> einsum_tangent(Builder& b, const EinsumPayload& payload, std::span<const Value> primals,
+                                    std::span<const std::optional<Value>> tangents, EinsumAdPath path);
+
+/// The cotangent of operand k of einsum(`operands`) given the output cotangent `ct`, as one reverse einsum plus the
+/// broadcast / diagonal / dtype fix-ups described above (adjoint for Re<a, b>). Only the types of operand k are read.
+Value einsum_cotangent(Builder& b, const EinsumPayload& payload, std::span<const Value> operands, size_t k,
+                       const Value& ct);
 
 /// The plan spec of the reverse einsum for operand k of an n-operand einsum planned by `spec`. Operands of the
 /// reverse einsum: the cotangent (id 0), then the other operands in their order. For path and tree specs the tree is

@@ -3,6 +3,7 @@
 
 #include "extensions/einsum/BindRule.h"
 #include "extensions/einsum/EinsumAd.h"
+#include "extensions/einsum/EinsumAdOp.h"
 #include "extensions/einsum/Lowering.h"
 #include "extensions/einsum/Notation.h"
 #include "ir/AttrText.h"
@@ -297,6 +298,7 @@ void register_einsum_semantics(ExtensionRegistry& registry) {
     return lower_einsum(b, static_cast<const EinsumPayload&>(*ext.payload), operands);
   };
   registry.register_family(std::move(sem));
+  register_einsum_ad_semantics(registry);  // the derivative forms einsum's AD rules emit (EinsumAdOp.h)
   register_einsum_ad_rules(registry);  // through find_mutable, as a third-party module would (EinsumAd.h)
 }
 

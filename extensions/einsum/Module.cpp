@@ -1,12 +1,28 @@
 // The einsum module: its runtime executor (EinsumPlan per concrete shapes) and the descriptor.
 #include "extensions/einsum/Module.h"
 
+#include "extensions/einsum/EinsumAdOp.h"
 #include "extensions/einsum/EinsumOp.h"
 #include "extensions/einsum/Executor.h"
+#include "extensions/einsum/TreeAd.h"
+#include "runtime/StdKernels.h"
 
 namespace einstage::einsum {
 
 namespace {
+
+std::vector<TensorMeta> metas_of(std::span<const TensorType> types) {
+  std::vector<TensorMeta> metas;
+  for (const TensorType& t : types) metas.push_back(TensorMeta{t.dtype, *t.constant_shape()});
+  return metas;
+}
+
+EinsumOptions options_of(const EinsumPayload& p) {
+  EinsumOptions options;
+  options.plan = p.plan();
+  options.allow_broadcast = p.broadcast();
+  return options;
+}
 
 class PreparedEinsum final : public PreparedOp {
  public:
@@ -26,21 +42,98 @@ class EinsumExecutor final : public ExtensionExecutor {
     // Same class on both sides of a module boundary (same headers, checked by the ABI version), so a static_cast
     // is right even when the payload was made by the host's copy of this code.
     const auto& p = static_cast<const EinsumPayload&>(payload);
-    std::vector<TensorMeta> metas;
-    for (const TensorType& t : operands) metas.push_back(TensorMeta{t.dtype, *t.constant_shape()});
-    EinsumOptions options;
-    options.plan = p.plan();
-    options.allow_broadcast = p.broadcast();
-    return std::make_shared<PreparedEinsum>(EinsumPlan::prepare(p.subscripts(), metas, options));
+    return std::make_shared<PreparedEinsum>(EinsumPlan::prepare(p.subscripts(), metas_of(operands), options_of(p)));
   }
 };
 
+class PreparedJvp final : public PreparedOp {
+ public:
+  PreparedJvp(EinsumJvpPlan plan, size_t n) : plan_(std::move(plan)), n_(n) {}
+  Tensor run(std::span<const Tensor> operands, ThreadPool* pool) const override {
+    return plan_.execute(operands.subspan(0, n_), operands.subspan(n_), pool);
+  }
+  std::string describe() const override { return plan_.to_string(); }
+
+ private:
+  EinsumJvpPlan plan_;
+  size_t n_;
+};
+
+class PreparedVjp final : public PreparedOp {
+ public:
+  PreparedVjp(EinsumVjpPlan plan, size_t n) : plan_(std::move(plan)), n_(n) {}
+  Tensor run(std::span<const Tensor> operands, ThreadPool* pool) const override {
+    return plan_.execute(operands.subspan(0, n_), operands[n_], pool);
+  }
+  std::string describe() const override { return plan_.to_string(); }
+
+ private:
+  EinsumVjpPlan plan_;
+  size_t n_;
+};
+
+// Slot `part`'s cotangent out of the packed vector: a view when the dtypes agree, else its real part (a real operand
+// of a complex einsum) converted to the operand's dtype.
+class PreparedPart final : public PreparedOp {
+ public:
+  PreparedPart(int64_t offset, TensorMeta operand) : offset_(offset), operand_(std::move(operand)) {}
+  Tensor run(std::span<const Tensor> operands, ThreadPool* pool) const override {
+    const Tensor& packed = operands[0];
+    Tensor x = packed.slice(0, offset_, offset_ + element_count(operand_.shape)).reshape(operand_.shape);
+    if (is_complex(x.dtype()) && !is_complex(operand_.dtype)) x = run_std_op(Op{Real{}}, {&x, 1}, operand_.shape, pool);
+    return x.dtype() == operand_.dtype ? x : x.astype(operand_.dtype);
+  }
+  std::string describe() const override {
+    return fmt::format("elements [{}, {}) of the packed cotangents as {}{}\n", offset_,
+                       offset_ + element_count(operand_.shape), name(operand_.dtype), shape_to_string(operand_.shape));
+  }
+
+ private:
+  int64_t offset_;
+  TensorMeta operand_;
+};
+
+class EinsumAdExecutor final : public ExtensionExecutor {
+ public:
+  std::shared_ptr<const PreparedOp> prepare(const ExtensionPayload& payload, std::span<const TensorType> operands,
+                                            const TensorType&) const override {
+    EIN_ASSERT(payload.family() == kEinsumAdFamily, "einsum_ad executor given a '{}' payload", payload.family());
+    const auto& p = static_cast<const EinsumAdPayload&>(payload);
+    const size_t n = p.forward().subscripts().num_inputs();
+    const std::vector<TensorMeta> metas = metas_of(operands);
+    const EinsumOptions options = options_of(p.forward());
+    switch (p.mode()) {
+      case EinsumAdMode::jvp:
+        return std::make_shared<PreparedJvp>(
+            EinsumJvpPlan::prepare(p.forward().subscripts(), std::span(metas).subspan(0, n), p.slots(), options), n);
+      case EinsumAdMode::vjp:
+        return std::make_shared<PreparedVjp>(EinsumVjpPlan::prepare(p.forward().subscripts(),
+                                                                    std::span(metas).subspan(0, n), metas[n],
+                                                                    p.slots(), options), n);
+      case EinsumAdMode::vjp_part: {
+        int64_t offset = 0;
+        for (int k : p.slots())
+          if (k < p.part()) offset += element_count(metas[1 + static_cast<size_t>(k)].shape);
+        return std::make_shared<PreparedPart>(offset, metas[1 + static_cast<size_t>(p.part())]);
+      }
+    }
+    EIN_ASSERT(false, "einsum_ad: unknown mode");
+  }
+};
+
+// The einsum family's entry registers the semantics of both families (register_einsum_semantics: einsum's AD rules
+// emit einsum_ad instructions); each entry sets its family's executor.
 void register_einsum_family(ModuleRegistrar& registrar) {
   register_einsum_semantics(registrar.semantics());
   registrar.set_executor(kEinsumFamily, std::make_shared<EinsumExecutor>());
 }
 
-constexpr EinstageFamilyEntry kFamilies[] = {{"einstage.einsum.v1", &register_einsum_family}};
+void register_einsum_ad_family(ModuleRegistrar& registrar) {
+  registrar.set_executor(kEinsumAdFamily, std::make_shared<EinsumAdExecutor>());
+}
+
+constexpr EinstageFamilyEntry kFamilies[] = {{"einstage.einsum.v1", &register_einsum_family},
+                                             {"einstage.einsum_ad.v1", &register_einsum_ad_family}};
 
 constexpr EinstageModuleDescriptor kDescriptor = {kModuleAbiVersion, "einstage.einsum", kEinsumModuleVersion,
                                                   kFamilies, std::size(kFamilies)};
@@ -49,6 +142,7 @@ constexpr EinstageModuleDescriptor kDescriptor = {kModuleAbiVersion, "einstage.e
 
 const EinstageModuleDescriptor* module_descriptor() {
   static_assert(kEinsumFamily == std::string_view("einstage.einsum.v1"), "descriptor lists the family by name");
+  static_assert(kEinsumAdFamily == std::string_view("einstage.einsum_ad.v1"), "descriptor lists the family by name");
   static_assert(kEinsumModule == std::string_view("einstage.einsum"), "descriptor names the module");
   return &kDescriptor;
 }

@@ -4,6 +4,7 @@
 // transpose adjointness; the reference broadcast case (BEHAVIOUR §5.6) for 2 and 3 operands; the plan-spec rewrite
 // of reverse einsums.
 #include "AdTestUtil.h"
+#include "RandomEinsum.h"
 
 #include "extensions/einsum/EinsumAd.h"
 #include "extensions/einsum/EinsumOp.h"
@@ -23,89 +24,6 @@ using einstage::einsum::Label;
 using einstage::einsum::PlanSpec;
 using einstage::einsum::Subscripts;
 
-namespace {
-
-struct EinsumCase {
-  Subscripts subs;
-  std::vector<Shape> shapes;
-  std::vector<DType> dtypes;
-  bool broadcast = false;
-  PlanSpec plan;
-};
-
-EinsumCase random_case(Rng& rng) {
-  EinsumCase c;
-  int n = rng.chance(0.05) ? 1 : 2 + rng.below(4);
-  int num_labels = 1 + rng.below(6);
-  std::vector<int64_t> extent(static_cast<size_t>(num_labels));
-  for (int64_t& e : extent) e = 2 + rng.below(2);
-  c.broadcast = rng.chance(0.35);
-  std::vector<std::vector<Label>> inputs(static_cast<size_t>(n));
-  for (auto& term : inputs) {
-    int rank = rng.below(5);
-    for (int a = 0; a < rank; ++a) {
-      if (!term.empty() && rng.chance(0.15))
-        term.push_back(term[static_cast<size_t>(rng.below(static_cast<int>(term.size())))]);  // a diagonal
-      else
-        term.push_back('a' + rng.below(num_labels));
-    }
-  }
-  std::vector<Label> present;
-  for (const auto& term : inputs)
-    for (Label l : term)
-      if (std::find(present.begin(), present.end(), l) == present.end()) present.push_back(l);
-  std::vector<Label> output;
-  for (Label l : present)
-    if (rng.chance(0.5)) output.push_back(l);
-  for (size_t i = output.size(); i > 1; --i) std::swap(output[i - 1], output[static_cast<size_t>(rng.below(int(i)))]);
-  if (!output.empty() && rng.chance(0.12))  // a repeated output label: the output's diagonal is filled
-    output.insert(output.begin() + rng.below(int(output.size()) + 1), output[static_cast<size_t>(rng.below(int(output.size())))]);
-  c.subs = einsum::make_subscripts(inputs, output);
-  for (const auto& term : inputs) {
-    std::map<Label, int64_t> local;  // a label repeated inside one operand keeps one extent there
-    Shape s;
-    for (Label l : term) {
-      if (!local.count(l)) local[l] = c.broadcast && rng.chance(0.3) ? 1 : extent[static_cast<size_t>(l - 'a')];
-      s.push_back(local[l]);
-    }
-    c.shapes.push_back(s);
-  }
-  double d = rng.uniform();
-  for (int k = 0; k < n; ++k) {
-    if (d < 0.5) c.dtypes.push_back(DType::f64);
-    else if (d < 0.78) c.dtypes.push_back(DType::c128);
-    else if (d < 0.9) c.dtypes.push_back(DType::f32);
-    else c.dtypes.push_back(rng.chance(0.5) ? DType::f64 : DType::c128);  // mixed real and complex
-  }
-  double p = rng.uniform();
-  if (n >= 2 && p < 0.2) {
-    std::vector<einsum::Step> path;
-    for (int m = n; m > 1; --m) {
-      int a = rng.below(m), b = rng.below(m - 1);
-      if (b >= a) ++b;
-      path.emplace_back(a, b);
-    }
-    c.plan = PlanSpec::path_plan(path);
-  } else if (p < 0.3) {
-    c.plan = PlanSpec::left_to_right_plan();
-  }
-  return c;
-}
-
-Program einsum_program(const EinsumCase& c) {
-  Builder b("e", registry());
-  std::vector<Value> params;
-  for (size_t k = 0; k < c.shapes.size(); ++k) {
-    TensorType t{c.dtypes[k], {}};
-    for (int64_t e : c.shapes[k]) t.dims.push_back(Dim(e));
-    params.push_back(b.parameter(fmt::format("a{}", k), t));
-  }
-  Value y = b.extension(std::make_shared<EinsumPayload>(c.subs, c.plan, c.broadcast), params);
-  return b.finish({y});
-}
-
-}  // namespace
-
 TEST_CASE("320 random einsums: jvp vs finite differences, dot-product test, transpose adjointness (also split)") {
   int with_broadcast = 0, with_diagonal = 0, with_repeated_output = 0, complex_cases = 0, hyperedges = 0,
       one_sided = 0, explicit_plans = 0, split_cases = 0;
@@ -113,18 +31,7 @@ TEST_CASE("320 random einsums: jvp vs finite differences, dot-product test, tran
     Rng rng{seed * 7919};
     EinsumCase c = random_case(rng);
     bool f32 = std::find(c.dtypes.begin(), c.dtypes.end(), DType::f32) != c.dtypes.end();
-    std::string shapes, dtypes;
-    for (size_t k = 0; k < c.shapes.size(); ++k) {
-      // Appended piece by piece: `"," + std::string(...)` trips a false GCC 12 -Wrestrict in char_traits.
-      if (k) {
-        shapes += ' ';
-        dtypes += ',';
-      }
-      shapes += shape_to_string(c.shapes[k]);
-      dtypes += name(c.dtypes[k]);
-    }
-    std::string context = fmt::format("seed {}: \"{}\" shapes {} broadcast {} plan {} dtypes {}", seed,
-                                      einsum::to_string(c.subs), shapes, c.broadcast, c.plan.to_string(), dtypes);
+    std::string context = describe(c, seed);
     std::vector<Tensor> inputs;
     for (size_t k = 0; k < c.shapes.size(); ++k) inputs.push_back(random_tensor(c.dtypes[k], c.shapes[k], rng));
     std::vector<int> wrt;

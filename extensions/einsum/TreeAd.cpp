@@ -1,0 +1,334 @@
+// The reverse walk of an einsum's planned tree and the tangent sum (see TreeAd.h).
+#include "extensions/einsum/TreeAd.h"
+
+#include "extensions/einsum/Notation.h"
+#include "ir/Quote.h"
+#include "ir/Size.h"
+#include "runtime/kernels/Elementwise.h"
+#include "runtime/kernels/Layout.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <optional>
+#include <set>
+
+namespace einstage::einsum {
+
+namespace {
+
+// One reverse contraction: the cotangent of tree node `node` from its parent's cotangent and its sibling's value.
+struct ReverseStep {
+  int node = -1, parent = -1, sibling = -1;
+  std::vector<Tensor> ones;  // the extra ones operands, in the einsum's operand order after the sibling
+  std::optional<EinsumPlan> plan;
+};
+
+std::string label_string(const Subscripts& s, const std::vector<Label>& labels) {
+  std::string out;
+  for (Label l : labels) out += label_name(s, l);
+  return out;
+}
+
+Tensor ones_vector(DType dtype, int64_t extent) {
+  Tensor t = Tensor::empty(DType::f64, {extent});
+  double* d = t.data<double>();
+  for (int64_t i = 0; i < extent; ++i) d[i] = 1.0;
+  return dtype == DType::f64 ? t : t.astype(dtype);
+}
+
+}  // namespace
+
+struct EinsumVjpPlan::Impl {
+  Subscripts subs;
+  int n = 0;
+  DType dtype = DType::f64;
+  std::vector<int> slots;
+  std::vector<int64_t> offsets;  // per operand: element offset in the packed result (-1: not a slot)
+  int64_t packed = 0;
+  EinsumPlan forward;                          // the planned tree (the same the forward einsum gets)
+  std::vector<std::pair<int, int>> children;   // per step: (left, right) node ids
+  std::vector<std::vector<Label>> labels;      // per node: labels as stored
+  std::vector<Shape> shapes;                   // per node
+  std::vector<bool> complex_inputs;            // per operand: conjugated before the walk
+  std::vector<std::optional<EinsumPlan>> steps;  // per step: the forward step, when its value is kept
+  std::vector<ReverseStep> reverse;            // in execution order (parents before children)
+  std::vector<int> last_use;                   // per node: index of the last reverse step reading its cotangent
+  int64_t kept = 0;
+
+  int root() const { return 2 * n - 2; }
+  void build(const Subscripts& s, std::span<const TensorMeta> metas, const TensorMeta& ct, const EinsumOptions& o);
+  ReverseStep reverse_step(int node, int parent, int sibling, const EinsumOptions& options) const;
+};
+
+void EinsumVjpPlan::Impl::build(const Subscripts& s, std::span<const TensorMeta> metas, const TensorMeta& ct,
+                                const EinsumOptions& options) {
+  subs = s;
+  n = static_cast<int>(metas.size());
+  if (n < 2)
+    fail(ErrorKind::invalid_argument, "einsum vjp {}: the tree walk needs two or more operands but the einsum has "
+         "{}; differentiate a one-operand einsum per operand (einsum_cotangent)", quote_for_message(einsum::to_string(s)), n);
+  dtype = ct.dtype;
+  for (const TensorMeta& m : metas) dtype = promote(dtype, m.dtype);
+  std::vector<TensorMeta> promoted;
+  for (const TensorMeta& m : metas) promoted.push_back(TensorMeta{dtype, m.shape});
+  forward = EinsumPlan::prepare(s, promoted, options);
+  if (ct.shape != forward.output_shape())
+    fail(ErrorKind::shape, "einsum vjp {}: the output cotangent is {} but the output is {}; pass a cotangent of the "
+         "output's shape", quote_for_message(einsum::to_string(s)), shape_to_string(ct.shape),
+         shape_to_string(forward.output_shape()));
+  offsets.assign(static_cast<size_t>(n), -1);
+  for (int k : slots) {
+    offsets[static_cast<size_t>(k)] = packed;
+    packed = checked_add(packed, element_count(metas[static_cast<size_t>(k)].shape), "the packed cotangents");
+  }
+  for (const TensorMeta& m : metas) complex_inputs.push_back(is_complex(m.dtype));
+
+  // The tree's nodes: operands, then one per step (the last is the root, whose labels are the output's).
+  if (forward.is_shortcut()) children.push_back({0, 1});
+  else children = forward.tree().steps();
+  for (int i = 0; i < n; ++i) {
+    labels.push_back(s.inputs[static_cast<size_t>(i)]);
+    shapes.push_back(metas[static_cast<size_t>(i)].shape);
+  }
+  // Each step as a two-operand einsum of its children. Its result may keep extent 1 where both children broadcast
+  // (the forward einsum materialises the label's full extent there); the reverse steps treat that as broadcasting.
+  const std::vector<StepPlan>& plans = forward.steps();
+  std::vector<EinsumPlan> pairs;
+  for (size_t t = 0; t < plans.size(); ++t) {
+    labels.push_back(plans[t].final ? s.output : plans[t].result);
+    if (plans[t].final) {
+      shapes.push_back(forward.output_shape());
+      continue;
+    }
+    auto [a, b] = children[t];
+    Subscripts pair;
+    pair.names = s.names;
+    pair.ellipsis = s.ellipsis;
+    pair.inputs = {labels[static_cast<size_t>(a)], labels[static_cast<size_t>(b)]};
+    pair.output = plans[t].result;
+    const TensorMeta metas2[2] = {{dtype, shapes[static_cast<size_t>(a)]}, {dtype, shapes[static_cast<size_t>(b)]}};
+    EinsumOptions step_options;
+    step_options.allow_broadcast = options.allow_broadcast;
+    pairs.push_back(EinsumPlan::prepare(pair, metas2, step_options));
+    shapes.push_back(pairs.back().output_shape());
+  }
+  const int nodes = 2 * n - 1;
+  auto parent_of = std::vector<int>(static_cast<size_t>(nodes), -1);
+  for (size_t t = 0; t < children.size(); ++t) {
+    parent_of[static_cast<size_t>(children[t].first)] = n + static_cast<int>(t);
+    parent_of[static_cast<size_t>(children[t].second)] = n + static_cast<int>(t);
+  }
+  // Which nodes lead to a requested operand, whose values the reverse pass reads, and which values must be computed.
+  std::vector<bool> wanted(static_cast<size_t>(nodes), false), read(static_cast<size_t>(nodes), false);
+  for (int k : slots) wanted[static_cast<size_t>(k)] = true;
+  for (size_t t = 0; t < children.size(); ++t) {
+    const int r = n + static_cast<int>(t);
+    wanted[static_cast<size_t>(r)] = wanted[static_cast<size_t>(children[t].first)] ||
+                                     wanted[static_cast<size_t>(children[t].second)];
+  }
+  for (size_t t = children.size(); t-- > 0;) {
+    const int r = n + static_cast<int>(t);
+    if (!wanted[static_cast<size_t>(r)]) continue;
+    auto [a, b] = children[t];
+    if (wanted[static_cast<size_t>(a)]) {
+      reverse.push_back(reverse_step(a, r, b, options));
+      read[static_cast<size_t>(b)] = true;
+    }
+    if (wanted[static_cast<size_t>(b)]) {
+      reverse.push_back(reverse_step(b, r, a, options));
+      read[static_cast<size_t>(a)] = true;
+    }
+  }
+  // A kept value needs its children's values; steps are in dependency order, so one backward sweep marks them all.
+  for (size_t t = children.size(); t-- > 0;)
+    if (read[static_cast<size_t>(n) + t]) {
+      read[static_cast<size_t>(children[t].first)] = true;
+      read[static_cast<size_t>(children[t].second)] = true;
+    }
+  steps.resize(children.size());
+  for (size_t t = 0; t + 1 < children.size(); ++t) {
+    if (!read[static_cast<size_t>(n) + t]) continue;
+    steps[t] = pairs[t];
+    kept = checked_add(kept, checked_bytes(shapes[static_cast<size_t>(n) + t], size_of(dtype), "a kept intermediate"),
+                       "the kept intermediates");
+  }
+  last_use.assign(static_cast<size_t>(nodes), -1);
+  for (size_t i = 0; i < reverse.size(); ++i) last_use[static_cast<size_t>(reverse[i].parent)] = static_cast<int>(i);
+}
+
+ReverseStep EinsumVjpPlan::Impl::reverse_step(int node, int parent, int sibling, const EinsumOptions& options) const {
+  ReverseStep r;
+  r.node = node;
+  r.parent = parent;
+  r.sibling = sibling;
+  const std::vector<Label>& lp = labels[static_cast<size_t>(parent)];
+  const std::vector<Label>& ls = labels[static_cast<size_t>(sibling)];
+  const std::vector<Label>& lc = labels[static_cast<size_t>(node)];
+  const Shape& sc = shapes[static_cast<size_t>(node)];
+  // The largest extent each label has among the reverse einsum's two operands (absent: in neither).
+  std::map<Label, int64_t> available;
+  for (auto [ls_, sh] : {std::pair{&lp, &shapes[static_cast<size_t>(parent)]},
+                         std::pair{&ls, &shapes[static_cast<size_t>(sibling)]}})
+    for (size_t a = 0; a < ls_->size(); ++a) {
+      int64_t& e = available[(*ls_)[a]];
+      e = std::max(e, (*sh)[a]);
+    }
+  std::set<Label> used;
+  for (const auto& term : subs.inputs) used.insert(term.begin(), term.end());
+  Label fresh = 0x110000;  // above every code point; fresh ellipsis / group labels count down from INT32_MAX
+  auto next_fresh = [&] {
+    while (used.count(fresh)) ++fresh;
+    used.insert(fresh);
+    return fresh;
+  };
+  const std::map<Label, int64_t>& extents = forward.extents();
+  Subscripts rev;
+  rev.names = subs.names;
+  rev.ellipsis = subs.ellipsis;
+  rev.inputs = {lp, ls};
+  std::vector<TensorMeta> metas = {{dtype, shapes[static_cast<size_t>(parent)]},
+                                   {dtype, shapes[static_cast<size_t>(sibling)]}};
+  std::set<Label> given;  // labels that already have a ones operand
+  for (size_t a = 0; a < lc.size(); ++a) {
+    const Label u = lc[a];
+    if (sc[a] == 1 && extents.at(u) != 1) {  // the child broadcasts along u: sum u into a fresh length-1 axis
+      const Label f = next_fresh();
+      rev.inputs.push_back({f});
+      metas.push_back({dtype, {1}});
+      r.ones.push_back(ones_vector(dtype, 1));
+      rev.output.push_back(f);
+      continue;
+    }
+    rev.output.push_back(u);
+    auto it = available.find(u);
+    if ((it == available.end() || it->second != sc[a]) && !given.count(u)) {
+      // u is summed inside the child, or the others broadcast along it: the cotangent is constant along u
+      rev.inputs.push_back({u});
+      metas.push_back({dtype, {sc[a]}});
+      r.ones.push_back(ones_vector(dtype, sc[a]));
+      given.insert(u);
+    }
+  }
+  EinsumOptions o;
+  o.allow_broadcast = options.allow_broadcast;
+  r.plan = EinsumPlan::prepare(rev, metas, o);
+  EIN_ASSERT(r.plan->output_shape() == sc, "einsum vjp: the reverse step for node {} gives {} for a node of {}", node,
+             shape_to_string(r.plan->output_shape()), shape_to_string(sc));
+  return r;
+}
+
+EinsumVjpPlan EinsumVjpPlan::prepare(const Subscripts& subscripts, std::span<const TensorMeta> operands,
+                                     const TensorMeta& cotangent, std::vector<int> slots,
+                                     const EinsumOptions& options) {
+  auto impl = std::make_shared<Impl>();
+  impl->slots = std::move(slots);
+  impl->build(subscripts, operands, cotangent, options);
+  EinsumVjpPlan plan;
+  plan.impl_ = std::move(impl);
+  return plan;
+}
+
+void EinsumVjpPlan::execute_into(std::span<const Tensor> operands, const Tensor& cotangent, Tensor& packed,
+                                 ThreadPool* pool) const {
+  const Impl& im = *impl_;
+  EIN_ASSERT(static_cast<int>(operands.size()) == im.n, "einsum vjp: {} operands for a plan of {}", operands.size(),
+             im.n);
+  EIN_ASSERT(packed.dtype() == im.dtype && packed.shape() == Shape{im.packed} && packed.is_col_major(),
+             "einsum vjp: the packed result is {}{}", name(packed.dtype()), shape_to_string(packed.shape()));
+  const size_t nodes = static_cast<size_t>(2 * im.n - 1);
+  std::vector<Tensor> values(nodes), cts(nodes);
+  for (int i = 0; i < im.n; ++i) {
+    const Tensor& x = operands[static_cast<size_t>(i)];
+    Tensor v = x.dtype() == im.dtype ? x : x.astype(im.dtype);
+    // Conjugated operands make every forward intermediate the conjugate too: the reverse steps read them as they are.
+    if (is_complex(im.dtype) && im.complex_inputs[static_cast<size_t>(i)]) v = kernels::unary(kernels::UnaryOp::conj, v, pool);
+    values[static_cast<size_t>(i)] = std::move(v);
+  }
+  for (size_t t = 0; t < im.steps.size(); ++t) {
+    if (!im.steps[t]) continue;
+    auto [a, b] = im.children[t];
+    const Tensor pair[2] = {values[static_cast<size_t>(a)], values[static_cast<size_t>(b)]};
+    values[static_cast<size_t>(im.n) + t] = im.steps[t]->execute(pair, pool);
+  }
+  cts[static_cast<size_t>(im.root())] = cotangent.dtype() == im.dtype ? cotangent : cotangent.astype(im.dtype);
+  for (size_t i = 0; i < im.reverse.size(); ++i) {
+    const ReverseStep& r = im.reverse[i];
+    std::vector<Tensor> ops = {cts[static_cast<size_t>(r.parent)], values[static_cast<size_t>(r.sibling)]};
+    ops.insert(ops.end(), r.ones.begin(), r.ones.end());
+    if (r.node < im.n) {
+      const Shape& shape = im.shapes[static_cast<size_t>(r.node)];
+      const int64_t off = im.offsets[static_cast<size_t>(r.node)];
+      const int64_t count = element_count(shape);
+      if (count > 0) {
+        Tensor view = packed.slice(0, off, off + count).reshape(shape);
+        r.plan->execute_into(ops, view, pool);
+      }
+    } else {
+      cts[static_cast<size_t>(r.node)] = r.plan->execute(ops, pool);
+    }
+    if (im.last_use[static_cast<size_t>(r.parent)] == static_cast<int>(i)) cts[static_cast<size_t>(r.parent)] = Tensor();
+  }
+}
+
+Tensor EinsumVjpPlan::execute(std::span<const Tensor> operands, const Tensor& cotangent, ThreadPool* pool) const {
+  Tensor packed = Tensor::empty(impl_->dtype, {impl_->packed});
+  execute_into(operands, cotangent, packed, pool);
+  return packed;
+}
+
+DType EinsumVjpPlan::dtype() const { return impl_->dtype; }
+int64_t EinsumVjpPlan::packed_elements() const { return impl_->packed; }
+int64_t EinsumVjpPlan::kept_bytes() const { return impl_->kept; }
+
+std::string EinsumVjpPlan::to_string() const {
+  const Impl& im = *impl_;
+  auto node = [&](int id) {
+    return fmt::format("{}{}", id < im.n ? fmt::format("operand {}", id) : fmt::format("node {}", id),
+                       quote_for_message(label_string(im.subs, im.labels[static_cast<size_t>(id)])));
+  };
+  std::string out = fmt::format("einsum vjp {} over operands [{}] dtype {}, packed [{}]\n",
+                                quote_for_message(einsum::to_string(im.subs)), fmt::join(im.slots, ", "),
+                                name(im.dtype), im.packed);
+  if (!im.forward.tree().steps().empty()) out += fmt::format("tree {}\n", im.forward.tree().to_string());
+  std::vector<std::string> kept;
+  for (size_t t = 0; t < im.steps.size(); ++t)
+    if (im.steps[t]) kept.push_back(node(im.n + static_cast<int>(t)));
+  out += fmt::format("forward keeps {} ({}): {}\n", kept.size(), human_bytes(im.kept),
+                     kept.empty() ? std::string("nothing") : fmt::format("{}", fmt::join(kept, ", ")));
+  for (const ReverseStep& r : im.reverse)
+    out += fmt::format("reverse: ct {} = ct {} x {}{}\n", node(r.node), node(r.parent), node(r.sibling),
+                       r.ones.empty() ? "" : fmt::format(" x {} ones", r.ones.size()));
+  return out;
+}
+
+// ---- jvp ----
+
+EinsumJvpPlan EinsumJvpPlan::prepare(const Subscripts& subscripts, std::span<const TensorMeta> operands,
+                                     std::vector<int> slots, const EinsumOptions& options) {
+  EinsumJvpPlan plan;
+  plan.forward_ = EinsumPlan::prepare(subscripts, operands, options);
+  plan.slots_ = std::move(slots);
+  return plan;
+}
+
+Tensor EinsumJvpPlan::execute(std::span<const Tensor> operands, std::span<const Tensor> tangents,
+                              ThreadPool* pool) const {
+  Tensor sum;
+  std::vector<Tensor> ops(operands.begin(), operands.end());
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    const size_t k = static_cast<size_t>(slots_[i]);
+    ops[k] = tangents[i];
+    Tensor term = forward_.execute(ops, pool);
+    sum = sum.defined() ? kernels::binary(kernels::BinaryOp::add, sum, term, pool) : std::move(term);
+    ops[k] = operands[k];
+  }
+  return sum;
+}
+
+std::string EinsumJvpPlan::to_string() const {
+  return fmt::format("einsum jvp over operands [{}]: the forward plan once per tangent\n{}", fmt::join(slots_, ", "),
+                     forward_.to_string());
+}
+
+}  // namespace einstage::einsum

@@ -1,0 +1,73 @@
+// Derivatives of an N-ary einsum along its planned contraction tree, on concrete tensors: the runtime half of the
+// `einstage.einsum_ad.v1` family (EinsumAdOp.h). Stage: einsum extension, runtime side; depends on Executor.h (the
+// planner, StepPlans and the executor) and runtime kernels; not on the compiler.
+//
+// EinsumVjpPlan (mode vjp) plans the forward einsum exactly as EinsumPlan does (same subscripts, shapes and plan
+// spec: the same tree), then walks it backwards: with every operand in the promoted dtype (and conjugated when it
+// is complex, so the forward intermediates are conjugated too and no reverse step conjugates anything), it runs the
+// forward steps keeping the intermediates the reverse pass reads, and gives each node on a path from the root to a
+// requested operand its cotangent by one reverse pairwise contraction: the parent's cotangent times the sibling's
+// value, producing the child's labels. That contraction is an ordinary two-operand einsum prepared as an
+// EinsumPlan, so it runs on the same StepPlans, executor and JIT kernels as every forward step. The fix-ups of the
+// per-operand rule (EinsumAd.h) become operands and labels of that einsum: a label summed inside the child (in
+// neither the parent's cotangent nor the sibling) gets a ones vector of its extent, so the cotangent is broadcast
+// along it; an axis on which the child broadcasts (stored extent 1, label larger) gets a fresh label with a length-1
+// ones vector, so the label is summed into that axis; a label on which the others broadcast gets a ones vector of
+// the child's extent; repeated labels of the child are a repeated output label (the executor writes the diagonal
+// and zeros elsewhere). Each requested operand's cotangent is written straight into the packed result.
+//
+// EinsumJvpPlan (mode jvp) is the sum over the tangent slots of the forward plan run with that operand replaced by
+// its tangent (the same prepared plan serves every term, since a tangent has its operand's type).
+//
+// Both plans are immutable after prepare() and may run on several threads at once; results are bitwise the same at
+// every thread count (every contraction is a deterministic executor call).
+#pragma once
+
+#include "extensions/einsum/Executor.h"
+
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace einstage::einsum {
+
+class EinsumVjpPlan {
+ public:
+  /// Prepares the reverse pass of einsum(`subscripts`) over operands `operands` with output cotangent `cotangent`,
+  /// computing the cotangents of the operands listed in `slots` (ascending). Needs two or more operands.
+  static EinsumVjpPlan prepare(const Subscripts& subscripts, std::span<const TensorMeta> operands,
+                               const TensorMeta& cotangent, std::vector<int> slots, const EinsumOptions& options);
+
+  /// Writes the slots' cotangents into `packed` (dtype(), [packed_elements()], column-major one after the other).
+  void execute_into(std::span<const Tensor> operands, const Tensor& cotangent, Tensor& packed,
+                    ThreadPool* pool = nullptr) const;
+  Tensor execute(std::span<const Tensor> operands, const Tensor& cotangent, ThreadPool* pool = nullptr) const;
+
+  DType dtype() const;
+  int64_t packed_elements() const;
+  /// Bytes of the forward intermediates the reverse pass keeps.
+  int64_t kept_bytes() const;
+  /// The forward tree and the reverse steps, for `--print-stages`.
+  std::string to_string() const;
+
+  struct Impl;
+
+ private:
+  std::shared_ptr<const Impl> impl_;
+};
+
+class EinsumJvpPlan {
+ public:
+  static EinsumJvpPlan prepare(const Subscripts& subscripts, std::span<const TensorMeta> operands,
+                               std::vector<int> slots, const EinsumOptions& options);
+  /// The sum over slots k of einsum(operands with k replaced by tangents[i]), slots[i] = k.
+  Tensor execute(std::span<const Tensor> operands, std::span<const Tensor> tangents, ThreadPool* pool = nullptr) const;
+  std::string to_string() const;
+
+ private:
+  EinsumPlan forward_;
+  std::vector<int> slots_;
+};
+
+}  // namespace einstage::einsum
