@@ -2,13 +2,13 @@
 
 #include "compiler/Cse.h"
 #include "compiler/Dce.h"
+#include "ir/Config.h"
 #include "ir/Printer.h"
 #include "ir/Verifier.h"
 
 #include <fmt/format.h>
 
 #include <cstdio>
-#include <cstdlib>
 
 namespace einstage {
 
@@ -26,8 +26,7 @@ Pipeline& Pipeline::set_dump(std::function<void(std::string_view, std::string_vi
 Program Pipeline::run(Program program) const {
   std::function<void(std::string_view, std::string_view)> dump = dump_;
   if (!dump) {
-    const char* env = std::getenv("EINSTAGE_DUMP_PASSES");
-    if (env && *env && std::string_view(env) != "0")
+    if (Config::process().dump_passes)  // EINSTAGE_DUMP_PASSES=1
       dump = [](std::string_view pass, std::string_view text) {
         std::fputs(fmt::format("// ---- after pass '{}' ----\n{}", pass, text).c_str(), stderr);
       };

@@ -7,8 +7,8 @@
 //
 // A verifier failure after pass 'x' throws einstage::Error (kind verification, or the verifier's own kind) whose
 // message starts `verification failed after pass 'x': ` followed by the verifier's message. Dumping: when
-// `set_dump` has a sink, or the environment variable EINSTAGE_DUMP_PASSES is set to a non-empty value other than 0
-// (then to stderr), the program is printed before the first pass and after every pass, headed
+// `set_dump` has a sink, or the environment variable EINSTAGE_DUMP_PASSES is 1 (ir/Config.h: Config::dump_passes;
+// then to stderr), the program is printed before the first pass and after every pass, headed
 // `// ---- after pass 'x' ----`.
 #pragma once
 

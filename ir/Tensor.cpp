@@ -1,5 +1,6 @@
 #include "ir/Tensor.h"
 
+#include "ir/Config.h"
 #include "ir/Size.h"
 
 #include <fmt/format.h>
@@ -38,11 +39,11 @@ namespace {
 // (2 MiB-rounded) size: a program that evaluates the same einsum in a loop gets its output's pages back warm instead
 // of fresh pages that the kernel must clear on first touch (a third of an elementwise 2048^2 product; with the
 // executor's per-call scratch of a few hundred MB, half of str_nw_mera_closed_120: 1.3 s -> 0.57 s). Bounded: 2 blocks
-// and 1 GiB in all by default, EINSTAGE_TENSOR_CACHE_MB=N sets the byte limit (0 turns the cache off). Never
-// destroyed, so tensors freed during static destruction still find it.
+// and 1 GiB in all by default, EINSTAGE_TENSOR_CACHE_MB=N sets the byte limit (Config::scratch_cache_bytes; 0 turns
+// the cache off). Never destroyed, so tensors freed during static destruction still find it.
 struct LargeBlockCache {
   static constexpr size_t kBlocks = 2;
-  const size_t max_bytes = limit_from_env();
+  const size_t max_bytes = Config::process().scratch_cache_bytes;  // throws on a bad EINSTAGE_TENSOR_CACHE_MB
   std::mutex mutex;
   void* block[kBlocks] = {};
   size_t size[kBlocks] = {};
@@ -53,14 +54,6 @@ struct LargeBlockCache {
   static LargeBlockCache& instance() {
     static auto* cache = new LargeBlockCache;
     return *cache;
-  }
-  static size_t limit_from_env() {
-    const char* text = std::getenv("EINSTAGE_TENSOR_CACHE_MB");
-    if (!text || !*text) return size_t(1) << 30;
-    char* end = nullptr;
-    const unsigned long long mb = std::strtoull(text, &end, 10);
-    if (*end != '\0') return size_t(1) << 30;  // not a number: keep the default rather than fail in an allocator
-    return static_cast<size_t>(mb) << 20;
   }
   void* take(size_t bytes) {
     std::lock_guard lock(mutex);

@@ -1,5 +1,6 @@
 #include "runtime/Cpus.h"
 
+#include "ir/Config.h"
 #include "ir/Error.h"
 
 #include <sched.h>
@@ -8,7 +9,6 @@
 #include <cerrno>
 #include <charconv>
 #include <cmath>
-#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -156,16 +156,6 @@ int affinity_cpus() {
 
 namespace cpus {
 
-int parse_num_threads(std::string_view value) {
-  std::optional<int> n = parse_int<int>(value);
-  if (!n || *n < 1 || *n > kMaxThreads)
-    fail(ErrorKind::invalid_argument,
-         "environment variable EINSTAGE_NUM_THREADS is '{}'; expected a whole number of threads from 1 to {}, or "
-         "unset it to use every CPU this process may use",
-         value, kMaxThreads);
-  return *n;
-}
-
 std::optional<double> parse_cpu_max(std::string_view text) {
   const std::vector<std::string_view> parts = split(trim(text), ' ');
   if (parts.size() != 2 || parts[0] == "max") return std::nullopt;
@@ -217,22 +207,8 @@ int available_cpus() {
 }
 
 int default_threads() {
-  // Read once; an invalid value is kept as its message so every call reports it (nothing falls back silently).
-  struct Default {
-    int threads = 0;
-    std::string error;
-  };
-  static const Default value = [] {
-    const char* env = std::getenv("EINSTAGE_NUM_THREADS");
-    if (!env) return Default{available_cpus(), {}};
-    try {
-      return Default{cpus::parse_num_threads(env), {}};
-    } catch (const Error& e) {
-      return Default{0, e.what()};
-    }
-  }();
-  if (!value.error.empty()) throw Error(ErrorKind::invalid_argument, value.error);
-  return value.threads;
+  const int n = Config::process().threads;  // throws on a bad EINSTAGE_NUM_THREADS, on every call
+  return n > 0 ? n : available_cpus();
 }
 
 }  // namespace einstage

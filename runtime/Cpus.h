@@ -9,9 +9,11 @@
 //   explicit option (1..) > EINSTAGE_NUM_THREADS > available_cpus()
 //
 // Both values are computed once per process. An EINSTAGE_NUM_THREADS that is not a whole number from 1 to 1024 is
-// an einstage::Error naming the variable, raised by every default_threads() call, never a silent fallback.
-// The parsers below are exposed so tests can feed them fixture files.
+// an einstage::Error naming the variable (ir/Config.h reads and checks it), raised by every default_threads() call,
+// never a silent fallback. The parsers below are exposed so tests can feed them fixture files.
 #pragma once
+
+#include "ir/Config.h"
 
 #include <filesystem>
 #include <optional>
@@ -27,12 +29,9 @@ int available_cpus();
 int default_threads();
 
 /// The largest thread count any option or EINSTAGE_NUM_THREADS accepts.
-inline constexpr int kMaxThreads = 1024;
+inline constexpr int kMaxThreads = Config::kMaxThreads;
 
 namespace cpus {
-
-/// EINSTAGE_NUM_THREADS's value as a thread count; throws the Error default_threads() raises.
-int parse_num_threads(std::string_view value);
 
 /// CPUs granted by a cgroup v2 `cpu.max` ("150000 100000" = 1.5); nullopt for "max ..." (no limit) or bad text.
 std::optional<double> parse_cpu_max(std::string_view text);

@@ -1,12 +1,11 @@
 #include "runtime/jit/Dispatch.h"
 
+#include "ir/Config.h"
 #include "ir/Error.h"
 #include "runtime/jit/Gett.h"
 
 #include <atomic>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <mutex>
 
 namespace einstage {
@@ -18,10 +17,9 @@ std::atomic<bool> g_jit_used{false};
 std::atomic<int64_t> g_jit_calls{0};
 std::atomic<int64_t> g_portable_calls{0};
 
-bool disabled_by_env() {
-  const char* value = std::getenv("EINSTAGE_JIT");
-  return value && std::strcmp(value, "0") == 0;
-}
+std::atomic<bool> g_portable_only{false};  // set_portable_only()
+
+bool disabled_by_env() { return g_portable_only.load(std::memory_order_relaxed) || !Config::process().jit; }
 
 void warn_once(const std::string& message) {
   static std::once_flag once;
@@ -35,7 +33,7 @@ bool jit_enabled() { return !g_jit_failed.load() && !disabled_by_env(); }
 void contract(const ContractionProblem& p, ThreadPool* pool) {
   if (p.dtype != DType::i64) {
     if (disabled_by_env()) {
-      warn_once("EINSTAGE_JIT=0: contractions run on the portable kernel");
+      if (!g_portable_only.load()) warn_once("EINSTAGE_JIT=0: contractions run on the portable kernel");
     } else if (!g_jit_failed.load()) {
       try {
         g_jit_used = true;
@@ -52,6 +50,8 @@ void contract(const ContractionProblem& p, ThreadPool* pool) {
   ++g_portable_calls;
   contract_portable(p, pool);
 }
+
+void set_portable_only(bool portable) { g_portable_only = portable; }
 
 DispatchStats dispatch_stats() {
   DispatchStats stats;

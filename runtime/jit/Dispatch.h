@@ -3,7 +3,7 @@
 //
 // Policy: f32, f64, c64 and c128 run on the JIT (runtime/jit/Gett.h); i64 always runs on the portable kernel (the
 // JIT has no integer micro-kernel: integer einsums are rare and not compute-bound in practice). EINSTAGE_JIT=0 in the
-// environment, or any JIT failure (LLVM cannot target the host, codegen error), sends floating-point problems to
+// environment (ir/Config.h: Config::jit, read once), or any JIT failure (LLVM cannot target the host, codegen error), sends floating-point problems to
 // contract_portable as well, with a one-line warning on stderr printed once per process. Matrix-vector shaped steps
 // (fewer than 8 columns) stay on the JIT too: its narrow direct tiles read A once in place and measured 1.05-4.6x the
 // portable kernel from 256^2 up (tools/bench/contract.cpp, matvec rows); below that both take ~1 us and the JIT path
@@ -20,8 +20,12 @@ namespace einstage {
 /// Executes p (C = A·B or C += A·B) on the best available kernel; see the policy above.
 void contract(const ContractionProblem& p, ThreadPool* pool = nullptr);
 
-/// False when EINSTAGE_JIT=0 is set (read on every call) or the JIT failed earlier in this process.
+/// False when EINSTAGE_JIT=0 was set when the process read its environment, or the JIT failed earlier in it.
 bool jit_enabled();
+
+/// Benchmark hook: true sends every problem to the portable kernel, as EINSTAGE_JIT=0 does but without the warning
+/// (tools/bench/einsum.cpp times both kernels in one process); false restores the configured choice.
+void set_portable_only(bool portable);
 
 /// Statistics of the process-wide kernel cache (all zero before the JIT is first used), plus how many problems
 /// contract() sent to the portable kernel.

@@ -1,5 +1,6 @@
 #include "runtime/jit/Gett.h"
 
+#include "ir/Config.h"
 #include "ir/Error.h"
 #include "runtime/ThreadPool.h"
 #include "runtime/jit/KernelCache.h"
@@ -442,7 +443,7 @@ struct Gett {
 // MC x NC blocks; the direct kernel re-reads A from L1 for every column sliver instead, which is free while A stays
 // there.
 bool use_direct(const Fused& m, const Fused& n, const Fused& k, size_t elt) {
-  if (const char* env = std::getenv("EINSTAGE_JIT_DIRECT"); env && std::strcmp(env, "0") == 0) return false;
+  if (!Config::process().jit_direct) return false;  // EINSTAGE_JIT_DIRECT=0
   const double a_bytes = double(m.size) * double(k.size) * double(elt);
   // Fewer than 8 columns (matrix-vector shaped): one column sliver of an 8-column tile, or a few of a narrow tile,
   // reads A about once in place; packing would read it, write it and read it again, for at most 7 uses per element.

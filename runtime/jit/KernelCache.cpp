@@ -1,5 +1,6 @@
 #include "runtime/jit/KernelCache.h"
 
+#include "ir/Config.h"
 #include "ir/Error.h"
 #include "ir/FileIO.h"
 #include "ir/Hash.h"
@@ -7,7 +8,6 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <optional>
@@ -89,12 +89,7 @@ KernelCache::KernelCache(std::string cache_dir, const JitTarget& target)
     : cache_dir_(std::move(cache_dir)), jit_(Jit::create(target)) {}
 KernelCache::~KernelCache() = default;
 
-std::string KernelCache::default_cache_dir() {
-  if (const char* dir = std::getenv("EINSTAGE_CACHE_DIR"); dir && *dir) return dir;
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return std::string(xdg) + "/einstage";
-  if (const char* home = std::getenv("HOME"); home && *home) return std::string(home) + "/.cache/einstage";
-  return "";
-}
+std::string KernelCache::default_cache_dir() { return Config::process().kernel_cache_dir; }
 
 KernelCache& KernelCache::process_default() {
   static KernelCache cache(default_cache_dir());  // a failure throws here and is retried by the next caller

@@ -43,7 +43,8 @@ class KernelCache {
   explicit KernelCache(std::string cache_dir, const JitTarget& target = {});
   ~KernelCache();
 
-  /// EINSTAGE_CACHE_DIR, else $XDG_CACHE_HOME/einstage, else $HOME/.cache/einstage, else "" (no disk cache).
+  /// Config::process().kernel_cache_dir: EINSTAGE_CACHE_DIR, else $XDG_CACHE_HOME/einstage, else
+  /// $HOME/.cache/einstage, else "" (no disk cache).
   static std::string default_cache_dir();
 
   /// The process-wide cache used by contract(): created on first use with default_cache_dir().

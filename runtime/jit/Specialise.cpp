@@ -1,5 +1,6 @@
 #include "runtime/jit/Specialise.h"
 
+#include "ir/Config.h"
 #include "ir/Error.h"
 #include "runtime/jit/Dispatch.h"
 #include "runtime/jit/Gett.h"
@@ -31,10 +32,7 @@ struct StepKernel::Shared {
 
 namespace {
 
-bool disabled_by_env() {
-  const char* value = std::getenv("EINSTAGE_JIT_SPECIALISE");
-  return value && std::strcmp(value, "0") == 0;
-}
+bool disabled_by_env() { return !Config::process().jit_specialise; }
 
 bool same_axes(const std::vector<ContractionProblem::Axis>& x, const std::vector<ContractionProblem::Axis>& y) {
   if (x.size() != y.size()) return false;

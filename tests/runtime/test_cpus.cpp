@@ -47,12 +47,14 @@ constexpr const char* kV2Mount =
 }  // namespace
 
 TEST_CASE("EINSTAGE_NUM_THREADS: a whole number from 1 to 1024, anything else an error naming the variable") {
-  CHECK(cpus::parse_num_threads("1") == 1);
-  CHECK(cpus::parse_num_threads("12") == 12);
-  CHECK(cpus::parse_num_threads("1024") == 1024);
-  for (std::string bad : {"0", "-2", "1025", "two", "4 ", " 4", "3.5", "", "99999999999999999999"}) {
+  auto threads = [](const std::string& v) { return Config::from({{"EINSTAGE_NUM_THREADS", v}}).threads; };
+  CHECK(threads("1") == 1);
+  CHECK(threads("12") == 12);
+  CHECK(threads("1024") == 1024);
+  CHECK(threads("") == 0);  // empty is unset: every CPU
+  for (std::string bad : {"0", "-2", "1025", "two", "4 ", " 4", "3.5", "99999999999999999999"}) {
     CAPTURE(bad);
-    CHECK(error_of([&] { cpus::parse_num_threads(bad); }) == bad_value_message(bad));
+    CHECK(error_of([&] { threads(bad); }) == bad_value_message(bad));
   }
 }
 
@@ -149,7 +151,7 @@ TEST_CASE("default threads: EINSTAGE_NUM_THREADS, else every available CPU; a ba
   // (runtime_threads_env_bad).
   const char* env = std::getenv("EINSTAGE_NUM_THREADS");
   INFO("EINSTAGE_NUM_THREADS=" << (env ? env : "(unset)"));
-  if (env && error_of([&] { cpus::parse_num_threads(env); }) != kNoError) {
+  if (env && error_of([&] { Config::from({{"EINSTAGE_NUM_THREADS", env}}); }) != kNoError) {
     const std::string message = bad_value_message(env);
     CHECK(error_of([] { default_threads(); }) == message);
     CHECK(error_of([] { default_threads(); }) == message);  // every call, not only the first

@@ -19,6 +19,7 @@
 #include "extensions/einsum/Einsum.h"
 #include "extensions/einsum/planner/ContractionTree.h"
 #include "runtime/ThreadPool.h"
+#include "runtime/jit/Dispatch.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -211,8 +212,7 @@ int main(int argc, char** argv) {
     double t[2][4];
     Tensor out = Tensor::empty(plan.dtype(), plan.output_shape());
     for (int portable = 0; portable < 2; ++portable) {
-      if (portable) setenv("EINSTAGE_JIT", "0", 1);
-      else unsetenv("EINSTAGE_JIT");
+      set_portable_only(portable);
       // A plan (and cache entries) made in this mode: a plan whose steps were specialised in the JIT pass would keep
       // running its specialised JIT kernels.
       const es::EinsumPlan mode_plan = portable ? es::EinsumPlan::prepare(w.spec, metas, opt) : plan;
@@ -226,7 +226,7 @@ int main(int argc, char** argv) {
       t[portable][2] = per_call([&] { mode_plan.execute(ops, &pool); }, min_time);
       t[portable][3] = per_call([&] { mode_plan.execute_into(ops, out, &pool); }, min_time);
     }
-    unsetenv("EINSTAGE_JIT");
+    set_portable_only(false);
     double tn = -1, tg = -1, np_flops = 0;
     if (np)
       for (const json& pr : (*np)["rows"])

@@ -1,6 +1,7 @@
 #include "tools/einstage/EinsumArgs.h"
 
 #include "ir/Error.h"
+#include "ir/Quote.h"
 #include "runtime/Cpus.h"
 #include "tools/einstage/Command.h"
 
@@ -62,13 +63,15 @@ int parse_threads(std::string_view command, std::string_view text) {
 
 std::string with_threads_default(std::string_view help) {
   std::string line;
-  if (!std::getenv("EINSTAGE_NUM_THREADS")) {
+  const Environment& env = Config::process_environment();
+  auto set = env.find("EINSTAGE_NUM_THREADS");
+  if (set == env.end() || set->second.empty()) {
     line = fmt::format("default {}: every CPU this process may use, or EINSTAGE_NUM_THREADS", default_threads());
   } else {
     try {
       line = fmt::format("default {}: from EINSTAGE_NUM_THREADS", default_threads());
     } catch (const Error&) {  // help still prints; running would report the variable
-      line = fmt::format("EINSTAGE_NUM_THREADS='{}' is not a count from 1 to {}", std::getenv("EINSTAGE_NUM_THREADS"),
+      line = fmt::format("EINSTAGE_NUM_THREADS='{}' is not a count from 1 to {}", escape_for_message(set->second, '\''),
                          kMaxThreads);
     }
   }
