@@ -60,8 +60,8 @@ Fused fuse(const std::vector<Axis>& group, int64_t Axis::*key, int64_t Axis::*ti
     for (size_t j = i; j > 0 && before(axes[j], axes[j - 1]); --j) std::swap(axes[j], axes[j - 1]);
   std::vector<int64_t> extent(axes.size()), stride(axes.size());
   Fused f;
-  f.size = 1;
-  for (size_t i = 0; i < axes.size(); ++i) f.size *= (extent[i] = axes[i].extent);
+  f.size = ContractionProblem::group_size(group, "contract: axis group");
+  for (size_t i = 0; i < axes.size(); ++i) extent[i] = axes[i].extent;
   for (auto [bit, table, member] : {std::tuple{kNeedA, &f.a, &Axis::stride_a}, std::tuple{kNeedB, &f.b, &Axis::stride_b},
                                     std::tuple{kNeedC, &f.c, &Axis::stride_c}}) {
     if (!(need & bit)) continue;
@@ -760,9 +760,7 @@ bool direct_schedule(const ContractionProblem& p, bool avx512, DirectSchedule& o
 }
 
 void contract_jit(const ContractionProblem& p, ThreadPool* pool, KernelCache* cache, const GettBlocking* blocking) {
-  for (const auto* group : {&p.m, &p.n, &p.k, &p.batch})
-    for (const Axis& ax : *group)
-      if (ax.extent < 0) fail(ErrorKind::shape, "contract: axis extent {} is negative", ax.extent);
+  p.check_sizes("contract");
   KernelCache& kernels = cache ? *cache : KernelCache::process_default();
   switch (p.dtype) {
     case DType::f32: return run_gett<float>(p, pool, kernels, blocking);

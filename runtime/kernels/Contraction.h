@@ -5,12 +5,15 @@
 // einsum executor builds it from a StepPlan and the operands' strides; the portable kernel (PortableContraction.cpp)
 // and the JIT kernels (runtime/jit/) both execute it, so they are interchangeable and tests compare them. An outer
 // product is a problem with no k axes; a batched matmul has batch axes. Strides are in elements and may be any value
-// (views, permutations, slices); an axis of extent 1 may be listed or dropped. Depends on ir only.
+// (views, permutations, slices); an axis of extent 1 may be listed or dropped. Sizes are multiplied through ir/Size.h
+// only: check_sizes, run first by both kernels, refuses a problem whose A, B or C would have more elements than fit
+// in 64 bits before any offset table is built. Depends on ir only.
 #pragma once
 
 #include "ir/DType.h"
 
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 namespace einstage {
@@ -34,7 +37,16 @@ struct ContractionProblem {
   void* c = nullptr;
   bool accumulate = false;  // false: C = A·B; true: C += A·B
 
-  int64_t flops() const;  // multiply-adds × 2 (× 4 more for complex is not counted)
+  /// Multiply-adds × 2 (× 4 more for complex is not counted); 0 when an extent is 0. Fails (kind shape) when the
+  /// count does not fit in 64 bits.
+  int64_t flops() const;
+  /// The element count of one group of axes (checked_product of their extents; `what` names it in the error).
+  static int64_t group_size(const std::vector<Axis>& group, std::string_view what);
+  /// Fails (kind shape, "<op>: operand A [...] has more elements than fit in 64 bits") when an extent is negative
+  /// or the elements of A (m, k, batch), B (k, n, batch) or C (m, n, batch) do not fit in 64 bits, counting
+  /// non-zero extents as NumPy does. Every group size and every product of group sizes within one tensor fits after
+  /// it.
+  void check_sizes(std::string_view op) const;
 };
 
 /// Executes p with the portable C++ kernel (the reference and fallback). Results are bitwise identical for any

@@ -1,5 +1,6 @@
 #include "runtime/kernels/Layout.h"
 
+#include "ir/Size.h"
 #include "runtime/ThreadPool.h"
 #include "runtime/kernels/Strided.h"
 
@@ -90,8 +91,7 @@ void reduce_typed(const Tensor& src, const std::vector<bool>& reduced, Tensor& d
       kept_dst.push_back(dst.strides()[kd++]);
     }
   }
-  int64_t R = 1;
-  for (int64_t e : red_ext) R *= e;
+  const int64_t R = checked_product(red_ext, "reduce_sum: summed axes");
   auto nest = make_loop_nest<2>(kept_shape, {&kept_dst, &kept_src});
   if (nest.total == 0) return;
   T* d = static_cast<T*>(dst.raw_data());

@@ -11,6 +11,7 @@
 // Complex values are packed as split real / imaginary planes and multiplied with the plain formula
 // (ar*br - ai*bi, ar*bi + ai*br), not std::complex's operator*, whose NaN recovery blocks vectorisation.
 // i64 arithmetic is done in uint64_t, i.e. wraps modulo 2^64 like NumPy instead of being undefined.
+#include "ir/Size.h"
 #include "runtime/ThreadPool.h"
 #include "runtime/kernels/Contraction.h"
 #include "runtime/kernels/Strided.h"
@@ -75,10 +76,8 @@ struct Layout {
 void group(const std::vector<ContractionProblem::Axis>& axes, int64_t ContractionProblem::Axis::*s1,
            int64_t ContractionProblem::Axis::*s2, int64_t& total, std::vector<int64_t>& t1, std::vector<int64_t>& t2) {
   std::vector<int64_t> ext, st1, st2;
-  total = 1;
+  total = ContractionProblem::group_size(axes, "contract_portable: axis group");
   for (const auto& ax : axes) {
-    EIN_ASSERT(ax.extent >= 0, "negative extent {} in a contraction problem", ax.extent);
-    total *= ax.extent;
     if (ax.extent == 1) continue;
     ext.push_back(ax.extent);
     st1.push_back(ax.*s1);
@@ -335,9 +334,8 @@ void run(const ContractionProblem& p, ThreadPool* pool) {
   group(p.m, &CA::stride_a, &CA::stride_c, L.M, L.am, L.cm);
   group(p.n, &CA::stride_b, &CA::stride_c, L.N, L.bn, L.cn);
   group(p.k, &CA::stride_a, &CA::stride_b, L.K, L.ak, L.bk);
+  L.B = ContractionProblem::group_size(p.batch, "contract_portable: batch axes");
   for (const auto& ax : p.batch) {
-    EIN_ASSERT(ax.extent >= 0, "negative batch extent {}", ax.extent);
-    L.B *= ax.extent;
     if (ax.extent == 1) continue;
     L.bext.push_back(ax.extent);
     L.bsa.push_back(ax.stride_a);
@@ -353,7 +351,10 @@ void run(const ContractionProblem& p, ThreadPool* pool) {
   const T* A = static_cast<const T*>(p.a);
   const T* Bm = static_cast<const T*>(p.b);
   const bool skinny = std::min(L.M, L.N) < 8 || L.K < 4;
-  if (skinny || L.M * L.N * L.K <= kDirectMacs) {
+  // m*n*k may exceed 64 bits where operands broadcast (stride 0) while A, B and C fit: such a step would not finish.
+  const int64_t macs = checked_mul(checked_mul(L.M, L.N, "contract_portable: m*n"), L.K,
+                                   "contract_portable: multiply-adds per batch entry (m*n*k)");
+  if (skinny || macs <= kDirectMacs) {
     // The direct path runs its inner loop over m: make m the longer of the two free groups. Multiplication and
     // addition are commutative in IEEE arithmetic, so exchanging the roles of A and B does not change any bit.
     if (L.N > L.M) {
@@ -375,6 +376,7 @@ void run(const ContractionProblem& p, ThreadPool* pool) {
 
 void contract_portable(const ContractionProblem& p, ThreadPool* pool) {
   EIN_ASSERT(p.c != nullptr, "contraction problem without an output");
+  p.check_sizes("contract_portable");
   dispatch_dtype(p.dtype, [&](auto tag) { run<decltype(tag)>(p, pool); });
 }
 

@@ -1,5 +1,6 @@
 // Strided loop nests for the portable kernels: index spaces over several tensors that share a shape but not strides.
-// Stage: runtime (kernel internals). Depends on ir/Error.h and runtime/ThreadPool.h only; no Tensor, no dtype.
+// Stage: runtime (kernel internals). Depends on ir/Error.h, ir/Size.h (every element count is a checked_product)
+// and runtime/ThreadPool.h only; no Tensor, no dtype.
 //
 // A LoopNest normalises a shape and the strides of up to four tensors once per call (extent-1 axes dropped, axes
 // ordered so the first tensor's smallest stride is innermost, adjacent axes fused where every tensor allows), so the
@@ -8,6 +9,7 @@
 #pragma once
 
 #include "ir/Error.h"
+#include "ir/Size.h"
 #include "runtime/ThreadPool.h"
 
 #include <algorithm>
@@ -34,11 +36,9 @@ template <int NT>
 LoopNest<NT> make_loop_nest(const std::vector<int64_t>& shape, const std::array<const std::vector<int64_t>*, NT>& strides) {
   LoopNest<NT> nest;
   std::vector<int> axes;
-  for (size_t i = 0; i < shape.size(); ++i) {
-    EIN_ASSERT(shape[i] >= 0, "negative extent");
-    nest.total *= shape[i];
+  nest.total = checked_product(shape, "loop nest");
+  for (size_t i = 0; i < shape.size(); ++i)
     if (shape[i] != 1) axes.push_back(static_cast<int>(i));
-  }
   if (nest.total == 0) {
     nest.extent = {0};
     nest.stride = {std::array<int64_t, NT>{}};
@@ -108,10 +108,9 @@ void for_each_run(const LoopNest<NT>& nest, int64_t outer_begin, int64_t outer_e
 /// Element offsets of every point of a multi-axis group, linearised with the first axis fastest:
 /// table[i] = sum_a index_a(i) * stride[a]. The size is the product of the extents.
 inline std::vector<int64_t> offset_table(const std::vector<int64_t>& extent, const std::vector<int64_t>& stride) {
-  int64_t total = 1;
-  for (int64_t e : extent) total *= e;
-  std::vector<int64_t> table(static_cast<size_t>(std::max<int64_t>(total, 0)));
-  if (total <= 0) return table;
+  const int64_t total = checked_product(extent, "offset table");
+  std::vector<int64_t> table(static_cast<size_t>(total));
+  if (total == 0) return table;
   table[0] = 0;
   int64_t filled = 1;
   // Each axis replicates the table built so far, shifted by its stride: no per-element division.

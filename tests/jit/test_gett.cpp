@@ -187,6 +187,18 @@ TEST_CASE("jit gett: zero extents") {
   }
 }
 
+TEST_CASE("jit gett: an operand beyond 64 bits is refused before any table is built") {
+  double a = 1, b = 1, c = 0;
+  ContractionProblem p;
+  p.a = &a, p.b = &b, p.c = &c;
+  p.m = {{int64_t(1) << 40, 0, 0, 0}};
+  p.k = {{int64_t(1) << 30, 0, 0, 0}};
+  CHECK_THROWS_WITH_AS(contract_jit(p, nullptr, &memory_cache()),
+                       "contract: operand A (m, k, batch axes) [1099511627776,1073741824] has more elements than fit "
+                       "in 64 bits",
+                       Error);
+}
+
 TEST_CASE("jit gett: i64 is refused with a message naming the fallback") {
   ContractionProblem p;
   p.dtype = DType::i64;

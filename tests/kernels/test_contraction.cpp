@@ -2,6 +2,7 @@
 // permuted / padded / broadcast (stride 0) operands, accumulate and overwrite, and bitwise equality at 1, 2 and 3
 // threads.
 #include "KernelTestUtil.h"
+#include "ir/Error.h"
 #include "runtime/ThreadPool.h"
 #include "runtime/kernels/Contraction.h"
 
@@ -242,4 +243,44 @@ TEST_CASE("contract_portable i64 is exact and wraps instead of overflowing") {
   p.c = &c;
   contract_portable(p);
   CHECK(c == static_cast<int64_t>(static_cast<uint64_t>(INT64_MAX) * 2u + 3u));
+}
+
+// Sizes go through ir/Size.h: a problem whose operand would not fit in 64 bits is refused before any offset table
+// is built, a zero-size problem with huge extents has no flops, and m*n*k beyond 64 bits (broadcast operands) is an
+// error instead of signed overflow.
+TEST_CASE("contract_portable: sizes beyond 64 bits are refused naming the operand") {
+  double a = 1, b = 1, c = 0;
+  ContractionProblem p;
+  p.dtype = DType::f64;
+  p.a = &a, p.b = &b, p.c = &c;
+  p.m = {Axis{int64_t(1) << 32, 0, 0, 0}};
+  p.n = {Axis{int64_t(1) << 32, 0, 0, 0}};
+  CHECK_THROWS_WITH_AS(contract_portable(p),
+                       "contract_portable: output C (m, n, batch axes) [4294967296,4294967296] has more elements than "
+                       "fit in 64 bits",
+                       Error);
+  p.m = {Axis{3, 0, 0, 0}};
+  p.n = {Axis{-1, 0, 0, 0}};
+  CHECK_THROWS_WITH_AS(contract_portable(p),
+                       "contract_portable: operand B (k, n, batch axes) [-1]: extent -1 of axis 0 is negative; extents "
+                       "must be >= 0",
+                       Error);
+  // Broadcast operands (stride 0) whose m*n*k does not fit: refused, not run for 2^64 steps.
+  p.m = {Axis{int64_t(1) << 22, 0, 0, 0}};
+  p.n = {Axis{int64_t(1) << 21, 0, 0, 0}};
+  p.k = {Axis{int64_t(1) << 21, 0, 0, 0}};
+  CHECK_THROWS_WITH_AS(p.flops(), "contraction flops (m, n, k, batch axes) [4194304,2097152,2097152] has more "
+                                  "elements than fit in 64 bits",
+                       Error);
+  p.k = {Axis{int64_t(1) << 21, 0, 0, 0}, Axis{int64_t(1) << 21, 0, 0, 0}};
+  CHECK_THROWS_WITH_AS(p.check_sizes("contract"), "contract: operand A (m, k, batch axes) [4194304,2097152,2097152] "
+                                                   "has more elements than fit in 64 bits",
+                       Error);
+  // A zero extent: no flops whatever the others are.
+  p.k = {Axis{0, 0, 0, 0}, Axis{int64_t(1) << 62, 0, 0, 0}};
+  CHECK(p.flops() == 0);
+  p.m = {Axis{2, 0, 0, 0}};
+  p.n = {Axis{3, 0, 0, 0}};
+  p.k = {Axis{4, 0, 0, 0}};
+  CHECK(p.flops() == 48);
 }
