@@ -1,6 +1,7 @@
 #include "ir/FileIO.h"
 
 #include "ir/Error.h"
+#include "ir/Quote.h"
 
 #include <fmt/format.h>
 
@@ -35,7 +36,7 @@ std::string_view kind_of(mode_t mode) {
 }
 
 [[noreturn]] void cannot_write(const std::string& path, std::string_view why) {
-  fail(ErrorKind::io, "cannot write '{}': {}", path, why);
+  fail(ErrorKind::io, "cannot write '{}': {}", shown_arg(path), why);
 }
 
 size_t total_size(std::span<const std::string_view> pieces) {
@@ -73,7 +74,7 @@ fs::path follow_links(const std::string& path) {
     if (hops == 40) cannot_write(path, "too many levels of symbolic links");
     std::error_code ec;
     fs::path next = fs::read_symlink(p, ec);
-    if (ec) cannot_write(path, fmt::format("reading the symbolic link '{}' failed: {}", p.string(), ec.message()));
+    if (ec) cannot_write(path, fmt::format("reading the symbolic link '{}' failed: {}", shown_arg(p.string()), ec.message()));
     p = next.is_absolute() ? next : p.parent_path() / next;
   }
 }
@@ -170,21 +171,21 @@ void write_file_atomically(const std::string& path, std::span<const std::string_
 
 std::string read_regular_file(const std::string& path, size_t max_bytes) {
   int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-  if (fd < 0) fail(ErrorKind::io, "cannot read '{}': {}", path, std::strerror(errno));
+  if (fd < 0) fail(ErrorKind::io, "cannot read '{}': {}", shown_arg(path), std::strerror(errno));
   struct stat st;
   if (::fstat(fd, &st) != 0) {
     int err = errno;
     ::close(fd);
-    fail(ErrorKind::io, "cannot read '{}': {}", path, std::strerror(err));
+    fail(ErrorKind::io, "cannot read '{}': {}", shown_arg(path), std::strerror(err));
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    fail(ErrorKind::io, "cannot read '{}': it is {}, not a regular file", path, kind_of(st.st_mode));
+    fail(ErrorKind::io, "cannot read '{}': it is {}, not a regular file", shown_arg(path), kind_of(st.st_mode));
   }
   auto size = static_cast<size_t>(st.st_size);
   if (size > max_bytes) {
     ::close(fd);
-    fail(ErrorKind::io, "cannot read '{}': it is {} bytes, more than the {} bytes allowed", path, size, max_bytes);
+    fail(ErrorKind::io, "cannot read '{}': it is {} bytes, more than the {} bytes allowed", shown_arg(path), size, max_bytes);
   }
   std::string out(size, '\0');
   size_t done = 0;
@@ -194,7 +195,7 @@ std::string read_regular_file(const std::string& path, size_t max_bytes) {
     if (n < 0) {
       int err = errno;
       ::close(fd);
-      fail(ErrorKind::io, "cannot read '{}': {}", path, std::strerror(err));
+      fail(ErrorKind::io, "cannot read '{}': {}", shown_arg(path), std::strerror(err));
     }
     if (n == 0) break;
     done += static_cast<size_t>(n);

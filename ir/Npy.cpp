@@ -317,7 +317,7 @@ T decode_element(const char* p, const FileLayout& layout) {
   }
 }
 
-std::string file_source(const std::string& path) { return fmt::format("'{}'", path); }
+std::string file_source(const std::string& path) { return fmt::format("'{}'", shown_arg(path)); }
 
 }  // namespace
 
@@ -499,23 +499,23 @@ Tensor read_npy_bytes(std::string_view bytes, NpyHeader* header_out, std::string
 Tensor read_npy(const std::string& path, NpyHeader* header_out) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
-    fail(ErrorKind::io, "cannot read '{}': it is a directory, not a .npy file", path);
+    fail(ErrorKind::io, "cannot read '{}': it is a directory, not a .npy file", shown_arg(path));
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail(ErrorKind::io, "cannot open '{}' for reading: {}", path, std::strerror(errno));
+  if (fd < 0) fail(ErrorKind::io, "cannot open '{}' for reading: {}", shown_arg(path), std::strerror(errno));
   struct Closer {
     int fd;
     ~Closer() { ::close(fd); }
   } closer{fd};
   struct stat st;
-  if (::fstat(fd, &st) != 0) fail(ErrorKind::io, "cannot read '{}': its size is unknown", path);
+  if (::fstat(fd, &st) != 0) fail(ErrorKind::io, "cannot read '{}': its size is unknown", shown_arg(path));
   const size_t size = static_cast<size_t>(st.st_size);
   size_t done = 0;  // bytes of the file read so far
   auto read_exactly = [&](char* out, size_t n) {
     for (size_t got = 0; got < n;) {
       ssize_t r = ::read(fd, out + got, n - got);
       if (r < 0 && errno == EINTR) continue;
-      if (r < 0) fail(ErrorKind::io, "reading '{}' failed after {} bytes: {}", path, done + got, std::strerror(errno));
-      if (r == 0) fail(ErrorKind::io, "reading '{}' failed after {} bytes: the file shrank while being read", path,
+      if (r < 0) fail(ErrorKind::io, "reading '{}' failed after {} bytes: {}", shown_arg(path), done + got, std::strerror(errno));
+      if (r == 0) fail(ErrorKind::io, "reading '{}' failed after {} bytes: the file shrank while being read", shown_arg(path),
                        done + got);
       got += static_cast<size_t>(r);
     }

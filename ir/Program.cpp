@@ -1,6 +1,7 @@
 #include "ir/Program.h"
 
 #include "ir/Extension.h"
+#include "ir/Quote.h"
 #include "ir/Verifier.h"
 
 #include <fmt/format.h>
@@ -135,7 +136,8 @@ Shape evaluate_shape(const TensorType& type, const DimBindings& bindings) {
 
 Builder::Builder(std::string program_name, const ExtensionRegistry* registry) : registry_(registry) {
   if (!is_identifier(program_name))
-    fail(ErrorKind::invalid_argument, "program name '{}' is not an identifier ([A-Za-z_][A-Za-z0-9_]*)", program_name);
+    fail(ErrorKind::invalid_argument, "program name '{}' is not an identifier ([A-Za-z_][A-Za-z0-9_]*)",
+         shown_arg(program_name));
   program_.name = std::move(program_name);
 }
 
@@ -158,7 +160,7 @@ Builder::Builder(Program program, const ExtensionRegistry* registry) : program_(
 Value Builder::parameter(std::string_view name, TensorType type) {
   if (!is_identifier(name))
     fail(ErrorKind::invalid_argument, "@{}: parameter name '{}' is not an identifier ([A-Za-z_][A-Za-z0-9_]*)",
-         program_.name, name);
+         program_.name, shown_arg(name));
   for (const Parameter& p : program_.params)
     if (p.name == name) fail(ErrorKind::invalid_argument, "@{}: parameter '%{}' is defined twice", program_.name, name);
   Value v{next_id_++, std::move(type)};

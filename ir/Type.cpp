@@ -1,5 +1,6 @@
 #include "ir/Type.h"
 
+#include "ir/Quote.h"
 #include "ir/Size.h"
 
 #include <fmt/format.h>
@@ -23,7 +24,8 @@ Dim::Dim(int64_t extent) : factor_(extent) {
 
 Dim Dim::symbol(std::string_view name) {
   if (!is_identifier(name))
-    fail(ErrorKind::invalid_argument, "'{}' is not a valid symbolic dim name; use an identifier such as n", name);
+    fail(ErrorKind::invalid_argument, "'{}' is not a valid symbolic dim name; use an identifier such as n",
+         shown_arg(name));
   Dim d(1);
   d.symbols_.emplace_back(name);
   return d;

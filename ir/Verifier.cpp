@@ -2,6 +2,7 @@
 
 #include "ir/Extension.h"
 #include "ir/Printer.h"
+#include "ir/Quote.h"
 
 #include <fmt/format.h>
 
@@ -26,11 +27,16 @@ namespace {
 void verify(const Program& p, const ExtensionRegistry* registry) {
   std::map<ValueId, TensorType> defined;
   std::set<std::string> param_names;
+  // Names are checked before the program is printed into a message: a name that is not an identifier is echoed
+  // escaped (a newline in it would otherwise break the printed program apart).
+  if (!is_identifier(p.name))
+    fail(ErrorKind::verification, "program name '{}' is not an identifier ([A-Za-z_][A-Za-z0-9_]*)", shown_arg(p.name));
   for (const Parameter& par : p.params) {
-    if (!is_identifier(par.name) || !param_names.insert(par.name).second)
-      fail_at(p, 0, ErrorKind::verification,
-              fmt::format("@{}: parameter name '%{}' is {}", p.name, par.name,
-                          is_identifier(par.name) ? "used twice" : "not an identifier"));
+    if (!is_identifier(par.name))
+      fail(ErrorKind::verification, "@{}: parameter name '%{}' is not an identifier ([A-Za-z_][A-Za-z0-9_]*)", p.name,
+           shown_arg(par.name));
+    if (!param_names.insert(par.name).second)
+      fail_at(p, 0, ErrorKind::verification, fmt::format("@{}: parameter name '%{}' is used twice", p.name, par.name));
     if (par.value.id < 0 || !defined.emplace(par.value.id, par.value.type).second)
       fail_at(p, 0, ErrorKind::verification,
               fmt::format("@{}: parameter '%{}' has value id {}, which is negative or already in use", p.name,

@@ -1,5 +1,6 @@
 #include "runtime/Runtime.h"
 
+#include "ir/Quote.h"
 #include "ir/Verifier.h"
 #include "runtime/Cpus.h"
 #include "runtime/ModuleLoader.h"
@@ -149,7 +150,7 @@ const ModuleInfo& Runtime::State::add(const EinstageModuleDescriptor* d, const s
   check_module_descriptor(d, origin);
   const std::string name = d->name;
   const std::string who = origin == "linked" ? fmt::format("module '{}' (linked in)", name)
-                                             : fmt::format("module '{}' ('{}')", name, origin);
+                                             : fmt::format("module '{}' ('{}')", name, shown_arg(origin));
   std::lock_guard lock(mutex);
   for (size_t i = 0; i < d->family_count; ++i) {
     std::string_view family = d->families[i].family;
@@ -158,7 +159,7 @@ const ModuleInfo& Runtime::State::add(const EinstageModuleDescriptor* d, const s
       const ModuleInfo& other = modules[it->second];
       fail(ErrorKind::invalid_argument, "{} provides extension family \"{}\", which module '{}' ({}) already "
            "provides; a family is registered once per Runtime", who, family, other.name,
-           other.origin == "linked" ? "linked in" : "'" + other.origin + "'");
+           other.origin == "linked" ? "linked in" : "'" + shown_arg(other.origin) + "'");
     }
   }
   // Stage everything; commit only when every family registered cleanly.

@@ -2,6 +2,7 @@
 
 #include "ir/Config.h"
 #include "ir/Error.h"
+#include "ir/Quote.h"
 #include "ir/FileIO.h"
 #include "ir/Hash.h"
 
@@ -50,7 +51,7 @@ std::optional<std::vector<char>> read_cached(const std::string& path, const std:
     return std::nullopt;
   }
   auto bad = [&](std::string_view what) {
-    problem = fmt::format("'{}' is not a usable cache entry ({})", path, what);
+    problem = fmt::format("'{}' is not a usable cache entry ({})", shown_arg(path), what);
     return std::nullopt;
   };
   if (file.size() < sizeof kMagic || std::memcmp(file.data(), kMagic, sizeof kMagic) != 0) return bad("no header");

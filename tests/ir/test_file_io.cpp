@@ -152,4 +152,6 @@ TEST_CASE("read_regular_file: regular files only, bounded, never blocking") {
         "cannot read '" + dir.file("z") + "': it is a character device, not a regular file");
   CHECK(error_of([&] { read_regular_file(dir.file("none"), 100); }) ==
         "cannot read '" + dir.file("none") + "': No such file or directory");
+  CHECK(error_of([&] { read_regular_file("no\tne\x01\x7f", 100); }) ==
+        "cannot read 'no\\tne\\x01\\x7f': No such file or directory");
 }

@@ -449,6 +449,9 @@ TEST_CASE("files that cannot be read") {
         fmt::format("cannot open '{}' for reading: No such file or directory", dir.file("absent.npy")));
   CHECK(error_of([&] { read_npy(dir.path().string()); }) ==
         fmt::format("cannot read '{}': it is a directory, not a .npy file", dir.path().string()));
+  // A path is user text: a newline or a byte that is not UTF-8 is echoed escaped, on one line.
+  CHECK(error_of([&] { read_npy("absent\n\xff.npy"); }) ==
+        "cannot open 'absent\\n\\xff.npy' for reading: No such file or directory");
   // A NumPy file cut short on disk.
   std::string cut = read_file_bytes(fixture("f64_c.npy"));
   einstage::test::write_file_bytes(dir.file("cut.npy"), cut.substr(0, cut.size() - 8));

@@ -71,6 +71,8 @@ TEST_CASE("dims: constants, symbols, canonical products") {
   CHECK_FALSE(n.evaluate({{"m", 5}}));
   CHECK(message_of([] { Dim::symbol("2x"); }) ==
         "'2x' is not a valid symbolic dim name; use an identifier such as n");
+  CHECK(message_of([] { Dim::symbol(std::string_view("n\0\nm\xc3", 5)); }) ==
+        "'n\\0\\nm\\xc3' is not a valid symbolic dim name; use an identifier such as n");
   CHECK(message_of([] { Dim(-3); }) == "extent -3 is negative; extents must be >= 0");
 }
 
@@ -514,4 +516,16 @@ TEST_CASE("a builder continues an existing program, as passes do") {
         "@g: the two inputs' lengths: extent 3 does not match extent 4");
   CHECK(message_of([] { Builder c("not a name"); }) ==
         "program name 'not a name' is not an identifier ([A-Za-z_][A-Za-z0-9_]*)");
+  // Names that are not identifiers are echoed escaped: the message stays one line and keeps what follows a NUL.
+  CHECK(message_of([] { Builder c(std::string("f\n\0g\xff", 5)); }) ==
+        "program name 'f\\n\\0g\\xff' is not an identifier ([A-Za-z_][A-Za-z0-9_]*)");
+  CHECK(message_of([] { Builder c("g"); c.parameter("x\ry", TensorType{DType::f64, {}}); }) ==
+        "@g: parameter name 'x\\ry' is not an identifier ([A-Za-z_][A-Za-z0-9_]*)");
+  Program named;
+  named.name = "p\nq";
+  CHECK(message_of([&] { verify(named); }) == "program name 'p\\nq' is not an identifier ([A-Za-z_][A-Za-z0-9_]*)");
+  named.name = "p";
+  named.params.push_back({"\x1b[0m", Value{0, TensorType{DType::f64, {}}}});
+  CHECK(message_of([&] { verify(named); }) ==
+        "@p: parameter name '%\\x1b[0m' is not an identifier ([A-Za-z_][A-Za-z0-9_]*)");
 }

@@ -165,6 +165,22 @@ TEST_CASE("modules: registration is transactional; every refusal names the modul
   CHECK(fresh.registry().get("test.a.v1").module == "test.two");
 }
 
+TEST_CASE("modules: paths, module and family names are echoed escaped (newline, escape, non-UTF-8 bytes)") {
+  Runtime rt;
+  CHECK(error_of([&] { rt.load_module("/nonexistent/lib\nx\xff_module.so"); }) ==
+        "cannot load module '/nonexistent/lib\\nx\\xff_module.so': no such file");
+  constexpr EinstageModuleDescriptor bad_name = {kModuleAbiVersion, "evil\n\x1b[31m\xfe", "0.1", kGood, 2};
+  CHECK(error_of([&] { rt.add_module(&bad_name); }) ==
+        "module 'evil\\n\\x1b[31m\\xfe' (linked in): module name 'evil\\n\\x1b[31m\\xfe' is malformed; expected "
+        "[a-z0-9_] segments joined by '.' (e.g. \"einstage.einsum\")");
+  static constexpr EinstageFamilyEntry bad_family[] = {{"test.a.v1\r\n'x", &register_a}};
+  constexpr auto bad = module_of(bad_family, 1);
+  CHECK(error_of([&] { rt.add_module(&bad); }) ==
+        "module 'test.two' (linked in): family 0 is named 'test.a.v1\\r\\n\\'x', which is not a family name; expected "
+        "[a-z0-9_] segments joined by '.' ending in .v<N> (e.g. \"einstage.einsum.v1\")");
+  check_nothing_registered(rt);
+}
+
 TEST_CASE("modules: the same library loaded twice into one Runtime is refused naming the family and its origin") {
   Runtime rt;
   std::string path = EINSTAGE_TROPICAL_MODULE_PATH;

@@ -126,6 +126,12 @@ TEST_CASE("grad: usage errors are one line with status 2") {
                   "A.npy [B.npy ...] [--wrt 0,1]\n"},
       {"'ij->i' a.npy --cotangent g.npy", "einstage: grad: the cotangent g.npy is f64[3] but the output of \"ij->i\" "
                                           "is f64[2]; give a cotangent of the output's shape and dtype\n"},
+      {"'ij->i' a.npy -o ''", "einstage: grad: the output prefix (-o) is empty; give one such as grad_ (the files "
+                              "are PREFIX0.npy, PREFIX1.npy, ...) or a directory such as out/\n"},
+      {"'ij->i' a.npy --output=", "einstage: grad: the output prefix (-o) is empty; give one such as grad_ (the "
+                                  "files are PREFIX0.npy, PREFIX1.npy, ...) or a directory such as out/\n"},
+      {"'ij->i' a.npy --cotangent \"$(printf 'g\\n\\377.npy')\"", "einstage: cannot open 'g\\n\\xff.npy' for reading: No such "
+                                                    "file or directory\n"},
   };
   for (const Case& c : cases) {
     CAPTURE(c.args);

@@ -84,6 +84,9 @@ int run_grad(std::span<const std::string_view> args) {
     if (scan.flag("--broadcast")) { options.allow_broadcast = true; continue; }
     positional.emplace_back(scan.positional(positional.empty() ? subscripts_starting_with_dash : nullptr));
   }
+  if (prefix.empty())
+    usage_error("grad: the output prefix (-o) is empty; give one such as grad_ (the files are PREFIX0.npy, "
+                "PREFIX1.npy, ...) or a directory such as out/");
   if (positional.size() < 2)
     usage_error("grad: expected SUBSCRIPTS and at least one .npy file; usage: einstage grad SUBSCRIPTS A.npy "
                 "[B.npy ...] [--wrt 0,1]");
@@ -122,7 +125,7 @@ int run_grad(std::span<const std::string_view> args) {
     cotangent = read_npy(cotangent_path);
     if (cotangent.shape() != out_shape || cotangent.dtype() != out_type.dtype)
       fail(ErrorKind::shape, "grad: the cotangent {} is {}{} but the output of {} is {}; give a cotangent of the "
-           "output's shape and dtype", cotangent_path, name(cotangent.dtype()), shape_to_string(cotangent.shape()),
+           "output's shape and dtype", shown_arg(cotangent_path), name(cotangent.dtype()), shape_to_string(cotangent.shape()),
            quote_for_message(subscripts), out_type.to_string());
   }
   std::vector<Tensor> inputs = operands;

@@ -3,6 +3,7 @@
 // as loaded (traced), lowered to standard ops for the inputs' shapes, and planned (each extension op's prepared
 // form, e.g. the contraction tree).
 #include "compiler/Lower.h"
+#include "ir/Quote.h"
 #include "extensions/einsum/Module.h"
 #include "ir/Json.h"
 #include "ir/Npy.h"
@@ -39,7 +40,7 @@ constexpr std::string_view kRunHelp =
 
 std::string read_text_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) fail(ErrorKind::io, "cannot read program file '{}': no such file or not readable", path);
+  if (!in) fail(ErrorKind::io, "cannot read program file '{}': no such file or not readable", shown_arg(path));
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
@@ -92,7 +93,7 @@ int run_run(std::span<const std::string_view> args) {
     program = program_path.ends_with(".json") ? program_from_json(text, &runtime.registry())
                                               : parse_program(text, &runtime.registry());
   } catch (const Error& e) {
-    throw Error(e.kind(), fmt::format("{}: {}", program_path, first_line(e)));
+    throw Error(e.kind(), fmt::format("{}: {}", shown_arg(program_path), first_line(e)));
   }
 
   std::vector<Tensor> inputs;
