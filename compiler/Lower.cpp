@@ -1,5 +1,7 @@
 #include "compiler/Lower.h"
 
+#include "ir/Quote.h"
+
 #include <fmt/format.h>
 
 #include <map>
@@ -50,16 +52,16 @@ Program lower_to_standard_ops(const Program& program, const DimBindings& binding
       if (!sem.lower)
         fail(ErrorKind::unsupported, "lower_to_standard_ops: '{}' at %{} in @{} has no lowering rule (module '{}' "
              "registers none); run the program with a runtime that loads the module instead", ext->family(), i,
-             program.name, sem.module);
+             shown_arg(program.name), sem.module);
       try {
         result = sem.lower(b, inst, operands, bindings);
       } catch (const Error& e) {
-        throw Error(e.kind(), fmt::format("lowering '{}' at %{} in @{}: {}", ext->family(), i, program.name, e.what()));
+        throw Error(e.kind(), fmt::format("lowering '{}' at %{} in @{}: {}", ext->family(), i, shown_arg(program.name), e.what()));
       }
       TensorType expected = substitute(inst.result.type, bindings);
       if (result.type != expected)
         fail(ErrorKind::verification, "lowering '{}' at %{} in @{} produced type {} but the instruction has type {}",
-             ext->family(), i, program.name, result.type.to_string(), expected.to_string());
+             ext->family(), i, shown_arg(program.name), result.type.to_string(), expected.to_string());
     } else {
       Op op = inst.op;
       if (auto* r = std::get_if<Reshape>(&op)) r->shape = substitute(r->shape, bindings);

@@ -2,6 +2,7 @@
 
 #include "compiler/Cse.h"
 #include "compiler/Dce.h"
+#include "ir/Quote.h"
 
 #include <fmt/format.h>
 
@@ -15,14 +16,14 @@ void check_parameter_indices(const Program& program, std::span<const int> indice
   for (int i : indices) {
     if (i < 0 || i >= static_cast<int>(program.params.size()))
       fail(ErrorKind::invalid_argument, "{}: {} index {} is out of range; @{} has {} parameters (0..{})", transform,
-           what, i, program.name, program.params.size(), static_cast<int>(program.params.size()) - 1);
+           what, i, shown_arg(program.name), program.params.size(), static_cast<int>(program.params.size()) - 1);
     if (!seen.insert(i).second)
       fail(ErrorKind::invalid_argument, "{}: {} lists parameter {} (%{}) twice", transform, what, i,
-           program.params[i].name);
+           shown_arg(program.params[i].name));
     const Parameter& p = program.params[i];
     if (!is_floating(p.value.type.dtype))
       fail(ErrorKind::dtype, "{}: cannot differentiate with respect to parameter {} (%{}: {}): only floating "
-           "parameters (f32, f64, c64, c128) have tangents", transform, i, p.name, p.value.type.to_string());
+           "parameters (f32, f64, c64, c128) have tangents", transform, i, shown_arg(p.name), p.value.type.to_string());
   }
 }
 
@@ -33,7 +34,7 @@ std::string fresh_name(std::set<std::string>& used, const std::string& base) {
   return name;
 }
 
-std::string instruction_where(const Program& program, size_t k) { return fmt::format("%{} in @{}", k, program.name); }
+std::string instruction_where(const Program& program, size_t k) { return fmt::format("%{} in @{}", k, shown_arg(program.name)); }
 
 Program clean_up(const Program& program) {
   Program p = eliminate_dead_code(eliminate_common_subexpressions(eliminate_dead_code(program)));

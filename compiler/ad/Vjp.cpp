@@ -2,6 +2,7 @@
 // vjp with the cotangent 1, and the inliner that lets one program be emitted inside another. See Ad.h.
 #include "compiler/ad/Ad.h"
 #include "compiler/ad/Util.h"
+#include "ir/Quote.h"
 
 #include <map>
 #include <set>
@@ -11,7 +12,7 @@ namespace einstage::ad {
 
 std::vector<Value> inline_program(Builder& b, const Program& program, std::span<const Value> args) {
   EIN_ASSERT(args.size() == program.params.size(), "inline_program: {} arguments for @{} with {} parameters",
-             args.size(), program.name, program.params.size());
+             args.size(), shown_arg(program.name), program.params.size());
   std::map<ValueId, Value> mapped;
   for (size_t i = 0; i < args.size(); ++i) mapped[program.params[i].value.id] = args[i];
   for (const ShapeConstraint& c : program.constraints)
@@ -56,18 +57,18 @@ Program grad_impl(const Program& program, std::span<const int> wrt, const Extens
                   bool with_value, std::string_view transform) {
   if (program.outputs.size() != 1)
     fail(ErrorKind::invalid_argument, "{}: @{} has {} outputs but grad needs exactly one (a real scalar); "
-         "differentiate one output, or use vjp with a cotangent per output", transform, program.name,
+         "differentiate one output, or use vjp with a cotangent per output", transform, shown_arg(program.name),
          program.outputs.size());
   const TensorType& out = program.outputs[0].type;
   if (is_complex(out.dtype))
     fail(ErrorKind::dtype, "{}: @{} returns {} but grad needs a real output (as JAX's grad); take real() or the "
-         "squared magnitude first, or use vjp with a cotangent", transform, program.name, out.to_string());
+         "squared magnitude first, or use vjp with a cotangent", transform, shown_arg(program.name), out.to_string());
   if (!is_floating(out.dtype))
-    fail(ErrorKind::dtype, "{}: @{} returns {}; an integer output has no gradient", transform, program.name,
+    fail(ErrorKind::dtype, "{}: @{} returns {}; an integer output has no gradient", transform, shown_arg(program.name),
          out.to_string());
   if (out.rank() != 0)
     fail(ErrorKind::shape, "{}: @{} returns {} but grad needs a scalar output; reduce it first (e.g. sum), or use "
-         "vjp with a cotangent of that shape", transform, program.name, out.to_string());
+         "vjp with a cotangent of that shape", transform, shown_arg(program.name), out.to_string());
   Program v = vjp(program, wrt, registry);
   Builder b(program.name + (with_value ? "_value_and_grad" : "_grad"), registry);
   std::vector<Value> args;

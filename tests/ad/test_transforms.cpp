@@ -357,4 +357,10 @@ TEST_CASE("errors: missing rules name the op; non-linear transposes; grad's outp
         "vjp: wrt index 2 is out of range; @f has 2 parameters (0..1)");
   CHECK(error_of([&] { ad::jvp(complex_out, std::vector<int>{1, 1}, registry()); }) ==
         "jvp: wrt lists parameter 1 (%z) twice");
+  // A hand-built program's name is user text: echoed escaped, on one line.
+  Program renamed = two;
+  renamed.name = "f\n\xff";
+  CHECK(error_of([&] { ad::grad(renamed, std::vector<int>{0}, registry()); }) ==
+        "grad: @f\\n\\xff has 2 outputs but grad needs exactly one (a real scalar); differentiate one output, or use "
+        "vjp with a cotangent per output");
 }
