@@ -73,6 +73,7 @@ std::string_view mode_name(EinsumAdMode mode) {
 EinsumAdPayload::EinsumAdPayload(EinsumPayload forward, EinsumAdMode mode, std::vector<int> slots, int part)
     : forward_(std::move(forward)), mode_(mode), slots_(std::move(slots)), part_(part) {
   check_payload(*this);
+  hash_ = hash_bytes(to_text());
 }
 
 std::string EinsumAdPayload::to_text() const {
@@ -94,7 +95,7 @@ std::string EinsumAdPayload::to_json() const {
   return j.dump();
 }
 
-uint64_t EinsumAdPayload::hash() const { return hash_bytes(to_text()); }
+uint64_t EinsumAdPayload::hash() const { return hash_; }
 
 bool EinsumAdPayload::equals(const ExtensionPayload& other) const {
   const auto* o = dynamic_cast<const EinsumAdPayload*>(&other);

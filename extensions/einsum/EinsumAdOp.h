@@ -67,6 +67,7 @@ class EinsumAdPayload final : public ExtensionPayload {
   EinsumAdMode mode_;
   std::vector<int> slots_;
   int part_ = -1;
+  uint64_t hash_ = 0;  // of to_text(), computed once (the runtime's prepared-op cache asks on every run)
 };
 
 std::string_view mode_name(EinsumAdMode mode);

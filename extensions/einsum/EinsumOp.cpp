@@ -147,7 +147,7 @@ struct DimRules {
 EinsumPayload::EinsumPayload(Subscripts subscripts, PlanSpec plan, bool broadcast,
                              std::optional<std::vector<Dim>> output_shape)
     : subscripts_(std::move(subscripts)), plan_(std::move(plan)), broadcast_(broadcast),
-      output_shape_(std::move(output_shape)) {}
+      output_shape_(std::move(output_shape)), hash_(hash_bytes(to_text())) {}
 
 std::string EinsumPayload::display() const { return to_string(subscripts_); }
 
@@ -178,7 +178,7 @@ std::string EinsumPayload::to_json() const {
   return j.dump();
 }
 
-uint64_t EinsumPayload::hash() const { return hash_bytes(to_text()); }
+uint64_t EinsumPayload::hash() const { return hash_; }
 
 bool EinsumPayload::equals(const ExtensionPayload& other) const {
   const auto* o = dynamic_cast<const EinsumPayload*>(&other);

@@ -61,6 +61,7 @@ class EinsumPayload final : public ExtensionPayload {
   PlanSpec plan_;
   bool broadcast_ = false;
   std::optional<std::vector<Dim>> output_shape_;
+  uint64_t hash_ = 0;  // of to_text(), computed once: the runtime's prepared-op cache asks for it on every run
 };
 
 /// The result type of an einsum instruction: dtype = the promotion of the operand dtypes (as concrete einsum);

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
 #include <optional>
 #include <set>
 
@@ -51,9 +52,13 @@ struct EinsumVjpPlan::Impl {
   std::vector<std::vector<Label>> labels;      // per node: labels as stored
   std::vector<Shape> shapes;                   // per node
   std::vector<bool> complex_inputs;            // per operand: conjugated before the walk
-  std::vector<std::optional<EinsumPlan>> steps;  // per step: the forward step, when its value is kept
+  std::vector<std::optional<EinsumPlan>> steps;  // per step: the forward step, when its value is ever needed
   std::vector<ReverseStep> reverse;            // in execution order (parents before children)
   std::vector<int> last_use;                   // per node: index of the last reverse step reading its cotangent
+  int64_t keep_limit = -1;                     // bytes of intermediates the forward may keep (-1: no limit)
+  std::vector<bool> keep;                      // per node: kept by the forward phase
+  std::vector<bool> forward_phase;             // per node: computed by the forward phase (kept, or feeds a kept one)
+  std::vector<int> recomputed;                 // nodes the reverse steps read that are recomputed when read
   int64_t kept = 0;
 
   int root() const { return 2 * n - 2; }
@@ -121,6 +126,7 @@ void EinsumVjpPlan::Impl::build(const Subscripts& s, std::span<const TensorMeta>
   }
   // Which nodes lead to a requested operand, whose values the reverse pass reads, and which values must be computed.
   std::vector<bool> wanted(static_cast<size_t>(nodes), false), read(static_cast<size_t>(nodes), false);
+  std::vector<bool> sibling_read(static_cast<size_t>(nodes), false);  // read by a reverse step itself
   for (int k : slots) wanted[static_cast<size_t>(k)] = true;
   for (size_t t = 0; t < children.size(); ++t) {
     const int r = n + static_cast<int>(t);
@@ -133,11 +139,11 @@ void EinsumVjpPlan::Impl::build(const Subscripts& s, std::span<const TensorMeta>
     auto [a, b] = children[t];
     if (wanted[static_cast<size_t>(a)]) {
       reverse.push_back(reverse_step(a, r, b, options));
-      read[static_cast<size_t>(b)] = true;
+      read[static_cast<size_t>(b)] = sibling_read[static_cast<size_t>(b)] = true;
     }
     if (wanted[static_cast<size_t>(b)]) {
       reverse.push_back(reverse_step(b, r, a, options));
-      read[static_cast<size_t>(a)] = true;
+      read[static_cast<size_t>(a)] = sibling_read[static_cast<size_t>(a)] = true;
     }
   }
   // A kept value needs its children's values; steps are in dependency order, so one backward sweep marks them all.
@@ -147,11 +153,29 @@ void EinsumVjpPlan::Impl::build(const Subscripts& s, std::span<const TensorMeta>
       read[static_cast<size_t>(children[t].second)] = true;
     }
   steps.resize(children.size());
+  for (size_t t = 0; t + 1 < children.size(); ++t)
+    if (read[static_cast<size_t>(n) + t]) steps[t] = pairs[t];
+  // Memory policy: the values the reverse steps read are kept in step order while they fit under the limit; the
+  // others are recomputed from their subtrees when a reverse step reads them (the same plans: the same bits).
+  keep.assign(static_cast<size_t>(nodes), false);
+  forward_phase.assign(static_cast<size_t>(nodes), false);
   for (size_t t = 0; t + 1 < children.size(); ++t) {
-    if (!read[static_cast<size_t>(n) + t]) continue;
-    steps[t] = pairs[t];
-    kept = checked_add(kept, checked_bytes(shapes[static_cast<size_t>(n) + t], size_of(dtype), "a kept intermediate"),
-                       "the kept intermediates");
+    const size_t v = static_cast<size_t>(n) + t;
+    if (!sibling_read[v]) continue;
+    const int64_t bytes = checked_bytes(shapes[v], size_of(dtype), "a kept intermediate");
+    if (keep_limit >= 0 && checked_add(kept, bytes, "the kept intermediates") > keep_limit) {
+      recomputed.push_back(static_cast<int>(v));
+      continue;
+    }
+    keep[v] = true;
+    kept += bytes;
+  }
+  for (size_t t = children.size(); t-- > 0;) {
+    const size_t v = static_cast<size_t>(n) + t;
+    if (!keep[v] && !forward_phase[v]) continue;
+    forward_phase[v] = true;
+    forward_phase[static_cast<size_t>(children[t].first)] = true;
+    forward_phase[static_cast<size_t>(children[t].second)] = true;
   }
   last_use.assign(static_cast<size_t>(nodes), -1);
   for (size_t i = 0; i < reverse.size(); ++i) last_use[static_cast<size_t>(reverse[i].parent)] = static_cast<int>(i);
@@ -220,9 +244,10 @@ ReverseStep EinsumVjpPlan::Impl::reverse_step(int node, int parent, int sibling,
 
 EinsumVjpPlan EinsumVjpPlan::prepare(const Subscripts& subscripts, std::span<const TensorMeta> operands,
                                      const TensorMeta& cotangent, std::vector<int> slots,
-                                     const EinsumOptions& options) {
+                                     const EinsumOptions& options, int64_t keep_limit_bytes) {
   auto impl = std::make_shared<Impl>();
   impl->slots = std::move(slots);
+  impl->keep_limit = keep_limit_bytes;
   impl->build(subscripts, operands, cotangent, options);
   EinsumVjpPlan plan;
   plan.impl_ = std::move(impl);
@@ -245,16 +270,27 @@ void EinsumVjpPlan::execute_into(std::span<const Tensor> operands, const Tensor&
     if (is_complex(im.dtype) && im.complex_inputs[static_cast<size_t>(i)]) v = kernels::unary(kernels::UnaryOp::conj, v, pool);
     values[static_cast<size_t>(i)] = std::move(v);
   }
+  // Forward phase: the kept values, and what they are computed from (released once their parent exists).
   for (size_t t = 0; t < im.steps.size(); ++t) {
-    if (!im.steps[t]) continue;
+    const size_t v = static_cast<size_t>(im.n) + t;
+    if (!im.forward_phase[v]) continue;
     auto [a, b] = im.children[t];
     const Tensor pair[2] = {values[static_cast<size_t>(a)], values[static_cast<size_t>(b)]};
-    values[static_cast<size_t>(im.n) + t] = im.steps[t]->execute(pair, pool);
+    values[v] = im.steps[t]->execute(pair, pool);
+    for (int c : {a, b})
+      if (c >= im.n && !im.keep[static_cast<size_t>(c)]) values[static_cast<size_t>(c)] = Tensor();
   }
+  // A value that was not kept is recomputed from its subtree (kept values and operands) when a reverse step reads it.
+  std::function<Tensor(int)> value_of = [&](int v) -> Tensor {
+    if (values[static_cast<size_t>(v)].defined()) return values[static_cast<size_t>(v)];
+    const size_t t = static_cast<size_t>(v - im.n);
+    const Tensor pair[2] = {value_of(im.children[t].first), value_of(im.children[t].second)};
+    return im.steps[t]->execute(pair, pool);
+  };
   cts[static_cast<size_t>(im.root())] = cotangent.dtype() == im.dtype ? cotangent : cotangent.astype(im.dtype);
   for (size_t i = 0; i < im.reverse.size(); ++i) {
     const ReverseStep& r = im.reverse[i];
-    std::vector<Tensor> ops = {cts[static_cast<size_t>(r.parent)], values[static_cast<size_t>(r.sibling)]};
+    std::vector<Tensor> ops = {cts[static_cast<size_t>(r.parent)], value_of(r.sibling)};
     ops.insert(ops.end(), r.ones.begin(), r.ones.end());
     if (r.node < im.n) {
       const Shape& shape = im.shapes[static_cast<size_t>(r.node)];
@@ -280,11 +316,12 @@ Tensor EinsumVjpPlan::execute(std::span<const Tensor> operands, const Tensor& co
 DType EinsumVjpPlan::dtype() const { return impl_->dtype; }
 int64_t EinsumVjpPlan::packed_elements() const { return impl_->packed; }
 int64_t EinsumVjpPlan::kept_bytes() const { return impl_->kept; }
+int EinsumVjpPlan::recomputed_count() const { return static_cast<int>(impl_->recomputed.size()); }
 
 std::string EinsumVjpPlan::to_string() const {
   const Impl& im = *impl_;
   auto node = [&](int id) {
-    return fmt::format("{}{}", id < im.n ? fmt::format("operand {}", id) : fmt::format("node {}", id),
+    return fmt::format("{} {}", id < im.n ? fmt::format("operand {}", id) : fmt::format("node {}", id),
                        quote_for_message(label_string(im.subs, im.labels[static_cast<size_t>(id)])));
   };
   std::string out = fmt::format("einsum vjp {} over operands [{}] dtype {}, packed [{}]\n",
@@ -293,9 +330,15 @@ std::string EinsumVjpPlan::to_string() const {
   if (!im.forward.tree().steps().empty()) out += fmt::format("tree {}\n", im.forward.tree().to_string());
   std::vector<std::string> kept;
   for (size_t t = 0; t < im.steps.size(); ++t)
-    if (im.steps[t]) kept.push_back(node(im.n + static_cast<int>(t)));
-  out += fmt::format("forward keeps {} ({}): {}\n", kept.size(), human_bytes(im.kept),
+    if (im.keep[static_cast<size_t>(im.n) + t]) kept.push_back(node(im.n + static_cast<int>(t)));
+  out += fmt::format("forward keeps {} ({}{}): {}\n", kept.size(), human_bytes(im.kept),
+                     im.keep_limit < 0 ? std::string() : fmt::format(", limit {}", human_bytes(im.keep_limit)),
                      kept.empty() ? std::string("nothing") : fmt::format("{}", fmt::join(kept, ", ")));
+  if (!im.recomputed.empty()) {
+    std::vector<std::string> names;
+    for (int v : im.recomputed) names.push_back(node(v));
+    out += fmt::format("recomputes {} when read (over the limit): {}\n", names.size(), fmt::join(names, ", "));
+  }
   for (const ReverseStep& r : im.reverse)
     out += fmt::format("reverse: ct {} = ct {} x {}{}\n", node(r.node), node(r.parent), node(r.sibling),
                        r.ones.empty() ? "" : fmt::format(" x {} ones", r.ones.size()));

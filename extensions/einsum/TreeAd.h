@@ -19,6 +19,11 @@
 // EinsumJvpPlan (mode jvp) is the sum over the tangent slots of the forward plan run with that operand replaced by
 // its tangent (the same prepared plan serves every term, since a tangent has its operand's type).
 //
+// Memory policy: the forward intermediates the reverse steps read are kept while they fit under a byte limit and
+// recomputed from their subtrees otherwise (prepare's keep_limit_bytes; the module passes the environment variable
+// EINSTAGE_AD_KEEP_BYTES, read when an op is prepared, until an execution context carries it). `--print-stages`
+// (to_string) says which nodes are kept and which recomputed.
+//
 // Both plans are immutable after prepare() and may run on several threads at once; results are bitwise the same at
 // every thread count (every contraction is a deterministic executor call).
 #pragma once
@@ -36,8 +41,12 @@ class EinsumVjpPlan {
  public:
   /// Prepares the reverse pass of einsum(`subscripts`) over operands `operands` with output cotangent `cotangent`,
   /// computing the cotangents of the operands listed in `slots` (ascending). Needs two or more operands.
+  /// `keep_limit_bytes` bounds the forward intermediates kept for the reverse steps (-1: no limit): values the
+  /// reverse steps read are kept in step order while they fit, the others are recomputed from their subtrees when
+  /// read (checkpointing); the results are bitwise the same at every limit.
   static EinsumVjpPlan prepare(const Subscripts& subscripts, std::span<const TensorMeta> operands,
-                               const TensorMeta& cotangent, std::vector<int> slots, const EinsumOptions& options);
+                               const TensorMeta& cotangent, std::vector<int> slots, const EinsumOptions& options,
+                               int64_t keep_limit_bytes = -1);
 
   /// Writes the slots' cotangents into `packed` (dtype(), [packed_elements()], column-major one after the other).
   void execute_into(std::span<const Tensor> operands, const Tensor& cotangent, Tensor& packed,
@@ -46,8 +55,9 @@ class EinsumVjpPlan {
 
   DType dtype() const;
   int64_t packed_elements() const;
-  /// Bytes of the forward intermediates the reverse pass keeps.
+  /// Bytes of the forward intermediates the reverse pass keeps, and how many it recomputes instead.
   int64_t kept_bytes() const;
+  int recomputed_count() const;
   /// The forward tree and the reverse steps, for `--print-stages`.
   std::string to_string() const;
 

@@ -9,6 +9,7 @@
 #include "extensions/einsum/EinsumAd.h"
 #include "extensions/einsum/EinsumAdOp.h"
 #include "extensions/einsum/TraceEinsum.h"
+#include "extensions/einsum/TreeAd.h"
 #include "ir/Parser.h"
 
 #include <doctest/doctest.h>
@@ -191,7 +192,7 @@ TEST_CASE("the vjp program: one mode vjp instruction and one vjp_part per operan
   INFO(stages);
   CHECK(stages.find("einsum vjp \"ij,jk,kl->il\" over operands [0, 1, 2] dtype f64, packed [38]") != std::string::npos);
   CHECK(stages.find("forward keeps 1 (") != std::string::npos);
-  CHECK(stages.find("reverse: ct operand 0\"ij\" = ct ") != std::string::npos);
+  CHECK(stages.find("reverse: ct operand 0 \"ij\" = ct ") != std::string::npos);
 
   // With a symbolic dim the packed form cannot be typed: one reverse einsum per operand, as before.
   Builder s("g", registry());
@@ -238,4 +239,84 @@ TEST_CASE("einsum_ad errors name the attribute, the operand and the fix") {
   CHECK(error_of([&] { b.extension(payload, {x, y}); }) ==
         "'einstage.einsum_ad.v1' at %0 in @f: mode vjp of einsum \"ij,jk->ik\" over slots [0, 1] takes 3 operands but "
         "was given 2");
+}
+
+TEST_CASE("checkpointing: under a memory limit the reverse pass recomputes intermediates, with the same bits") {
+  struct Row {
+    std::string subscripts;
+    std::vector<Shape> shapes;
+    DType dtype;
+  };
+  const std::vector<Row> rows = {
+      {"ab,bc,cd,de,ef,fg->ag", {{8, 9}, {9, 10}, {10, 11}, {11, 12}, {12, 13}, {13, 14}}, DType::f64},
+      {"xwu,yxl,yzd,wzr->uldr", {{4, 4, 4}, {4, 4, 4}, {4, 4, 4}, {4, 4, 4}}, DType::c128},
+      {"ab,bc,cd,de->", {{5, 6}, {6, 7}, {7, 8}, {8, 5}}, DType::f32},
+  };
+  Rng rng{77};
+  for (const Row& r : rows) {
+    CAPTURE(r.subscripts);
+    const einsum::Subscripts subs = einsum::parse_subscripts(r.subscripts);
+    std::vector<einsum::TensorMeta> metas;
+    std::vector<Tensor> inputs;
+    std::vector<int> slots;
+    for (const Shape& s : r.shapes) {
+      metas.push_back({r.dtype, s});
+      inputs.push_back(random_tensor(r.dtype, s, rng));
+      slots.push_back(static_cast<int>(slots.size()));
+    }
+    const einsum::EinsumPlan forward = einsum::EinsumPlan::prepare(subs, metas);
+    const Tensor ct = random_tensor(r.dtype, forward.output_shape(), rng);
+    const einsum::TensorMeta ct_meta{r.dtype, forward.output_shape()};
+    auto all = einsum::EinsumVjpPlan::prepare(subs, metas, ct_meta, slots, {});
+    REQUIRE(all.kept_bytes() > 0);
+    CHECK(all.recomputed_count() == 0);
+    const Tensor expected = all.execute(inputs, ct);
+    for (int64_t limit : {int64_t(0), all.kept_bytes() / 2}) {
+      CAPTURE(limit);
+      auto some = einsum::EinsumVjpPlan::prepare(subs, metas, ct_meta, slots, {}, limit);
+      CHECK(some.kept_bytes() <= limit);
+      CHECK(some.recomputed_count() > 0);
+      CHECK(some.to_string().find("recomputes") != std::string::npos);
+      CHECK(same_bits(some.execute(inputs, ct), expected));
+    }
+  }
+}
+
+TEST_CASE("EINSTAGE_AD_KEEP_BYTES reaches the prepared vjp: --print-stages says recompute, the gradient bits stay") {
+  TraceContext ctx("f", registry());
+  std::vector<TracedTensor> params;
+  std::vector<Tensor> inputs;
+  Rng rng{8};
+  for (int k = 0; k < 4; ++k) {
+    params.push_back(ctx.parameter(fmt::format("a{}", k), DType::f64, {Dim(6), Dim(6)}));
+    inputs.push_back(random_tensor(DType::f64, {6, 6}, rng));
+  }
+  Program p = ctx.finish({sum(einsum::einsum(ctx, "ab,bc,cd,de->ae", std::span<const TracedTensor>(params)))});
+  Program g = ad::grad(p, std::vector<int>{0, 1, 2, 3}, registry());
+  std::vector<Tensor> expected = run(g, inputs);
+  auto fresh_runtime = [] {
+    Runtime r(RuntimeOptions{1});
+    r.add_module(einsum::module_descriptor());
+    return r;
+  };
+  ::setenv("EINSTAGE_AD_KEEP_BYTES", "0", 1);
+  Runtime limited = fresh_runtime();
+  std::string stages = limited.prepare(g).describe_prepared(inputs);
+  std::vector<Tensor> got = limited.prepare(g).run(std::span<const Tensor>(inputs));
+  ::setenv("EINSTAGE_AD_KEEP_BYTES", "lots", 1);
+  Runtime bad = fresh_runtime();
+  std::string error;
+  try {
+    bad.prepare(g).run(std::span<const Tensor>(inputs));
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  ::unsetenv("EINSTAGE_AD_KEEP_BYTES");
+  INFO(stages);
+  CHECK(stages.find("forward keeps 0 (0 bytes, limit 0 bytes): nothing") != std::string::npos);
+  CHECK(stages.find("recomputes 2 when read (over the limit)") != std::string::npos);
+  REQUIRE(got.size() == expected.size());
+  for (size_t k = 0; k < got.size(); ++k) CHECK(same_bits(got[k], expected[k]));
+  CHECK(error.find("EINSTAGE_AD_KEEP_BYTES is \"lots\" but must be a byte count (an integer >= 0); unset it to keep "
+                   "every intermediate") != std::string::npos);
 }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -54,6 +55,53 @@ inline std::pair<std::string, std::vector<Shape>> grid4x4_workload() {
       shapes.push_back(Shape(t.size(), 8));
     }
   return {spec + "->", shapes};
+}
+
+/// UTF-8 of one code point (the grid workloads need more labels than letters).
+inline std::string utf8(uint32_t cp) {
+  std::string out;
+  if (cp < 0x80) {
+    out += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    out += static_cast<char>(0xC0 | (cp >> 6));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else {
+    out += static_cast<char>(0xE0 | (cp >> 12));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+  return out;
+}
+
+/// A side x side grid of tensors with bond dimension `bond`, contracted to a scalar: site (r, c) carries its right
+/// and down bonds. Labels are letters while 52 suffice, else CJK code points from U+4E00.
+inline std::pair<std::string, std::vector<Shape>> grid_workload(int side, int64_t bond) {
+  const int bonds = 2 * side * (side - 1);
+  const std::string letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+  auto label = [&](int i) {
+    return bonds <= 52 ? std::string(1, letters[static_cast<size_t>(i)]) : utf8(0x4E00 + static_cast<uint32_t>(i));
+  };
+  auto h = [&](int r, int c) { return label(r * (side - 1) + c); };
+  auto v = [&](int r, int c) { return label(side * (side - 1) + r * side + c); };
+  std::string spec;
+  std::vector<Shape> shapes;
+  for (int r = 0; r < side; ++r)
+    for (int c = 0; c < side; ++c) {
+      std::string t;
+      int rank = 0;
+      if (c > 0) t += h(r, c - 1), ++rank;
+      if (c < side - 1) t += h(r, c), ++rank;
+      if (r > 0) t += v(r - 1, c), ++rank;
+      if (r < side - 1) t += v(r, c), ++rank;
+      spec += (spec.empty() ? "" : ",") + t;
+      shapes.push_back(Shape(static_cast<size_t>(rank), bond));
+    }
+  return {spec + "->", shapes};
+}
+
+/// The TRG plaquette contraction `xwu,yxl,yzd,wzr->uldr` with every bond of dimension chi.
+inline std::pair<std::string, std::vector<Shape>> trg_plaquette_workload(int64_t chi) {
+  return {"xwu,yxl,yzd,wzr->uldr", std::vector<Shape>(4, Shape{chi, chi, chi})};
 }
 
 }  // namespace einstage::bench

@@ -1,22 +1,29 @@
-// einstage_bench_ad: the cost of a gradient. For the 7-matrix chain ij,jk,kl,lm,mn,no,o->i (n = 256) and the 4x4
-// grid of bond dimension 8 (contracted to a scalar), the loss L = sum(einsum(...)) is traced once, and
-// ad::value_and_grad gives the program that returns L and the gradient with respect to every operand. Both programs
-// run on a Runtime with the einsum module (prepared and warm: trees planned and cached), and the table shows the
-// time of the value alone, of value + gradient, and their ratio; a second value+gradient column differentiates the
-// loss after einsum::split_einsums (the einsum rewritten into the pairwise einsums of its planned tree), so the
-// reverse sweep reuses forward intermediates. torch.autograd does the same in the same run
-// (torch.einsum(...).sum() forward, then forward + backward) through /usr/bin/python3 when python3-torch is
-// installed; the torch columns say "n/a" and the output says why otherwise. f64, seeded data, one thread for both
-// (torch.set_num_threads(1)), best of repeated calls after a warm-up. Not a test: it prints a table and JSON.
+// einstage_bench_ad: the cost of a gradient. For the 7-matrix chain ij,jk,kl,lm,mn,no,o->i (n = 256), the 4x4 grid
+// of bond dimension 8, the 8x8 grid of bond 2 (both contracted to a scalar) and the TRG plaquette
+// xwu,yxl,yzd,wzr->uldr at chi = 16 and 32, the loss L = sum(einsum(...)) is traced once, and ad::value_and_grad
+// gives the program that returns L and the gradient with respect to every operand. The programs run on a Runtime
+// with the einsum module (prepared and warm: trees planned and cached), and the table shows the time of the value
+// alone, of value + gradient (the default: the reverse pass walks the planned tree) and their ratio, then value +
+// gradient by the per-operand rule (EinsumAdPath::per_operand: one reverse einsum per operand) and after
+// einsum::split_einsums (the einsum rewritten into the pairwise einsums of its planned tree), and the bytes of
+// forward intermediates the tree walk keeps. The torch columns do the same with torch.autograd through
+// /usr/bin/python3 (when python3-torch is installed; "n/a" and the reason otherwise): "torch+path" contracts
+// pairwise along einstage's planned tree with torch.einsum per step (what opt_einsum's contract_expression with the
+// torch backend does; opt_einsum itself has no Debian package here), "torch.einsum" is one torch.einsum call (only
+// where every label is a letter). f64, seeded data, one thread for both (torch.set_num_threads(1)), best of repeated
+// calls after a warm-up. Not a test: it prints a table and JSON.
 //
-// Usage: einstage_bench_ad [--min-time S] [--json FILE] [--no-torch]
+// Usage: einstage_bench_ad [--min-time S] [--json FILE] [--no-torch] [--only TEXT]   (--only: workloads whose name
+// contains TEXT)
 #include "tools/bench/BenchUtil.h"
 #include "tools/bench/Machine.h"
 #include "compiler/Trace.h"
 #include "compiler/ad/Ad.h"
 #include "extensions/einsum/EinsumAd.h"
 #include "extensions/einsum/Module.h"
+#include "extensions/einsum/Notation.h"
 #include "extensions/einsum/TraceEinsum.h"
+#include "extensions/einsum/TreeAd.h"
 #include "runtime/Runtime.h"
 
 #include <fmt/format.h>
@@ -29,6 +36,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <unistd.h>
@@ -53,6 +61,12 @@ std::vector<Workload> workloads() {
   const auto [grid, grid_shapes] = bench::grid4x4_workload();
   w.push_back({"chain7 n=256", chain, chain_shapes});
   w.push_back({"grid4x4 bond8", grid, grid_shapes});
+  const auto [grid8, grid8_shapes] = bench::grid_workload(8, 2);
+  w.push_back({"grid8x8 bond2", grid8, grid8_shapes});
+  for (int64_t chi : {16, 32}) {
+    const auto [trg, trg_shapes] = bench::trg_plaquette_workload(chi);
+    w.push_back({fmt::format("trg chi={}", chi), trg, trg_shapes});
+  }
   return w;
 }
 
@@ -89,18 +103,70 @@ def best(fn, min_time):
 for w in cfg["rows"]:
     g = torch.Generator().manual_seed(42)
     ops = [(torch.rand(s, dtype=torch.float64, generator=g) - 0.5) / (s[0] ** 0.5 if s else 1.0) for s in w["shapes"]]
-    def value():
-        with torch.no_grad():
-            return torch.einsum(w["spec"], *ops).sum()
-    def value_and_grad():
-        xs = [o.detach().requires_grad_(True) for o in ops]
-        loss = torch.einsum(w["spec"], *xs).sum()
-        loss.backward()
-        return loss, [x.grad for x in xs]
-    out["rows"].append({"name": w["name"], "value_s": best(value, cfg["min_time"]),
-                        "value_and_grad_s": best(value_and_grad, cfg["min_time"])})
+    def along_path(xs):
+        nodes = list(xs)
+        for a, b, spec in w["steps"]:
+            nodes.append(torch.einsum(spec, nodes[a], nodes[b]))
+        return nodes[-1]
+    def whole(xs):
+        return torch.einsum(w["spec"], *xs)
+    def timings(f):
+        def value():
+            with torch.no_grad():
+                return f(ops).sum()
+        def value_and_grad():
+            xs = [o.detach().requires_grad_(True) for o in ops]
+            loss = f(xs).sum()
+            loss.backward()
+            return loss, [x.grad for x in xs]
+        return best(value, cfg["min_time"]), best(value_and_grad, cfg["min_time"])
+    row = {"name": w["name"]}
+    row["path_value_s"], row["path_value_and_grad_s"] = timings(along_path)
+    if w["letters_only"]:
+        row["value_s"], row["value_and_grad_s"] = timings(whole)
+    out["rows"].append(row)
 print(json.dumps(out))
 )PY";
+
+// The pairwise steps of einstage's planned tree, each a torch.einsum string over letters (renamed per step).
+json torch_row(const Workload& w) {
+  std::vector<einsum::TensorMeta> metas;
+  for (const Shape& s : w.shapes) metas.push_back({DType::f64, s});
+  const einsum::EinsumPlan plan = einsum::EinsumPlan::prepare(w.spec, metas);
+  std::vector<einsum::Step> pairs = plan.is_shortcut() ? std::vector<einsum::Step>{{0, 1}} : plan.tree().steps();
+  json steps = json::array();
+  const std::string letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+  for (size_t t = 0; t < pairs.size(); ++t) {
+    const einsum::StepPlan& s = plan.steps()[t];
+    std::map<einsum::Label, char> rename;
+    auto text = [&](const std::vector<einsum::Label>& labels) {
+      std::string out;
+      for (einsum::Label l : labels) {
+        if (!rename.count(l)) rename[l] = letters.at(rename.size());
+        out += rename[l];
+      }
+      return out;
+    };
+    const std::string a = text(s.lhs.labels), b = text(s.rhs.labels);
+    steps.push_back({pairs[t].first, pairs[t].second, a + "," + b + "->" + text(s.final ? s.output : s.result)});
+  }
+  const bool letters_only = std::all_of(w.spec.begin(), w.spec.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == ',' || c == '-' || c == '>';
+  });
+  return {{"name", w.name}, {"spec", w.spec}, {"shapes", w.shapes}, {"steps", steps}, {"letters_only", letters_only}};
+}
+
+// The bytes of forward intermediates the tree walk keeps for the gradient of every operand.
+int64_t kept_bytes(const Workload& w, const Shape& output) {
+  std::vector<einsum::TensorMeta> metas;
+  std::vector<int> slots;
+  for (const Shape& s : w.shapes) {
+    metas.push_back({DType::f64, s});
+    slots.push_back(static_cast<int>(slots.size()));
+  }
+  return einsum::EinsumVjpPlan::prepare(einsum::parse_subscripts(w.spec), metas, {DType::f64, output}, slots, {})
+      .kept_bytes();
+}
 
 // torch.autograd timings; nullopt with a reason when it cannot run.
 std::optional<json> torch_times(const std::vector<Workload>& ws, double min_time, const bench::Machine& machine,
@@ -114,7 +180,7 @@ std::optional<json> torch_times(const std::vector<Workload>& ws, double min_time
     return std::nullopt;
   }
   json cfg = {{"min_time", min_time}, {"rows", json::array()}};
-  for (const Workload& w : ws) cfg["rows"].push_back({{"name", w.name}, {"spec", w.spec}, {"shapes", w.shapes}});
+  for (const Workload& w : ws) cfg["rows"].push_back(torch_row(w));
   char script[] = "/tmp/einstage_bench_ad_py_XXXXXX";
   char input[] = "/tmp/einstage_bench_ad_in_XXXXXX";
   int fs = mkstemp(script), fi = mkstemp(input);
@@ -143,17 +209,21 @@ int main(int argc, char** argv) {
   double min_time = 0.5;
   std::string json_file;
   bool torch = true;
+  std::string only;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--min-time" && i + 1 < argc) min_time = std::atof(argv[++i]);
     else if (a == "--json" && i + 1 < argc) json_file = argv[++i];
     else if (a == "--no-torch") torch = false;
+    else if (a == "--only" && i + 1 < argc) only = argv[++i];
     else {
-      std::fprintf(stderr, "usage: einstage_bench_ad [--min-time S] [--json FILE] [--no-torch]\n");
+      std::fprintf(stderr, "usage: einstage_bench_ad [--min-time S] [--json FILE] [--no-torch] [--only TEXT]\n");
       return 2;
     }
   }
-  const auto ws = workloads();
+  std::vector<Workload> ws;
+  for (Workload& w : workloads())
+    if (w.name.find(only) != std::string::npos) ws.push_back(std::move(w));
   std::string why = "--no-torch";
   const bench::Machine machine = bench::detect_machine();
   std::optional<json> tt = torch ? torch_times(ws, min_time, machine, why) : std::nullopt;
@@ -165,10 +235,13 @@ int main(int argc, char** argv) {
   else result["torch_failure"] = why;
   fmt::print("{}\n", machine.summary());
   fmt::print("value vs value + gradient (all operands), f64, 1 thread, best of repeated calls (milliseconds)\n");
-  fmt::print("{:<15} | {:>9} {:>11} {:>7} | {:>11} {:>7} | {:>9} {:>11} {:>7}\n", "workload", "value",
-             "value+grad", "ratio", "value+grad", "ratio", "value", "value+grad", "ratio");
-  fmt::print("{:<15} | {:^29} | {:^19} | {:^29}\n", "", "einstage (n-ary einsum)", "split along tree",
-             "torch.autograd");
+  fmt::print("{:<14} | {:>8} {:>10} {:>6} | {:>10} {:>6} | {:>10} {:>6} | {:>8} | {:>8} {:>10} {:>6} | {:>10} | "
+             "{:>7}\n", "workload", "value", "value+grad", "ratio", "value+grad", "ratio", "value+grad", "ratio",
+             "kept MiB", "value", "value+grad", "ratio", "value+grad", "speedup");
+  fmt::print("{:<14} | {:^26} | {:^17} | {:^17} | {:>8} | {:^26} | {:^10} | {:>7}\n", "", "einstage (tree walk)",
+             "per-operand rule", "split_einsums", "", "torch+path", "torch.einsum", "vs t+p");
+  ExtensionRegistry per_operand = rt.registry();
+  einsum::register_einsum_ad_rules(per_operand, einsum::EinsumAdPath::per_operand);
   for (const Workload& w : ws) {
     TraceContext ctx("loss", &rt.registry());
     std::vector<TracedTensor> params;
@@ -179,42 +252,58 @@ int main(int argc, char** argv) {
       wrt.push_back(static_cast<int>(k));
     }
     TracedTensor y = einsum::einsum(ctx, w.spec, std::span<const TracedTensor>(params));
+    Shape out_shape;
+    for (const Dim& d : y.type().dims) out_shape.push_back(d.constant());
     Program loss = ctx.finish({y.rank() == 0 ? y : sum(y)});
     Program vg = ad::value_and_grad(loss, wrt, &rt.registry());
+    Program old_vg = ad::value_and_grad(loss, wrt, &per_operand);
     // The same loss with the einsum split into the pairwise einsums of its planned tree first (EinsumAd.h).
     Program split_vg = ad::value_and_grad(einsum::split_einsums(loss, &rt.registry()), wrt, &rt.registry());
-    int reverse_einsums = 0;
-    for (const Instruction& i : vg.instructions) reverse_einsums += std::holds_alternative<ExtensionOp>(i.op);
-    Executable value_exe = rt.prepare(loss), grad_exe = rt.prepare(vg), split_exe = rt.prepare(split_vg);
+    Executable value_exe = rt.prepare(loss), grad_exe = rt.prepare(vg), old_exe = rt.prepare(old_vg),
+               split_exe = rt.prepare(split_vg);
     std::vector<Tensor> ops = operands(w);
     std::span<const Tensor> in(ops);
     const double tv = best_time([&] { value_exe.run(in); }, min_time);
     const double tg = best_time([&] { grad_exe.run(in); }, min_time);
+    const double to = best_time([&] { old_exe.run(in); }, min_time);
     const double ts = best_time([&] { split_exe.run(in); }, min_time);
-    double pv = -1, pg = -1;
+    const int64_t kept = kept_bytes(w, out_shape);
+    double pv = -1, pg = -1, ev = -1, eg = -1;
     if (tt)
       for (const json& r : (*tt)["rows"])
         if (r["name"] == w.name) {
-          pv = r["value_s"].get<double>();
-          pg = r["value_and_grad_s"].get<double>();
+          pv = r["path_value_s"].get<double>();
+          pg = r["path_value_and_grad_s"].get<double>();
+          if (r.contains("value_s")) {
+            ev = r["value_s"].get<double>();
+            eg = r["value_and_grad_s"].get<double>();
+          }
         }
-    fmt::print("{:<15} | {:>9} {:>11} {:>7} | {:>11} {:>7} | {:>9} {:>11} {:>7}\n", w.name, ms(tv), ms(tg),
-               ratio(tg, tv), ms(ts), ratio(ts, tv), ms(pv), ms(pg), ratio(pg, pv));
+    fmt::print("{:<14} | {:>8} {:>10} {:>6} | {:>10} {:>6} | {:>10} {:>6} | {:>8.2f} | {:>8} {:>10} {:>6} | {:>10} | "
+               "{:>7}\n", w.name, ms(tv), ms(tg), ratio(tg, tv), ms(to), ratio(to, tv), ms(ts), ratio(ts, tv),
+               static_cast<double>(kept) / (1 << 20), ms(pv), ms(pg), ratio(pg, pv), ms(eg), ratio(pg, tg));
+    auto count_ext = [](const Program& p) {
+      return std::count_if(p.instructions.begin(), p.instructions.end(),
+                           [](const Instruction& i) { return std::holds_alternative<ExtensionOp>(i.op); });
+    };
     result["rows"].push_back({{"name", w.name},
                               {"spec", w.spec},
-                              {"einsums_in_value_and_grad", reverse_einsums},
                               {"instructions_in_value_and_grad", vg.instructions.size()},
                               {"einstage", {{"value_s", tv}, {"value_and_grad_s", tg},
+                                            {"value_and_grad_per_operand_s", to},
                                             {"value_and_grad_split_s", ts},
-                                            {"einsums_in_split_value_and_grad",
-                                             std::count_if(split_vg.instructions.begin(), split_vg.instructions.end(),
-                                                           [](const Instruction& i) {
-                                                             return std::holds_alternative<ExtensionOp>(i.op);
-                                                           })}}},
-                              {"torch", tt ? json{{"value_s", pv}, {"value_and_grad_s", pg}} : json(nullptr)}});
+                                            {"kept_intermediate_bytes", kept},
+                                            {"extension_ops_in_value_and_grad", count_ext(vg)},
+                                            {"extension_ops_per_operand", count_ext(old_vg)},
+                                            {"extension_ops_split", count_ext(split_vg)}}},
+                              {"torch", tt ? json{{"path_value_s", pv}, {"path_value_and_grad_s", pg},
+                                                  {"einsum_value_s", ev}, {"einsum_value_and_grad_s", eg}}
+                                           : json(nullptr)}});
   }
   if (!tt) fmt::print("torch: not measured ({})\n", why);
-  fmt::print("value+grad returns the loss and the gradient with respect to every operand; ratio = value+grad / value\n");
+  fmt::print("value+grad returns the loss and the gradient with respect to every operand; ratio = value+grad / value "
+             "(of the same system); speedup = torch+path value+grad / einstage value+grad; kept = forward "
+             "intermediates the tree walk keeps\n");
   const std::string text = result.dump(2);
   if (!json_file.empty()) std::ofstream(json_file) << text << "\n";
   fmt::print("{}\n", text);

@@ -8,6 +8,7 @@
 #include "extensions/einsum/Module.h"
 #include "extensions/einsum/TraceEinsum.h"
 #include "ir/Npy.h"
+#include "ir/Printer.h"
 #include "ir/Quote.h"
 #include "runtime/Runtime.h"
 #include "tools/einstage/Command.h"
@@ -39,7 +40,9 @@ constexpr std::string_view kGradHelp =
     "  -o, --output PREFIX prefix of the written files (default grad_)\n"
     "  --broadcast         allow length-1 axes of named labels to broadcast (as '...' axes always do)\n"
     "  --optimize SPEC     contraction order: auto (default), greedy, optimal, path:(0,1),..., tree[...]; the reverse\n"
-    "                      einsums keep it (an explicit path or tree is rewritten for their operand order)\n"
+    "                      pass walks the same tree (per-operand reverse einsums rewrite an explicit path or tree)\n"
+    "  --print-stages      print the vjp program and how each instruction was prepared: the contraction tree, the\n"
+    "                      intermediates the reverse pass keeps or recomputes (EINSTAGE_AD_KEEP_BYTES bounds them)\n"
     "  -h, --help          print this help\n";
 
 std::vector<int> parse_wrt(std::string_view text, size_t operands) {
@@ -74,7 +77,7 @@ int run_grad(std::span<const std::string_view> args) {
   ArgScanner scan("grad", args);
   std::vector<std::string> positional;
   std::string wrt_text, cotangent_path, prefix = "grad_", value;
-  bool have_wrt = false;
+  bool have_wrt = false, print_stages = false;
   einsum::TraceEinsumOptions options;
   while (scan.next()) {
     if (scan.option("--wrt", &wrt_text)) { have_wrt = true; continue; }
@@ -82,6 +85,7 @@ int run_grad(std::span<const std::string_view> args) {
     if (scan.option("--output", &prefix, "-o")) continue;
     if (scan.option("--optimize", &value)) { options.plan = parse_optimize("grad", value); continue; }
     if (scan.flag("--broadcast")) { options.allow_broadcast = true; continue; }
+    if (scan.flag("--print-stages")) { print_stages = true; continue; }
     positional.emplace_back(scan.positional(positional.empty() ? subscripts_starting_with_dash : nullptr));
   }
   if (prefix.empty())
@@ -130,7 +134,11 @@ int run_grad(std::span<const std::string_view> args) {
   }
   std::vector<Tensor> inputs = operands;
   inputs.push_back(cotangent);
-  std::vector<Tensor> results = rt.prepare(vjp).run(std::span<const Tensor>(inputs));  // output, then gradients
+  const Executable exe = rt.prepare(vjp);
+  if (print_stages)
+    fmt::print("== vjp program\n{}\n== prepared\n{}\n", print_program(vjp),
+               exe.describe_prepared(std::span<const Tensor>(inputs)));
+  std::vector<Tensor> results = exe.run(std::span<const Tensor>(inputs));  // output, then gradients
   for (size_t w = 0; w < wrt.size(); ++w) {
     std::string path = fmt::format("{}{}.npy", prefix, wrt[w]);
     const Tensor& g = results[1 + w];
