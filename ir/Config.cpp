@@ -14,7 +14,8 @@ namespace {
 // Every variable Config reads (the snapshot holds these and nothing else).
 constexpr const char* kVariables[] = {"EINSTAGE_NUM_THREADS", "EINSTAGE_CACHE_DIR",      "XDG_CACHE_HOME",
                                       "HOME",                 "EINSTAGE_JIT",            "EINSTAGE_JIT_SPECIALISE",
-                                      "EINSTAGE_JIT_DIRECT",  "EINSTAGE_TENSOR_CACHE_MB", "EINSTAGE_DUMP_PASSES"};
+                                      "EINSTAGE_JIT_DIRECT",  "EINSTAGE_TENSOR_CACHE_MB", "EINSTAGE_DUMP_PASSES",
+                                      "EINSTAGE_AD_KEEP_BYTES"};
 
 // The variable's value; nullptr when it is unset or empty.
 const std::string* value_of(const Environment& env, std::string_view name) {
@@ -88,6 +89,20 @@ Config Config::from(const Environment& env, const ConfigOptions& options) {
                             "({} MiB)",
                             kMaxScratchCacheMb, Config{}.scratch_cache_bytes >> 20));
     c.scratch_cache_bytes = static_cast<size_t>(*mb) << 20;
+  }
+
+  if (options.ad_keep_bytes) {
+    if (*options.ad_keep_bytes < -1)
+      fail(ErrorKind::invalid_argument, "the byte limit on kept intermediates is {}; expected a byte count >= 0, or "
+           "-1 for no limit", *options.ad_keep_bytes);
+    c.ad_keep_bytes = *options.ad_keep_bytes;
+  } else if (const std::string* v = value_of(env, "EINSTAGE_AD_KEEP_BYTES")) {
+    std::optional<int64_t> bytes = whole_number<int64_t>(*v);
+    if (!bytes || *bytes < 0)
+      bad_value("EINSTAGE_AD_KEEP_BYTES", *v,
+                "a whole number of bytes >= 0 (the forward intermediates an einsum's reverse pass keeps; the rest are "
+                "recomputed), or unset it to keep every one");
+    c.ad_keep_bytes = *bytes;
   }
   return c;
 }

@@ -16,6 +16,7 @@
 // | jit_direct           | EINSTAGE_JIT_DIRECT       | 0 or 1                                   | 1              |
 // | scratch_cache_bytes  | EINSTAGE_TENSOR_CACHE_MB  | a whole number of MiB, 0 to 1048576      | 1024 MiB       |
 // | dump_passes          | EINSTAGE_DUMP_PASSES      | 0 or 1                                   | 0              |
+// | ad_keep_bytes        | EINSTAGE_AD_KEEP_BYTES    | a whole number of bytes >= 0             | -1: no limit   |
 //
 // A variable set to the empty string counts as unset. Any other value outside the accepted forms is an
 // einstage::Error (invalid_argument) naming the variable, its value (escaped by ir/Quote.h) and what it accepts,
@@ -46,6 +47,7 @@ struct ConfigOptions {
   std::optional<bool> jit_direct;
   std::optional<size_t> scratch_cache_bytes;
   std::optional<bool> dump_passes;
+  std::optional<int64_t> ad_keep_bytes;  // -1: no limit
 };
 
 struct Config {
@@ -63,6 +65,9 @@ struct Config {
   size_t scratch_cache_bytes = size_t{1} << 30;
   /// The compiler's pipelines print the program after every pass to stderr.
   bool dump_passes = false;
+  /// Bytes of forward intermediates an einsum's reverse pass keeps; the rest are recomputed when read
+  /// (extensions/einsum/TreeAd.h). -1: no limit.
+  int64_t ad_keep_bytes = -1;
 
   /// The largest thread count any option or EINSTAGE_NUM_THREADS accepts.
   static constexpr int kMaxThreads = 1024;

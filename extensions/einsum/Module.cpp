@@ -5,11 +5,8 @@
 #include "extensions/einsum/EinsumOp.h"
 #include "extensions/einsum/Executor.h"
 #include "extensions/einsum/TreeAd.h"
-#include "ir/Quote.h"
+#include "ir/Config.h"
 #include "runtime/StdKernels.h"
-
-#include <cerrno>
-#include <cstdlib>
 
 namespace einstage::einsum {
 
@@ -97,19 +94,6 @@ class PreparedPart final : public PreparedOp {
   TensorMeta operand_;
 };
 
-// The byte limit on the intermediates a vjp keeps (TreeAd.h), from EINSTAGE_AD_KEEP_BYTES; -1 (no limit) when unset.
-int64_t keep_limit_from_environment() {
-  const char* text = std::getenv("EINSTAGE_AD_KEEP_BYTES");
-  if (!text || !*text) return -1;
-  char* end = nullptr;
-  errno = 0;
-  const long long v = std::strtoll(text, &end, 10);
-  if (errno != 0 || *end != '\0' || v < 0)
-    fail(ErrorKind::invalid_argument, "EINSTAGE_AD_KEEP_BYTES is {} but must be a byte count (an integer >= 0); "
-         "unset it to keep every intermediate", quote_for_message(text));
-  return static_cast<int64_t>(v);
-}
-
 class EinsumAdExecutor final : public ExtensionExecutor {
  public:
   std::shared_ptr<const PreparedOp> prepare(const ExtensionPayload& payload, std::span<const TensorType> operands,
@@ -127,7 +111,7 @@ class EinsumAdExecutor final : public ExtensionExecutor {
         return std::make_shared<PreparedVjp>(EinsumVjpPlan::prepare(p.forward().subscripts(),
                                                                     std::span(metas).subspan(0, n), metas[n],
                                                                     p.slots(), options,
-                                                                    keep_limit_from_environment()), n);
+                                                                    Config::process().ad_keep_bytes), n);
       case EinsumAdMode::vjp_part: {
         int64_t offset = 0;
         for (int k : p.slots())

@@ -20,9 +20,9 @@
 // its tangent (the same prepared plan serves every term, since a tangent has its operand's type).
 //
 // Memory policy: the forward intermediates the reverse steps read are kept while they fit under a byte limit and
-// recomputed from their subtrees otherwise (prepare's keep_limit_bytes; the module passes the environment variable
-// EINSTAGE_AD_KEEP_BYTES, read when an op is prepared, until an execution context carries it). `--print-stages`
-// (to_string) says which nodes are kept and which recomputed.
+// recomputed from their subtrees otherwise (prepare's keep_limit_bytes; the module passes Config::ad_keep_bytes,
+// ir/Config.h: EINSTAGE_AD_KEEP_BYTES, until an execution context carries it). `--print-stages` (to_string) says
+// which nodes are kept and which recomputed.
 //
 // Both plans are immutable after prepare() and may run on several threads at once; results are bitwise the same at
 // every thread count (every contraction is a deterministic executor call).

@@ -83,6 +83,10 @@ TEST_CASE("config: a bad value is an error naming the variable, its value and th
   CHECK(message("EINSTAGE_JIT_DIRECT", "00") ==
         "environment variable EINSTAGE_JIT_DIRECT is '00'; expected 0 or 1 (0 forces the JIT's packed path), or unset "
         "it for the default (1)");
+  CHECK(message("EINSTAGE_AD_KEEP_BYTES", "-5") ==
+        "environment variable EINSTAGE_AD_KEEP_BYTES is '-5'; expected a whole number of bytes >= 0 (the forward "
+        "intermediates an einsum's reverse pass keeps; the rest are recomputed), or unset it to keep every one");
+  CHECK(Config::from({{"EINSTAGE_AD_KEEP_BYTES", "4096"}}).ad_keep_bytes == 4096);
   CHECK(message("EINSTAGE_DUMP_PASSES", "true") ==
         "environment variable EINSTAGE_DUMP_PASSES is 'true'; expected 0 or 1 (1 prints the program after every "
         "compiler pass), or unset it for the default (0)");

@@ -23,10 +23,10 @@ struct Run {
   std::string out, err;
 };
 
-// Runs the built binary in `dir` with the given (already shell-quoted) arguments.
-Run run_grad_cli(const test::TempDir& dir, const std::string& args) {
-  std::string cmd = fmt::format("cd '{}' && '{}' grad {} >'{}' 2>'{}'", dir.path().string(), EINSTAGE_CLI_PATH, args,
-                                dir.file("stdout"), dir.file("stderr"));
+// Runs the built binary in `dir` with the given (already shell-quoted) arguments; `env` prefixes VAR=value pairs.
+Run run_grad_cli(const test::TempDir& dir, const std::string& args, const std::string& env = "") {
+  std::string cmd = fmt::format("cd '{}' && {} '{}' grad {} >'{}' 2>'{}'", dir.path().string(), env, EINSTAGE_CLI_PATH,
+                                args, dir.file("stdout"), dir.file("stderr"));
   int raw = std::system(cmd.c_str());
   Run r;
   REQUIRE(WIFEXITED(raw));
@@ -104,6 +104,17 @@ TEST_CASE("grad: three operands, a cotangent file, --wrt and -o") {
   CHECK(stages.out.find("forward keeps 0 (0 bytes): nothing") != std::string::npos);  // b and c are leaves
   CHECK(stages.out.find("reverse: ct operand 1 \"jk\" = ct node 3 \"jl\" x operand 2 \"kl\"") != std::string::npos);
   CHECK(read_npy(dir.file("e_1.npy")).to_col_major<double>() == db.to_col_major<double>());
+  // Under a memory limit of 0 bytes the reverse pass recomputes what it would keep, with the same bits.
+  Run limited = run_grad_cli(dir, "'ij,jk,kl->il' a.npy b.npy c.npy --cotangent g.npy -o f_ --print-stages",
+                             "EINSTAGE_AD_KEEP_BYTES=0");
+  CHECK(limited.status == 0);
+  CHECK(limited.out.find("forward keeps 0 (0 bytes, limit 0 bytes): nothing") != std::string::npos);
+  CHECK(limited.out.find("recomputes 1 when read (over the limit): node 3 \"jl\"") != std::string::npos);
+  Run unlimited = run_grad_cli(dir, "'ij,jk,kl->il' a.npy b.npy c.npy --cotangent g.npy -o h_");
+  CHECK(unlimited.status == 0);
+  for (int k = 0; k < 3; ++k)
+    CHECK(read_npy(dir.file(fmt::format("f_{}.npy", k))).to_col_major<double>() ==
+          read_npy(dir.file(fmt::format("h_{}.npy", k))).to_col_major<double>());
 }
 
 TEST_CASE("grad: complex operands give the adjoint cotangent (the other operand conjugated)") {
