@@ -3,6 +3,7 @@
 #include "ir/Config.h"
 #include "ir/Error.h"
 #include "runtime/ThreadPool.h"
+#include "runtime/jit/Blocking.h"
 #include "runtime/jit/KernelCache.h"
 #include "runtime/kernels/Strided.h"
 
@@ -19,11 +20,11 @@
 
 namespace einstage {
 
-GettBlocking default_blocking(DType real_dtype) {
-  // B sliver (NR x KC) stays in L1 across the MC/MR A slivers, the packed A block (MC x KC) in L2 (2 MiB), the
-  // packed B panel (KC x NC) in L3.
-  if (real_dtype == DType::f32) return {480, 512, 4096};
-  return {480, 256, 4096};
+GettBlocking default_blocking(DType real_dtype, bool avx512) {
+  // Blocking.h: the B sliver (NR x KC) in L1, the packed A block (MC x KC) in L2, the B panel (KC x NC) in L3, for
+  // the default tile of this vector width on this host's caches.
+  const MicroKernelSpec tile = default_micro_kernel(real_dtype, avx512);
+  return blocking_for(host_cache_info(), static_cast<int64_t>(size_of(real_dtype)), tile.mr, tile.nr);
 }
 
 namespace {
@@ -451,7 +452,9 @@ bool use_direct(const Fused& m, const Fused& n, const Fused& k, size_t elt) {
   // Fewer than 8 rows (the transposed shape, e.g. a vector times a matrix): one row tile reads B once in place.
   if (m.size < 8) return true;
   // A few k steps (an outer product is k = 1): nothing to amortise packing over, whatever m and n are.
-  return a_bytes <= 40 * 1024 && (double(m.size) * double(n.size) * double(k.size) <= 96.0 * 96 * 96 || k.size <= 8);
+  // Otherwise: A within L1 (Blocking.h: direct_a_limit) and little work per entry.
+  const double macs = double(m.size) * double(n.size) * double(k.size);
+  return a_bytes <= double(direct_a_limit(host_cache_info())) && (macs <= 96.0 * 96 * 96 || k.size <= 8);
 }
 
 // The two-level k geometry of a direct kernel (MicroKernel.h: DirectKernelFn) if the fused k offsets of A and B are
@@ -683,7 +686,9 @@ void run_gett(const ContractionProblem& p, ThreadPool* pool, KernelCache& cache,
       g.mr = spec.mr;
       g.nr = spec.nr;
       // Per k step a tile reads (mr + nr) vectors: keep the A and B slivers together within L1.
-      GettBlocking lane_block = blocking ? *blocking : GettBlocking{256, 64, 4096};
+      const int64_t vector_bytes = spec.lanes * static_cast<int64_t>(sizeof(R));
+      GettBlocking lane_block =
+          blocking ? *blocking : GettBlocking{256, lane_kc(host_cache_info(), vector_bytes, spec.mr, spec.nr), 4096};
       g.kc_e = std::max<int64_t>(1, lane_block.kc);
       g.mc_e = std::max<int64_t>(1, lane_block.mc / spec.mr) * spec.mr;
       g.nc = std::max<int64_t>(1, lane_block.nc / spec.nr) * spec.nr;
@@ -735,7 +740,7 @@ void run_gett(const ContractionProblem& p, ThreadPool* pool, KernelCache& cache,
     if (spec.mr == 0 || cost < best) spec = s, best = cost;
   }
   g.kernel = cache.micro_kernel(spec);  // may throw: before anything is written
-  GettBlocking block = blocking ? *blocking : default_blocking(real);
+  GettBlocking block = blocking ? *blocking : default_blocking(real, cache.host().has_avx512);
   g.mr = spec.mr;
   g.nr = spec.nr;
   g.mrc = spec.mr / Gett<T>::cf;

@@ -12,7 +12,7 @@
 // complex runs at the real kernel's rate. A batch axis with unit stride in A, B and C (column-major bij,bjk->bik) would
 // make GEMM packing read one element per cache line; real problems with such an axis run on lane kernels instead,
 // whose vectors run along that axis (MicroKernel.h). The micro-tile is chosen per problem among a few candidates by
-// least padded work. Small real problems (A within ~40 KiB, at most 96^3 multiply-adds per batch entry) whose row
+// least padded work. Small real problems (A within 5/6 of L1d, at most 96^3 multiply-adds per batch entry) whose row
 // tiles are contiguous in A and C and whose k offsets form at most two affine levels skip packing: direct kernels
 // (MicroKernel.h: DirectKernelFn) read A and B in place; with K inside one KC block they give the packed path's bits.
 // Rows contiguous in A only in runs of one vector a fixed distance apart take split-row direct tiles; steps with fewer
@@ -44,8 +44,9 @@ struct GettBlocking {
   int64_t nc = 0;  // columns of a packed B panel (multiple of NR)
 };
 
-/// The block sizes contract_jit uses for a real dtype (chosen for a 48 KiB L1d / 2 MiB L2 core).
-GettBlocking default_blocking(DType real_dtype);
+/// The block sizes contract_jit uses for a real dtype with the default tile of the given vector width, derived from
+/// this host's cache sizes (Blocking.h: 480 x 256 x 4096 for f64 on a 48 KiB L1d / 2 MiB L2 core).
+GettBlocking default_blocking(DType real_dtype, bool avx512);
 
 /// A problem that contract_jit runs on the direct path, as one shape-specialised kernel per batch entry plus the
 /// entries' element offsets (Specialise.h compiles it).

@@ -47,7 +47,7 @@ void check_jit_paths(OwnedProblem op, ThreadPool& two, bool packed) {
   contract_jit(threaded.p, &two, &memory_cache());
   CHECK(op.c.bytes == threaded.c.bytes);
   if (packed) {
-    const GettBlocking blocking = default_blocking(dtype_v<T>);
+    const GettBlocking blocking = default_blocking(dtype_v<T>, memory_cache().host().has_avx512);
     contract_jit(reference.p, nullptr, &memory_cache(), &blocking);
     CHECK(op.c.bytes == reference.c.bytes);
   }
@@ -211,7 +211,7 @@ TEST_CASE("jit gett: i64 is refused with a message naming the fallback") {
 // agree exactly; the random problems cover strided, permuted and multi-axis groups, odd and zero extents.
 TEST_CASE_TEMPLATE("jit gett: direct small-problem path equals the packed path bitwise", T, float, double) {
   DType dtype = dtype_v<T>;
-  const GettBlocking packed = default_blocking(dtype);
+  const GettBlocking packed = default_blocking(dtype, memory_cache().host().has_avx512);
   ThreadPool two(2);
   int compared = 0;
   for (uint64_t seed = 20000; seed < 20080; ++seed) {

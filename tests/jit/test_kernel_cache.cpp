@@ -69,7 +69,7 @@ void default_tile_gemm(KernelCache& cache) {
   allocate_and_fill<double>(op, rng);
   op.bind();
   // Explicit block sizes select the packed path (a problem this small would otherwise run on a direct kernel).
-  const GettBlocking packed = default_blocking(DType::f64);
+  const GettBlocking packed = default_blocking(DType::f64, cache.host().has_avx512);
   contract_jit(op.p, nullptr, &cache, &packed);
   check_against_oracle<double>(op);
 }

@@ -1,0 +1,55 @@
+// Blocking: the GETT driver's cache blocks (MC, KC, NC) and the direct path's A limit, derived from the CPU's cache
+// sizes and the micro-tile instead of constants tuned for one CPU. Stage: runtime (JIT internals). Depends on
+// runtime/jit/Gett.h's GettBlocking and the standard library; no LLVM.
+//
+// The analytic model (BLIS; Low et al., "Analytical modeling is enough for high-performance BLIS", 2016), in real
+// elements of s bytes with an mr x nr micro-tile:
+//   KC  the B sliver (nr x KC) that every A sliver of a block is multiplied with stays in L1 next to the A sliver
+//       streaming through and the C tile: the B sliver takes a third of L1d. KC = L1d / (3 nr s), a multiple of 8.
+//   MC  the packed A block (MC x KC) stays in L2 while B slivers stream through it: half of L2 less two B slivers.
+//       MC = (L2 / 2 - 2 nr KC s) / (KC s), a multiple of mr.
+//   NC  the packed B panel (KC x NC), shared by all threads, within half of L3 (NC = L3 / 2 / (KC s), a multiple
+//       of nr), at most 4096 columns: a wider panel only packs less often, which stops paying off long before.
+//   direct  a small problem runs unpacked when A fits in five sixths of L1d (the rest holds a B sliver and C);
+//       lane kernels' A and B slivers together take as much.
+// On the Xeon these were first tuned on (48 KiB L1d, 2 MiB L2, 12-way L1), the model gives exactly the tuned values:
+// f64 MC 480 KC 256 NC 4096, f32 MC 480 KC 512 NC 4096, direct A <= 40 KiB. A Zen 3 core (32 KiB L1d, 512 KiB L2,
+// 32 MiB L3 per CCX, AVX2 8 x 6 f64 tiles) gets f64 MC 128 KC 224 NC 4096. Cache sizes come from Linux's sysfs
+// (cpu0's cache/index*/{level,type,size}); a level that cannot be read gets a conservative fallback (32 KiB L1d,
+// 256 KiB L2, 8 MiB L3), read once per process.
+#pragma once
+
+#include "runtime/jit/Gett.h"
+
+#include <cstdint>
+#include <filesystem>
+
+namespace einstage {
+
+/// Data cache sizes in bytes as one core sees them (L3: the whole cache the core shares).
+struct CacheInfo {
+  int64_t l1d = 0, l2 = 0, l3 = 0;
+};
+
+/// The fallback for a level sysfs does not report.
+inline constexpr CacheInfo kFallbackCaches{32 * 1024, 256 * 1024, 8 * 1024 * 1024};
+
+/// Reads root/sys/devices/system/cpu/cpu0/cache/index*/{level,type,size} ("48K", "2048K", "32M"); levels that are
+/// missing or unreadable keep kFallbackCaches' value. `root` is "/" for this machine, a fixture directory in tests.
+CacheInfo read_cache_info(const std::filesystem::path& root);
+
+/// read_cache_info("/"), once per process.
+const CacheInfo& host_cache_info();
+
+/// The cache blocks for a real dtype of `elem_bytes` bytes and an mr x nr micro-tile (in reals) on `caches`
+/// (the model above). Pure: tests feed made-up CPUs.
+GettBlocking blocking_for(const CacheInfo& caches, int64_t elem_bytes, int64_t mr, int64_t nr);
+
+/// Bytes of A up to which a small problem runs on the direct (unpacked) path: five sixths of L1d.
+int64_t direct_a_limit(const CacheInfo& caches);
+
+/// KC of the lane kernels (MicroKernel.h), which read mr + nr vectors of `vector_bytes` per k step: the A and B
+/// slivers together within five sixths of L1d, a multiple of 8 (64 for 4 x 6 zmm tiles on a 48 KiB L1d).
+int64_t lane_kc(const CacheInfo& caches, int64_t vector_bytes, int64_t mr, int64_t nr);
+
+}  // namespace einstage

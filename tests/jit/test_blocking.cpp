@@ -1,0 +1,116 @@
+// Cache blocks from the analytic model (runtime/jit/Blocking.h) on made-up CPUs: a Sapphire-Rapids-like core gets
+// the blocks first tuned on this project's Xeon, a Zen-3-like core smaller, distinct ones, a small L3 narrows NC;
+// and the sysfs reader on fixture directories, with fallbacks for missing or unreadable levels.
+#include "runtime/jit/Blocking.h"
+#include "runtime/jit/MicroKernel.h"
+#include "support/TempDir.h"
+
+#include <doctest/doctest.h>
+
+#include <fstream>
+#include <string>
+
+using namespace einstage;
+
+namespace {
+
+constexpr int64_t KiB = 1024, MiB = 1024 * 1024;
+
+GettBlocking for_default_tile(const CacheInfo& caches, DType real, bool avx512) {
+  const MicroKernelSpec tile = default_micro_kernel(real, avx512);
+  return blocking_for(caches, static_cast<int64_t>(size_of(real)), tile.mr, tile.nr);
+}
+
+bool same(const GettBlocking& x, const GettBlocking& y) { return x.mc == y.mc && x.kc == y.kc && x.nc == y.nc; }
+
+void write_index(const std::filesystem::path& root, int index, const std::string& level, const std::string& type,
+                 const std::string& size) {
+  const auto dir = root / "sys/devices/system/cpu/cpu0/cache" / ("index" + std::to_string(index));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "level") << level << "\n";
+  std::ofstream(dir / "type") << type << "\n";
+  std::ofstream(dir / "size") << size << "\n";
+}
+
+}  // namespace
+
+TEST_CASE("blocking: Sapphire-Rapids-like and Zen-3-like cores get sensible, distinct blocks") {
+  // 48 KiB L1d, 2 MiB L2, 105 MiB L3, AVX-512 tiles 24 x 8 (f64) and 48 x 8 (f32).
+  const CacheInfo spr{48 * KiB, 2 * MiB, 105 * MiB};
+  const GettBlocking spr64 = for_default_tile(spr, DType::f64, true);
+  CHECK(spr64.mc == 480);
+  CHECK(spr64.kc == 256);
+  CHECK(spr64.nc == 4096);
+  const GettBlocking spr32 = for_default_tile(spr, DType::f32, true);
+  CHECK(spr32.mc == 480);
+  CHECK(spr32.kc == 512);
+  CHECK(spr32.nc == 4096);
+  CHECK(direct_a_limit(spr) == 40 * KiB);
+  CHECK(lane_kc(spr, 64, 4, 6) == 64);  // 4 x 6 zmm lane tiles
+
+  // 32 KiB L1d, 512 KiB L2, 32 MiB L3 per CCX, AVX2 tiles 8 x 6 (f64) and 16 x 6 (f32).
+  const CacheInfo zen3{32 * KiB, 512 * KiB, 32 * MiB};
+  const GettBlocking zen64 = for_default_tile(zen3, DType::f64, false);
+  CHECK(zen64.mc == 128);
+  CHECK(zen64.kc == 224);
+  CHECK(zen64.nc == 4092);  // 4096 rounded down to a multiple of NR = 6
+  const GettBlocking zen32 = for_default_tile(zen3, DType::f32, false);
+  CHECK(zen32.mc == 128);
+  CHECK(zen32.kc == 448);
+  CHECK(direct_a_limit(zen3) < direct_a_limit(spr));
+  CHECK(lane_kc(zen3, 32, 3, 4) == 120);  // 3 x 4 ymm lane tiles
+  CHECK_FALSE(same(zen64, spr64));
+
+  // Every block holds what the model says it holds.
+  for (const CacheInfo& c : {spr, zen3}) {
+    for (DType real : {DType::f32, DType::f64}) {
+      for (bool avx512 : {false, true}) {
+        const MicroKernelSpec tile = default_micro_kernel(real, avx512);
+        const int64_t s = static_cast<int64_t>(size_of(real));
+        const GettBlocking b = for_default_tile(c, real, avx512);
+        CAPTURE(c.l1d);
+        CAPTURE(avx512);
+        CHECK(b.mc % tile.mr == 0);
+        CHECK(b.nc % tile.nr == 0);
+        CHECK(tile.nr * b.kc * s <= c.l1d / 3);       // the B sliver in a third of L1
+        CHECK(b.mc * b.kc * s <= c.l2 / 2);           // the A block in half of L2
+        CHECK(b.kc * b.nc * s <= c.l3 / 2);           // the B panel in half of L3
+      }
+    }
+  }
+}
+
+TEST_CASE("blocking: a small L3 narrows NC; a tiny cache still gives usable blocks") {
+  const GettBlocking small_l3 = for_default_tile({48 * KiB, 2 * MiB, 4 * MiB}, DType::f64, true);
+  CHECK(small_l3.nc == 1024);
+  const GettBlocking tiny = blocking_for({1 * KiB, 4 * KiB, 0}, 8, 24, 8);
+  CHECK(tiny.kc == 8);
+  CHECK(tiny.mc == 24);
+  CHECK(tiny.nc == 8);
+}
+
+TEST_CASE("blocking: cache sizes from sysfs, with fallbacks for what cannot be read") {
+  test::TempDir dir;
+  write_index(dir.path(), 0, "1", "Data", "48K");
+  write_index(dir.path(), 1, "1", "Instruction", "32K");
+  write_index(dir.path(), 2, "2", "Unified", "2048K");
+  write_index(dir.path(), 3, "3", "Unified", "105M");
+  const CacheInfo read = read_cache_info(dir.path());
+  CHECK(read.l1d == 48 * KiB);
+  CHECK(read.l2 == 2 * MiB);
+  CHECK(read.l3 == 105 * MiB);
+
+  test::TempDir partial;
+  write_index(partial.path(), 0, "1", "Data", "32K");
+  write_index(partial.path(), 2, "2", "Unified", "lots");
+  const CacheInfo fallback = read_cache_info(partial.path());
+  CHECK(fallback.l1d == 32 * KiB);
+  CHECK(fallback.l2 == kFallbackCaches.l2);
+  CHECK(fallback.l3 == kFallbackCaches.l3);
+
+  test::TempDir empty;
+  const CacheInfo none = read_cache_info(empty.path());
+  CHECK(none.l1d == kFallbackCaches.l1d);
+  CHECK(none.l2 == kFallbackCaches.l2);
+  CHECK(none.l3 == kFallbackCaches.l3);
+}
