@@ -4,8 +4,9 @@
 // against (extensions/api/Extension.h includes it; docs/extensions.md is the guide).
 //
 // Model: LLVM's PassPlugin.h. A module defines one entry point, einstage_module_entry(), returning a pointer to a
-// static EinstageModuleDescriptor whose FIRST field is the ABI version it was built for; the loader reads that field
-// before anything else and refuses any other version. The descriptor names the module and its version and lists the
+// static EinstageModuleDescriptor whose first two fields are the ABI version and the einstage build id (BuildId.h)
+// of the headers it was built with; the loader reads them before anything else and refuses a module whose version
+// or build differs, naming both. The descriptor names the module and its version and lists the
 // extension families it provides, each with a registration function. einstage calls each function with a
 // ModuleRegistrar that collects the family's compiler-side semantics (ExtensionSemantics into an ExtensionRegistry)
 // and its runtime executor (ExtensionExecutor); the Runtime commits a module's families only after all of them
@@ -22,11 +23,12 @@
 //   any one Runtime), exactly like LLVM pass plugins.
 // - C++ types cross the boundary (ExtensionRegistry, ExtensionPayload, Tensor, ThreadPool), so a module must be built
 //   with the same compiler ABI and the same einstage headers; kModuleAbiVersion is bumped whenever any of them
-//   changes layout or meaning.
+//   changes layout or meaning, and kBuildId (version, compiler, build type, sanitizers) tells einstage builds apart.
 #pragma once
 
 #include "ir/Extension.h"
 #include "ir/Tensor.h"
+#include "runtime/BuildId.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -41,7 +43,12 @@ namespace einstage {
 class ThreadPool;
 
 /// The module ABI version this einstage speaks. A module built for any other version is refused by the loader.
-inline constexpr uint32_t kModuleAbiVersion = 1;
+/// Version 2 added EinstageModuleDescriptor::build_id.
+inline constexpr uint32_t kModuleAbiVersion = 2;
+
+/// The einstage build these headers belong to (runtime/BuildId.h, generated). A module puts it in its descriptor; one
+/// built against another build is refused.
+inline constexpr const char* kBuildId = EINSTAGE_BUILD_ID;
 
 /// An extension op made ready for fixed operand dtypes and shapes (einsum: the planned tree and its step plans).
 /// The Runtime caches it under (payload, operand types) and may call run() from several threads at once, so run()
@@ -112,10 +119,12 @@ struct EinstageFamilyEntry {
   void (*register_family)(einstage::ModuleRegistrar& registrar);
 };
 
-/// What einstage_module_entry() returns. Layout rule: abi_version stays the first field in every ABI version, so a
-/// loader can read it from a module built for any version and refuse it with a clear message.
+/// What einstage_module_entry() returns. Layout rule: abi_version stays the first field in every ABI version and,
+/// from version 2 on, build_id the second, so a loader can read both from a module built for any version and refuse
+/// it with a clear message.
 struct EinstageModuleDescriptor {
   uint32_t abi_version;  // kModuleAbiVersion of the headers the module was built with
+  const char* build_id;  // kBuildId of the headers the module was built with
   const char* name;      // "einstage.einsum": [a-z0-9_]+ segments joined by '.'
   const char* version;   // the module's own version, e.g. "1.0.0"
   const EinstageFamilyEntry* families;

@@ -34,9 +34,17 @@ void check_module_descriptor(const EinstageModuleDescriptor* d, std::string_view
   // Names and paths are echoed escaped (ir/Quote.h): a descriptor's strings are not trusted until checked.
   std::string early = linked ? fmt::format("module '{}' (linked in)", shown_arg(d->name ? d->name : ""))
                              : fmt::format("module '{}'", shown_arg(origin));
-  if (d->abi_version != kModuleAbiVersion)
-    fail(ErrorKind::runtime, "{} was built for einstage module ABI version {} but this einstage needs version {}; "
-         "rebuild the module against this einstage's headers", early, d->abi_version, kModuleAbiVersion);
+  // Descriptors of ABI version 2 on have the build id second; older ones have no build id (their second field is
+  // the name).
+  const bool has_build_id = d->abi_version >= 2;
+  std::string_view build = has_build_id && d->build_id ? std::string_view(d->build_id) : std::string_view();
+  if (d->abi_version != kModuleAbiVersion || build != kBuildId)
+    fail(ErrorKind::runtime, "{} was built against einstage module ABI version {}, build {}, but this einstage is ABI "
+         "version {}, build '{}'; rebuild the module against this einstage's installed headers "
+         "(find_package(einstage) of this installation)", early, d->abi_version,
+         !has_build_id ? std::string("unknown (no build id before ABI version 2)")
+                       : d->build_id ? fmt::format("'{}'", shown_arg(build)) : std::string("null"),
+         kModuleAbiVersion, kBuildId);
   std::string_view name = d->name ? d->name : "";
   if (!is_module_name(name))
     fail(ErrorKind::runtime, "{}: module name '{}' is malformed; expected [a-z0-9_] segments joined by '.' (e.g. "

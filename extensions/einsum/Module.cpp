@@ -137,7 +137,7 @@ void register_einsum_ad_family(ModuleRegistrar& registrar) {
 constexpr EinstageFamilyEntry kFamilies[] = {{"einstage.einsum.v1", &register_einsum_family},
                                              {"einstage.einsum_ad.v1", &register_einsum_ad_family}};
 
-constexpr EinstageModuleDescriptor kDescriptor = {kModuleAbiVersion, "einstage.einsum", kEinsumModuleVersion,
+constexpr EinstageModuleDescriptor kDescriptor = {kModuleAbiVersion, kBuildId, "einstage.einsum", kEinsumModuleVersion,
                                                   kFamilies, std::size(kFamilies)};
 
 }  // namespace

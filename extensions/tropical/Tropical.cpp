@@ -260,7 +260,8 @@ void register_tropical(ModuleRegistrar& registrar) {
 }
 
 constexpr EinstageFamilyEntry kFamilies[] = {{"einstage.tropical.v1", &register_tropical}};
-constexpr EinstageModuleDescriptor kDescriptor = {kModuleAbiVersion, "einstage.tropical", "1.0.0", kFamilies, 1};
+constexpr EinstageModuleDescriptor kDescriptor = {kModuleAbiVersion, kBuildId, "einstage.tropical", "1.0.0",
+                                                  kFamilies, 1};
 
 }  // namespace
 

@@ -60,8 +60,8 @@ void register_twice(einstage::ModuleRegistrar& registrar) {
 }
 
 constexpr EinstageFamilyEntry kFamilies[] = {{"consumer.twice.v1", &register_twice}};
-constexpr EinstageModuleDescriptor kDescriptor = {einstage::kModuleAbiVersion, "consumer.twice", "0.1.0", kFamilies,
-                                                  1};
+constexpr EinstageModuleDescriptor kDescriptor = {einstage::kModuleAbiVersion, einstage::kBuildId, "consumer.twice",
+                                                  "0.1.0", kFamilies, 1};
 const EinstageModuleDescriptor* descriptor() { return &kDescriptor; }
 
 }  // namespace

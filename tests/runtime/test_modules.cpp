@@ -76,7 +76,7 @@ constexpr EinstageFamilyEntry kOnlyB[] = {{"test.b.v1", &register_b}};
 constexpr EinstageFamilyEntry kDuplicate[] = {{"test.a.v1", &register_a}, {"test.a.v1", &register_a}};
 
 constexpr EinstageModuleDescriptor module_of(const EinstageFamilyEntry* f, size_t n, const char* name = "test.two") {
-  return {kModuleAbiVersion, name, "0.1", f, n};
+  return {kModuleAbiVersion, kBuildId, name, "0.1", f, n};
 }
 
 void check_nothing_registered(const Runtime& rt) {
@@ -86,12 +86,19 @@ void check_nothing_registered(const Runtime& rt) {
 
 }  // namespace
 
-TEST_CASE("modules: a module built for another ABI version is refused by path, with the version in the message") {
+TEST_CASE("modules: a module built for another ABI version or against another einstage build is refused by path, "
+          "naming both versions and both builds") {
   Runtime rt;
   std::string path = EINSTAGE_BAD_ABI_MODULE_PATH;
   CHECK(error_of([&] { rt.load_module(path); }) ==
-        "module '" + path + "' was built for einstage module ABI version 999 but this einstage needs version 1; "
-        "rebuild the module against this einstage's headers");
+        "module '" + path + "' was built against einstage module ABI version 999, build '0.0.9 Other-1.0 Debug', but "
+        "this einstage is ABI version 2, build '" + kBuildId + "'; rebuild the module against this einstage's "
+        "installed headers (find_package(einstage) of this installation)");
+  std::string other = EINSTAGE_OTHER_BUILD_MODULE_PATH;
+  CHECK(error_of([&] { rt.load_module(other); }) ==
+        "module '" + other + "' was built against einstage module ABI version 2, build '0.0.9 OtherCompiler-1.0 "
+        "Debug', but this einstage is ABI version 2, build '" + kBuildId + "'; rebuild the module against this "
+        "einstage's installed headers (find_package(einstage) of this installation)");
   check_nothing_registered(rt);
 }
 
@@ -136,11 +143,19 @@ TEST_CASE("modules: registration is transactional; every refusal names the modul
   constexpr auto dup = module_of(kDuplicate, 2);
   CHECK(error_of([&] { rt.add_module(&dup); }) == "module 'test.two' (linked in) lists family \"test.a.v1\" twice");
   CHECK(error_of([&] { rt.add_module(nullptr); }) == "Runtime::add_module was given no descriptor (null)");
-  constexpr EinstageModuleDescriptor old_abi = {0, "test.old", "0.1", kGood, 2};
+  // Before version 2 a descriptor had no build id field, so whatever the second field holds is not shown as one.
+  constexpr EinstageModuleDescriptor old_abi = {1, kBuildId, "test.old", "0.1", kGood, 2};
   CHECK(error_of([&] { rt.add_module(&old_abi); }) ==
-        "module 'test.old' (linked in) was built for einstage module ABI version 0 but this einstage needs version 1; "
-        "rebuild the module against this einstage's headers");
-  constexpr EinstageModuleDescriptor bad_name = {kModuleAbiVersion, "Test Module", "0.1", kGood, 2};
+        "module 'test.old' (linked in) was built against einstage module ABI version 1, build unknown (no build id "
+        "before ABI version 2), but this einstage is ABI version 2, build '" + std::string(kBuildId) + "'; rebuild "
+        "the module against this einstage's installed headers (find_package(einstage) of this installation)");
+  constexpr EinstageModuleDescriptor no_build = {kModuleAbiVersion, nullptr, "test.nobuild", "0.1", kGood, 2};
+  CHECK(error_of([&] { rt.add_module(&no_build); }) ==
+        "module 'test.nobuild' (linked in) was built against einstage module ABI version 2, build null, but this "
+        "einstage is ABI version 2, build '" + std::string(kBuildId) + "'; rebuild the module against this "
+        "einstage's installed headers (find_package(einstage) of this installation)");
+  constexpr EinstageModuleDescriptor bad_name = {kModuleAbiVersion, kBuildId, "Test Module", "0.1", kGood,
+                                                      2};
   CHECK(error_of([&] { rt.add_module(&bad_name); }) ==
         "module 'Test Module' (linked in): module name 'Test Module' is malformed; expected [a-z0-9_] segments joined "
         "by '.' (e.g. \"einstage.einsum\")");
@@ -169,7 +184,7 @@ TEST_CASE("modules: paths, module and family names are echoed escaped (newline, 
   Runtime rt;
   CHECK(error_of([&] { rt.load_module("/nonexistent/lib\nx\xff_module.so"); }) ==
         "cannot load module '/nonexistent/lib\\nx\\xff_module.so': no such file");
-  constexpr EinstageModuleDescriptor bad_name = {kModuleAbiVersion, "evil\n\x1b[31m\xfe", "0.1", kGood, 2};
+  constexpr EinstageModuleDescriptor bad_name = {kModuleAbiVersion, kBuildId, "evil\n\x1b[31m\xfe", "0.1", kGood, 2};
   CHECK(error_of([&] { rt.add_module(&bad_name); }) ==
         "module 'evil\\n\\x1b[31m\\xfe' (linked in): module name 'evil\\n\\x1b[31m\\xfe' is malformed; expected "
         "[a-z0-9_] segments joined by '.' (e.g. \"einstage.einsum\")");

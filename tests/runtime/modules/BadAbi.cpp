@@ -5,7 +5,8 @@
 namespace {
 void never_called(einstage::ModuleRegistrar&) { EIN_ASSERT(false, "a refused module was asked to register"); }
 constexpr EinstageFamilyEntry kFamilies[] = {{"test.bad_abi.v1", &never_called}};
-constexpr EinstageModuleDescriptor kDescriptor = {999, "test.bad_abi", "0.0.1", kFamilies, 1};
+constexpr EinstageModuleDescriptor kDescriptor = {999, "0.0.9 Other-1.0 Debug", "test.bad_abi", "0.0.1", kFamilies,
+                                                  1};
 const EinstageModuleDescriptor* descriptor() { return &kDescriptor; }
 }  // namespace
 
