@@ -41,6 +41,16 @@ Program lower_to_standard_ops(const Program& program, const DimBindings& binding
 
   Builder b(program.name, &registry);
   std::map<ValueId, Value> map;  // old id -> new value
+  std::map<ValueId, size_t> formless;  // old id -> its instruction: lowered to a placeholder (no standard-op form)
+  // A value lowered to a placeholder may be passed to its users' lower rules, which do not read it, but to nothing else.
+  auto require_form = [&](const Value& v, std::string_view user) {
+    auto it = formless.find(v.id);
+    if (it == formless.end()) return;
+    const auto& ext = std::get<ExtensionOp>(program.instructions[it->second].op);
+    fail(ErrorKind::unsupported, "lower_to_standard_ops: '{}' at %{} in @{} has no standard-op form (its users' "
+         "lowering does not read it), but {} read{} it; lower a program in which only those users read it",
+         ext.family(), it->second, shown_arg(program.name), user, user.starts_with("the program's outputs") ? "" : "s");
+  };
   for (const Parameter& p : program.params) map[p.value.id] = b.parameter(p.name, substitute(p.value.type, bindings));
   for (size_t i = 0; i < program.instructions.size(); ++i) {
     const Instruction& inst = program.instructions[i];
@@ -59,10 +69,14 @@ Program lower_to_standard_ops(const Program& program, const DimBindings& binding
         throw Error(e.kind(), fmt::format("lowering '{}' at %{} in @{}: {}", ext->family(), i, shown_arg(program.name), e.what()));
       }
       TensorType expected = substitute(inst.result.type, bindings);
-      if (result.type != expected)
+      if (result.id < 0) {  // a placeholder: the rule says the result has no standard-op form
+        formless[inst.result.id] = i;
+        result.type = expected;
+      } else if (result.type != expected)
         fail(ErrorKind::verification, "lowering '{}' at %{} in @{} produced type {} but the instruction has type {}",
              ext->family(), i, shown_arg(program.name), result.type.to_string(), expected.to_string());
     } else {
+      for (const Value& v : inst.operands) require_form(v, fmt::format("'{}' at %{}", op_name(inst.op), i));
       Op op = inst.op;
       if (auto* r = std::get_if<Reshape>(&op)) r->shape = substitute(r->shape, bindings);
       if (auto* bc = std::get_if<BroadcastInDim>(&op)) bc->shape = substitute(bc->shape, bindings);
@@ -71,7 +85,10 @@ Program lower_to_standard_ops(const Program& program, const DimBindings& binding
     map[inst.result.id] = result;
   }
   std::vector<Value> outputs;
-  for (const Value& v : program.outputs) outputs.push_back(map.at(v.id));
+  for (const Value& v : program.outputs) {
+    require_form(v, "the program's outputs");
+    outputs.push_back(map.at(v.id));
+  }
   // Constraints with unbound symbols survive; the ones the builder recorded again while re-emitting are kept too.
   for (const ShapeConstraint& c : program.constraints) {
     Dim l = substitute(c.lhs, bindings), r = substitute(c.rhs, bindings);

@@ -24,7 +24,8 @@
 namespace einstage {
 
 /// Expands `inst` into other instructions on `b` given the new operands; symbolic dims are given values by
-/// `bindings` (lowering may need concrete shapes). Returns the value that replaces inst's result.
+/// `bindings` (lowering may need concrete shapes). Returns the value that replaces inst's result, or a placeholder
+/// (id -1) when the result has no standard-op form and only its users' lower rules receive it (compiler/Lower.h).
 using LowerRule =
     std::function<Value(Builder& b, const Instruction& inst, std::span<const Value> operands, const DimBindings& bindings)>;
 /// Forward mode: the tangent of inst's result given the primal operands and their tangents (nullopt = symbolic

@@ -71,7 +71,7 @@ std::optional<Value> einsum_tangent(Builder& b, const EinsumPayload& payload, st
 
 // ---- transpose with respect to operand k ----
 Value einsum_cotangent(Builder& b, const EinsumPayload& payload, std::span<const Value> operands, size_t k,
-                       const Value& ct) {
+                       const Value& ct, const EinsumEmitter& emit) {
   const Subscripts& s = payload.subscripts();
   const TensorType& tk = operands[k].type;
   const std::vector<Label>& lk = s.inputs[k];
@@ -119,7 +119,7 @@ Value einsum_cotangent(Builder& b, const EinsumPayload& payload, std::span<const
     auto rev_payload = std::make_shared<EinsumPayload>(
         rev, reverse_plan_spec(payload.plan(), static_cast<int>(operands.size()), static_cast<int>(k)),
         payload.broadcast());
-    x = b.extension(std::move(rev_payload), std::move(rev_ops));
+    x = emit ? emit(b, *rev_payload, std::move(rev_ops)) : b.extension(std::move(rev_payload), std::move(rev_ops));
   }
   if (is_complex(x.type.dtype) && !is_complex(tk.dtype)) x = b.real(x);  // adjoint of the real -> complex promotion
   if (x.type.dtype != tk.dtype) x = b.convert(x, tk.dtype);

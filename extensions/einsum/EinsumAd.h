@@ -34,6 +34,7 @@
 #include "ir/Extension.h"
 #include "ir/Program.h"
 
+#include <functional>
 #include <optional>
 #include <span>
 
@@ -63,10 +64,14 @@ void register_einsum_ad_rules(ExtensionRegistry& registry, EinsumAdPath path = E
 std::optional<Value> einsum_tangent(Builder& b, const EinsumPayload& payload, std::span<const Value> primals,
                                     std::span<const std::optional<Value>> tangents, EinsumAdPath path);
 
+/// Emits one einsum (an extension instruction, or its lowering to standard ops).
+using EinsumEmitter = std::function<Value(Builder& b, const EinsumPayload& payload, std::vector<Value> operands)>;
+
 /// The cotangent of operand k of einsum(`operands`) given the output cotangent `ct`, as one reverse einsum plus the
 /// broadcast / diagonal / dtype fix-ups described above (adjoint for Re<a, b>). Only the types of operand k are read.
+/// `emit` emits the reverse einsum (default: an einsum instruction).
 Value einsum_cotangent(Builder& b, const EinsumPayload& payload, std::span<const Value> operands, size_t k,
-                       const Value& ct);
+                       const Value& ct, const EinsumEmitter& emit = {});
 
 /// The plan spec of the reverse einsum for operand k of an n-operand einsum planned by `spec`. Operands of the
 /// reverse einsum: the cotangent (id 0), then the other operands in their order. For path and tree specs the tree is

@@ -3,6 +3,7 @@
 #include "extensions/einsum/EinsumAdOp.h"
 
 #include "extensions/einsum/EinsumAd.h"
+#include "extensions/einsum/Lowering.h"
 #include "ir/Size.h"
 #include "ir/AttrText.h"
 #include "ir/Quote.h"
@@ -280,6 +281,32 @@ std::optional<Value> part_linearize(Builder& b, const EinsumAdPayload& p, std::s
   return sum;
 }
 
+// ---- lowering: mode jvp is the sum of the lowered einsums with each tangent in place; vjp_part is the lowered reverse
+// einsum of its slot; the packed vector of mode vjp has no standard-op form (a placeholder only vjp_part receives) ----
+Value lower_einsum_ad(Builder& b, const EinsumAdPayload& p, const Instruction& inst, std::span<const Value> operands) {
+  const size_t n = p.forward().subscripts().num_inputs();
+  auto lower = [](Builder& bb, const EinsumPayload& payload, std::vector<Value> ops) {
+    return lower_einsum(bb, payload, ops);
+  };
+  switch (p.mode()) {
+    case EinsumAdMode::jvp: {
+      std::optional<Value> sum;
+      for (size_t i = 0; i < p.slots().size(); ++i) {
+        std::vector<Value> ops(operands.begin(), operands.begin() + static_cast<std::ptrdiff_t>(n));
+        ops[static_cast<size_t>(p.slots()[i])] = operands[n + i];
+        Value term = lower_einsum(b, p.forward(), ops);
+        sum = sum ? b.add(*sum, term) : term;
+      }
+      return *sum;
+    }
+    case EinsumAdMode::vjp: return Value{-1, inst.result.type};
+    case EinsumAdMode::vjp_part:
+      return einsum_cotangent(b, p.forward(), operands.subspan(1, n), static_cast<size_t>(p.part()), operands[1 + n],
+                              lower);
+  }
+  EIN_ASSERT(false, "einsum_ad: unknown mode");
+}
+
 }  // namespace
 
 void register_einsum_ad_semantics(ExtensionRegistry& registry) {
@@ -294,6 +321,9 @@ void register_einsum_ad_semantics(ExtensionRegistry& registry) {
   };
   sem.infer_type = [](const ExtensionPayload& payload, Types operands, TypeContext& ctx) {
     return infer_einsum_ad_type(static_cast<const EinsumAdPayload&>(payload), operands, ctx);
+  };
+  sem.lower = [](Builder& b, const Instruction& inst, std::span<const Value> operands, const DimBindings&) {
+    return lower_einsum_ad(b, ad_payload_of(inst), inst, operands);
   };
   sem.linearize = [](Builder& b, const Instruction& inst, std::span<const Value> primals,
                      std::span<const std::optional<Value>> tangents) -> std::optional<Value> {

@@ -24,7 +24,9 @@
 // the part: vjp_part's linearize rule differentiates the cotangent as the reverse einsums it equals (EinsumAd.h,
 // einsum_cotangent), and vjp's rule gives the packed value no tangent of its own. The packed value is read by
 // vjp_part only. Higher derivatives are therefore exact: grad of grad and HVPs go through ordinary einsums there.
-// vjp and vjp_part have no transpose rule (they never occur in a linearized program).
+// vjp and vjp_part have no transpose rule (they never occur in a linearized program). Lowering: jvp is the sum of
+// the lowered einsums, vjp_part its slot's lowered reverse einsum, and vjp a placeholder only vjp_part's lowering
+// receives (compiler/Lower.h).
 //
 // Text form (attributes sorted by key):
 //   %3 = einstage.einsum_ad.v1(%a, %b, %c, %ct) {broadcast = false, mode = vjp, plan = auto, slots = [0, 1, 2],

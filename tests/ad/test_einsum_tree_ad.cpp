@@ -10,6 +10,7 @@
 #include "extensions/einsum/EinsumAdOp.h"
 #include "extensions/einsum/TraceEinsum.h"
 #include "extensions/einsum/TreeAd.h"
+#include "compiler/Lower.h"
 #include "ir/Parser.h"
 
 #include <doctest/doctest.h>
@@ -280,4 +281,51 @@ TEST_CASE("checkpointing: under a memory limit the reverse pass recomputes inter
       CHECK(same_bits(some.execute(inputs, ct), expected));
     }
   }
+}
+
+TEST_CASE("lowering: jvp and vjp programs lower to standard ops with the same values; the packed vector alone cannot") {
+  TraceContext ctx("f", registry());
+  std::vector<TracedTensor> params;
+  std::vector<Tensor> inputs;
+  Rng rng{31};
+  const std::vector<Shape> shapes = {{2, 3}, {3, 3}, {3, 4}};
+  for (size_t k = 0; k < shapes.size(); ++k) {
+    params.push_back(ctx.parameter(fmt::format("a{}", k), DType::c128,
+                                   std::vector<Dim>(shapes[k].begin(), shapes[k].end())));
+    inputs.push_back(random_tensor(DType::c128, shapes[k], rng));
+  }
+  Program p = ctx.finish({einsum::einsum(ctx, "ij,jj,jk->ik", std::span<const TracedTensor>(params))});
+  const std::vector<int> wrt = {0, 1, 2};
+  Program v = ad::vjp(p, wrt, registry());
+  Program j = ad::jvp(p, wrt, registry());
+  REQUIRE(uses_tree_walk(v));
+  REQUIRE(print_program(j).find("mode = jvp") != std::string::npos);
+  std::vector<Tensor> vin = inputs, jin = inputs;
+  vin.push_back(random_tensor(DType::c128, {2, 4}, rng));
+  for (const Shape& s : shapes) jin.push_back(random_tensor(DType::c128, s, rng));
+  for (auto [prog, in] : {std::pair{&v, &vin}, std::pair{&j, &jin}}) {
+    Program lowered = lower_to_standard_ops(*prog, {}, *registry());
+    const std::string text = print_program(lowered);
+    INFO(text);
+    CHECK(text.find("einstage.") == std::string::npos);
+    CHECK(text.find("dot_general") != std::string::npos);
+    std::vector<Tensor> want = run(*prog, *in), got = run(lowered, *in);
+    REQUIRE(want.size() == got.size());
+    for (size_t o = 0; o < want.size(); ++o) {
+      std::string why;
+      CHECK_MESSAGE(close(got[o], want[o], 1e-12, &why), why);
+    }
+  }
+  // A program that returns the packed cotangents themselves has no standard-op form.
+  Program packed = v;
+  packed.outputs = {v.instructions[1].result};
+  std::string error;
+  try {
+    lower_to_standard_ops(packed, {}, *registry());
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  CHECK(error == "lower_to_standard_ops: 'einstage.einsum_ad.v1' at %1 in @f_vjp has no standard-op form (its users' "
+                 "lowering does not read it), but the program's outputs read it; lower a program in which only those "
+                 "users read it");
 }
