@@ -42,7 +42,7 @@ Program lower_to_standard_ops(const Program& program, const DimBindings& binding
   Builder b(program.name, &registry);
   std::map<ValueId, Value> map;  // old id -> new value
   std::map<ValueId, size_t> formless;  // old id -> its instruction: lowered to a placeholder (no standard-op form)
-  // A value lowered to a placeholder may be passed to its users' lower rules, which do not read it, but to nothing else.
+  // A value lowered to a placeholder may go to its users' lower rules (which do not read it), to nothing else.
   auto require_form = [&](const Value& v, std::string_view user) {
     auto it = formless.find(v.id);
     if (it == formless.end()) return;
