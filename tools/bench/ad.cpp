@@ -13,8 +13,8 @@
 // where every label is a letter). f64, seeded data, one thread for both (torch.set_num_threads(1)), best of repeated
 // calls after a warm-up. Not a test: it prints a table and JSON.
 //
-// Usage: einstage_bench_ad [--min-time S] [--json FILE] [--no-torch] [--only TEXT]   (--only: workloads whose name
-// contains TEXT)
+// Usage: einstage_bench_ad [--min-time S] [--json FILE] [--no-torch] [--only TEXT] [--hvp]   (--only: workloads
+// whose name contains TEXT; --hvp also times Hessian-vector products, ad::jvp of ad::grad)
 #include "tools/bench/BenchUtil.h"
 #include "tools/bench/Machine.h"
 #include "compiler/Trace.h"
@@ -210,14 +210,16 @@ int main(int argc, char** argv) {
   std::string json_file;
   bool torch = true;
   std::string only;
+  bool hvp = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--min-time" && i + 1 < argc) min_time = std::atof(argv[++i]);
     else if (a == "--json" && i + 1 < argc) json_file = argv[++i];
     else if (a == "--no-torch") torch = false;
     else if (a == "--only" && i + 1 < argc) only = argv[++i];
+    else if (a == "--hvp") hvp = true;
     else {
-      std::fprintf(stderr, "usage: einstage_bench_ad [--min-time S] [--json FILE] [--no-torch] [--only TEXT]\n");
+      std::fprintf(stderr, "usage: einstage_bench_ad [--min-time S] [--json FILE] [--no-torch] [--only TEXT] [--hvp]\n");
       return 2;
     }
   }
@@ -268,6 +270,16 @@ int main(int argc, char** argv) {
     const double to = best_time([&] { old_exe.run(in); }, min_time);
     const double ts = best_time([&] { split_exe.run(in); }, min_time);
     const int64_t kept = kept_bytes(w, out_shape);
+    // Hessian-vector products: jvp of the gradient program (forward over reverse), tangents for every operand.
+    double th = -1;
+    if (hvp) {
+      Program hv = ad::jvp(ad::grad(loss, wrt, &rt.registry()), wrt, &rt.registry());
+      Executable hvp_exe = rt.prepare(hv);
+      std::vector<Tensor> hin = ops;
+      for (const Tensor& t : ops) hin.push_back(t);
+      th = best_time([&] { hvp_exe.run(std::span<const Tensor>(hin)); }, min_time);
+      fmt::print("{:<14} | hvp (jvp of grad) {} ms = {} value\n", w.name, ms(th), ratio(th, tv));
+    }
     double pv = -1, pg = -1, ev = -1, eg = -1;
     if (tt)
       for (const json& r : (*tt)["rows"])
@@ -293,6 +305,7 @@ int main(int argc, char** argv) {
                                             {"value_and_grad_per_operand_s", to},
                                             {"value_and_grad_split_s", ts},
                                             {"kept_intermediate_bytes", kept},
+                                            {"hvp_s", th},
                                             {"extension_ops_in_value_and_grad", count_ext(vg)},
                                             {"extension_ops_per_operand", count_ext(old_vg)},
                                             {"extension_ops_split", count_ext(split_vg)}}},
