@@ -21,7 +21,7 @@
 //   linked-in module hands its descriptor to Runtime::add_module directly.
 // - A loaded module is never unloaded (its code is referenced by payloads, semantics and executors that may outlive
 //   any one Runtime), exactly like LLVM pass plugins.
-// - C++ types cross the boundary (ExtensionRegistry, ExtensionPayload, Tensor, ThreadPool), so a module must be built
+// - C++ types cross the boundary (ExtensionRegistry, ExtensionPayload, Tensor, ExecutionContext, ThreadPool), so a module must be built
 //   with the same compiler ABI and the same einstage headers; kModuleAbiVersion is bumped whenever any of them
 //   changes layout or meaning, and kBuildId (version, compiler, build type, sanitizers) tells einstage builds apart.
 #pragma once
@@ -40,11 +40,12 @@
 
 namespace einstage {
 
-class ThreadPool;
+class ExecutionContext;
 
 /// The module ABI version this einstage speaks. A module built for any other version is refused by the loader.
-/// Version 2 added EinstageModuleDescriptor::build_id.
-inline constexpr uint32_t kModuleAbiVersion = 2;
+/// Version 2 added EinstageModuleDescriptor::build_id; 3: PreparedOp::run receives the Runtime's ExecutionContext
+/// (it received a ThreadPool* before).
+inline constexpr uint32_t kModuleAbiVersion = 3;
 
 /// The einstage build these headers belong to (runtime/BuildId.h, generated). A module puts it in its descriptor; one
 /// built against another build is refused.
@@ -57,8 +58,9 @@ class PreparedOp {
  public:
   virtual ~PreparedOp() = default;
   /// Computes the op. Operands have exactly the prepared dtypes and shapes (any strides); the result must be a tensor
-  /// of the instruction's result type (the Runtime checks and names the family if it is not).
-  virtual Tensor run(std::span<const Tensor> operands, ThreadPool* pool) const = 0;
+  /// of the instruction's result type (the Runtime checks and names the family if it is not). `context` is the
+  /// Runtime's (runtime/Context.h): its pool() for parallel work, its kernels and config.
+  virtual Tensor run(std::span<const Tensor> operands, ExecutionContext& context) const = 0;
   /// A few lines for people (`einstage run --print-stages`), e.g. the contraction tree; may be empty.
   virtual std::string describe() const { return {}; }
 };

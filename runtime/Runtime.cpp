@@ -2,6 +2,7 @@
 
 #include "ir/Quote.h"
 #include "ir/Verifier.h"
+#include "runtime/Context.h"
 #include "runtime/Cpus.h"
 #include "runtime/ModuleLoader.h"
 #include "runtime/ThreadPool.h"
@@ -131,8 +132,8 @@ struct Runtime::State {
   std::map<std::string, std::shared_ptr<const ExtensionExecutor>, std::less<>> executors;
   std::map<std::string, size_t, std::less<>> family_module;  // family -> index in modules
   std::deque<ModuleInfo> modules;                             // deque: add_module hands out stable references
-  std::unique_ptr<ThreadPool> own_pool;  // threads > 1
-  ThreadPool* pool = nullptr;            // own_pool, default_pool() or nullptr (threads = 1)
+  std::shared_ptr<ExecutionContext> context;  // default_context() (not owned), its own, or the one it was given
+  ThreadPool* pool = nullptr;                  // the context's pool, or nullptr when it has one thread
   PreparedCache cache;
 
   explicit State(size_t cache_capacity) : cache(cache_capacity) {}
@@ -217,13 +218,21 @@ Runtime::Runtime(RuntimeOptions options) {
          options.threads, kMaxThreads);
   if (options.cache_capacity < 1)
     fail(ErrorKind::invalid_argument, "RuntimeOptions::cache_capacity is 0; expected 1 or more");
+  if (options.context && options.threads != 0)
+    fail(ErrorKind::invalid_argument, "RuntimeOptions::threads is {} and RuntimeOptions::context is set; the context's "
+         "thread count applies: leave threads at 0", options.threads);
   state_ = std::make_shared<State>(options.cache_capacity);
-  if (options.threads == 0) {
-    state_->pool = &default_pool();
-  } else if (options.threads > 1) {
-    state_->own_pool = std::make_unique<ThreadPool>(options.threads);
-    state_->pool = state_->own_pool.get();
+  if (options.context) {
+    state_->context = std::move(options.context);
+  } else if (options.threads == 0) {
+    state_->context = std::shared_ptr<ExecutionContext>(&default_context(), [](ExecutionContext*) {});
+  } else {
+    ConfigOptions config;
+    config.threads = options.threads;
+    state_->context = std::make_shared<ExecutionContext>(config);
   }
+  ThreadPool& pool = state_->context->pool();
+  state_->pool = pool.size() > 1 ? &pool : nullptr;
 }
 Runtime::~Runtime() = default;
 Runtime::Runtime(Runtime&&) noexcept = default;
@@ -252,6 +261,7 @@ const ExtensionRegistry& Runtime::registry() const { return state_->registry; }
 PreparedCacheStats Runtime::cache_stats() const { return state_->cache.stats(); }
 void Runtime::clear_cache() { state_->cache.clear(); }
 ThreadPool* Runtime::pool() const { return state_->pool; }
+ExecutionContext& Runtime::context() const { return *state_->context; }
 
 // ---- Executable ----
 
@@ -320,9 +330,9 @@ std::vector<Tensor> Executable::run(std::span<const Tensor> inputs, EvalStats* s
   const Impl& impl = *impl_;
   EvalOptions options;
   options.pool = impl.state->pool;
-  options.extension = [&impl, pool = options.pool](const Instruction& inst, const std::string& where,
-                                                    std::span<const Tensor> operands, const DimBindings& bindings) {
-    return impl.prepared(inst, where, operands, bindings)->run(operands, pool);
+  options.extension = [&impl](const Instruction& inst, const std::string& where, std::span<const Tensor> operands,
+                               const DimBindings& bindings) {
+    return impl.prepared(inst, where, operands, bindings)->run(operands, *impl.state->context);
   };
   ++impl.runs;
   return impl.interpreter->run(inputs, options, stats);
@@ -342,7 +352,7 @@ std::string Executable::describe_prepared(std::span<const Tensor> inputs) const 
     text += fmt::format("{} = {} on {}:\n", names[inst.result.id], op_name(inst.op), fmt::join(types, ", "));
     std::string d = p->describe();
     if (!d.empty()) text += d + (d.back() == '\n' ? "" : "\n");
-    return p->run(operands, options.pool);
+    return p->run(operands, *impl.state->context);
   };
   impl.interpreter->run(inputs, options);
   return text;

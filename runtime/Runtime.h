@@ -34,15 +34,19 @@
 
 namespace einstage {
 
+class ExecutionContext;
 class ThreadPool;
 
 struct RuntimeOptions {
   /// Threads for the kernels. 0 (the default): default_threads() (runtime/Cpus.h: every CPU this process may use, or
-  /// EINSTAGE_NUM_THREADS), on the process-wide default_pool() that one-shot einsum calls share; 1: run on the
-  /// calling thread; n > 1: the Runtime owns a pool of n threads. Results are bitwise the same at every count.
+  /// EINSTAGE_NUM_THREADS), on default_context() that one-shot einsum calls share; 1: run on the calling thread;
+  /// n > 1: the Runtime owns an ExecutionContext of n threads (with its own JIT). Results are bitwise the same at
+  /// every count.
   int threads = 0;
   /// Prepared extension ops kept at most (least recently used ones are dropped beyond it; >= 1).
   size_t cache_capacity = 1024;
+  /// A context to share (runtime/Context.h); threads must then be 0. The Runtime and its Executables keep it alive.
+  std::shared_ptr<ExecutionContext> context = nullptr;
 };
 
 /// A module the Runtime has registered.
@@ -91,8 +95,10 @@ class Runtime {
   PreparedCacheStats cache_stats() const;
   /// Drops every prepared op (the next run of each prepares again) and resets the counters.
   void clear_cache();
-  /// The pool the kernels run on: default_pool(), the Runtime's own, or nullptr (threads = 1).
+  /// The pool the kernels run on: its context's, or nullptr when that has one thread.
   ThreadPool* pool() const;
+  /// The context its kernels and extension ops run on (default_context(), its own, or the one it was given).
+  ExecutionContext& context() const;
 
   struct State;
 

@@ -1,6 +1,6 @@
 #include "runtime/ThreadPool.h"
 
-#include "runtime/Cpus.h"
+#include "runtime/Context.h"
 
 #include <algorithm>
 
@@ -117,9 +117,6 @@ void parallel_for(ThreadPool* pool, int64_t n, const std::function<void(int64_t,
   pool->parallel_for(n, fn, min_chunk);
 }
 
-ThreadPool& default_pool() {
-  static ThreadPool* const pool = new ThreadPool(default_threads());  // never deleted: see the header
-  return *pool;
-}
+ThreadPool& default_pool() { return default_context().pool(); }
 
 }  // namespace einstage

@@ -1,7 +1,6 @@
-// ThreadPool: a small fixed-size pool of worker threads, owned by whoever creates it (a Runtime, an EinsumPlan's
-// caller, a test), and default_pool(), the one process-wide pool of default_threads() threads (runtime/Cpus.h) that
-// one-shot einsum() calls and Runtimes left at the default thread count share. Stage: runtime. Depends on Cpus.h and
-// the standard library.
+// ThreadPool: a small fixed-size pool of worker threads, owned by whoever creates it (an ExecutionContext, an
+// EinsumPlan's caller, a test), and default_pool(), the pool of default_context() that one-shot einsum() calls and
+// Runtimes left at the default thread count share. Stage: runtime. Depends on the standard library.
 //
 // Every kernel that may run in parallel takes a `ThreadPool*` (nullptr = run inline on the calling thread). The only parallel primitive is a *static* partition of an index range into contiguous chunks that
 // depends on n and the chunk count only, never on timing; callers split independent work (output tiles, batch
@@ -62,9 +61,8 @@ class ThreadPool {
   std::exception_ptr error_;
 };
 
-/// The process-wide pool of default_threads() threads, started on first use. It is never destroyed, so it is intact
-/// for calls made while the process exits (from static destructors or from threads still running); its idle workers
-/// end with the process. Throws what default_threads() throws (an invalid EINSTAGE_NUM_THREADS).
+/// default_context()'s pool (runtime/Context.h): default_threads() threads, started on first use and never
+/// destroyed, so it is intact for calls made while the process exits. Throws what default_threads() throws.
 ThreadPool& default_pool();
 
 /// parallel_for on pool, or inline fn(0, n) when pool is nullptr or has one thread.

@@ -1,5 +1,5 @@
 // The public extension interface: the one header a third-party extension module includes. Stage: extension API.
-// Depends on ir/ and on runtime/Module.h and runtime/ThreadPool.h only; nothing here reaches compiler/ internals,
+// Depends on ir/ and on runtime/Module.h, runtime/Context.h and runtime/ThreadPool.h only; nothing here reaches compiler/ internals,
 // the einsum extension or the JIT.
 //
 // What a module may use (and what the ABI version, kModuleAbiVersion, covers):
@@ -11,7 +11,8 @@
 // - ir/Tensor.h: the value type its executor reads and returns;
 // - runtime/Module.h: PreparedOp, ExtensionExecutor, ModuleRegistrar, EinstageModuleDescriptor and
 //   EINSTAGE_DEFINE_MODULE_ENTRY;
-// - runtime/ThreadPool.h: the pool a PreparedOp::run receives (parallel_for with a static partition).
+// - runtime/Context.h: the ExecutionContext a PreparedOp::run receives (its config, and its pool);
+// - runtime/ThreadPool.h: the context's pool (parallel_for with a static partition).
 // docs/extensions.md walks through writing a module; extensions/tropical/ is a complete example that uses nothing
 // else.
 #pragma once
@@ -19,5 +20,6 @@
 #include "ir/Extension.h"
 #include "ir/Program.h"
 #include "ir/Tensor.h"
+#include "runtime/Context.h"
 #include "runtime/Module.h"
 #include "runtime/ThreadPool.h"

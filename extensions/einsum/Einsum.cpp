@@ -2,6 +2,7 @@
 
 #include "ir/Hash.h"
 #include "runtime/Cpus.h"
+#include "runtime/Context.h"
 #include "runtime/ThreadPool.h"
 
 #include <list>
@@ -138,8 +139,8 @@ class PlanCache {
 };
 
 PlanCache& cache() {
-  static PlanCache instance;
-  return instance;
+  static auto* instance = new PlanCache;  // never destroyed: threads may still call einsum() while the process exits
+  return *instance;
 }
 
 // What every one-shot call checks before planning.
@@ -160,13 +161,22 @@ std::vector<TensorMeta> metas_of(std::span<const Tensor> operands) {
   return metas;
 }
 
-// Runs a plan with the options' threads: the given pool, the shared default pool, inline, or a pool for this call.
+// Runs a plan on the options' context (default_context() unless given) with the options' threads: the given pool,
+// the context's pool, inline, or a pool for this call.
 Tensor run(const EinsumPlan& plan, std::span<const Tensor> operands, const EinsumOptions& options) {
-  if (options.pool) return plan.execute(operands, options.pool);
-  if (options.threads == 0) return plan.execute(operands, &default_pool());
-  if (options.threads == 1) return plan.execute(operands, nullptr);
-  ThreadPool pool(options.threads);
-  return plan.execute(operands, &pool);
+  ExecutionContext& context = options.context ? *options.context : default_context();
+  Tensor out = Tensor::empty(plan.dtype(), plan.output_shape());
+  if (options.pool) {
+    plan.execute_into(operands, out, context, options.pool);
+  } else if (options.threads == 0) {
+    plan.execute_into(operands, out, context, &context.pool());
+  } else if (options.threads == 1) {
+    plan.execute_into(operands, out, context, nullptr);
+  } else {
+    ThreadPool pool(options.threads);
+    plan.execute_into(operands, out, context, &pool);
+  }
+  return out;
 }
 
 }  // namespace

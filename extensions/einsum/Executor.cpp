@@ -3,6 +3,7 @@
 #include "extensions/einsum/Notation.h"
 #include "ir/Quote.h"
 #include "ir/Size.h"
+#include "runtime/Context.h"
 #include "runtime/ThreadPool.h"
 #include "runtime/jit/Dispatch.h"
 #include "runtime/jit/Specialise.h"
@@ -24,8 +25,11 @@ namespace {
 
 // The one call site of the pairwise kernel: the step's handle (runtime/jit/Specialise.h) runs contract(), which picks
 // the JIT GETT for floating types and the portable kernel otherwise (runtime/jit/Dispatch.h), and swaps in a
-// shape-specialised kernel once the step is hot. Replace with contract_portable to run without the JIT.
-void run_contraction(StepKernel& step, const ContractionProblem& p, ThreadPool* pool) { step.run(p, pool); }
+// shape-specialised kernel once the step is hot, all on the context's JIT. Replace with contract_portable to run
+// without the JIT.
+void run_contraction(StepKernel& step, const ContractionProblem& p, ExecutionContext& context, ThreadPool* pool) {
+  step.run(p, context, pool);
+}
 
 std::vector<Label> first_occurrences(const std::vector<Label>& labels) {
   std::vector<Label> out;
@@ -151,7 +155,7 @@ struct EinsumPlan::Impl {
 
   void build(const BoundEinsum& bound, std::span<const TensorMeta> metas_in, const PlanSpec& spec,
              const ContractionTree* given_tree);
-  void run(std::span<const Tensor> operands, Tensor& out, ThreadPool* pool) const;
+  void run(std::span<const Tensor> operands, Tensor& out, ExecutionContext& context, ThreadPool* pool) const;
 };
 
 // ---- prepare ----
@@ -494,7 +498,8 @@ ContractionProblem::Axis& problem_axis(ContractionProblem& p, uint8_t group, int
 
 }  // namespace
 
-void EinsumPlan::Impl::run(std::span<const Tensor> operands, Tensor& out, ThreadPool* pool) const {
+void EinsumPlan::Impl::run(std::span<const Tensor> operands, Tensor& out, ExecutionContext& context,
+                           ThreadPool* pool) const {
   if (zero_operand) {  // a sum over no terms (or an empty output): zeros, no kernel, no scratch
     kernels::fill_zero(out, pool);
     return;
@@ -573,7 +578,7 @@ void EinsumPlan::Impl::run(std::span<const Tensor> operands, Tensor& out, Thread
       int64_t& stride = problem_axis(p, t.group, t.index).*t.field;
       stride = (t.first ? t.constant : stride) + src.strides()[static_cast<size_t>(t.axis)];
     }
-    run_contraction(*step_kernels[k], p, pool);
+    run_contraction(*step_kernels[k], p, context, pool);
   }
 }
 
@@ -653,6 +658,11 @@ EinsumPlan EinsumPlan::prepare_grouped(std::string_view text, std::span<const Te
 }
 
 void EinsumPlan::execute_into(std::span<const Tensor> operands, Tensor& out, ThreadPool* pool) const {
+  execute_into(operands, out, default_context(), pool);
+}
+
+void EinsumPlan::execute_into(std::span<const Tensor> operands, Tensor& out, ExecutionContext& context,
+                              ThreadPool* pool) const {
   EIN_ASSERT(impl_, "execute on an empty EinsumPlan");
   const Impl& im = *impl_;
   if (operands.size() != im.metas.size())
@@ -669,13 +679,20 @@ void EinsumPlan::execute_into(std::span<const Tensor> operands, Tensor& out, Thr
   if (out.dtype() != im.dtype || out.shape() != im.output_shape)
     fail(ErrorKind::shape, "einsum: the output tensor is {}{} but the result is {}{}", name(out.dtype()),
          shape_to_string(out.shape()), name(im.dtype), shape_to_string(im.output_shape));
-  im.run(operands, out, pool);
+  im.run(operands, out, context, pool);
 }
 
 Tensor EinsumPlan::execute(std::span<const Tensor> operands, ThreadPool* pool) const {
   EIN_ASSERT(impl_, "execute on an empty EinsumPlan");
   Tensor out = Tensor::empty(impl_->dtype, impl_->output_shape);
-  execute_into(operands, out, pool);
+  execute_into(operands, out, default_context(), pool);
+  return out;
+}
+
+Tensor EinsumPlan::execute(std::span<const Tensor> operands, ExecutionContext& context) const {
+  EIN_ASSERT(impl_, "execute on an empty EinsumPlan");
+  Tensor out = Tensor::empty(impl_->dtype, impl_->output_shape);
+  execute_into(operands, out, context, &context.pool());
   return out;
 }
 

@@ -29,6 +29,7 @@
 #include <vector>
 
 namespace einstage {
+class ExecutionContext;
 class ThreadPool;
 }
 
@@ -45,10 +46,13 @@ struct TensorMeta {
 struct EinsumOptions {
   PlanSpec plan;                 // contraction order request (default: auto)
   bool allow_broadcast = false;  // length-1 broadcasting of named labels (BEHAVIOUR §1.5); `...` axes always may
-  /// Threads for one-shot einsum(): `pool` if set; else threads = 0 (the default) runs on default_pool(), the
-  /// process-wide pool of default_threads() threads (every CPU this process may use, or EINSTAGE_NUM_THREADS;
-  /// runtime/Cpus.h); 1 runs on the calling thread; n > 1 starts a pool of n threads for the call (pass a pool to
-  /// avoid that). Results are bitwise the same at every count. prepare() ignores both; pass the pool to execute().
+  /// The context one-shot einsum() runs on (runtime/Context.h: its JIT, specialiser and pool); nullptr:
+  /// default_context().
+  ExecutionContext* context = nullptr;
+  /// Threads for one-shot einsum(): `pool` if set; else threads = 0 (the default) runs on the context's pool
+  /// (default_context(): every CPU this process may use, or EINSTAGE_NUM_THREADS; runtime/Cpus.h); 1 runs on the
+  /// calling thread; n > 1 starts a pool of n threads for the call (pass a pool or a context to avoid that). Results
+  /// are bitwise the same at every count. prepare() ignores all three; pass them to execute().
   ThreadPool* pool = nullptr;
   int threads = 0;
 };
@@ -67,8 +71,13 @@ class EinsumPlan {
 
   /// Runs the plan on operands matching the prepared dtypes and shapes (any strides); returns a fresh column-major
   /// tensor of output_shape() and dtype().
+  /// Runs on `context`: its pool, its JIT and its specialiser.
+  Tensor execute(std::span<const Tensor> operands, ExecutionContext& context) const;
+  /// Runs on `pool` (nullptr: the calling thread) with default_context()'s JIT.
   Tensor execute(std::span<const Tensor> operands, ThreadPool* pool = nullptr) const;
   /// Same, writing into `out` (dtype() and output_shape(), any strides; must not overlap an operand).
+  void execute_into(std::span<const Tensor> operands, Tensor& out, ExecutionContext& context,
+                    ThreadPool* pool) const;
   void execute_into(std::span<const Tensor> operands, Tensor& out, ThreadPool* pool = nullptr) const;
 
   DType dtype() const;                 // the promoted dtype of the result and of every step

@@ -6,6 +6,7 @@
 #include "extensions/einsum/Executor.h"
 #include "extensions/einsum/TreeAd.h"
 #include "ir/Config.h"
+#include "runtime/Context.h"
 #include "runtime/StdKernels.h"
 
 namespace einstage::einsum {
@@ -28,7 +29,9 @@ EinsumOptions options_of(const EinsumPayload& p) {
 class PreparedEinsum final : public PreparedOp {
  public:
   explicit PreparedEinsum(EinsumPlan plan) : plan_(std::move(plan)) {}
-  Tensor run(std::span<const Tensor> operands, ThreadPool* pool) const override { return plan_.execute(operands, pool); }
+  Tensor run(std::span<const Tensor> operands, ExecutionContext& context) const override {
+    return plan_.execute(operands, context);
+  }
   std::string describe() const override { return plan_.to_string(); }
 
  private:
@@ -50,7 +53,8 @@ class EinsumExecutor final : public ExtensionExecutor {
 class PreparedJvp final : public PreparedOp {
  public:
   PreparedJvp(EinsumJvpPlan plan, size_t n) : plan_(std::move(plan)), n_(n) {}
-  Tensor run(std::span<const Tensor> operands, ThreadPool* pool) const override {
+  Tensor run(std::span<const Tensor> operands, ExecutionContext& context) const override {
+    ThreadPool* pool = &context.pool();
     return plan_.execute(operands.subspan(0, n_), operands.subspan(n_), pool);
   }
   std::string describe() const override { return plan_.to_string(); }
@@ -63,7 +67,8 @@ class PreparedJvp final : public PreparedOp {
 class PreparedVjp final : public PreparedOp {
  public:
   PreparedVjp(EinsumVjpPlan plan, size_t n) : plan_(std::move(plan)), n_(n) {}
-  Tensor run(std::span<const Tensor> operands, ThreadPool* pool) const override {
+  Tensor run(std::span<const Tensor> operands, ExecutionContext& context) const override {
+    ThreadPool* pool = &context.pool();
     return plan_.execute(operands.subspan(0, n_), operands[n_], pool);
   }
   std::string describe() const override { return plan_.to_string(); }
@@ -78,7 +83,8 @@ class PreparedVjp final : public PreparedOp {
 class PreparedPart final : public PreparedOp {
  public:
   PreparedPart(int64_t offset, TensorMeta operand) : offset_(offset), operand_(std::move(operand)) {}
-  Tensor run(std::span<const Tensor> operands, ThreadPool* pool) const override {
+  Tensor run(std::span<const Tensor> operands, ExecutionContext& context) const override {
+    ThreadPool* pool = &context.pool();
     const Tensor& packed = operands[0];
     Tensor x = packed.slice(0, offset_, offset_ + element_count(operand_.shape)).reshape(operand_.shape);
     if (is_complex(x.dtype()) && !is_complex(operand_.dtype)) x = run_std_op(Op{Real{}}, {&x, 1}, operand_.shape, pool);

@@ -172,7 +172,8 @@ class PreparedTropical final : public PreparedOp {
     dtype_ = operands[0].dtype;
   }
 
-  Tensor run(std::span<const Tensor> operands, ThreadPool* pool) const override {
+  Tensor run(std::span<const Tensor> operands, ExecutionContext& context) const override {
+    ThreadPool* pool = &context.pool();
     const Spec& spec = payload_.spec();
     const size_t nout = spec.output.size(), nl = labels_.size();
     Shape out_shape(extents_.begin(), extents_.begin() + static_cast<std::ptrdiff_t>(nout));

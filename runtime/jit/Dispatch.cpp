@@ -2,6 +2,7 @@
 
 #include "ir/Config.h"
 #include "ir/Error.h"
+#include "runtime/Context.h"
 #include "runtime/jit/Gett.h"
 
 #include <atomic>
@@ -19,7 +20,9 @@ std::atomic<int64_t> g_portable_calls{0};
 
 std::atomic<bool> g_portable_only{false};  // set_portable_only()
 
-bool disabled_by_env() { return g_portable_only.load(std::memory_order_relaxed) || !Config::process().jit; }
+bool portable_only(const ExecutionContext& context) {
+  return g_portable_only.load(std::memory_order_relaxed) || !context.config().jit;
+}
 
 void warn_once(const std::string& message) {
   static std::once_flag once;
@@ -28,16 +31,20 @@ void warn_once(const std::string& message) {
 
 }  // namespace
 
-bool jit_enabled() { return !g_jit_failed.load() && !disabled_by_env(); }
+bool jit_enabled() { return jit_enabled(default_context()); }
+bool jit_enabled(const ExecutionContext& context) { return !g_jit_failed.load() && !portable_only(context); }
 
-void contract(const ContractionProblem& p, ThreadPool* pool) {
+void contract(const ContractionProblem& p, ThreadPool* pool) { contract(p, default_context(), pool); }
+
+void contract(const ContractionProblem& p, ExecutionContext& context, ThreadPool* pool) {
   if (p.dtype != DType::i64) {
-    if (disabled_by_env()) {
-      if (!g_portable_only.load()) warn_once("EINSTAGE_JIT=0: contractions run on the portable kernel");
+    if (portable_only(context)) {
+      if (!g_portable_only.load())
+        warn_once("the JIT is off (EINSTAGE_JIT=0 or Config::jit): contractions run on the portable kernel");
     } else if (!g_jit_failed.load()) {
       try {
         g_jit_used = true;
-        contract_jit(p, pool);  // throws before writing C if a kernel cannot be made
+        contract_jit(p, pool, &context.kernels());  // throws before writing C if a kernel cannot be made
         ++g_jit_calls;
         return;
       } catch (const Error& e) {
@@ -55,7 +62,7 @@ void set_portable_only(bool portable) { g_portable_only = portable; }
 
 DispatchStats dispatch_stats() {
   DispatchStats stats;
-  if (g_jit_used.load() && !g_jit_failed.load()) stats.jit = KernelCache::process_default().stats();
+  if (g_jit_used.load() && !g_jit_failed.load()) stats.jit = default_context().kernels().stats();
   stats.jit_calls = g_jit_calls.load();
   stats.portable_calls = g_portable_calls.load();
   return stats;

@@ -17,18 +17,25 @@
 
 namespace einstage {
 
-/// Executes p (C = A·B or C += A·B) on the best available kernel; see the policy above.
+class ExecutionContext;
+
+/// Executes p (C = A·B or C += A·B) on the best available kernel (see the policy above) on `pool`, with the JIT
+/// kernels of `context` (runtime/Context.h) and its Config::jit.
+void contract(const ContractionProblem& p, ExecutionContext& context, ThreadPool* pool);
+/// The same on default_context().
 void contract(const ContractionProblem& p, ThreadPool* pool = nullptr);
 
 /// False when EINSTAGE_JIT=0 was set when the process read its environment, or the JIT failed earlier in it.
 bool jit_enabled();
+/// jit_enabled() and the context's Config::jit.
+bool jit_enabled(const ExecutionContext& context);
 
 /// Benchmark hook: true sends every problem to the portable kernel, as EINSTAGE_JIT=0 does but without the warning
 /// (tools/bench/einsum.cpp times both kernels in one process); false restores the configured choice.
 void set_portable_only(bool portable);
 
-/// Statistics of the process-wide kernel cache (all zero before the JIT is first used), plus how many problems
-/// contract() sent to the portable kernel.
+/// Statistics of default_context()'s kernel cache (all zero before the JIT is first used), plus how many problems
+/// contract() sent to the portable kernel (any context).
 struct DispatchStats {
   JitStats jit;
   int64_t jit_calls = 0;

@@ -22,7 +22,11 @@
 #include <llvm/TargetParser/Host.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
 #include <mutex>
+#include <shared_mutex>
+#include <thread>
 
 namespace einstage {
 
@@ -86,11 +90,50 @@ std::unique_ptr<llvm::Module> Jit::Impl::new_module(llvm::LLVMContext& context, 
 
 namespace {
 thread_local int64_t t_codegens = 0;
+
+// Exit. LLVM makes some function-local statics lazily, on the first use of a code path (TargetLibraryInfo's name
+// table, SDNode's value-type lists, the pass registries, ...), and static destructors run in reverse order of
+// construction; a thread still inside LLVM when exit() destroys them touches freed memory. So every use of LLVM goes
+// through this gate, and after each one an exit handler is registered: younger than every static that use made, it
+// runs before they are destroyed, waits for the LLVM work in progress on any thread and closes the gate. Later work
+// fails with Error(runtime), which contract() turns into the portable kernel and the specialiser into a step left on
+// contract(). What remains is a static first made by LLVM work still running when exit() starts; runtime/Context.cpp
+// makes the common ones before the first context exists (warm_up_code_generator).
+std::shared_mutex& gate() {
+  static auto* g = new std::shared_mutex;  // never destroyed: it is held at exit
+  return *g;
+}
+std::atomic<bool> g_gate_closed{false};
+
+void close_gate_at_exit() {
+  if (g_gate_closed.exchange(true)) return;
+  gate().lock();  // waits for the LLVM work in progress; never unlocked
+}
+
+struct LlvmUse {
+  LlvmUse() {
+    while (!gate().try_lock_shared()) {
+      if (g_gate_closed.load()) fail(ErrorKind::runtime, "jit: the process is exiting; no code is generated any more");
+      std::this_thread::yield();
+    }
+    if (g_gate_closed.load()) {
+      gate().unlock_shared();
+      fail(ErrorKind::runtime, "jit: the process is exiting; no code is generated any more");
+    }
+  }
+  ~LlvmUse() {
+    gate().unlock_shared();
+    std::atexit(close_gate_at_exit);  // younger than the statics this use made
+  }
+  LlvmUse(const LlvmUse&) = delete;
+  LlvmUse& operator=(const LlvmUse&) = delete;
+};
 }  // namespace
 
 int64_t Jit::codegens_on_this_thread() { return t_codegens; }
 
 std::vector<char> Jit::Impl::emit_object(llvm::Module& module) {
+  LlvmUse use;
   ++t_codegens;
   std::string verify_message;
   llvm::raw_string_ostream verify_stream(verify_message);
@@ -107,6 +150,7 @@ std::vector<char> Jit::Impl::emit_object(llvm::Module& module) {
 }
 
 void Jit::Impl::optimise(llvm::Module& module) {
+  LlvmUse use;
   std::lock_guard lock(mutex);  // the pipeline reads the target machine
   llvm::LoopAnalysisManager lam;
   llvm::FunctionAnalysisManager fam;
@@ -126,6 +170,7 @@ Jit::Jit(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Jit::~Jit() = default;
 
 std::unique_ptr<Jit> Jit::create(const JitTarget& target) {
+  LlvmUse use;
   initialise_llvm_once();
   auto impl = std::make_unique<Impl>();
   auto jtmb = take_or_throw(llvm::orc::JITTargetMachineBuilder::detectHost(), "detecting the host CPU");
@@ -151,6 +196,7 @@ std::unique_ptr<Jit> Jit::create(const JitTarget& target) {
 const JitHost& Jit::host() const { return impl_->host; }
 
 std::vector<char> Jit::compile_ir_text(std::string_view llvm_ir, std::string_view module_name) {
+  LlvmUse use;
   llvm::LLVMContext context;
   llvm::SMDiagnostic diagnostic;
   auto buffer = llvm::MemoryBuffer::getMemBuffer(llvm::StringRef(llvm_ir.data(), llvm_ir.size()),
@@ -168,6 +214,7 @@ std::vector<char> Jit::compile_ir_text(std::string_view llvm_ir, std::string_vie
 }
 
 void Jit::add_object(const std::vector<char>& object, std::string_view name) {
+  LlvmUse use;
   auto buffer = llvm::MemoryBuffer::getMemBufferCopy(llvm::StringRef(object.data(), object.size()),
                                                      llvm::StringRef(name.data(), name.size()));
   std::lock_guard lock(impl_->mutex);
@@ -175,6 +222,7 @@ void Jit::add_object(const std::vector<char>& object, std::string_view name) {
 }
 
 void* Jit::lookup(std::string_view symbol) {
+  LlvmUse use;
   std::lock_guard lock(impl_->mutex);
   auto address = impl_->lljit->lookup(llvm::StringRef(symbol.data(), symbol.size()));
   if (!address) throw_if_error(address.takeError(), "looking up symbol '" + std::string(symbol) + "'");

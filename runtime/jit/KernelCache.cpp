@@ -5,6 +5,7 @@
 #include "ir/Quote.h"
 #include "ir/FileIO.h"
 #include "ir/Hash.h"
+#include "runtime/Context.h"
 
 #include <cerrno>
 #include <chrono>
@@ -92,10 +93,7 @@ KernelCache::~KernelCache() = default;
 
 std::string KernelCache::default_cache_dir() { return Config::process().kernel_cache_dir; }
 
-KernelCache& KernelCache::process_default() {
-  static KernelCache cache(default_cache_dir());  // a failure throws here and is retried by the next caller
-  return cache;
-}
+KernelCache& KernelCache::process_default() { return default_context().kernels(); }
 
 std::string KernelCache::disk_key(const std::string& detail) const {
   const JitHost& h = jit_->host();

@@ -47,7 +47,7 @@ class KernelCache {
   /// $HOME/.cache/einstage, else "" (no disk cache).
   static std::string default_cache_dir();
 
-  /// The process-wide cache used by contract(): created on first use with default_cache_dir().
+  /// default_context()'s cache (runtime/Context.h), which contract() uses without another context.
   static KernelCache& process_default();
 
   /// The compiled kernel for spec (compiled or loaded on first request).

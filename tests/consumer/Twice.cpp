@@ -17,15 +17,14 @@ struct TwicePayload final : einstage::ExtensionPayload {
 };
 
 struct Twice final : einstage::PreparedOp {
-  einstage::Tensor run(std::span<const einstage::Tensor> in, einstage::ThreadPool* pool) const override {
+  einstage::Tensor run(std::span<const einstage::Tensor> in, einstage::ExecutionContext& context) const override {
     einstage::Tensor x = in[0].contiguous(), out = einstage::Tensor::empty(x.dtype(), x.shape());
     const double* src = x.data<double>();
     double* dst = out.data<double>();
     auto body = [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) dst[i] = 2 * src[i];
     };
-    if (pool) pool->parallel_for(x.numel(), body);
-    else body(0, x.numel());
+    context.pool().parallel_for(x.numel(), body);
     return out;
   }
 };

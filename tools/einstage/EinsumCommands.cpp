@@ -13,6 +13,7 @@
 #include "ir/Json.h"
 #include "ir/Npy.h"
 #include "ir/Printer.h"
+#include "runtime/Context.h"
 #include "runtime/Cpus.h"
 #include "tools/einstage/Command.h"
 #include "tools/einstage/EinsumArgs.h"
@@ -124,6 +125,12 @@ int run_einsum(std::span<const std::string_view> args) {
   }
   Tensor result;
   try {
+    // The command's own context: --threads is an explicit option, so a bad EINSTAGE_NUM_THREADS is never read.
+    ConfigOptions config;
+    if (options.threads != 0) config.threads = options.threads;
+    ExecutionContext context(config);
+    options.context = &context;
+    options.threads = 0;  // the context's pool
     result = einsum::einsum(subscripts, operands, options);
   } catch (const Error& e) {
     rethrow_one_line(e);

@@ -1,0 +1,104 @@
+#include "runtime/Context.h"
+
+#include "ir/Error.h"
+#include "runtime/Cpus.h"
+#include "runtime/ThreadPool.h"
+#include "runtime/jit/Gett.h"
+#include "runtime/jit/Jit.h"
+#include "runtime/jit/KernelCache.h"
+#include "runtime/jit/MicroKernel.h"
+#include "runtime/jit/Specialise.h"
+
+#include <atomic>
+#include <mutex>
+
+namespace einstage {
+
+namespace {
+
+// LLVM's code generator makes some function-local statics on first use (TargetLibraryInfo's name table, SDNode's
+// value-type lists, the pass registries, ...). Statics are destroyed in reverse order of construction, so a context
+// constructed after they exist is destroyed before them, and its specialiser's last job still finds them intact; and
+// LLVM work still running when exit() starts (runtime/jit/Jit.cpp's gate) finds them intact too. Generating one
+// micro-kernel and one optimised specialised kernel per real dtype (the two pipelines einstage runs) on a throwaway
+// JIT makes the common ones once per process, before the first context is complete.
+void warm_up_code_generator() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    try {
+      std::unique_ptr<Jit> jit = Jit::create();
+      const bool avx512 = jit->host().has_avx512;
+      for (DType dtype : {DType::f64, DType::f32}) {
+        (void)compile_micro_kernel(*jit, default_micro_kernel(dtype, avx512));
+        (void)compile_micro_kernel(*jit, default_lane_kernel(dtype, avx512));
+        ContractionProblem p;  // a 9 x 7 x 5 column-major GEMM: a direct-path problem with partial tiles
+        p.dtype = dtype;
+        p.m = {{9, 1, 0, 1}};
+        p.n = {{7, 0, 5, 9}};
+        p.k = {{5, 9, 1, 0}};
+        DirectSchedule schedule;
+        if (direct_schedule(p, avx512, schedule)) (void)compile_specialised_kernel(*jit, schedule.kernel);
+      }
+    } catch (const Error&) {
+      // No JIT on this machine: nothing of LLVM's code generator will run; contract() reports the failure.
+    }
+  });
+}
+
+std::atomic<uint64_t> g_next_id{1};
+
+}  // namespace
+
+struct ExecutionContext::Impl {
+  Config config;
+  uint64_t id = g_next_id.fetch_add(1);
+  int threads = 1;
+  std::mutex kernels_mutex;
+  std::unique_ptr<KernelCache> kernels;  // made on first use (a failure is retried by the next caller)
+  std::atomic<KernelCache*> made{nullptr};  // kernels.get() once made: the per-call path takes no lock
+  // Destroyed in reverse order: the specialiser (its job may call into the JIT) first, then the pool, then the JIT.
+  std::unique_ptr<ThreadPool> pool;
+  std::unique_ptr<Specialiser> specialiser;
+};
+
+ExecutionContext::ExecutionContext(const ConfigOptions& options) : ExecutionContext(Config::process(options)) {}
+
+ExecutionContext::ExecutionContext(const Config& config) : impl_(std::make_unique<Impl>()) {
+  impl_->config = config;
+  impl_->threads = config.threads > 0 ? config.threads : available_cpus();
+  if (config.jit) warm_up_code_generator();
+  impl_->pool = std::make_unique<ThreadPool>(impl_->threads);
+  impl_->specialiser = std::make_unique<Specialiser>(config.kernel_cache_dir);
+}
+
+ExecutionContext::~ExecutionContext() {
+  impl_->specialiser.reset();  // finishes the running job, drops the queued ones, joins
+  impl_->pool.reset();         // joins the workers
+  impl_->kernels.reset();      // releases the JIT and the code of its kernels
+}
+
+const Config& ExecutionContext::config() const { return impl_->config; }
+int ExecutionContext::threads() const { return impl_->threads; }
+ThreadPool& ExecutionContext::pool() { return *impl_->pool; }
+Specialiser& ExecutionContext::specialiser() { return *impl_->specialiser; }
+uint64_t ExecutionContext::id() const { return impl_->id; }
+
+KernelCache& ExecutionContext::kernels() {
+  if (KernelCache* k = impl_->made.load(std::memory_order_acquire)) return *k;
+  std::lock_guard lock(impl_->kernels_mutex);
+  if (!impl_->kernels) {
+    impl_->kernels = std::make_unique<KernelCache>(impl_->config.kernel_cache_dir);
+    impl_->made.store(impl_->kernels.get(), std::memory_order_release);
+  }
+  return *impl_->kernels;
+}
+
+
+ExecutionContext& default_context() {
+  // Never deleted: threads may still run kernels on its pool and JIT while the process exits (runtime/jit/Jit.cpp
+  // stops code generation then, before LLVM's statics are destroyed).
+  static ExecutionContext* const context = new ExecutionContext();
+  return *context;
+}
+
+}  // namespace einstage

@@ -1,0 +1,72 @@
+// ExecutionContext: what einstage's kernels run with, owned in one object instead of process globals: the resolved
+// Config (ir/Config.h), the thread pool, the JIT with its kernel cache, and the background specialiser that compiles
+// shape-specialised step kernels. Stage: runtime. Depends on ir/Config.h; the pool, the JIT and the specialiser are
+// behind forward declarations (runtime/ThreadPool.h, runtime/jit/KernelCache.h, runtime/jit/Specialise.h).
+//
+//   ExecutionContext context({.threads = 2});           // option > environment variable > default
+//   Runtime rt(RuntimeOptions{.context = shared});      // a Runtime holds one, or shares one passed in
+//   einsum("ij,jk->ik", {a, b}, {.context = &context});  // the direct API uses default_context() unless told
+//
+// A Runtime's extension ops receive the context in PreparedOp::run (runtime/Module.h). Results are bitwise the same
+// on every context whatever its thread count. A context may be used from several threads at once.
+//
+// Lifetime. Destroying a context finishes the specialiser's running job, drops its queued ones and joins its thread,
+// joins the pool's workers and releases the JIT (the code of every kernel it compiled): nothing may run on it then.
+// A kernel a context compiled is only ever called through that context (StepKernel checks id()). Every context is
+// constructed after LLVM's lazily made statics exist (the constructor warms the code generator up once per process
+// when the JIT is on), so a context destroyed during exit (a static one) is destroyed before them. default_context()
+// is made on first use and never destroyed, because threads may still run kernels while the process exits; code
+// generation on any context stops at exit before LLVM's statics are destroyed (runtime/jit/Jit.cpp), and what it
+// would have compiled runs on the portable kernel or stays unspecialised. So exit() from any thread finds what it
+// may still reach intact (tests/runtime/test_context.cpp starts processes that exit at random moments), with one
+// window left: exit() while the process's first code generation (the first context's warm-up, tens of ms) or a
+// later one that is the first to take some rare LLVM path is still running; no order of handlers can cover a static
+// made after exit() began or by code that is running while it does.
+#pragma once
+
+#include "ir/Config.h"
+
+#include <cstdint>
+#include <memory>
+
+namespace einstage {
+
+class KernelCache;
+class Specialiser;
+class ThreadPool;
+
+class ExecutionContext {
+ public:
+  /// Config::process(options): the options beat the environment's variables, which beat the defaults. Throws
+  /// einstage::Error naming a bad variable or option. Starts threads() - 1 pool workers.
+  explicit ExecutionContext(const ConfigOptions& options = {});
+  /// Builds a context from a config resolved elsewhere (Config::from in tests).
+  explicit ExecutionContext(const Config& config);
+  ~ExecutionContext();
+  ExecutionContext(const ExecutionContext&) = delete;
+  ExecutionContext& operator=(const ExecutionContext&) = delete;
+
+  const Config& config() const;
+  /// Threads the kernels share (>= 1): config().threads, or every CPU this process may use when that is 0.
+  int threads() const;
+  /// The pool of threads() threads (one thread: everything runs inline on the caller).
+  ThreadPool& pool();
+  /// The JIT's kernel cache (config().kernel_cache_dir on disk). Throws Error(runtime) if LLVM cannot target this
+  /// machine (contract() then falls back to the portable kernel).
+  KernelCache& kernels();
+  /// The background compiler of shape-specialised step kernels.
+  Specialiser& specialiser();
+  /// Distinct for every context this process made (never reused).
+  uint64_t id() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+/// The context of the direct einsum API and of Runtimes left at the default thread count: Config::process(), made
+/// on first use, never destroyed (see the file comment). Throws what Config::process() throws.
+ExecutionContext& default_context();
+
+}  // namespace einstage

@@ -1,0 +1,63 @@
+// A process that exits while kernels are being compiled and specialised, for the runtime suite's exit test
+// (test_context.cpp). Usage: einstage_test_exit_child SEED MODE, MODE "main" (main calls std::exit) or "worker"
+// (a thread of its own calls std::exit while main computes). The delay before exit() is drawn from SEED
+// (0 to ~20 ms) and starts once default_context() exists, so repeated runs stop the process at different moments:
+// while kernels compile in the foreground, while the specialiser compiles, while pool threads run kernels. (Not
+// during the process's first code generation, the context's warm-up: runtime/Context.h says why that is left.)
+// Exits with status 7 when exit() ran to the end; any crash shows as a signal.
+#include "extensions/einsum/Einsum.h"
+#include "runtime/Context.h"
+#include "support/Random.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace einstage;
+namespace es = einstage::einsum;
+
+namespace {
+
+[[noreturn]] void compute_forever(uint64_t seed) {
+  test::SplitMix64 rng{seed};
+  for (int64_t round = 0;; ++round) {
+    // Shapes that change every few rounds: new micro-kernels, new direct tiles, new hot steps to specialise.
+    const int64_t m = 3 + static_cast<int64_t>(rng.next() % 40), k = 2 + static_cast<int64_t>(rng.next() % 30),
+                  n = 1 + static_cast<int64_t>(rng.next() % 40);
+    std::vector<double> av(static_cast<size_t>(m * k), 0.5), bv(static_cast<size_t>(k * n), 0.25);
+    const Tensor a = Tensor::from_col_major<double>({m, k}, av), b = Tensor::from_col_major<double>({k, n}, bv);
+    const DType dtype = round % 2 ? DType::f32 : DType::f64;
+    const Tensor ac = a.astype(dtype), bc = b.astype(dtype);
+    for (int call = 0; call < 20; ++call) es::einsum("ij,jk->ik", {ac, bc});  // hot: its step gets specialised
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 3) return 2;
+  const uint64_t seed = std::strtoull(argv[1], nullptr, 10);
+  const bool from_worker = std::strcmp(argv[2], "worker") == 0;
+  test::SplitMix64 rng{seed * 7919 + 1};
+  const auto delay = std::chrono::microseconds(rng.next() % 20000);
+  (void)default_context();  // LLVM's code generator warmed up
+  if (from_worker) {
+    std::thread([delay] {
+      std::this_thread::sleep_for(delay);
+      std::exit(7);
+    }).detach();
+    compute_forever(seed);
+  }
+  std::thread([seed] { compute_forever(seed + 1); }).detach();  // another thread computes while main exits
+  const auto until = std::chrono::steady_clock::now() + delay;
+  test::SplitMix64 work{seed};
+  while (std::chrono::steady_clock::now() < until) {
+    const int64_t m = 2 + static_cast<int64_t>(work.next() % 24);
+    const Tensor a = Tensor::zeros(DType::f64, {m, m});
+    es::einsum("ij,jk->ik", {a, a});
+  }
+  std::exit(7);
+}
