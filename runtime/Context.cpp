@@ -21,7 +21,9 @@ namespace {
 // constructed after they exist is destroyed before them, and its specialiser's last job still finds them intact; and
 // LLVM work still running when exit() starts (runtime/jit/Jit.cpp's gate) finds them intact too. Generating one
 // micro-kernel and one optimised specialised kernel per real dtype (the two pipelines einstage runs) on a throwaway
-// JIT makes the common ones once per process, before the first context is complete.
+// JIT makes the common ones once per process. It runs just before the process's first code generation
+// (Jit::set_before_first_codegen), not when a context is made: a process whose kernels all come from the disk cache
+// (a one-shot `einstage einsum` run again) never generates code and never pays its tens of milliseconds.
 void warm_up_code_generator() {
   static std::once_flag once;
   std::call_once(once, [] {
@@ -66,12 +68,21 @@ ExecutionContext::ExecutionContext(const ConfigOptions& options) : ExecutionCont
 ExecutionContext::ExecutionContext(const Config& config) : impl_(std::make_unique<Impl>()) {
   impl_->config = config;
   impl_->threads = config.threads > 0 ? config.threads : available_cpus();
-  if (config.jit) warm_up_code_generator();
+  if (config.jit) Jit::set_before_first_codegen(&warm_up_code_generator);  // paid only by a process that compiles
   impl_->pool = std::make_unique<ThreadPool>(impl_->threads);
   impl_->specialiser = std::make_unique<Specialiser>(config.kernel_cache_dir);
 }
 
 ExecutionContext::~ExecutionContext() {
+  if (Jit::process_exiting()) {
+    // A static context made before the process's first code generation is destroyed after LLVM's statics that
+    // generation made: leave its JIT and its specialiser (and their JIT) alive, as default_context() always does.
+    (void)impl_->specialiser.release();
+    (void)impl_->kernels.release();
+    impl_->made.store(nullptr);
+    impl_->pool.reset();
+    return;
+  }
   impl_->specialiser.reset();  // finishes the running job, drops the queued ones, joins
   impl_->pool.reset();         // joins the workers
   impl_->kernels.reset();      // releases the JIT and the code of its kernels
@@ -93,6 +104,8 @@ KernelCache& ExecutionContext::kernels() {
   return *impl_->kernels;
 }
 
+
+void warm_up_jit() { warm_up_code_generator(); }
 
 ExecutionContext& default_context() {
   // Never deleted: threads may still run kernels on its pool and JIT while the process exits (runtime/jit/Jit.cpp

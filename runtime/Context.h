@@ -12,16 +12,18 @@
 //
 // Lifetime. Destroying a context finishes the specialiser's running job, drops its queued ones and joins its thread,
 // joins the pool's workers and releases the JIT (the code of every kernel it compiled): nothing may run on it then.
-// A kernel a context compiled is only ever called through that context (StepKernel checks id()). Every context is
-// constructed after LLVM's lazily made statics exist (the constructor warms the code generator up once per process
-// when the JIT is on), so a context destroyed during exit (a static one) is destroyed before them. default_context()
-// is made on first use and never destroyed, because threads may still run kernels while the process exits; code
-// generation on any context stops at exit before LLVM's statics are destroyed (runtime/jit/Jit.cpp), and what it
-// would have compiled runs on the portable kernel or stays unspecialised. So exit() from any thread finds what it
-// may still reach intact (tests/runtime/test_context.cpp starts processes that exit at random moments), with one
-// window left: exit() while the process's first code generation (the first context's warm-up, tens of ms) or a
-// later one that is the first to take some rare LLVM path is still running; no order of handlers can cover a static
-// made after exit() began or by code that is running while it does.
+// A kernel a context compiled is only ever called through that context (StepKernel checks id()). LLVM makes some
+// statics lazily; the process's first code generation first makes the common ones (warm_up_jit(), run then and not
+// when a context is made, so a process whose kernels all come from the disk cache never pays for it). A context
+// destroyed during exit (a static one) after those statics are gone leaves its JIT and specialiser alive instead of
+// releasing them. default_context() is made on first use and never destroyed, because threads may still run kernels
+// while the process exits; code generation on any context stops at exit before LLVM's statics are destroyed
+// (runtime/jit/Jit.cpp), and what it would have compiled runs on the portable kernel or stays unspecialised. So
+// exit() from any thread finds what it may still reach intact (tests/runtime/test_context.cpp starts processes
+// that exit at random moments), with one window left: exit() while the process's first code generation (the
+// warm-up, tens of ms; a program that must be safe from its start calls warm_up_jit() first) or a later one that is
+// the first to take some rare LLVM path is still running; no order of handlers can cover a static made after exit()
+// began or by code that is running while it does.
 #pragma once
 
 #include "ir/Config.h"
@@ -68,5 +70,10 @@ class ExecutionContext {
 /// The context of the direct einsum API and of Runtimes left at the default thread count: Config::process(), made
 /// on first use, never destroyed (see the file comment). Throws what Config::process() throws.
 ExecutionContext& default_context();
+
+/// Generates a few kernels on a throwaway JIT once per process, so that LLVM's lazily made statics exist before
+/// anything that must outlive them; otherwise done just before the process's first code generation. Call it first
+/// in a program that may exit() from any thread at any moment. No-op after the first call; never throws.
+void warm_up_jit();
 
 }  // namespace einstage

@@ -128,11 +128,36 @@ struct LlvmUse {
   LlvmUse(const LlvmUse&) = delete;
   LlvmUse& operator=(const LlvmUse&) = delete;
 };
+
+std::atomic<void (*)()> g_before_first_codegen{nullptr};
+std::once_flag g_before_first_codegen_once;
+thread_local bool t_in_before_first_codegen = false;
+
+// Runs the registered hook once per process, before the first code generation; the hook's own code generation
+// passes straight through.
+void before_codegen() {
+  if (t_in_before_first_codegen) return;
+  void (*fn)() = g_before_first_codegen.load(std::memory_order_acquire);
+  if (!fn) return;
+  std::call_once(g_before_first_codegen_once, [fn] {
+    t_in_before_first_codegen = true;
+    try {
+      fn();
+    } catch (...) {
+      t_in_before_first_codegen = false;
+      throw;
+    }
+    t_in_before_first_codegen = false;
+  });
+}
 }  // namespace
 
 int64_t Jit::codegens_on_this_thread() { return t_codegens; }
+void Jit::set_before_first_codegen(void (*fn)()) { g_before_first_codegen.store(fn, std::memory_order_release); }
+bool Jit::process_exiting() { return g_gate_closed.load(); }
 
 std::vector<char> Jit::Impl::emit_object(llvm::Module& module) {
+  before_codegen();  // outside the gate: the hook generates code of its own
   LlvmUse use;
   ++t_codegens;
   std::string verify_message;
@@ -150,6 +175,7 @@ std::vector<char> Jit::Impl::emit_object(llvm::Module& module) {
 }
 
 void Jit::Impl::optimise(llvm::Module& module) {
+  before_codegen();
   LlvmUse use;
   std::lock_guard lock(mutex);  // the pipeline reads the target machine
   llvm::LoopAnalysisManager lam;

@@ -1,9 +1,9 @@
 // A process that exits while kernels are being compiled and specialised, for the runtime suite's exit test
 // (test_context.cpp). Usage: einstage_test_exit_child SEED MODE, MODE "main" (main calls std::exit) or "worker"
 // (a thread of its own calls std::exit while main computes). The delay before exit() is drawn from SEED
-// (0 to ~20 ms) and starts once default_context() exists, so repeated runs stop the process at different moments:
+// (0 to ~20 ms) and starts once warm_up_jit() has run, so repeated runs stop the process at different moments:
 // while kernels compile in the foreground, while the specialiser compiles, while pool threads run kernels. (Not
-// during the process's first code generation, the context's warm-up: runtime/Context.h says why that is left.)
+// during the process's first code generation, the warm-up: runtime/Context.h says why that is left.)
 // Exits with status 7 when exit() ran to the end; any crash shows as a signal.
 #include "extensions/einsum/Einsum.h"
 #include "runtime/Context.h"
@@ -43,7 +43,8 @@ int main(int argc, char** argv) {
   const bool from_worker = std::strcmp(argv[2], "worker") == 0;
   test::SplitMix64 rng{seed * 7919 + 1};
   const auto delay = std::chrono::microseconds(rng.next() % 20000);
-  (void)default_context();  // LLVM's code generator warmed up
+  warm_up_jit();  // LLVM's lazily made statics exist before the delay starts
+  (void)default_context();
   if (from_worker) {
     std::thread([delay] {
       std::this_thread::sleep_for(delay);
