@@ -54,8 +54,7 @@ class PreparedJvp final : public PreparedOp {
  public:
   PreparedJvp(EinsumJvpPlan plan, size_t n) : plan_(std::move(plan)), n_(n) {}
   Tensor run(std::span<const Tensor> operands, ExecutionContext& context) const override {
-    ThreadPool* pool = &context.pool();
-    return plan_.execute(operands.subspan(0, n_), operands.subspan(n_), pool);
+    return plan_.execute(operands.subspan(0, n_), operands.subspan(n_), context);
   }
   std::string describe() const override { return plan_.to_string(); }
 
@@ -68,8 +67,7 @@ class PreparedVjp final : public PreparedOp {
  public:
   PreparedVjp(EinsumVjpPlan plan, size_t n) : plan_(std::move(plan)), n_(n) {}
   Tensor run(std::span<const Tensor> operands, ExecutionContext& context) const override {
-    ThreadPool* pool = &context.pool();
-    return plan_.execute(operands.subspan(0, n_), operands[n_], pool);
+    return plan_.execute(operands.subspan(0, n_), operands[n_], context);
   }
   std::string describe() const override { return plan_.to_string(); }
 

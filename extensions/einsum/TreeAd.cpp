@@ -1,6 +1,8 @@
 // The reverse walk of an einsum's planned tree and the tangent sum (see TreeAd.h).
 #include "extensions/einsum/TreeAd.h"
 
+#include "runtime/Context.h"
+
 #include "extensions/einsum/Notation.h"
 #include "ir/Quote.h"
 #include "ir/Size.h"
@@ -255,8 +257,9 @@ EinsumVjpPlan EinsumVjpPlan::prepare(const Subscripts& subscripts, std::span<con
 }
 
 void EinsumVjpPlan::execute_into(std::span<const Tensor> operands, const Tensor& cotangent, Tensor& packed,
-                                 ThreadPool* pool) const {
+                                 ExecutionContext& context) const {
   const Impl& im = *impl_;
+  ThreadPool* pool = &context.pool();
   EIN_ASSERT(static_cast<int>(operands.size()) == im.n, "einsum vjp: {} operands for a plan of {}", operands.size(),
              im.n);
   EIN_ASSERT(packed.dtype() == im.dtype && packed.shape() == Shape{im.packed} && packed.is_col_major(),
@@ -276,7 +279,7 @@ void EinsumVjpPlan::execute_into(std::span<const Tensor> operands, const Tensor&
     if (!im.forward_phase[v]) continue;
     auto [a, b] = im.children[t];
     const Tensor pair[2] = {values[static_cast<size_t>(a)], values[static_cast<size_t>(b)]};
-    values[v] = im.steps[t]->execute(pair, pool);
+    values[v] = im.steps[t]->execute(pair, context);
     for (int c : {a, b})
       if (c >= im.n && !im.keep[static_cast<size_t>(c)]) values[static_cast<size_t>(c)] = Tensor();
   }
@@ -285,7 +288,7 @@ void EinsumVjpPlan::execute_into(std::span<const Tensor> operands, const Tensor&
     if (values[static_cast<size_t>(v)].defined()) return values[static_cast<size_t>(v)];
     const size_t t = static_cast<size_t>(v - im.n);
     const Tensor pair[2] = {value_of(im.children[t].first), value_of(im.children[t].second)};
-    return im.steps[t]->execute(pair, pool);
+    return im.steps[t]->execute(pair, context);
   };
   cts[static_cast<size_t>(im.root())] = cotangent.dtype() == im.dtype ? cotangent : cotangent.astype(im.dtype);
   for (size_t i = 0; i < im.reverse.size(); ++i) {
@@ -298,18 +301,19 @@ void EinsumVjpPlan::execute_into(std::span<const Tensor> operands, const Tensor&
       const int64_t count = element_count(shape);
       if (count > 0) {
         Tensor view = packed.slice(0, off, off + count).reshape(shape);
-        r.plan->execute_into(ops, view, pool);
+        r.plan->execute_into(ops, view, context, pool);
       }
     } else {
-      cts[static_cast<size_t>(r.node)] = r.plan->execute(ops, pool);
+      cts[static_cast<size_t>(r.node)] = r.plan->execute(ops, context);
     }
     if (im.last_use[static_cast<size_t>(r.parent)] == static_cast<int>(i)) cts[static_cast<size_t>(r.parent)] = Tensor();
   }
 }
 
-Tensor EinsumVjpPlan::execute(std::span<const Tensor> operands, const Tensor& cotangent, ThreadPool* pool) const {
+Tensor EinsumVjpPlan::execute(std::span<const Tensor> operands, const Tensor& cotangent,
+                              ExecutionContext& context) const {
   Tensor packed = Tensor::empty(impl_->dtype, {impl_->packed});
-  execute_into(operands, cotangent, packed, pool);
+  execute_into(operands, cotangent, packed, context);
   return packed;
 }
 
@@ -356,13 +360,14 @@ EinsumJvpPlan EinsumJvpPlan::prepare(const Subscripts& subscripts, std::span<con
 }
 
 Tensor EinsumJvpPlan::execute(std::span<const Tensor> operands, std::span<const Tensor> tangents,
-                              ThreadPool* pool) const {
+                              ExecutionContext& context) const {
+  ThreadPool* pool = &context.pool();
   Tensor sum;
   std::vector<Tensor> ops(operands.begin(), operands.end());
   for (size_t i = 0; i < slots_.size(); ++i) {
     const size_t k = static_cast<size_t>(slots_[i]);
     ops[k] = tangents[i];
-    Tensor term = forward_.execute(ops, pool);
+    Tensor term = forward_.execute(ops, context);
     sum = sum.defined() ? kernels::binary(kernels::BinaryOp::add, sum, term, pool) : std::move(term);
     ops[k] = operands[k];
   }

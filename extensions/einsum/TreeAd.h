@@ -29,6 +29,7 @@
 #pragma once
 
 #include "extensions/einsum/Executor.h"
+#include "runtime/Context.h"
 
 #include <memory>
 #include <span>
@@ -49,9 +50,11 @@ class EinsumVjpPlan {
                                int64_t keep_limit_bytes = -1);
 
   /// Writes the slots' cotangents into `packed` (dtype(), [packed_elements()], column-major one after the other).
+  /// Runs on `context`'s JIT and threads (the same bits on every context).
   void execute_into(std::span<const Tensor> operands, const Tensor& cotangent, Tensor& packed,
-                    ThreadPool* pool = nullptr) const;
-  Tensor execute(std::span<const Tensor> operands, const Tensor& cotangent, ThreadPool* pool = nullptr) const;
+                    ExecutionContext& context = default_context()) const;
+  Tensor execute(std::span<const Tensor> operands, const Tensor& cotangent,
+                 ExecutionContext& context = default_context()) const;
 
   DType dtype() const;
   int64_t packed_elements() const;
@@ -72,7 +75,8 @@ class EinsumJvpPlan {
   static EinsumJvpPlan prepare(const Subscripts& subscripts, std::span<const TensorMeta> operands,
                                std::vector<int> slots, const EinsumOptions& options);
   /// The sum over slots k of einsum(operands with k replaced by tangents[i]), slots[i] = k.
-  Tensor execute(std::span<const Tensor> operands, std::span<const Tensor> tangents, ThreadPool* pool = nullptr) const;
+  Tensor execute(std::span<const Tensor> operands, std::span<const Tensor> tangents,
+                 ExecutionContext& context = default_context()) const;
   std::string to_string() const;
 
  private:

@@ -12,6 +12,7 @@
 #include "extensions/einsum/TreeAd.h"
 #include "compiler/Lower.h"
 #include "ir/Parser.h"
+#include "runtime/Context.h"
 
 #include <doctest/doctest.h>
 
@@ -279,6 +280,8 @@ TEST_CASE("checkpointing: under a memory limit the reverse pass recomputes inter
       CHECK(some.recomputed_count() > 0);
       CHECK(some.to_string().find("recomputes") != std::string::npos);
       CHECK(same_bits(some.execute(inputs, ct), expected));
+      static ExecutionContext two_threads(ConfigOptions{.threads = 2});  // its own JIT and pool: the same bits
+      CHECK(same_bits(some.execute(inputs, ct, two_threads), expected));
     }
   }
 }
