@@ -21,8 +21,9 @@
 //   linked-in module hands its descriptor to Runtime::add_module directly.
 // - A loaded module is never unloaded (its code is referenced by payloads, semantics and executors that may outlive
 //   any one Runtime), exactly like LLVM pass plugins.
-// - C++ types cross the boundary (ExtensionRegistry, ExtensionPayload, Tensor, ExecutionContext, ThreadPool), so a module must be built
-//   with the same compiler ABI and the same einstage headers; kModuleAbiVersion is bumped whenever any of them
+// - C++ types cross the boundary (ExtensionRegistry, ExtensionPayload, Tensor, ExecutionContext, ThreadPool, and the
+//   kernel API of extensions/api/Kernels.h: ContractionProblem, StepKernel, the kernels' signatures), so a module must
+//   be built with the same compiler ABI and the same einstage headers; kModuleAbiVersion is bumped whenever any of them
 //   changes layout or meaning, and kBuildId (version, compiler, build type, sanitizers) tells einstage builds apart.
 #pragma once
 

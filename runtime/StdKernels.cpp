@@ -107,24 +107,8 @@ Tensor kernel(const Log&, const KernelArgs& a) { return unary(kernels::UnaryOp::
 Tensor kernel(const Sqrt&, const KernelArgs& a) { return unary(kernels::UnaryOp::sqrt, a); }
 
 // real / imag: one part of each complex element; on real dtypes the identity / zeros (ir/Ops.h).
-template <bool kImag> Tensor complex_part(const KernelArgs& a) {
-  const Tensor& x = a.in[0];
-  if (!is_complex(x.dtype())) return kImag ? Tensor::zeros(x.dtype(), x.shape()) : x;
-  Tensor src = x.contiguous();
-  Tensor out = Tensor::empty(real_part_type(x.dtype()), x.shape());
-  auto run = [&](auto zero) {
-    using C = decltype(zero);
-    using R = typename C::value_type;
-    const C* s = src.data<C>();
-    R* d = out.data<R>();
-    for (int64_t i = 0, n = src.numel(); i < n; ++i) d[i] = kImag ? s[i].imag() : s[i].real();
-  };
-  if (x.dtype() == DType::c64) run(c64{});
-  else run(c128{});
-  return out;
-}
-Tensor kernel(const Real&, const KernelArgs& a) { return complex_part<false>(a); }
-Tensor kernel(const Imag&, const KernelArgs& a) { return complex_part<true>(a); }
+Tensor kernel(const Real&, const KernelArgs& a) { return kernels::real_part(a.in[0]); }
+Tensor kernel(const Imag&, const KernelArgs& a) { return kernels::imag_part(a.in[0]); }
 
 Tensor kernel(const Convert& op, const KernelArgs& a) {
   return a.in[0].dtype() == op.dtype ? a.in[0] : a.in[0].astype(op.dtype);

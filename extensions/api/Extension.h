@@ -13,8 +13,8 @@
 //   EINSTAGE_DEFINE_MODULE_ENTRY;
 // - runtime/Context.h: the ExecutionContext a PreparedOp::run receives (its config, and its pool);
 // - runtime/ThreadPool.h: the context's pool (parallel_for with a static partition).
-// docs/extensions.md walks through writing a module; extensions/tropical/ is a complete example that uses nothing
-// else.
+// The kernels a module computes with are the public kernel API, extensions/api/Kernels.h. docs/extensions.md walks
+// through writing a module; extensions/tropical/ is a complete example that uses nothing else.
 #pragma once
 
 #include "ir/Extension.h"

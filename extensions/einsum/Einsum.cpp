@@ -1,7 +1,6 @@
 #include "extensions/einsum/Einsum.h"
 
 #include "ir/Hash.h"
-#include "runtime/Cpus.h"
 #include "runtime/Context.h"
 #include "runtime/ThreadPool.h"
 
@@ -145,11 +144,11 @@ PlanCache& cache() {
 
 // What every one-shot call checks before planning.
 void check_call(std::span<const Tensor> operands, const EinsumOptions& options) {
-  if (options.threads < 0 || options.threads > kMaxThreads)
+  if (options.threads < 0 || options.threads > Config::kMaxThreads)
     fail(ErrorKind::invalid_argument,
          "einsum: EinsumOptions::threads is {}; expected 0 (the default: every CPU this process may use) or a count "
          "from 1 to {}",
-         options.threads, kMaxThreads);
+         options.threads, Config::kMaxThreads);
   for (size_t i = 0; i < operands.size(); ++i)
     if (!operands[i].defined()) fail(ErrorKind::invalid_argument, "einsum: operand {} is undefined", i);
 }

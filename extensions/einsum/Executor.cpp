@@ -1,14 +1,9 @@
 #include "extensions/einsum/Executor.h"
 
 #include "extensions/einsum/Notation.h"
+#include "extensions/api/Kernels.h"
 #include "ir/Quote.h"
 #include "ir/Size.h"
-#include "runtime/Context.h"
-#include "runtime/ThreadPool.h"
-#include "runtime/jit/Dispatch.h"
-#include "runtime/jit/Specialise.h"
-#include "runtime/kernels/Contraction.h"
-#include "runtime/kernels/Layout.h"
 
 #include <fmt/format.h>
 
@@ -23,9 +18,9 @@ namespace einstage::einsum {
 
 namespace {
 
-// The one call site of the pairwise kernel: the step's handle (runtime/jit/Specialise.h) runs contract(), which picks
-// the JIT GETT for floating types and the portable kernel otherwise (runtime/jit/Dispatch.h), and swaps in a
-// shape-specialised kernel once the step is hot, all on the context's JIT. Replace with contract_portable to run
+// The one call site of the pairwise kernel: the step's handle (StepKernel, extensions/api/Kernels.h) runs contract(),
+// which picks the JIT GETT for floating types and the portable kernel otherwise, and swaps in a shape-specialised
+// kernel once the step is hot, all on the context's JIT. Replace with contract_portable to run
 // without the JIT.
 void run_contraction(StepKernel& step, const ContractionProblem& p, ExecutionContext& context, ThreadPool* pool) {
   step.run(p, context, pool);

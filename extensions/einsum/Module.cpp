@@ -1,13 +1,13 @@
 // The einsum module: its runtime executor (EinsumPlan per concrete shapes) and the descriptor.
 #include "extensions/einsum/Module.h"
 
+#include "extensions/api/Kernels.h"
 #include "extensions/einsum/EinsumAdOp.h"
 #include "extensions/einsum/EinsumOp.h"
 #include "extensions/einsum/Executor.h"
 #include "extensions/einsum/TreeAd.h"
 #include "ir/Config.h"
 #include "runtime/Context.h"
-#include "runtime/StdKernels.h"
 
 namespace einstage::einsum {
 
@@ -81,11 +81,10 @@ class PreparedVjp final : public PreparedOp {
 class PreparedPart final : public PreparedOp {
  public:
   PreparedPart(int64_t offset, TensorMeta operand) : offset_(offset), operand_(std::move(operand)) {}
-  Tensor run(std::span<const Tensor> operands, ExecutionContext& context) const override {
-    ThreadPool* pool = &context.pool();
+  Tensor run(std::span<const Tensor> operands, ExecutionContext&) const override {
     const Tensor& packed = operands[0];
     Tensor x = packed.slice(0, offset_, offset_ + element_count(operand_.shape)).reshape(operand_.shape);
-    if (is_complex(x.dtype()) && !is_complex(operand_.dtype)) x = run_std_op(Op{Real{}}, {&x, 1}, operand_.shape, pool);
+    if (is_complex(x.dtype()) && !is_complex(operand_.dtype)) x = kernels::real_part(x);
     return x.dtype() == operand_.dtype ? x : x.astype(operand_.dtype);
   }
   std::string describe() const override {

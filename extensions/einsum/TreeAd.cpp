@@ -1,13 +1,10 @@
 // The reverse walk of an einsum's planned tree and the tangent sum (see TreeAd.h).
 #include "extensions/einsum/TreeAd.h"
 
-#include "runtime/Context.h"
-
+#include "extensions/api/Kernels.h"
 #include "extensions/einsum/Notation.h"
 #include "ir/Quote.h"
 #include "ir/Size.h"
-#include "runtime/kernels/Elementwise.h"
-#include "runtime/kernels/Layout.h"
 
 #include <fmt/format.h>
 

@@ -1,5 +1,6 @@
-// contract(): the one entry point that executes a ContractionProblem, choosing the JIT GETT kernels or the portable
-// reference kernel (runtime stage). Depends on ir, runtime/kernels/Contraction.h and runtime/jit/KernelCache.h.
+// The policy of contract() (declared in runtime/Contract.h), the one entry point that executes a ContractionProblem,
+// choosing the JIT GETT kernels or the portable reference kernel (runtime stage), and its process-wide switches and
+// statistics. Depends on ir, runtime/Contract.h and runtime/jit/KernelCache.h.
 //
 // Policy: f32, f64, c64 and c128 run on the JIT (runtime/jit/Gett.h); i64 always runs on the portable kernel (the
 // JIT has no integer micro-kernel: integer einsums are rare and not compute-bound in practice). EINSTAGE_JIT=0 in the
@@ -10,8 +11,8 @@
 // is the one a hot step's specialised kernel reproduces bit for bit (runtime/jit/Specialise.h), so one rule serves.
 #pragma once
 
+#include "runtime/Contract.h"
 #include "runtime/jit/KernelCache.h"
-#include "runtime/kernels/Contraction.h"
 
 #include <cstdint>
 
@@ -19,11 +20,7 @@ namespace einstage {
 
 class ExecutionContext;
 
-/// Executes p (C = A·B or C += A·B) on the best available kernel (see the policy above) on `pool`, with the JIT
-/// kernels of `context` (runtime/Context.h) and its Config::jit.
-void contract(const ContractionProblem& p, ExecutionContext& context, ThreadPool* pool);
-/// The same on default_context().
-void contract(const ContractionProblem& p, ThreadPool* pool = nullptr);
+// contract(p, context, pool) and contract(p, pool) are declared in runtime/Contract.h (the public kernel API).
 
 /// False when EINSTAGE_JIT=0 was set when the process read its environment, or the JIT failed earlier in it.
 bool jit_enabled();

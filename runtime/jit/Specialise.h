@@ -1,7 +1,7 @@
-// StepKernel: the per-step kernel handle of a prepared plan, which compiles a fully shape-specialised kernel for a
-// hot small step off the critical path (runtime stage, JIT); Specialiser: the background compiler an
-// ExecutionContext owns (runtime/Context.h). Depends on ir, runtime/kernels/Contraction.h and
-// runtime/jit/{Dispatch,Gett}.h; no LLVM type appears here.
+// Specialiser: the background compiler an ExecutionContext owns (runtime/Context.h), which compiles a fully
+// shape-specialised kernel for a hot small step off the critical path (runtime stage, JIT), and the implementation
+// notes of StepKernel, the per-step kernel handle of a prepared plan (declared in runtime/Contract.h, the public
+// kernel API's contraction entry points). Depends on ir and runtime/Contract.h; no LLVM type appears here.
 //
 // A prepared einsum plan keeps one StepKernel per pairwise step and runs the step through it. Every call goes to
 // contract() (Dispatch.h) until the handle has seen kHotCalls calls of a problem that runs on the direct path
@@ -20,7 +20,7 @@
 // and static destructors run in reverse order of construction.
 #pragma once
 
-#include "runtime/kernels/Contraction.h"
+#include "runtime/Contract.h"
 
 #include <atomic>
 #include <cstdint>
@@ -30,9 +30,7 @@
 
 namespace einstage {
 
-class ExecutionContext;
 class KernelCache;
-class ThreadPool;
 
 /// One background thread that runs compilation jobs in order, with a KernelCache of its own.
 class Specialiser {
@@ -59,33 +57,6 @@ class Specialiser {
 
  private:
   std::unique_ptr<Impl> impl_;
-};
-
-class StepKernel {
- public:
-  /// Calls of a direct-path problem before its specialised kernel is queued.
-  static constexpr int64_t kHotCalls = 16;
-
-  StepKernel();
-  ~StepKernel();
-  StepKernel(const StepKernel&) = delete;
-  StepKernel& operator=(const StepKernel&) = delete;
-
-  /// Executes p (as contract(p, context, pool) would, with the same bits) on `pool`, with the context's kernels and
-  /// specialiser. Thread-safe.
-  void run(const ContractionProblem& p, ExecutionContext& context, ThreadPool* pool);
-  /// The same on default_context().
-  void run(const ContractionProblem& p, ThreadPool* pool = nullptr);
-
-  enum class State { generic, queued, ready, failed };
-  State state() const;
-  /// Calls that ran the specialised kernel (tests, benchmarks; concurrent calls of one handle may undercount).
-  int64_t specialised_calls() const;
-
-  struct Shared;
-
- private:
-  std::shared_ptr<Shared> shared_;  // shared with the background job, which may outlive the handle
 };
 
 /// Test hooks on default_context()'s Specialiser (see Specialiser). Tests use them to observe that calls never wait

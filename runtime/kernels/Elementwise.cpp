@@ -143,4 +143,27 @@ Tensor binary(BinaryOp op, const Tensor& x, const Tensor& y, ThreadPool* pool) {
   return out;
 }
 
+namespace {
+
+template <bool kImag> Tensor complex_part(const Tensor& x) {
+  if (!is_complex(x.dtype())) return kImag ? Tensor::zeros(x.dtype(), x.shape()) : x;
+  Tensor src = x.contiguous();
+  Tensor out = Tensor::empty(real_part_type(x.dtype()), x.shape());
+  auto run = [&](auto zero) {
+    using C = decltype(zero);
+    using R = typename C::value_type;
+    const C* s = src.data<C>();
+    R* d = out.data<R>();
+    for (int64_t i = 0, n = src.numel(); i < n; ++i) d[i] = kImag ? s[i].imag() : s[i].real();
+  };
+  if (x.dtype() == DType::c64) run(c64{});
+  else run(c128{});
+  return out;
+}
+
+}  // namespace
+
+Tensor real_part(const Tensor& x) { return complex_part<false>(x); }
+Tensor imag_part(const Tensor& x) { return complex_part<true>(x); }
+
 }  // namespace einstage::kernels

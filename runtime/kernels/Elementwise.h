@@ -1,4 +1,5 @@
-// Elementwise kernels over same-shape strided Tensors: neg, conj, exp, log, sqrt and add, sub, mul, div.
+// Elementwise kernels over same-shape strided Tensors: neg, conj, exp, log, sqrt, add, sub, mul, div, and the real or
+// imaginary part of complex elements.
 // Stage: runtime (the standard ops' kernels for the IR interpreter). Depends on ir/Tensor.h only.
 //
 // Operands share dtype and shape; broadcasting is expressed by the caller as stride-0 views (BroadcastInDim), so
@@ -31,5 +32,10 @@ Tensor unary(UnaryOp op, const Tensor& x, ThreadPool* pool = nullptr);
 /// out = op(x, y), elementwise; x, y and out share dtype and shape.
 void binary(BinaryOp op, const Tensor& x, const Tensor& y, Tensor& out, ThreadPool* pool = nullptr);
 Tensor binary(BinaryOp op, const Tensor& x, const Tensor& y, ThreadPool* pool = nullptr);
+
+/// The real (imaginary) part of each element of x, as a fresh column-major tensor of the real dtype (c64 -> f32,
+/// c128 -> f64) and x's shape. On a real dtype, real_part is x itself and imag_part zeros of x's dtype.
+Tensor real_part(const Tensor& x);
+Tensor imag_part(const Tensor& x);
 
 }  // namespace einstage::kernels

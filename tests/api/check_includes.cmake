@@ -1,0 +1,73 @@
+# The public kernel API's boundary, checked on the include lines of extensions/ (ctest "api_includes"):
+# - a header under extensions/api/ includes no runtime/jit/ header (the JIT, and LLVM behind it, stay private);
+# - every other file under extensions/ includes, from runtime/, only headers that a header under extensions/api/
+#   includes directly (the re-exported ones: runtime/Context.h, runtime/Contract.h, runtime/kernels/Layout.h, ...).
+# Each offending line is reported with its file, line and header, then the script fails.
+# Usage: cmake -DROOT=<source tree> -P tests/api/check_includes.cmake (tests/api/fixture/ is a tree that must fail)
+cmake_minimum_required(VERSION 3.25)
+if(NOT ROOT)
+  message(FATAL_ERROR "api_includes: pass -DROOT=<the source tree whose extensions/ to check>")
+endif()
+
+# The runtime headers included by `file`, as a list of "line:header".
+function(runtime_includes file out)
+  file(STRINGS "${file}" lines)
+  set(found "")
+  set(n 0)
+  foreach(line IN LISTS lines)
+    math(EXPR n "${n} + 1")
+    if(line MATCHES "^[ \t]*#[ \t]*include[ \t]*[<\"](runtime/[^>\"]+)[>\"]")
+      list(APPEND found "${n}:${CMAKE_MATCH_1}")
+    endif()
+  endforeach()
+  set(${out} "${found}" PARENT_SCOPE)
+endfunction()
+
+set(errors "")
+set(public "")
+file(GLOB api_headers "${ROOT}/extensions/api/*.h")
+if(NOT api_headers)
+  message(FATAL_ERROR "api_includes: ${ROOT}/extensions/api/ has no header")
+endif()
+foreach(h IN LISTS api_headers)
+  file(RELATIVE_PATH rel "${ROOT}" "${h}")
+  runtime_includes("${h}" incs)
+  foreach(inc IN LISTS incs)
+    string(REGEX REPLACE "^([0-9]+):(.*)$" "\\1;\\2" parts "${inc}")
+    list(GET parts 0 line)
+    list(GET parts 1 header)
+    if(header MATCHES "^runtime/jit/")
+      string(APPEND errors "${rel}:${line}: the public API includes ${header}, a JIT header; the JIT stays "
+        "private to libeinstage_runtime.so (declare what modules need in a runtime header without jit/ includes)\n")
+    else()
+      list(APPEND public "${header}")
+    endif()
+  endforeach()
+endforeach()
+list(REMOVE_DUPLICATES public)
+list(SORT public)
+string(REPLACE ";" ", " public_text "${public}")
+
+file(GLOB_RECURSE sources "${ROOT}/extensions/*.h" "${ROOT}/extensions/*.cpp")
+list(FILTER sources EXCLUDE REGEX "/extensions/api/")
+foreach(f IN LISTS sources)
+  file(RELATIVE_PATH rel "${ROOT}" "${f}")
+  runtime_includes("${f}" incs)
+  foreach(inc IN LISTS incs)
+    string(REGEX REPLACE "^([0-9]+):(.*)$" "\\1;\\2" parts "${inc}")
+    list(GET parts 0 line)
+    list(GET parts 1 header)
+    if(NOT header IN_LIST public)
+      string(APPEND errors "${rel}:${line}: includes ${header}, a private runtime header; include "
+        "extensions/api/Kernels.h instead (it re-exports ${public_text}) or make the header public by including "
+        "it from a header under extensions/api/\n")
+    endif()
+  endforeach()
+endforeach()
+
+list(LENGTH sources checked)
+if(errors)
+  message(NOTICE "${errors}")  # unwrapped, one line per offending include
+  message(FATAL_ERROR "api_includes: the include lines above reach past the public API (extensions/api/)")
+endif()
+message(STATUS "api_includes: ${checked} files under extensions/ include only the public runtime headers (${public_text})")
