@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Installs an einstage build into a scratch prefix, then configures, builds and runs tests/consumer/ against it: a
-# program and an out-of-tree extension module (einstage_add_module from the package), which the program loads.
+# program and an out-of-tree extension module (einstage_add_module from the package; one of its families runs a
+# contraction through the public kernel API), which the program loads together with the installed einsum and
+# tropical modules.
 #
 # Proof that consumers need no LLVM headers (llvm-19-dev), only the LLVM runtime library: no installed header
 # includes one; the package config does not mention LLVM; the consumer is configured with find_package(LLVM)
 # disabled, so nothing can bring LLVM's include directory in; and after the build, the compile commands name no
 # LLVM directory and the headers each object was compiled from (the compiler's own dependency list, `ninja -t
-# deps`) include no LLVM header. Also: every installed library exports einstage symbols only.
+# deps`) include no LLVM header. Also: every installed library exports einstage symbols only, every installed module
+# einstage_module_entry only; the size of each module is printed.
 # Usage: tests/consumer/run.sh <einstage build dir> <scratch dir> [cmake command] [generator] [extra compile+link flags]
 # (registered with ctest as the test "install"; the extra flags carry -fsanitize=... in a sanitizer build)
 set -euo pipefail
@@ -22,7 +25,8 @@ mkdir -p "$work"
 "$cmake" --install "$build" --prefix "$work/prefix" >"$work/install.log"
 
 # What a consumer needs is installed: headers, a library per layer, the package config, the command line.
-installed=(include/einstage/ir/Tensor.h include/einstage/ir/Npy.h include/einstage/ir/Error.h)
+installed=(include/einstage/ir/Tensor.h include/einstage/ir/Npy.h include/einstage/ir/Error.h
+  include/einstage/extensions/api/Extension.h include/einstage/extensions/api/Kernels.h)
 if [[ -e "$build/tools/einstage" ]]; then installed+=(bin/einstage); fi
 for f in "${installed[@]}"; do
   [[ -e "$work/prefix/$f" ]] || { echo "install: $f is missing from the installed tree" >&2; exit 1; }
@@ -43,11 +47,31 @@ if grep -i llvm "$(dirname "$config")"/*.cmake | grep -v ':[[:space:]]*#'; then
   exit 1
 fi
 for lib in "$work/prefix"/lib*/libeinstage_*.so; do
+  [[ "$lib" == *_module.so ]] && continue
   foreign="$(nm -D --defined-only "$lib" | c++filt | grep -v 'einstage::' || true)"
   if [[ -n "$foreign" ]]; then
     printf 'install: %s exports symbols outside einstage (cmake/einstage.map):\n%s\n' "$lib" "$foreign" >&2
     exit 1
   fi
+done
+installed_modules=()
+for name in einsum tropical; do
+  lib="$(find "$work/prefix" -name "libeinstage_${name}_module.so" | head -n 1)"
+  [[ -n "$lib" ]] || { echo "install: libeinstage_${name}_module.so is missing from the installed tree" >&2; exit 1; }
+  installed_modules+=("$lib")
+done
+module_exports() {  # module_exports <module>: fails unless its one dynamic export is the entry point
+  local exports
+  exports="$(nm -D --defined-only "$1" | awk '{print $3}')"
+  if [[ "$exports" != einstage_module_entry ]]; then
+    printf 'install: %s exports\n%s\nbut a module exports einstage_module_entry only (einstageModule.map)\n' \
+      "$1" "$exports" >&2
+    exit 1
+  fi
+}
+for lib in "${installed_modules[@]}"; do
+  module_exports "$lib"
+  echo "install: the installed module $(basename "$lib") is $(stat -c %s "$lib") bytes"
 done
 
 "$cmake" -S "$here" -B "$work/build" -G "$generator" -DCMAKE_BUILD_TYPE=Release \
@@ -66,7 +90,8 @@ if [[ "$generator" == Ninja ]]; then
     exit 1
   fi
 fi
-module="$work/build/libconsumer_twice_module.so"
+module="$work/build/libconsumer_demo_module.so"
+module_exports "$module"
 echo "install: the out-of-tree module $(basename "$module") is $(stat -c %s "$module") bytes"
 
 tensor=$'f64[2,3]\n[[0, 1, 2],\n [3, 4, 5]]'
@@ -80,6 +105,12 @@ check_output() {  # check_output <expected> <command...>
   fi
 }
 check_output "$tensor" "$work/build/einstage_consumer"
-check_output "$tensor"$'\nf64[2,3]\n[[ 0,  2,  4],\n [ 6,  8, 10]]\nf64[2,2]\n[[ 10,  28],\n [ 28, 100]]' \
-  "$work/build/einstage_consumer" "$module"
-echo "install: consumer and module built against $work/prefix without LLVM headers; the module loaded and ran"
+# The module's families: the doubled tensor (then an einsum of it by the linked API) and X·Xᵀ through the kernel API;
+# then the installed einsum module's X·Xᵀ (both checked bitwise against the linked einsum API by the program) and
+# max_k (X[i,k] + X[j,k]) by the installed tropical module.
+gram_text=$'f64[2,2]\n[[ 5, 14],\n [14, 50]]'
+expected="$tensor"$'\nconsumer.twice.v1: f64[2,3]\n[[ 0,  2,  4],\n [ 6,  8, 10]]\nf64[2,2]\n[[ 10,  28],\n [ 28, 100]]'
+expected+=$'\nconsumer.gram.v1: '"$gram_text"$'\neinstage.einsum.v1: '"$gram_text"
+expected+=$'\neinstage.einsum_ad.v1: loaded (no demo program)\neinstage.tropical.v1: f64[2,2]\n[[ 4,  7],\n [ 7, 10]]'
+check_output "$expected" "$work/build/einstage_consumer" "$module" "${installed_modules[@]}"
+echo "install: consumer and modules built against $work/prefix without LLVM headers; the modules loaded and ran"
