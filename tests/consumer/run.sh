@@ -93,6 +93,18 @@ fi
 module="$work/build/libconsumer_demo_module.so"
 module_exports "$module"
 echo "install: the out-of-tree module $(basename "$module") is $(stat -c %s "$module") bytes"
+# The kernel API runs in the installed runtime, not in a copy inside the module: the module imports contract() and
+# the installed libeinstage_runtime.so exports it.
+contract_symbol='einstage::contract(einstage::ContractionProblem const&, einstage::ExecutionContext&, einstage::ThreadPool*)'
+if ! nm -D --undefined-only "$module" | c++filt | grep -F "$contract_symbol" >/dev/null; then
+  echo "install: $module does not import $contract_symbol from libeinstage_runtime.so" >&2
+  exit 1
+fi
+runtime_lib=("$work/prefix"/lib*/libeinstage_runtime.so)
+if ! nm -D --defined-only "${runtime_lib[0]}" | c++filt | grep -F "$contract_symbol" >/dev/null; then
+  echo "install: the installed libeinstage_runtime.so does not export $contract_symbol (cmake/einstage.map)" >&2
+  exit 1
+fi
 
 tensor=$'f64[2,3]\n[[0, 1, 2],\n [3, 4, 5]]'
 check_output() {  # check_output <expected> <command...>
