@@ -20,8 +20,9 @@ class ExecutionContext;
 class ThreadPool;
 
 /// Executes p (C = A·B or C += A·B) on the best available kernel on `pool` (nullptr: the calling thread), with the
-/// JIT kernels of `context` (runtime/Context.h) and its Config::jit. Throws einstage::Error (kind shape) for a
-/// problem whose operands have more elements than fit in 64 bits (ContractionProblem::check_sizes).
+/// JIT kernels of `context` (runtime/Context.h) and its Config::jit. Throws einstage::Error before writing anything
+/// for a problem whose operands have more elements than fit in 64 bits (kind shape) or whose A, B or C pointer is
+/// null while that tensor has elements (kind invalid_argument): ContractionProblem::check.
 void contract(const ContractionProblem& p, ExecutionContext& context, ThreadPool* pool);
 /// The same on default_context().
 void contract(const ContractionProblem& p, ThreadPool* pool = nullptr);

@@ -54,6 +54,7 @@ void contract(const ContractionProblem& p, ExecutionContext& context, ThreadPool
       }
     }
   }
+  p.check("contract");  // contract_portable checks again, but a refusal names what the caller called
   ++g_portable_calls;
   contract_portable(p, pool);
 }

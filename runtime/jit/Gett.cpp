@@ -765,7 +765,7 @@ bool direct_schedule(const ContractionProblem& p, bool avx512, DirectSchedule& o
 }
 
 void contract_jit(const ContractionProblem& p, ThreadPool* pool, KernelCache* cache, const GettBlocking* blocking) {
-  p.check_sizes("contract");
+  p.check("contract");
   KernelCache& kernels = cache ? *cache : KernelCache::process_default();
   switch (p.dtype) {
     case DType::f32: return run_gett<float>(p, pool, kernels, blocking);

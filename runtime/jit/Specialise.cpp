@@ -157,6 +157,7 @@ void StepKernel::run(const ContractionProblem& p, ExecutionContext& context, Thr
   Shared& s = *shared_;
   if (SpecialisedKernelFn fn = s.kernel.load(std::memory_order_acquire);
       fn && s.context_id == context.id() && same_problem(p, s.signature)) {
+    if (p.a == nullptr || p.b == nullptr || p.c == nullptr) p.check("contract");  // contract() would refuse it too
     const DirectSchedule& d = s.schedule;
     const int64_t elt = s.element_bytes;
     for (size_t bt = 0; bt < d.batch_a.size(); ++bt)

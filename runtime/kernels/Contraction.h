@@ -6,8 +6,9 @@
 // and the JIT kernels (runtime/jit/) both execute it, so they are interchangeable and tests compare them. An outer
 // product is a problem with no k axes; a batched matmul has batch axes. Strides are in elements and may be any value
 // (views, permutations, slices); an axis of extent 1 may be listed or dropped. Sizes are multiplied through ir/Size.h
-// only: check_sizes, run first by both kernels, refuses a problem whose A, B or C would have more elements than fit
-// in 64 bits before any offset table is built. Depends on ir only.
+// only: check(), run first by both kernels, refuses a problem whose A, B or C would have more elements than fit in
+// 64 bits before any offset table is built, or whose A, B or C pointer is null while that tensor has elements.
+// Depends on ir only.
 #pragma once
 
 #include "ir/DType.h"
@@ -47,6 +48,10 @@ struct ContractionProblem {
   /// non-zero extents as NumPy does. Every group size and every product of group sizes within one tensor fits after
   /// it.
   void check_sizes(std::string_view op) const;
+  /// check_sizes(op), then fails (kind invalid_argument, "<op>: operand A (m, k, batch axes) [2,3] has 6 elements
+  /// but ContractionProblem::a is null; ...") when a, b or c is null while its tensor has elements (a pointer of an
+  /// empty tensor is never read). Both kernels run it first, before anything is written.
+  void check(std::string_view op) const;
 };
 
 /// Executes p with the portable C++ kernel (the reference and fallback). Results are bitwise identical for any

@@ -375,8 +375,7 @@ void run(const ContractionProblem& p, ThreadPool* pool) {
 }  // namespace
 
 void contract_portable(const ContractionProblem& p, ThreadPool* pool) {
-  EIN_ASSERT(p.c != nullptr, "contraction problem without an output");
-  p.check_sizes("contract_portable");
+  p.check("contract_portable");
   dispatch_dtype(p.dtype, [&](auto tag) { run<decltype(tag)>(p, pool); });
 }
 

@@ -200,8 +200,10 @@ TEST_CASE("jit gett: an operand beyond 64 bits is refused before any table is bu
 }
 
 TEST_CASE("jit gett: i64 is refused with a message naming the fallback") {
+  int64_t a = 1, b = 1, c = 0;
   ContractionProblem p;
   p.dtype = DType::i64;
+  p.a = &a, p.b = &b, p.c = &c;
   CHECK_THROWS_WITH_AS(contract_jit(p, nullptr, &memory_cache()),
                        doctest::Contains("the JIT has no i64 kernel"), Error);
 }

@@ -2,10 +2,13 @@
 // results are bitwise the same before and after the swap.
 #include "ProblemGen.h"
 
+#include "ir/Error.h"
 #include "runtime/jit/Dispatch.h"
 #include "runtime/jit/Specialise.h"
 
 #include <doctest/doctest.h>
+
+#include <string>
 
 using namespace einstage;
 using namespace einstage::testing;
@@ -75,4 +78,34 @@ TEST_CASE("jit specialise: steps off the direct path stay generic") {
   wait_specialise_idle();
   CHECK(step.state() == StepKernel::State::generic);
   CHECK(step.specialised_calls() == 0);
+}
+
+// The kernel API's contraction entry points are public (runtime/Contract.h): a null operand pointer is an
+// einstage::Error on every path, including a hot step's specialised kernel, which is called without contract().
+TEST_CASE("jit specialise: a null operand is refused by contract() and by a step before and after the swap") {
+  OwnedProblem op = matmul_problem(16, 16, 16, 1, DType::f64, false, 4242);
+  const std::string null_a = "contract: operand A (m, k, batch axes) [16,16] has 256 elements but "
+                             "ContractionProblem::a is null; point it at the operand's first element";
+  const std::string null_c = "contract: output C (m, n, batch axes) [16,16] has 256 elements but "
+                             "ContractionProblem::c is null; point it at the output's first element";
+  op.bind();
+  ContractionProblem p = op.p;
+  p.a = nullptr;
+  CHECK_THROWS_WITH_AS(contract(p), null_a.c_str(), Error);
+  p = op.p;
+  p.c = nullptr;
+  CHECK_THROWS_WITH_AS(contract(p), null_c.c_str(), Error);
+  StepKernel step;
+  p = op.p;
+  p.a = nullptr;
+  CHECK_THROWS_WITH_AS(step.run(p), null_a.c_str(), Error);
+  if (!jit_enabled()) return;
+  for (int64_t call = 0; call < StepKernel::kHotCalls; ++call) run_once(step, op);
+  wait_specialise_idle();
+  REQUIRE(step.state() == StepKernel::State::ready);
+  const int64_t specialised = step.specialised_calls();  // the last call above may have found the kernel ready
+  CHECK_THROWS_WITH_AS(step.run(p), null_a.c_str(), Error);
+  CHECK(step.specialised_calls() == specialised);
+  run_once(step, op);
+  CHECK(step.specialised_calls() == specialised + 1);
 }

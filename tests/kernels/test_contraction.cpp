@@ -284,3 +284,24 @@ TEST_CASE("contract_portable: sizes beyond 64 bits are refused naming the operan
   p.k = {Axis{4, 0, 0, 0}};
   CHECK(p.flops() == 48);
 }
+
+TEST_CASE("contract_portable: a null pointer is refused when its tensor has elements, accepted when it has none") {
+  std::vector<double> a(6, 1.0), c(4, 0.0);
+  ContractionProblem p;
+  p.dtype = DType::f64;
+  p.m = {Axis{2, 1, 0, 1}};
+  p.n = {Axis{2, 0, 3, 2}};
+  p.k = {Axis{3, 2, 1, 0}};
+  p.a = a.data();
+  p.b = nullptr;
+  p.c = c.data();
+  CHECK_THROWS_WITH_AS(contract_portable(p),
+                       "contract_portable: operand B (k, n, batch axes) [3,2] has 6 elements but ContractionProblem::b "
+                       "is null; point it at the operand's first element",
+                       Error);
+  CHECK(c == std::vector<double>(4, 0.0));
+  // No columns: B and C have no elements, so their pointers are never read.
+  p.n = {Axis{0, 0, 3, 2}};
+  p.c = nullptr;
+  CHECK_NOTHROW(contract_portable(p));
+}
