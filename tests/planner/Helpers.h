@@ -53,20 +53,23 @@ inline Case random_case(uint64_t seed, int n, int max_extent = 6) {
   return c;
 }
 
-/// Sum of step flops of a sequence of steps, computed on std::set (independent of evaluate()).
-inline double oracle_flops(const Case& c, const std::vector<Step>& steps) {
-  const int n = static_cast<int>(c.subscripts.inputs.size());
+struct OracleStep {
+  double flops = 0;        // product of extents of left ∪ right
+  double result_size = 0;  // product of extents of the labels the result keeps
+};
+
+/// Per-step flops and result sizes of a sequence of steps, computed on std::set (independent of evaluate()).
+inline std::vector<OracleStep> oracle_steps(const Case& c, const std::vector<Step>& steps) {
   std::vector<std::set<Label>> ops;
   for (const auto& t : c.subscripts.inputs) ops.emplace_back(t.begin(), t.end());
   std::vector<char> live(ops.size(), 1);
   const std::set<Label> out(c.subscripts.output.begin(), c.subscripts.output.end());
-  double total = 0;
+  std::vector<OracleStep> result;
   for (auto [a, b] : steps) {
     std::set<Label> joint = ops[a];
     joint.insert(ops[b].begin(), ops[b].end());
-    double f = 1;
-    for (Label l : joint) f *= static_cast<double>(c.extents.at(l));
-    total += f;
+    OracleStep step{1, 1};
+    for (Label l : joint) step.flops *= static_cast<double>(c.extents.at(l));
     live[a] = live[b] = 0;
     std::set<Label> kept;
     for (Label l : joint) {
@@ -74,10 +77,18 @@ inline double oracle_flops(const Case& c, const std::vector<Step>& steps) {
       for (size_t o = 0; o < ops.size() && !needed; ++o) needed = live[o] && ops[o].count(l);
       if (needed) kept.insert(l);
     }
+    for (Label l : kept) step.result_size *= static_cast<double>(c.extents.at(l));
+    result.push_back(step);
     ops.push_back(kept);
     live.push_back(1);
   }
-  (void)n;
+  return result;
+}
+
+/// Sum of step flops of a sequence of steps (oracle_steps).
+inline double oracle_flops(const Case& c, const std::vector<Step>& steps) {
+  double total = 0;
+  for (const OracleStep& s : oracle_steps(c, steps)) total += s.flops;
   return total;
 }
 

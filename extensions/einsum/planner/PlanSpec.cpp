@@ -2,6 +2,7 @@
 
 #include "extensions/einsum/planner/ConnectedDp.h"
 #include "extensions/einsum/planner/Exact.h"
+#include "extensions/einsum/planner/Slicing.h"
 #include "ir/Error.h"
 #include "ir/Hash.h"
 #include "ir/Quote.h"
@@ -23,6 +24,7 @@ constexpr PlanQuality kQualities[] = {PlanQuality::fast, PlanQuality::normal, Pl
 
 // Which options a kind accepts in its text form.
 bool accepts(PlanKind kind, std::string_view key) {
+  if (key == "max_memory") return true;
   if (key == "budget" || key == "seed" || key == "trials" || key == "moves") return kind == PlanKind::automatic || kind == PlanKind::anneal;
   if (key == "quality") return kind == PlanKind::automatic;
   if (key == "cost") return kind == PlanKind::greedy;
@@ -143,6 +145,12 @@ class SpecParser {
         error(at, fmt::format("trials '{}' is not a positive integer", shown));
     } else if (key == "moves") {
       if (!whole(spec.moves) || spec.moves <= 0) error(at, fmt::format("moves '{}' is not a positive integer", shown));
+    } else if (key == "max_memory") {
+      try {
+        spec.max_memory = parse_memory_size(value, "max_memory");
+      } catch (const Error& e) {
+        error(at, e.what());
+      }
     } else if (key == "quality") {
       bool ok = false;
       for (PlanQuality q : kQualities)
@@ -234,6 +242,7 @@ std::string PlanSpec::to_string() const {
   if (greedy_cost != GreedyCost::memory_removed) opts.push_back(fmt::format("cost={}", einsum::to_string(greedy_cost)));
   if (trials != 0) opts.push_back(fmt::format("trials={}", trials));
   if (moves != 0) opts.push_back(fmt::format("moves={}", moves));
+  if (max_memory != 0) opts.push_back(fmt::format("max_memory={}", format_memory_size(max_memory)));
   for (size_t i = 0; i < opts.size(); ++i) s += (i == 0 ? "(" : ",") + opts[i] + (i + 1 == opts.size() ? ")" : "");
   if (kind == PlanKind::path || kind == PlanKind::tree) s += ContractionTree::steps_text(steps);
   return s;

@@ -12,9 +12,11 @@
 //   path[...]      opt_einsum / JAX positional path
 //   tree[...]      explicit steps over ids (this is also how the nested string's order arrives)
 // Text form: kind, then "(key=value,...)" with only the non-default options in the fixed order
-// budget, seed, quality, cost, trials, moves, then "[(a,b),...]" for path and tree. Examples: `auto`,
+// budget, seed, quality, cost, trials, moves, max_memory, then "[(a,b),...]" for path and tree. Examples: `auto`,
 // `auto(quality=high)`, `greedy(cost=smallest_result)`, `anneal(budget=10,seed=3)`, `left_to_right`,
-// `path[(0,1),(0,1)]`, `tree[(0,1),(3,2)]`. parse(to_string(s)) == s for every spec.
+// `path[(0,1),(0,1)]`, `tree[(0,1),(3,2)]`, `auto(max_memory=256MiB)`. parse(to_string(s)) == s for every spec.
+// max_memory (any kind) asks for a sliced contraction whose every intermediate fits that many bytes (Slicing.h);
+// plan() and resolve() ignore it, the executors that know the dtype slice (SlicedPlan.h).
 // Depends on the other planner headers; no IR or runtime headers.
 #pragma once
 
@@ -44,6 +46,7 @@ struct PlanSpec {
   int trials = 0;                             // anneal / auto(high): 0 = as many as the budget allows
   int64_t moves = 0;                          // anneal / auto(high): rotations per trial, 0 = from the budget
   std::vector<Step> steps;                    // path: positions; tree: ids
+  int64_t max_memory = 0;                     // bytes per slice's intermediates (Slicing.h); 0 = no limit
 
   static PlanSpec automatic_plan(PlanQuality quality = PlanQuality::normal);
   static PlanSpec greedy_plan(GreedyCost cost = GreedyCost::memory_removed);

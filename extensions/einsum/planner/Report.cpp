@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
+
 namespace einstage::einsum {
 
 namespace {
@@ -75,6 +77,52 @@ std::string report_json(const Subscripts& s, const ContractionTree& tree, const 
                        {"flops", st.flops},
                        {"result_size", st.result_size}});
   j["details"] = details;
+  return j.dump(indent);
+}
+
+namespace {
+
+std::string sliced_labels_text(const Subscripts& s, const SlicedPlan& plan) {
+  std::string out;
+  for (size_t k = 0; k < plan.sliced.size(); ++k)
+    out += fmt::format("{}{}({})", k ? " " : "", label_name(s, plan.sliced[k]), plan.sliced_extents[k]);
+  return out.empty() ? "none" : out;
+}
+
+double log2_or_0(double x) { return x > 0 ? std::log2(x) : 0.0; }
+
+}  // namespace
+
+std::string sliced_report_text(const Subscripts& s, const SlicedPlan& plan) {
+  std::string out;
+  out += fmt::format(" memory limit: {:.0f} elements per intermediate\n", plan.max_elements);
+  out += fmt::format("       sliced: {}\n", sliced_labels_text(s, plan));
+  out += fmt::format("       slices: {:.0f}\n", plan.num_slices);
+  out += fmt::format("    per slice: {:.4e} flops (tc {:.2f}, sc {:.2f})\n", plan.slice_cost.flops, plan.slice_cost.tc,
+                     plan.slice_cost.sc);
+  out += fmt::format("  total flops: {:.4e} (tc {:.2f}); unsliced {:.4e} (tc {:.2f}, sc {:.2f})\n", plan.total_flops,
+                     log2_or_0(plan.total_flops), plan.unsliced_cost.flops, plan.unsliced_cost.tc,
+                     plan.unsliced_cost.sc);
+  out += fmt::format("     overhead: {:.4f}x\n", plan.overhead);
+  return out + report_text(s, plan.tree, plan.slice_cost, plan.method);
+}
+
+std::string sliced_report_json(const Subscripts& s, const SlicedPlan& plan, int indent) {
+  nlohmann::json j = nlohmann::json::parse(report_json(s, plan.tree, plan.slice_cost, plan.method));
+  j["max_elements"] = plan.max_elements;
+  nlohmann::json names = nlohmann::json::array();
+  for (Label l : plan.sliced) names.push_back(label_name(s, l));
+  j["sliced"] = names;
+  j["sliced_extents"] = plan.sliced_extents;
+  j["num_slices"] = plan.num_slices;
+  j["slice_flops"] = plan.slice_cost.flops;
+  j["total_flops"] = plan.total_flops;
+  j["total_tc"] = log2_or_0(plan.total_flops);
+  j["unsliced_flops"] = plan.unsliced_cost.flops;
+  j["unsliced_tc"] = plan.unsliced_cost.tc;
+  j["unsliced_sc"] = plan.unsliced_cost.sc;
+  j["overhead"] = plan.overhead;
+  j["rounds"] = plan.rounds;
   return j.dump(indent);
 }
 

@@ -1,0 +1,67 @@
+// Slicing: a contraction tree whose every intermediate fits a memory limit, by fixing the values of a few labels.
+//
+// Planning stage. Slicing label l means contracting the network once per value of l (with l fixed, so of extent 1)
+// and adding the results; the slices are independent, so they also spread over threads and processes (SlicedPlan.h
+// runs them). plan_sliced() is cotengra's "slice then reconfigure" loop, made deterministic: plan the unsliced tree
+// (the spec's planner), then, while the largest intermediate of one slice exceeds the limit, slice the one label that
+// keeps the total sliced flops (number of slices x flops of one slice) smallest among the labels of an intermediate
+// above the limit (ties: the smaller largest intermediate, then the label seen first), and reconfigure the tree on
+// the sliced extents (ContractionTree.h's cost model with the sliced labels at extent 1), keeping a reconfigured tree
+// only if it is cheaper and its largest intermediate grows no further above the limit. Finally every sliced label
+// whose slicing the fitted tree no longer needs is un-sliced, last first. Only summed labels are sliced: a label of
+// the output stays whole, so the output itself must fit the limit. Explicit orders (path, tree, left_to_right) are
+// sliced as given, never reconfigured. The work is fixed by the inputs; with a budget (the spec's, in work units:
+// Deadline.h) reconfiguration stops when it is spent, slicing never does (the result must fit).
+// Memory sizes: the planner counts elements; the text forms (`auto(max_memory=256MiB)`, `--max-memory`) are bytes
+// with a unit, parsed and printed here (parse_memory_size), and divided by the element size of the dtype.
+// Depends on PlanSpec.h (and through it the other planner headers); no IR or runtime headers.
+#pragma once
+
+#include "extensions/einsum/planner/PlanSpec.h"
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace einstage::einsum {
+
+/// "256MiB" -> 268435456. A whole number followed by B, KiB, MiB or GiB (powers of 1024), at least 1 byte; anything
+/// else is an Error (kind parse) naming `what` (e.g. "--max-memory") and the text.
+int64_t parse_memory_size(std::string_view text, std::string_view what);
+/// The canonical text: the largest of GiB, MiB, KiB that divides `bytes` exactly, else B ("256MiB", "1000B").
+std::string format_memory_size(int64_t bytes);
+
+struct SliceLimit {
+  double max_elements = 0;  // the largest intermediate of one slice, elements (> 0)
+  int element_bytes = 0;    // > 0: messages also show bytes (the limit was given in bytes of this element size)
+};
+
+struct SlicedPlan {
+  ContractionTree tree;                 // the tree every slice runs (over the same inputs as the unsliced one)
+  std::vector<Label> sliced;            // sliced labels; slice s gives sliced[k] the value (s / stride_k) % extent_k,
+  std::vector<int64_t> sliced_extents;  // stride_0 = 1 and stride_{k+1} = stride_k * extent_k (first label fastest)
+  double num_slices = 1;                // product of sliced_extents
+  TreeCost slice_cost;                  // one slice: evaluate() with the sliced labels at extent 1
+  double total_flops = 0;               // num_slices * slice_cost.flops
+  ContractionTree unsliced_tree;        // what the spec plans without a limit
+  TreeCost unsliced_cost;
+  double overhead = 1;                  // total_flops / unsliced_cost.flops (1 when both are 0)
+  double max_elements = 0;              // the limit
+  std::string method;                   // the unsliced plan's method, "+slice(k)" and "+reconfigure" when used
+  int rounds = 0;                       // labels sliced before the un-slicing pass
+  bool stopped_by_budget = false;       // the clock guard cut planning or reconfiguration: depends on timing
+  double seconds = 0;
+};
+
+/// The extents of one slice: the sliced labels at extent 1.
+Extents slice_extents(const Extents& extents, const std::vector<Label>& sliced);
+
+/// Plans `subscripts` so that every intermediate of one slice has at most limit.max_elements elements. The spec's
+/// max_memory is ignored (the caller turned it into `limit`). Errors (kind invalid_argument): an operand or the
+/// output larger than the limit (naming it and both sizes: every operand is read whole and the output is written
+/// whole), a limit below 1 element.
+SlicedPlan plan_sliced(const PlanSpec& spec, const Subscripts& subscripts, const Extents& extents,
+                       const SliceLimit& limit, const PlanOptions& options = {});
+
+}  // namespace einstage::einsum
