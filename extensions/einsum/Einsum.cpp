@@ -1,4 +1,5 @@
 #include "extensions/einsum/Einsum.h"
+#include "extensions/einsum/SlicedEinsum.h"
 
 #include "ir/Hash.h"
 #include "runtime/Context.h"
@@ -160,22 +161,33 @@ std::vector<TensorMeta> metas_of(std::span<const Tensor> operands) {
   return metas;
 }
 
-// Runs a plan on the options' context (default_context() unless given) with the options' threads: the given pool,
-// the context's pool, inline, or a pool for this call.
-Tensor run(const EinsumPlan& plan, std::span<const Tensor> operands, const EinsumOptions& options) {
+// Calls fn(context, pool) with the options' context (default_context() unless given) and threads: the given pool,
+// the context's pool, inline (nullptr), or a pool for this call.
+template <typename Fn>
+Tensor on_threads(const EinsumOptions& options, Fn&& fn) {
   ExecutionContext& context = options.context ? *options.context : default_context();
-  Tensor out = Tensor::empty(plan.dtype(), plan.output_shape());
-  if (options.pool) {
-    plan.execute_into(operands, out, context, options.pool);
-  } else if (options.threads == 0) {
-    plan.execute_into(operands, out, context, &context.pool());
-  } else if (options.threads == 1) {
-    plan.execute_into(operands, out, context, nullptr);
-  } else {
-    ThreadPool pool(options.threads);
-    plan.execute_into(operands, out, context, &pool);
-  }
-  return out;
+  if (options.pool) return fn(context, options.pool);
+  if (options.threads == 0) return fn(context, &context.pool());
+  if (options.threads == 1) return fn(context, nullptr);
+  ThreadPool pool(options.threads);
+  return fn(context, &pool);
+}
+
+Tensor run(const EinsumPlan& plan, std::span<const Tensor> operands, const EinsumOptions& options) {
+  return on_threads(options, [&](ExecutionContext& context, ThreadPool* pool) {
+    Tensor out = Tensor::empty(plan.dtype(), plan.output_shape());
+    plan.execute_into(operands, out, context, pool);
+    return out;
+  });
+}
+
+// plan.max_memory set: the sliced executor (not cached; planning the slices is small next to running them).
+Tensor run_sliced(std::string_view subscripts, std::span<const Tensor> operands, const EinsumOptions& options) {
+  const SlicedEinsumPlan plan =
+      SlicedEinsumPlan::prepare(subscripts, metas_of(operands), options.plan.max_memory, options);
+  return on_threads(options, [&](ExecutionContext& context, ThreadPool* pool) {
+    return plan.execute(operands, context, pool);
+  });
 }
 
 }  // namespace
@@ -187,6 +199,7 @@ EinsumPlan cached_plan(std::string_view subscripts, std::span<const TensorMeta> 
 
 Tensor einsum(std::string_view subscripts, std::span<const Tensor> operands, const EinsumOptions& options) {
   check_call(operands, options);
+  if (options.plan.max_memory > 0) return run_sliced(subscripts, operands, options);
   const Probe probe{KeyKind::string, subscripts, operands, {}, options};
   const EinsumPlan plan =
       cache().get(probe, [&] { return EinsumPlan::prepare(subscripts, metas_of(operands), options); });

@@ -465,3 +465,100 @@ TEST_CASE("a newline in subscripts is echoed escaped by einsum, plan and lower, 
   expect_one_line_error(run_cli("lower \"$(printf 'ij,jk->i\\nk')\" --shapes 2x3,3x4", dir), 2,
                         "einsum \"ij,jk->i\\nk\": " + reason);
 }
+
+// The cube graph's 8 tensors (bond 4, 64 elements each): the best tree keeps 4^4-element intermediates, so a limit of
+// one operand (512 bytes of f64) needs slicing. Integer values: every sum is exact, so any order gives the same bits.
+TEST_CASE("plan and einsum --max-memory: sliced plan, same result, pinned errors") {
+  test::TempDir dir;
+  const std::string cube = "abc,ade,bfg,dfh,cij,eik,gjl,hkl->";
+  std::string files;
+  for (int k = 0; k < 8; ++k) {
+    Tensor t = values({4, 4, 4});
+    for (int64_t e = 0; e < 64; ++e) t.data<double>()[e] = static_cast<double>((e * (k + 3)) % 5 - 2);
+    write_npy(dir.file(fmt::format("t{}.npy", k)), t);
+    files += fmt::format(" t{}.npy", k);
+  }
+  Run plan = run_cli("plan '" + cube + "' --shapes 4x4x4,4x4x4,4x4x4,4x4x4,4x4x4,4x4x4,4x4x4,4x4x4 --max-memory 512B "
+                     "--json", dir);
+  REQUIRE(plan.status == 0);
+  auto j = nlohmann::json::parse(plan.out);
+  CHECK(j["max_elements"].get<double>() == 64.0);
+  CHECK(j["num_slices"].get<double>() >= 4.0);
+  CHECK(j["sc"].get<double>() <= 6.0);
+  CHECK(j["overhead"].get<double>() >= 1.0);
+  CHECK(j["total_flops"].get<double>() == j["num_slices"].get<double>() * j["slice_flops"].get<double>());
+  Run text = run_cli("plan '" + cube + "' --shapes 4x4x4,4x4x4,4x4x4,4x4x4,4x4x4,4x4x4,4x4x4,4x4x4 --max-memory 512B",
+                     dir);
+  CHECK(text.out.find("       slices: ") != std::string::npos);
+  CHECK(text.out.find("     overhead: ") != std::string::npos);
+  // f32 halves the bytes per element: the same 512B hold 128 elements.
+  Run f32 = run_cli("plan '" + cube + "' --shapes 4x4x4,4x4x4,4x4x4,4x4x4,4x4x4,4x4x4,4x4x4,4x4x4 --max-memory 512B "
+                    "--dtype f32 --json", dir);
+  CHECK(nlohmann::json::parse(f32.out)["max_elements"].get<double>() == 128.0);
+
+  REQUIRE(run_cli("einsum '" + cube + "'" + files + " -o whole.npy", dir).status == 0);
+  REQUIRE(run_cli("einsum '" + cube + "'" + files + " --max-memory 512B --threads 1 -o one.npy", dir).status == 0);
+  REQUIRE(run_cli("einsum '" + cube + "'" + files + " --max-memory 512B --threads 2 -o two.npy", dir).status == 0);
+  const double whole = read_npy(dir.file("whole.npy")).to_col_major<double>()[0];
+  CHECK(whole != 0.0);
+  CHECK(read_npy(dir.file("one.npy")).to_col_major<double>()[0] == whole);
+  CHECK(read_npy(dir.file("two.npy")).to_col_major<double>()[0] == whole);
+
+  expect_one_line_error(run_cli("einsum '" + cube + "'" + files + " --max-memory 12MB", dir), 2,
+                        "einsum: --max-memory \"12MB\" is not a memory size; write a whole number followed by B, KiB, "
+                        "MiB or GiB, e.g. 256MiB");
+  expect_one_line_error(run_cli("plan 'ij,jk' --shapes 2x2,2x2 --max-memory 4B", dir), 2,
+                        "plan: --max-memory 4B is smaller than one f64 element (8 bytes); give at least 8B");
+  Run small = run_cli("einsum '" + cube + "'" + files + " --max-memory 256B", dir);
+  CHECK(small.status != 0);
+  CHECK(small.err == "einstage: operand 0 ('abc') has 64 elements (512B) but the memory limit is 32 elements (256B); "
+                     "every operand is read whole, so raise the limit to at least 512B\n");
+}
+
+// The cube graph again with values that make the order of additions visible in the bits.
+std::string cube_files(const test::TempDir& dir) {
+  std::string files;
+  for (int k = 0; k < 8; ++k) {
+    Tensor t = values({4, 4, 4});
+    for (int64_t e = 0; e < 64; ++e) t.data<double>()[e] = std::sin(0.731 * static_cast<double>(e) + k) + 0.25;
+    write_npy(dir.file(fmt::format("s{}.npy", k)), t);
+    files += fmt::format(" s{}.npy", k);
+  }
+  return files;
+}
+
+#if defined(EINSTAGE_MPIEXEC)
+TEST_CASE("einsum --mpi: mpirun with 1, 2 and 4 ranks gives the bits of the one-process sliced run") {
+  test::TempDir dir;
+  const std::string cube = "einsum 'abc,ade,bfg,dfh,cij,eik,gjl,hkl->' " + cube_files(dir) + " --max-memory 512B";
+  REQUIRE(run_cli(cube + " -o single.npy", dir).status == 0);
+  const Tensor single = read_npy(dir.file("single.npy"));
+  const std::string mpirun = fmt::format(
+      "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader '{}' --oversubscribe -np",
+      EINSTAGE_MPIEXEC);
+  for (int ranks : {1, 2, 4}) {
+    CAPTURE(ranks);
+    Run r = run_cli(cube + " --mpi --threads 1 -o mpi.npy", dir, fmt::format("{} {}", mpirun, ranks));
+    CHECK(r.status == 0);
+    CHECK(r.out.empty());  // only rank 0 writes, and it writes the file
+    const Tensor got = read_npy(dir.file("mpi.npy"));
+    CHECK(got.to_col_major<double>() == single.to_col_major<double>());
+  }
+  // Printing: rank 0 only.
+  Run printed = run_cli(cube + " --mpi", dir, fmt::format("{} 2", mpirun));
+  CHECK(printed.status == 0);
+  CHECK(printed.out == run_cli(cube, dir).out);
+  // A rank that fails ends the job with its message instead of leaving the others waiting.
+  Run failed = run_cli(cube + " missing.npy --mpi", dir, fmt::format("{} 2", mpirun));
+  CHECK(failed.status != 0);
+  CHECK(failed.err.find("einstage: rank ") != std::string::npos);
+  CHECK(failed.err.find("missing.npy") != std::string::npos);
+}
+#elif !defined(EINSTAGE_CLI_HAS_MPI)
+TEST_CASE("einsum --mpi without MPI says that distribution needs it") {
+  test::TempDir dir;
+  expect_one_line_error(run_cli("einsum 'abc,ade,bfg,dfh,cij,eik,gjl,hkl->' " + cube_files(dir) + " --mpi", dir), 2,
+                        "einsum: --mpi distributes the slices over MPI ranks, and this einstage was built without "
+                        "MPI; install OpenMPI (libopenmpi-dev) and rebuild to use it");
+}
+#endif

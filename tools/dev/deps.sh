@@ -5,8 +5,9 @@
 #   runtimes (tools/dev/sanitize.sh, the `fuzz` and `tsan` presets)
 set -euo pipefail
 # python3-numpy: the guide's command-line example (docs/examples/06_cli.sh) checks .npy interchange with NumPy.
+# libopenmpi-dev, openmpi-bin: `einstage einsum --mpi` and its mpirun tests (optional in CMake; installed so CI runs them).
 pkgs=(build-essential cmake ninja-build llvm-19-dev libfmt-dev doctest-dev nlohmann-json3-dev zlib1g-dev libzstd-dev python3
-      python3-numpy)
+      python3-numpy libopenmpi-dev openmpi-bin)
 for flag in "$@"; do
   case "$flag" in
     --bench) pkgs+=(libopenblas-dev python3-torch) ;;

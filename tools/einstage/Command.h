@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include <exception>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -34,6 +35,10 @@ struct Command {
   /// Runs the command on the arguments after its name; returns the exit status.
   int (*run)(std::span<const std::string_view> args);
 };
+
+/// Prints an error escaping a command as one line "einstage: <prefix><message>" on stderr and returns the exit
+/// status (2 for a usage error or bad input, 1 for a failure while running or an internal error).
+int print_error(const std::exception& e, std::string_view prefix = {});
 
 /// True if args contains -h or --help before any `--` (every command answers it by printing its help and succeeding).
 bool wants_help(std::span<const std::string_view> args);

@@ -1,5 +1,6 @@
 #include "tools/einstage/EinsumArgs.h"
 
+#include "extensions/einsum/planner/Slicing.h"
 #include "ir/Error.h"
 #include "ir/Quote.h"
 #include "runtime/Cpus.h"
@@ -51,6 +52,22 @@ std::vector<Shape> parse_shapes(std::string_view command, std::string_view text)
     start = comma + 1;
   }
   return shapes;
+}
+
+int64_t parse_max_memory(std::string_view command, std::string_view text) {
+  try {
+    return einsum::parse_memory_size(text, "--max-memory");
+  } catch (const Error& e) {
+    usage_error("{}: {}", command, e.what());
+  }
+}
+
+double max_memory_elements(std::string_view command, int64_t bytes, DType dtype) {
+  const int64_t element = static_cast<int64_t>(size_of(dtype));
+  if (bytes < element)
+    usage_error("{}: --max-memory {} is smaller than one {} element ({} bytes); give at least {}B", command,
+                einsum::format_memory_size(bytes), name(dtype), element, element);
+  return static_cast<double>(bytes / element);
 }
 
 int parse_threads(std::string_view command, std::string_view text) {

@@ -1,6 +1,6 @@
 // Argument readers shared by the commands of the einstage command line: --optimize values, --shapes lists, --dtype
-// names, --threads counts (and the default their help shows), and a small option scanner (with `--`, used by every
-// command). Part of tools/; may use every layer.
+// names, --max-memory sizes, --threads counts (and the default their help shows), and a small option scanner (with
+// `--`, used by every command). Part of tools/; may use every layer.
 #pragma once
 
 #include "extensions/einsum/planner/PlanSpec.h"
@@ -26,6 +26,12 @@ std::vector<Shape> parse_shapes(std::string_view command, std::string_view text)
 DType parse_dtype_arg(std::string_view command, std::string_view text);
 
 /// Reads a --threads value: a whole number from 1 to 1024.
+/// --max-memory SIZE: bytes with a unit B, KiB, MiB or GiB (einsum::parse_memory_size); anything else is a usage
+/// error naming the command.
+int64_t parse_max_memory(std::string_view command, std::string_view text);
+/// The largest intermediate in elements of `dtype` that `bytes` holds; a size below one element is a usage error.
+double max_memory_elements(std::string_view command, int64_t bytes, DType dtype);
+
 int parse_threads(std::string_view command, std::string_view text);
 
 /// `help` with every "{threads}" replaced by what --threads defaults to here, e.g. "default 2: every CPU this process

@@ -17,6 +17,7 @@
 #include "runtime/Cpus.h"
 #include "tools/einstage/Command.h"
 #include "tools/einstage/EinsumArgs.h"
+#include "tools/einstage/Mpi.h"
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -42,6 +43,12 @@ constexpr std::string_view kEinsumHelp =
     "  --dtype T           convert every operand to T (f32, f64, c64, c128, i64) first; otherwise mixed dtypes\n"
     "                      promote like NumPy\n"
     "  --threads N         kernel threads ({threads})\n"
+    "  --max-memory SIZE   contract in slices so that every intermediate of one slice fits SIZE bytes (a whole\n"
+    "                      number with B, KiB, MiB or GiB, e.g. 256MiB); the slices run on the threads and are\n"
+    "                      added in a fixed order, so the result is the same at any thread count\n"
+    "  --mpi               under mpirun: spread the slices over the MPI ranks (every rank reads the inputs; rank 0\n"
+    "                      adds the partial results in a fixed order, so the bits equal the one-process run, and\n"
+    "                      only rank 0 prints or writes -o); needs an einstage built with MPI\n"
     "  --                  end of options: later arguments are files even if they start with '-' (subscripts\n"
     "                      starting with \"->\", such as NumPy's \"->\" for a scalar, need no --)\n"
     "  -h, --help          print this help\n";
@@ -60,6 +67,10 @@ constexpr std::string_view kPlanHelp =
     "  --broadcast         allow length-1 broadcasting of named labels\n"
     "  --threads N         threads for multi-trial searches; the plan does not depend on it\n"
     "                      ({threads})\n"
+    "  --max-memory SIZE  slice the contraction so that every intermediate of one slice fits SIZE bytes (a whole\n"
+    "                      number with B, KiB, MiB or GiB, e.g. 256MiB); reports the sliced labels, the number of\n"
+    "                      slices, one slice's cost and the overhead over the unsliced tree\n"
+    "  --dtype T           element type for --max-memory (f32, f64, c64, c128, i64; default f64)\n"
     "  --no-clock-guard    a budget counts work only: the same plan on any machine, however slow or busy, though it\n"
     "                      may take longer than the budget there (by default the clock also stops it at the budget)\n"
     "  --json              print the report as JSON\n"
@@ -101,13 +112,17 @@ int run_einsum(std::span<const std::string_view> args) {
   std::vector<std::string> files;
   bool have_subscripts = false;
   std::optional<DType> dtype;
+  std::optional<int64_t> max_memory;
+  bool mpi = false;
   einsum::EinsumOptions options;
   while (scan.next()) {
     if (scan.option("--output", &value, "-o")) { output = value; continue; }
     if (scan.option("--optimize", &value)) { options.plan = parse_optimize("einsum", value); continue; }
     if (scan.option("--dtype", &value)) { dtype = parse_dtype_arg("einsum", value); continue; }
     if (scan.option("--threads", &value)) { options.threads = parse_threads("einsum", value); continue; }
+    if (scan.option("--max-memory", &value)) { max_memory = parse_max_memory("einsum", value); continue; }
     if (scan.flag("--broadcast")) { options.allow_broadcast = true; continue; }
+    if (scan.flag("--mpi")) { mpi = true; continue; }
     std::string_view p = scan.positional(have_subscripts ? nullptr : subscripts_starting_with_dash);
     if (!have_subscripts) {
       subscripts = std::string(p);
@@ -118,25 +133,51 @@ int run_einsum(std::span<const std::string_view> args) {
   }
   if (!have_subscripts) usage_error("einsum: no subscripts given; usage: einstage einsum SUBSCRIPTS A.npy [B.npy ...]");
   if (files.empty()) usage_error("einsum: no operand files given; usage: einstage einsum SUBSCRIPTS A.npy [B.npy ...]");
-  std::vector<Tensor> operands;
-  for (const std::string& f : files) {
-    Tensor t = read_npy(f);
-    operands.push_back(dtype && t.dtype() != *dtype ? t.astype(*dtype) : t);
+  if (max_memory) options.plan.max_memory = *max_memory;
+  auto read_operands = [&] {
+    std::vector<Tensor> operands;
+    for (const std::string& f : files) {
+      Tensor t = read_npy(f);
+      operands.push_back(dtype && t.dtype() != *dtype ? t.astype(*dtype) : t);
+    }
+    return operands;
+  };
+  // The command's own context: --threads is an explicit option, so a bad EINSTAGE_NUM_THREADS is never read.
+  ConfigOptions config;
+  if (options.threads != 0) config.threads = options.threads;
+  options.threads = 0;  // the context's pool
+  auto emit = [&](const Tensor& result) {
+    if (output) write_npy(*output, result, NpyOrder::fortran);
+    else fmt::print("{}\n", result.to_string());
+  };
+  if (mpi) {
+    return run_in_mpi_job([&](int rank, int ranks) {
+      const std::vector<Tensor> operands = read_operands();
+      Tensor result;
+      try {
+        ExecutionContext context(config);
+        std::vector<einsum::TensorMeta> metas;
+        for (const Tensor& t : operands) metas.push_back(einsum::TensorMeta::of(t));
+        // Without --max-memory the job is one slice (rank 0 contracts it); the plan is the same on every rank.
+        const int64_t limit = options.plan.max_memory > 0 ? options.plan.max_memory : int64_t{1} << 62;
+        const auto plan = einsum::SlicedEinsumPlan::prepare(subscripts, metas, limit, options);
+        result = execute_distributed(plan, operands, context, rank, ranks);
+      } catch (const Error& e) {
+        rethrow_one_line(e);
+      }
+      if (rank == 0) emit(result);
+    });
   }
+  const std::vector<Tensor> operands = read_operands();
   Tensor result;
   try {
-    // The command's own context: --threads is an explicit option, so a bad EINSTAGE_NUM_THREADS is never read.
-    ConfigOptions config;
-    if (options.threads != 0) config.threads = options.threads;
     ExecutionContext context(config);
     options.context = &context;
-    options.threads = 0;  // the context's pool
     result = einsum::einsum(subscripts, operands, options);
   } catch (const Error& e) {
     rethrow_one_line(e);
   }
-  if (output) write_npy(*output, result, NpyOrder::fortran);
-  else fmt::print("{}\n", result.to_string());
+  emit(result);
   return 0;
 }
 
@@ -151,8 +192,12 @@ int run_plan(std::span<const std::string_view> args) {
   std::optional<einsum::PlanSpec> spec;
   einsum::PlanOptions plan_options;
   std::optional<int> threads;
+  std::optional<int64_t> max_memory;
+  DType dtype = DType::f64;
   while (scan.next()) {
     if (scan.option("--shapes", &shapes_text)) { have_shapes = true; continue; }
+    if (scan.option("--max-memory", &value)) { max_memory = parse_max_memory("plan", value); continue; }
+    if (scan.option("--dtype", &value)) { dtype = parse_dtype_arg("plan", value); continue; }
     if (scan.option("--optimize", &value)) { spec = parse_optimize("plan", value); continue; }
     if (scan.option("--threads", &value)) { threads = parse_threads("plan", value); continue; }
     if (scan.flag("--json")) { json = true; continue; }
@@ -188,11 +233,25 @@ int run_plan(std::span<const std::string_view> args) {
     einsum::BoundEinsum bound = einsum::bind_einsum(notation, shapes, broadcast);
     einsum::PlanSpec chosen = spec ? *spec
                                    : (notation.order.empty() ? einsum::PlanSpec{} : einsum::PlanSpec::tree_plan(notation.order));
+    auto note_timing = [](bool stopped_by_budget) {
+      if (stopped_by_budget)
+        fmt::print(stderr, "plan: note: the clock stopped planning before the budget's work was done (a slow or busy "
+                           "machine), so this plan depends on timing; --no-clock-guard gives the reproducible one\n");
+    };
+    if (max_memory) chosen.max_memory = *max_memory;
+    if (chosen.max_memory > 0) {
+      const einsum::SliceLimit limit{max_memory_elements("plan", chosen.max_memory, dtype),
+                                     static_cast<int>(size_of(dtype))};
+      einsum::SlicedPlan sliced = einsum::plan_sliced(chosen, bound.subs, bound.extents, limit, plan_options);
+      if (progress_shown) fmt::print(stderr, "\n");
+      note_timing(sliced.stopped_by_budget);
+      if (json) fmt::print("{}\n", einsum::sliced_report_json(bound.subs, sliced, 2));
+      else fmt::print("{}", einsum::sliced_report_text(bound.subs, sliced));
+      return 0;
+    }
     einsum::PlanResult result = einsum::plan_contraction(chosen, bound.subs, bound.extents, plan_options);
     if (progress_shown) fmt::print(stderr, "\n");
-    if (result.stopped_by_budget)
-      fmt::print(stderr, "plan: note: the clock stopped planning before the budget's work was done (a slow or busy "
-                         "machine), so this plan depends on timing; --no-clock-guard gives the reproducible one\n");
+    note_timing(result.stopped_by_budget);
     if (json) fmt::print("{}\n", einsum::report_json(bound.subs, result.tree, result.cost, result.method, 2));
     else fmt::print("{}", einsum::report_text(bound.subs, result));
   } catch (const Error& e) {

@@ -65,20 +65,25 @@ bool wants_help(std::span<const std::string_view> args) {
   return false;
 }
 
+int print_error(const std::exception& e, std::string_view prefix) {
+  if (dynamic_cast<const UsageError*>(&e)) {
+    fmt::print(stderr, "einstage: {}{}\n", prefix, e.what());
+    return 2;
+  }
+  if (const auto* error = dynamic_cast<const Error*>(&e)) {
+    fmt::print(stderr, "einstage: {}{}\n", prefix, error->what());
+    return status_of(error->kind());
+  }
+  fmt::print(stderr, "einstage: {}internal error: {}\n", prefix, e.what());
+  return 1;
+}
+
 }  // namespace einstage::cli
 
 int main(int argc, char** argv) {
-  using namespace einstage;
   try {
-    return cli::run(argc, argv);
-  } catch (const cli::UsageError& e) {
-    fmt::print(stderr, "einstage: {}\n", e.what());
-    return 2;
-  } catch (const Error& e) {
-    fmt::print(stderr, "einstage: {}\n", e.what());
-    return cli::status_of(e.kind());
+    return einstage::cli::run(argc, argv);
   } catch (const std::exception& e) {
-    fmt::print(stderr, "einstage: internal error: {}\n", e.what());
-    return 1;
+    return einstage::cli::print_error(e);
   }
 }
