@@ -10,7 +10,7 @@
 // overhead), the speed-up of 2 threads and the relative difference of the results.
 //
 //   einstage_bench_slicing [--bench-dir DIR] [--budget S] [--only a,b] [--skip-plan] [--skip-execute]
-//                          [--grid SIDE] [--bond D] [--cut BITS] [--json FILE]
+//                          [--grid SIDE] [--bond D] [--cut BITS] [--dtype T] [--json FILE]
 // Prints a table and writes JSON (default bench-slicing.json); names the CPU.
 #include "extensions/einsum/Einsum.h"
 #include "extensions/einsum/SlicedEinsum.h"
@@ -22,6 +22,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <complex>
 #include <cstring>
 
 using namespace einstage;
@@ -34,7 +35,7 @@ struct PlanRow {
   std::string instance;
   double limit_log2 = 0;
   double unsliced_tc = 0, unsliced_sc = 0;
-  double slices = 0, slice_tc = 0, slice_sc = 0, total_tc = 0, overhead = 0;
+  double slices = 0, slice_tc = 0, slice_sc = 0, total_tc = 0, overhead = 0, slice_peak = 0;
   double unsliced_s = 0, sliced_s = 0;
   size_t sliced_labels = 0;
 };
@@ -63,7 +64,8 @@ std::vector<PlanRow> plan_part(const std::vector<Instance>& instances, double bu
       const SlicedPlan p = plan_sliced(spec, inst.subscripts, inst.extents, {std::exp2(bits)}, options);
       const double s1 = now_s();
       PlanRow r{inst.name, bits, base.cost.tc, base.cost.sc, p.num_slices, p.slice_cost.tc, p.slice_cost.sc,
-                std::log2(p.total_flops), p.overhead, t1 - t0, (s1 - s0) - (t1 - t0), p.sliced.size()};
+                std::log2(p.total_flops), p.overhead, p.slice_cost.peak_memory, t1 - t0, (s1 - s0) - (t1 - t0),
+                p.sliced.size()};
       fmt::print("{:<18} {:>7.2f} {:>6.2f} {:>6} {:>9.3g} {:>8.2f} {:>6.2f} {:>8.2f} {:>7.3f}x {:>8.2f}\n", r.instance,
                  r.unsliced_tc, r.unsliced_sc, fmt::format("2^{:.0f}", bits), r.slices, r.slice_tc, r.slice_sc,
                  r.total_tc, r.overhead, r.unsliced_s + std::max(0.0, r.sliced_s));
@@ -75,22 +77,28 @@ std::vector<PlanRow> plan_part(const std::vector<Instance>& instances, double bu
 }
 
 double rel_diff(const Tensor& a, const Tensor& b) {
-  const auto x = a.astype(DType::f64).to_col_major<double>(), y = b.astype(DType::f64).to_col_major<double>();
+  const auto x = a.astype(DType::c128).to_col_major<std::complex<double>>();
+  const auto y = b.astype(DType::c128).to_col_major<std::complex<double>>();
   double worst = 0;
+  for (size_t i = 0; i < x.size(); ++i)
+    if (!std::isfinite(std::abs(x[i])) || !std::isfinite(std::abs(y[i]))) return NAN;
   for (size_t i = 0; i < x.size(); ++i)
     worst = std::max(worst, std::abs(x[i] - y[i]) / std::max(1e-300, std::max(std::abs(x[i]), std::abs(y[i]))));
   return worst;
 }
 
-nlohmann::json execute_part(int side, int64_t bond, int cut) {
+nlohmann::json execute_part(int side, int64_t bond, int cut, DType dtype) {
   auto [text, shapes] = grid_workload(side, bond);
   std::vector<Tensor> ops;
   SplitMix64 rng(12345);
   std::vector<TensorMeta> metas;
   for (const Shape& s : shapes) {
     Tensor t = Tensor::empty(DType::f64, s);
-    // Values near 1 (0.5..1.5): the grid's sum stays far from cancellation, so relative differences mean something.
-    for (int64_t k = 0; k < t.numel(); ++k) t.data<double>()[k] = 0.5 + rng.uniform();
+    // Values 0.5..1.5 times bond^(-bonds/sites): no cancellation, so relative differences mean something, and the
+    // sum of bond^bonds products stays near 1 (finite in f32 too).
+    const double scale = std::pow(static_cast<double>(bond), -2.0 * (side - 1) / side);
+    for (int64_t k = 0; k < t.numel(); ++k) t.data<double>()[k] = (0.5 + rng.uniform()) * scale;
+    if (dtype != DType::f64) t = t.astype(dtype);
     ops.push_back(t);
     metas.push_back(TensorMeta::of(t));
   }
@@ -98,7 +106,7 @@ nlohmann::json execute_part(int side, int64_t bond, int cut) {
   const EinsumPlan unsliced = EinsumPlan::prepare(text, metas);
   const TreeCost cost = evaluate(unsliced.subscripts(), unsliced.extents(), unsliced.tree());
   const double limit_elements = std::exp2(std::floor(cost.sc) - cut);
-  const int64_t limit_bytes = static_cast<int64_t>(limit_elements) * 8;
+  const int64_t limit_bytes = static_cast<int64_t>(limit_elements) * static_cast<int64_t>(size_of(dtype));
   const SlicedEinsumPlan sliced = SlicedEinsumPlan::prepare(text, metas, limit_bytes);
   const SlicedPlan& sp = sliced.slicing();
   Tensor want, got1, got2;
@@ -107,7 +115,7 @@ nlohmann::json execute_part(int side, int64_t bond, int cut) {
   const double t2 = best_time([&] { got2 = sliced.execute(ops, two, &two.pool()); }, 1.0);
   const double predicted = t_unsliced * sp.overhead;
   const bool same = std::memcmp(got1.raw_data(), got2.raw_data(), got1.nbytes()) == 0;
-  fmt::print("\nexecuted: grid {}x{} bond {} ({} tensors), f64\n", side, side, bond, ops.size());
+  fmt::print("\nexecuted: grid {}x{} bond {} ({} tensors), {}\n", side, side, bond, ops.size(), name(dtype));
   fmt::print("  unsliced: tc {:.2f}, largest intermediate 2^{:.2f} elements, peak {:.3g} elements\n", cost.tc, cost.sc,
              cost.peak_memory);
   fmt::print("  limit 2^{:.0f} elements ({}): unsliced largest / limit = {:.0f}x; {} slices ({} labels), {} chunks, "
@@ -118,7 +126,14 @@ nlohmann::json execute_part(int side, int64_t bond, int cut) {
              "2 threads {:.4f} s ({:.2f}x 1 thread); bits 1 vs 2 threads {}; rel diff vs unsliced {:.2e}\n",
              t_unsliced, t1, t1 / predicted, predicted, t2, t1 / t2, same ? "identical" : "DIFFER",
              rel_diff(got1, want));
+  const double total = sliced.num_slices() * sp.slice_cost.flops;
+  fmt::print("  sliced rate: {:.3g} multiply-adds/s on 1 thread, {:.3g} on 2 ({} per slice: {:.3g} multiply-adds, "
+             "{:.3g} s on 2 threads)\n", total / t1, total / t2, name(dtype), sp.slice_cost.flops,
+             t2 / static_cast<double>(sliced.num_slices()));
   return {{"network", fmt::format("grid{}x{}_bond{}", side, side, bond)},
+          {"dtype", std::string(name(dtype))},
+          {"rate_1t", total / t1},
+          {"rate_2t", total / t2},
           {"unsliced_tc", cost.tc},
           {"unsliced_sc", cost.sc},
           {"limit_elements", limit_elements},
@@ -145,6 +160,7 @@ int main(int argc, char** argv) {
   bool do_plan = true, do_execute = true;
   int side = 8, cut = 4;
   int64_t bond = 4;
+  DType dtype = DType::f64;
   std::string json_path = "bench-slicing.json";
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -161,6 +177,11 @@ int main(int argc, char** argv) {
     else if (a == "--bond") bond = std::stoll(value());
     else if (a == "--cut") cut = std::stoi(value());
     else if (a == "--json") json_path = value();
+    else if (a == "--dtype") {
+      const auto d = parse_dtype(value());
+      if (!d) die("--dtype takes f32, f64, c64, c128 or i64");
+      dtype = *d;
+    }
     else die("unknown argument " + a);
   }
   const Machine machine = detect_machine();
@@ -183,10 +204,11 @@ int main(int argc, char** argv) {
       rows.push_back({{"instance", r.instance}, {"limit_log2", r.limit_log2}, {"unsliced_tc", r.unsliced_tc},
                       {"unsliced_sc", r.unsliced_sc}, {"slices", r.slices}, {"sliced_labels", r.sliced_labels},
                       {"slice_tc", r.slice_tc}, {"slice_sc", r.slice_sc}, {"total_tc", r.total_tc},
-                      {"overhead", r.overhead}, {"unsliced_plan_s", r.unsliced_s}});
+                      {"overhead", r.overhead}, {"slice_peak_elements", r.slice_peak},
+                      {"unsliced_plan_s", r.unsliced_s}});
     out["planner"] = rows;
   }
-  if (do_execute) out["execute"] = execute_part(side, bond, cut);
+  if (do_execute) out["execute"] = execute_part(side, bond, cut, dtype);
   std::ofstream(json_path) << out.dump(2) << "\n";
   fmt::print("\nwrote {}\n", json_path);
   return 0;
