@@ -9,6 +9,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace einstage {
 
 std::string MicroKernelSpec::symbol() const {
@@ -56,6 +58,13 @@ std::vector<MicroKernelChoice> micro_kernel_candidates(DType real_dtype, bool av
   return out;
 }
 
+int vector_registers(bool avx512) { return avx512 ? 32 : 16; }
+
+int narrow_tile_vectors(int nr, bool avx512) {
+  const int per_vector = nr + 1 + (avx512 ? 0 : 1);  // its accumulators, the A vector, its row mask without k-masks
+  return std::min(4, (vector_registers(avx512) - 1) / per_vector);
+}
+
 std::vector<MicroKernelChoice> direct_kernel_candidates(DType real_dtype, bool avx512) {
   std::vector<MicroKernelChoice> out = micro_kernel_candidates(real_dtype, avx512);
   if (avx512) {
@@ -67,9 +76,9 @@ std::vector<MicroKernelChoice> direct_kernel_candidates(DType real_dtype, bool a
     out.push_back({mid, 0.95});
   }
   // Narrow tiles for skinny problems (n < 8: matrix-vector and matrix-times-few-vectors): a wider tile would pad the
-  // columns to 8 or 14 and repeat the FMAs for nothing. 4 A vectors per k step and 1, 2 or 4 broadcasts; such steps
-  // read each element of A once and are bound by memory, not by the FMA rate (efficiency 0.8 keeps these tiles off
-  // problems with many columns).
+  // columns to 8 or 14 and repeat the FMAs for nothing. Up to 4 A vectors per k step (narrow_tile_vectors: as many as
+  // the register file holds) and 1, 2 or 4 broadcasts; such steps read each element of A once and are bound by
+  // memory, not by the FMA rate (efficiency 0.8 keeps these tiles off problems with many columns).
   // One vector of rows (m <= 8 f64 / 16 f32, e.g. a vector times a matrix run transposed): 1 A load and 8
   // broadcasts per 8 FMAs, load-bound at about half the FMA rate, so it wins only where a taller tile is padding.
   if (avx512) {
@@ -80,7 +89,7 @@ std::vector<MicroKernelChoice> direct_kernel_candidates(DType real_dtype, bool a
   }
   for (int nr : {1, 2, 4}) {
     MicroKernelSpec narrow = out.front().spec;
-    narrow.mr = 4 * narrow.lanes;
+    narrow.mr = narrow_tile_vectors(nr, avx512) * narrow.lanes;
     narrow.nr = nr;
     out.push_back({narrow, 0.8});
   }

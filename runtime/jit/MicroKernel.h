@@ -89,6 +89,15 @@ struct MicroKernelChoice {
 };
 std::vector<MicroKernelChoice> micro_kernel_candidates(DType real_dtype, bool avx512);
 
+/// Vector registers of the target: 32 (zmm0-31) with AVX-512, 16 (ymm0-15) with AVX2.
+int vector_registers(bool avx512);
+
+/// A vectors (rows / lanes) of the direct path's narrow tile with `nr` columns (1, 2 or 4): the most, up to 4, whose
+/// registers fit in vector_registers() beside one broadcast: per A vector its nr accumulators, itself and, without
+/// AVX-512's mask registers, its row mask (AVX2's masked loads take the mask in a vector register). AVX-512: 4, 4, 4;
+/// AVX2: 4, 3, 2 for 1, 2, 4 columns (4 x 4 needed 25 of 16 ymm registers and moved ~160 vectors through the stack).
+int narrow_tile_vectors(int nr, bool avx512);
+
 /// The tiles the direct path chooses from (same rule as micro_kernel_candidates).
 std::vector<MicroKernelChoice> direct_kernel_candidates(DType real_dtype, bool avx512);
 

@@ -157,3 +157,31 @@ TEST_CASE("jit targets: a CPU name LLVM does not know is refused") {
         "jit: LLVM " + KernelCache("").host().llvm_version + " does not know the CPU 'pentium99' for " + triple +
             "; name one LLVM knows (e.g. 'haswell', 'znver3', 'skylake-avx512'), or leave it empty for the host CPU");
 }
+
+// The narrow direct tiles (n < 8) take as many A vectors as the target's vector registers hold: AVX2's 4 x 4 tile
+// needed 25 of its 16 ymm registers (accumulators, A vectors, their row masks, a broadcast) and its haswell objects
+// moved ~160 vectors through the stack; the compile-and-run test above covers the tiles this rule gives.
+TEST_CASE("jit targets: narrow direct tiles fit the vector registers of AVX2 and AVX-512") {
+  for (bool avx512 : {false, true}) {
+    INFO(std::string(avx512 ? "AVX-512" : "AVX2"));
+    const int registers = vector_registers(avx512);
+    CHECK(registers == (avx512 ? 32 : 16));
+    for (int nr : {1, 2, 4}) {
+      INFO("nr " << nr);
+      const int vectors = narrow_tile_vectors(nr, avx512);
+      const int masks = avx512 ? 0 : vectors;  // AVX-512 masks live in k registers
+      CHECK(vectors * nr + vectors + masks + 1 <= registers);
+      CHECK((vectors == 4 || (vectors + 1) * nr + (vectors + 1) + (avx512 ? 0 : vectors + 1) + 1 > registers));
+    }
+    for (DType real : {DType::f32, DType::f64})
+      for (const MicroKernelChoice& choice : direct_kernel_candidates(real, avx512))
+        if (choice.spec.nr == 1 || choice.spec.nr == 2 || choice.spec.nr == 4) {  // the narrow tiles
+          INFO(choice.spec.symbol());
+          CHECK(choice.spec.mr == narrow_tile_vectors(choice.spec.nr, avx512) * choice.spec.lanes);
+        }
+  }
+  CHECK(narrow_tile_vectors(1, false) == 4);
+  CHECK(narrow_tile_vectors(2, false) == 3);
+  CHECK(narrow_tile_vectors(4, false) == 2);
+  for (int nr : {1, 2, 4}) CHECK(narrow_tile_vectors(nr, true) == 4);
+}
