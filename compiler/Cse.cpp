@@ -24,10 +24,13 @@ Program eliminate_common_subexpressions(const Program& program) {
     for (const Value& v : inst.operands) ids.push_back(v.id);
     auto& bucket = seen[{hash_op(inst.op), ids}];
     auto same = std::find_if(bucket.begin(), bucket.end(), [&](size_t k) {
-      return out.instructions[k].op == inst.op && out.instructions[k].result.type == inst.result.type;
+      const std::vector<Value>& rs = out.instructions[k].results;
+      return out.instructions[k].op == inst.op && rs.size() == inst.results.size() &&
+             std::equal(rs.begin(), rs.end(), inst.results.begin(),
+                        [](const Value& a, const Value& b) { return a.type == b.type; });
     });
-    if (same != bucket.end()) {
-      replaced[inst.result.id] = out.instructions[*same].result;
+    if (same != bucket.end()) {  // every result is replaced by the earlier instruction's result at its index
+      for (size_t r = 0; r < inst.results.size(); ++r) replaced[inst.results[r].id] = out.instructions[*same].results[r];
       continue;
     }
     bucket.push_back(out.instructions.size());

@@ -1,5 +1,5 @@
 // Common-subexpression elimination: an instruction equal to an earlier one (same op with equal attributes, or an
-// extension op with an equal payload; same operands) is dropped and its uses read the earlier result. Stage:
+// extension op with an equal payload; same operands) is dropped and its uses read the earlier result (for several results, each the one at its index). Stage:
 // compiler pass (Program -> Program); depends on ir only. Tests: tests/compiler/test_passes.cpp.
 //
 // Ops are found by ir's hash_op (stable FNV over the printed form; extension payloads hash themselves) and compared

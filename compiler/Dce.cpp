@@ -1,5 +1,6 @@
 #include "compiler/Dce.h"
 
+#include <algorithm>
 #include <set>
 
 namespace einstage {
@@ -11,7 +12,9 @@ Program eliminate_dead_code(const Program& program) {
   // One backward sweep suffices: SSA operands are defined before their uses.
   for (size_t i = program.instructions.size(); i-- > 0;) {
     const Instruction& inst = program.instructions[i];
-    if (!live.count(inst.result.id)) continue;
+    // An instruction with several results stays while any of them is read (it computes them together).
+    if (std::none_of(inst.results.begin(), inst.results.end(), [&](const Value& r) { return live.count(r.id); }))
+      continue;
     keep[i] = true;
     for (const Value& v : inst.operands) live.insert(v.id);
   }
@@ -23,7 +26,7 @@ Program eliminate_dead_code(const Program& program) {
   for (size_t i = 0; i < program.instructions.size(); ++i)
     if (keep[i]) {
       out.instructions.push_back(program.instructions[i]);
-      kept.insert(program.instructions[i].result.id);
+      for (const Value& r : program.instructions[i].results) kept.insert(r.id);
     }
   for (ShapeConstraint c : program.constraints) {
     if (c.at >= 0 && !kept.count(c.at)) c.at = -1;

@@ -1,4 +1,5 @@
-// Dead-code elimination: removes every instruction whose result no output needs. Stage: compiler pass
+// Dead-code elimination: removes every instruction none of whose results an output needs (an instruction with
+// several results stays whole while any one of them is needed). Stage: compiler pass
 // (Program -> Program); depends on ir only. Goldens and behaviour tests: tests/compiler/test_passes.cpp.
 //
 // Pre: a verified program. Post: the same parameters, outputs and results for every input; the instructions that

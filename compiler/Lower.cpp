@@ -40,6 +40,7 @@ Program lower_to_standard_ops(const Program& program, const DimBindings& binding
   check_constraints(checked, bindings);
 
   Builder b(program.name, &registry);
+  auto names = value_names(program);
   std::map<ValueId, Value> map;  // old id -> new value
   std::map<ValueId, size_t> formless;  // old id -> its instruction: lowered to a placeholder (no standard-op form)
   // A value lowered to a placeholder may go to its users' lower rules (which do not read it), to nothing else.
@@ -47,42 +48,54 @@ Program lower_to_standard_ops(const Program& program, const DimBindings& binding
     auto it = formless.find(v.id);
     if (it == formless.end()) return;
     const auto& ext = std::get<ExtensionOp>(program.instructions[it->second].op);
-    fail(ErrorKind::unsupported, "lower_to_standard_ops: '{}' at %{} in @{} has no standard-op form (its users' "
+    fail(ErrorKind::unsupported, "lower_to_standard_ops: '{}' at {} in @{} has no standard-op form (its users' "
          "lowering does not read it), but {} read{} it; lower a program in which only those users read it",
-         ext.family(), it->second, shown_arg(program.name), user, user.starts_with("the program's outputs") ? "" : "s");
+         ext.family(), names.at(v.id), shown_arg(program.name), user,
+         user.starts_with("the program's outputs") ? "" : "s");
   };
   for (const Parameter& p : program.params) map[p.value.id] = b.parameter(p.name, substitute(p.value.type, bindings));
   for (size_t i = 0; i < program.instructions.size(); ++i) {
     const Instruction& inst = program.instructions[i];
+    const std::string& at = names.at(inst.results[0].id);
     std::vector<Value> operands;
     for (const Value& v : inst.operands) operands.push_back(map.at(v.id));
-    Value result;
+    std::vector<Value> results;
     if (const auto* ext = std::get_if<ExtensionOp>(&inst.op)) {
       const ExtensionSemantics& sem = registry.get(ext->family());
-      if (!sem.lower)
-        fail(ErrorKind::unsupported, "lower_to_standard_ops: '{}' at %{} in @{} has no lowering rule (module '{}' "
-             "registers none); run the program with a runtime that loads the module instead", ext->family(), i,
-             shown_arg(program.name), sem.module);
+      const bool single = inst.results.size() == 1 && sem.lower;
+      if (!single && !sem.lower_results)
+        fail(ErrorKind::unsupported, "lower_to_standard_ops: '{}' at {} in @{} has no lowering rule (module '{}' "
+             "registers {}); run the program with a runtime that loads the module instead", ext->family(), at,
+             shown_arg(program.name), sem.module, inst.results.size() == 1 ? "none" : "no lower_results rule for its "
+             "several results");
       try {
-        result = sem.lower(b, inst, operands, bindings);
+        results = single ? std::vector<Value>{sem.lower(b, inst, operands, bindings)}
+                         : sem.lower_results(b, inst, operands, bindings);
       } catch (const Error& e) {
-        throw Error(e.kind(), fmt::format("lowering '{}' at %{} in @{}: {}", ext->family(), i, shown_arg(program.name), e.what()));
+        throw Error(e.kind(), fmt::format("lowering '{}' at {} in @{}: {}", ext->family(), at, shown_arg(program.name),
+                                          e.what()));
       }
-      TensorType expected = substitute(inst.result.type, bindings);
-      if (result.id < 0) {  // a placeholder: the rule says the result has no standard-op form
-        formless[inst.result.id] = i;
-        result.type = expected;
-      } else if (result.type != expected)
-        fail(ErrorKind::verification, "lowering '{}' at %{} in @{} produced type {} but the instruction has type {}",
-             ext->family(), i, shown_arg(program.name), result.type.to_string(), expected.to_string());
+      if (results.size() != inst.results.size())
+        fail(ErrorKind::verification, "lowering '{}' at {} in @{} produced {} values for {} results",
+             ext->family(), at, shown_arg(program.name), results.size(), inst.results.size());
+      for (size_t r = 0; r < results.size(); ++r) {
+        TensorType expected = substitute(inst.results[r].type, bindings);
+        if (results[r].id < 0) {  // a placeholder: the rule says the result has no standard-op form
+          formless[inst.results[r].id] = i;
+          results[r].type = expected;
+        } else if (results[r].type != expected)
+          fail(ErrorKind::verification, "lowering '{}' at {} in @{} produced type {} but the instruction's {} has "
+               "type {}", ext->family(), at, shown_arg(program.name), results[r].type.to_string(),
+               names.at(inst.results[r].id), expected.to_string());
+      }
     } else {
-      for (const Value& v : inst.operands) require_form(v, fmt::format("'{}' at %{}", op_name(inst.op), i));
+      for (const Value& v : inst.operands) require_form(v, fmt::format("'{}' at {}", op_name(inst.op), at));
       Op op = inst.op;
       if (auto* r = std::get_if<Reshape>(&op)) r->shape = substitute(r->shape, bindings);
       if (auto* bc = std::get_if<BroadcastInDim>(&op)) bc->shape = substitute(bc->shape, bindings);
-      result = b.emit(std::move(op), std::move(operands));
+      results = b.emit_results(std::move(op), std::move(operands));
     }
-    map[inst.result.id] = result;
+    for (size_t r = 0; r < results.size(); ++r) map[inst.results[r].id] = results[r];
   }
   std::vector<Value> outputs;
   for (const Value& v : program.outputs) {

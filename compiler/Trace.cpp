@@ -26,7 +26,7 @@ TracedTensor TraceContext::constant(const Tensor& value) { return wrap(builder_.
 
 TracedTensor TraceContext::full(const TensorType& type, double value) { return wrap(builder_.full(type, value)); }
 
-TracedTensor TraceContext::emit(Op op, std::span<const TracedTensor> operands) {
+std::vector<Value> TraceContext::values_of(const Op& op, std::span<const TracedTensor> operands) {
   std::vector<Value> values;
   for (size_t i = 0; i < operands.size(); ++i) {
     if (&operands[i].context() != this)
@@ -34,12 +34,29 @@ TracedTensor TraceContext::emit(Op op, std::span<const TracedTensor> operands) {
            "in one context", op_name(op), builder_.program().name, i);
     values.push_back(operands[i].value());
   }
+  return values;
+}
+
+TracedTensor TraceContext::emit(Op op, std::span<const TracedTensor> operands) {
+  std::vector<Value> values = values_of(op, operands);
   return wrap(builder_.emit(std::move(op), std::move(values)));
+}
+
+std::vector<TracedTensor> TraceContext::emit_results(Op op, std::span<const TracedTensor> operands) {
+  std::vector<Value> values = values_of(op, operands);
+  std::vector<TracedTensor> out;
+  for (Value& v : builder_.emit_results(std::move(op), std::move(values))) out.push_back(wrap(std::move(v)));
+  return out;
 }
 
 TracedTensor TraceContext::extension(std::shared_ptr<const ExtensionPayload> payload,
                                      std::span<const TracedTensor> operands) {
   return emit(ExtensionOp{std::move(payload)}, operands);
+}
+
+std::vector<TracedTensor> TraceContext::extension_results(std::shared_ptr<const ExtensionPayload> payload,
+                                                          std::span<const TracedTensor> operands) {
+  return emit_results(ExtensionOp{std::move(payload)}, operands);
 }
 
 void TraceContext::require_equal(const Dim& lhs, const Dim& rhs, std::string what) {

@@ -64,9 +64,13 @@ class TraceContext {
   TracedTensor full(const TensorType& type, double value);
 
   /// Appends any op (standard or extension) on these operands; the building block of the helpers below and of
-  /// extension families' tracing calls.
+  /// extension families' tracing calls. emit / extension return the one result of a single-result op (an op with
+  /// several fails naming it); emit_results / extension_results return every result, in the op's order.
   TracedTensor emit(Op op, std::span<const TracedTensor> operands);
   TracedTensor extension(std::shared_ptr<const ExtensionPayload> payload, std::span<const TracedTensor> operands);
+  std::vector<TracedTensor> emit_results(Op op, std::span<const TracedTensor> operands);
+  std::vector<TracedTensor> extension_results(std::shared_ptr<const ExtensionPayload> payload,
+                                              std::span<const TracedTensor> operands);
 
   /// Records lhs == rhs for the whole program (constants that differ fail now).
   void require_equal(const Dim& lhs, const Dim& rhs, std::string what);
@@ -83,6 +87,7 @@ class TraceContext {
 
  private:
   TracedTensor wrap(Value v) { return TracedTensor(this, std::move(v)); }
+  std::vector<Value> values_of(const Op& op, std::span<const TracedTensor> operands);
   Builder builder_;
 };
 

@@ -37,7 +37,7 @@ void ExtensionRegistry::register_family(ExtensionSemantics s) {
     fail(ErrorKind::invalid_argument, "extension family '{}' is already registered (by module '{}'); module '{}' "
          "cannot register it again: load each module once, or bump the family's version", s.family,
          it->second.module, s.module);
-  const char* missing = !s.parse_text ? "parse_text" : !s.parse_json ? "parse_json" : !s.infer_type ? "infer_type" : nullptr;
+  const char* missing = !s.parse_text ? "parse_text" : !s.parse_json ? "parse_json" : !s.infer_type && !s.infer_types ? "infer_type (or infer_types)" : nullptr;
   if (missing)
     fail(ErrorKind::invalid_argument, "extension family '{}' (module '{}') has no {} rule; it is required",
          s.family, s.module, missing);

@@ -6,6 +6,11 @@
 // linker may drop). The parser, the JSON reader, the Builder and the Verifier find a family's payload readers and
 // type rule through the registry they are given. The lower / linearize / transpose slots may be empty: the passes
 // that need them report the family and the missing rule.
+//
+// Ops with several results (a decomposition's factors) use the *_results slots: infer_types instead of infer_type,
+// and lower_results / linearize_results / transpose_results, which take and return one entry per result. A family
+// may fill both kinds: a single-result instruction uses the single-result slot when it is set and the *_results
+// slot otherwise; an instruction with several results always uses the *_results slot.
 #pragma once
 
 #include "ir/Hash.h"
@@ -39,6 +44,19 @@ using TransposeRule = std::function<std::vector<std::optional<Value>>(
     Builder& b, const Instruction& inst, std::span<const Value> operands, std::span<const bool> linear,
     const Value& cotangent)>;
 
+// The same rules for instructions with several results: one entry per result of `inst`.
+/// Returns the values replacing inst's results (a placeholder with id -1 for a result without standard-op form).
+using LowerResultsRule = std::function<std::vector<Value>(Builder& b, const Instruction& inst,
+                                                          std::span<const Value> operands,
+                                                          const DimBindings& bindings)>;
+/// Returns the tangent of each result (nullopt = zero).
+using LinearizeResultsRule = std::function<std::vector<std::optional<Value>>(
+    Builder& b, const Instruction& inst, std::span<const Value> primals, std::span<const std::optional<Value>> tangents)>;
+/// `cotangents` has one entry per result (nullopt = zero; at least one is a value); returns one per operand.
+using TransposeResultsRule = std::function<std::vector<std::optional<Value>>(
+    Builder& b, const Instruction& inst, std::span<const Value> operands, std::span<const bool> linear,
+    std::span<const std::optional<Value>> cotangents)>;
+
 struct ExtensionSemantics {
   std::string family;  // "einstage.einsum.v1"
   std::string module;  // who registered it, for messages ("einstage.einsum")
@@ -46,14 +64,19 @@ struct ExtensionSemantics {
   /// ErrorKind::parse naming the attribute.
   std::function<std::unique_ptr<ExtensionPayload>(std::string_view attr_text)> parse_text;
   std::function<std::unique_ptr<ExtensionPayload>(std::string_view json_text)> parse_json;
-  /// Required: the result type, checking the operands (use ctx.error / ctx.unify so messages name the op and
-  /// undecided extents become shape constraints).
+  /// Required, one of the two: the result type (infer_type), or the result types of an op with several results
+  /// (infer_types, at least one), checking the operands (use ctx.error / ctx.unify so messages name the op and
+  /// undecided extents become shape constraints). With both set, infer_types is used.
   std::function<TensorType(const ExtensionPayload& payload, Types operands, TypeContext& ctx)> infer_type;
+  std::function<std::vector<TensorType>(const ExtensionPayload& payload, Types operands, TypeContext& ctx)> infer_types;
   /// Optional extra checks the verifier runs beyond the type rule.
   std::function<void(const ExtensionPayload& payload, Types operands, TypeContext& ctx)> verify;
   LowerRule lower;
   LinearizeRule linearize;
   TransposeRule transpose;
+  LowerResultsRule lower_results;
+  LinearizeResultsRule linearize_results;
+  TransposeResultsRule transpose_results;
 };
 
 class ExtensionRegistry {

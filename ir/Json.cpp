@@ -192,10 +192,17 @@ std::string program_to_json(const Program& p, int indent) {
   j["params"] = json::array();
   for (const Parameter& par : p.params) j["params"].push_back({{"name", par.name}, {"type", par.value.type.to_string()}});
   j["instructions"] = json::array();
-  for (size_t i = 0; i < p.instructions.size(); ++i) {
+  size_t printed = 0;  // results so far
+  for (size_t i = 0; i < p.instructions.size(); printed += p.instructions[i++].results.size()) {
     const Instruction& inst = p.instructions[i];
     json e;
-    e["result"] = fmt::format("%{}", i);
+    // One result: "result" and "type"; several: "results" and "types", arrays in the same order.
+    if (inst.results.size() == 1) {
+      e["result"] = fmt::format("%{}", printed);
+    } else {
+      e["results"] = json::array();
+      for (size_t r = 0; r < inst.results.size(); ++r) e["results"].push_back(fmt::format("%{}", printed + r));
+    }
     e["op"] = std::string(op_name(inst.op));
     e["operands"] = json::array();
     for (const Value& v : inst.operands) e["operands"].push_back(ref(v.id));
@@ -204,12 +211,17 @@ std::string program_to_json(const Program& p, int indent) {
         e["payload"] = json::parse(ext->payload->to_json());
       } catch (const json::exception& err) {
         fail(ErrorKind::invalid_argument, "'{}' at %{} in @{}: the payload's to_json() is not valid JSON ({})",
-             ext->family(), i, p.name, err.what());
+             ext->family(), printed, p.name, err.what());
       }
     } else {
       e["attributes"] = op_attributes(inst.op);
     }
-    e["type"] = inst.result.type.to_string();
+    if (inst.results.size() == 1) {
+      e["type"] = inst.results[0].type.to_string();
+    } else {
+      e["types"] = json::array();
+      for (const Value& r : inst.results) e["types"].push_back(r.type.to_string());
+    }
     j["instructions"].push_back(std::move(e));
   }
   j["constraints"] = json::array();
@@ -274,12 +286,37 @@ Program program_from_json(std::string_view text, const ExtensionRegistry* regist
     }
   }
   const json& insts = array(j, "instructions", "top level");
+  size_t printed = 0;  // results so far
   for (size_t i = 0; i < insts.size(); ++i) {
     std::string where = fmt::format("instructions[{}]", i);
     const json& e = insts[i];
-    std::string result = string_field(e, "result", where);
-    if (result != fmt::format("%{}", i))
-      malformed(where, fmt::format("expected result \"%{}\", got {}", i, quote_for_message(result)));
+    // "result" + "type" for one result, "results" + "types" (arrays of equal length) for several.
+    const bool several = e.is_object() && e.contains("results");
+    if (several && (e.contains("result") || e.contains("type")))
+      malformed(where, "give either \"result\" and \"type\" (one result) or \"results\" and \"types\" (several), "
+                "not both");
+    std::vector<std::string> results;
+    std::vector<TensorType> types;
+    if (several) {
+      const json& rs = array(e, "results", where);
+      const json& ts = array(e, "types", where);
+      if (rs.empty() || rs.size() != ts.size())
+        malformed(where, fmt::format("\"results\" has {} entries and \"types\" {}; give one type per result, at least "
+                                     "one", rs.size(), ts.size()));
+      for (size_t r = 0; r < rs.size(); ++r) {
+        std::string rw = fmt::format("{}.results[{}]", where, r);
+        if (!rs[r].is_string()) malformed(rw, "expected a string");
+        results.push_back(rs[r].get<std::string>());
+        json holder = {{"type", ts[r]}};
+        types.push_back(type_field(holder, fmt::format("{}.types[{}]", where, r)));
+      }
+    } else {
+      results.push_back(string_field(e, "result", where));
+      types.push_back(type_field(e, where));
+    }
+    for (size_t r = 0; r < results.size(); ++r)
+      if (results[r] != fmt::format("%{}", printed + r))
+        malformed(where, fmt::format("expected result \"%{}\", got {}", printed + r, quote_for_message(results[r])));
     std::string opname = string_field(e, "op", where);
     std::vector<Value> operands;
     const json& ops = array(e, "operands", where);
@@ -301,17 +338,23 @@ Program program_from_json(std::string_view text, const ExtensionRegistry* regist
       }
       op = ExtensionOp{std::shared_ptr<const ExtensionPayload>(std::move(payload))};
     }
-    TensorType type = type_field(e, where);
-    Value v;
+    std::vector<Value> vs;
     try {
-      v = b.emit(std::move(op), std::move(operands));
+      vs = b.emit_results(std::move(op), std::move(operands));
     } catch (const Error& err) {
       throw Error(err.kind(), fmt::format("JSON program {}: {}", where, err.what()));
     }
-    if (v.type != type)
-      malformed(where, fmt::format("'{}' is recorded with type {} but its type rule gives {}", opname, type.to_string(),
-                                   v.type.to_string()));
-    values[result] = v;
+    if (vs.size() != results.size())
+      malformed(where, fmt::format("'{}' gives {} result{} but {} {} recorded", opname, vs.size(),
+                                   vs.size() == 1 ? "" : "s", results.size(), results.size() == 1 ? "is" : "are"));
+    for (size_t r = 0; r < vs.size(); ++r) {
+      if (vs[r].type != types[r])
+        malformed(where, fmt::format("'{}'{} is recorded with type {} but its type rule gives {}", opname,
+                                     vs.size() == 1 ? "" : fmt::format(" result {}", r), types[r].to_string(),
+                                     vs[r].type.to_string()));
+      values[results[r]] = vs[r];
+    }
+    printed += vs.size();
   }
   std::vector<ShapeConstraint> constraints;
   const json& cs = array(j, "constraints", "top level");

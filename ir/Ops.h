@@ -7,7 +7,7 @@
 //   convert and broadcast_in_dim). Symbolic extents that must be equal are recorded as shape constraints and
 //   checked when the program runs; constant extents that differ are an error at build time.
 // - dot_general's result order is [lhs free, rhs free, batch] (batch on the right, the column-major convention).
-// - Every op has exactly one result.
+// - Every standard op has exactly one result (extension ops may have several: ir/Extension.h, infer_types).
 //
 // `Op` is a std::variant of these structs plus ExtensionOp. OpKind is the variant index, so the runtime's kernel
 // table and the AD rule tables of compiler/ are arrays indexed by OpKind (no string compares in hot loops). The

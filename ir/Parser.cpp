@@ -73,14 +73,14 @@ class TextParser {
     std::vector<TensorType> out_types;
     Builder b = header(n, out_types);
     std::vector<ShapeConstraint> constraints;
-    size_t k = 0;  // instructions so far
+    size_t k = 0;  // instruction results so far: the next one is %k
     while (true) {
       n = next_line();
       if (n == lines_.size()) error(n, "unexpected end of text; expected 'return' and '}}'");
       std::string_view line = trim(lines_[n]);
       if (line.starts_with("%")) {
         if (!constraints.empty()) error(n, "instructions must come before the constraint lines");
-        instruction(b, n, line, k++);
+        k += instruction(b, n, line, k);
       } else if (line.starts_with("constraint ")) {
         constraints.push_back(constraint(n, line.substr(11)));
       } else if (line == "return" || line.starts_with("return ")) {
@@ -100,7 +100,8 @@ class TextParser {
         verify(p, registry_);
         return p;
       } else {
-        error(n, "expected an instruction '%k = op(...) : type', a 'constraint' or 'return', got '{}'", line);
+        error(n, "expected an instruction '%k = op(...) : type' (or '%k, %l = op(...) : type, type'), a 'constraint' "
+              "or 'return', got '{}'", line);
       }
     }
   }
@@ -164,11 +165,14 @@ class TextParser {
     return it->second;
   }
 
-  void instruction(Builder& b, size_t n, std::string_view line, size_t k) {
+  // Reads one instruction whose first result must be %k; returns its number of results.
+  size_t instruction(Builder& b, size_t n, std::string_view line, size_t k) {
     size_t eq = line.find(" = ");
     if (eq == std::string_view::npos) error(n, "expected '%{} = op(...) : type'", k);
-    std::string_view result = line.substr(0, eq);
-    if (result != fmt::format("%{}", k)) error(n, "expected result '%{}' (results are numbered densely), got '{}'", k, result);
+    std::vector<std::string_view> names = split_top(line.substr(0, eq));
+    for (size_t r = 0; r < names.size(); ++r)
+      if (names[r] != fmt::format("%{}", k + r))
+        error(n, "expected result '%{}' (results are numbered densely), got '{}'", k + r, names[r]);
     std::string_view rest = line.substr(eq + 3);
     size_t open = rest.find('(');
     if (open == std::string_view::npos) error(n, "expected '(' after the op name");
@@ -188,14 +192,33 @@ class TextParser {
       rest = rest.substr(end + 1);
     }
     if (!rest.starts_with(" : ")) error(n, "expected ' : type' at the end of the instruction");
-    auto type = TensorType::parse(rest.substr(3));
-    if (!type) error(n, "'{}' is not a tensor type like f64[n,4]", rest.substr(3));
+    std::vector<TensorType> types;
+    for (std::string_view t : split_top(rest.substr(3))) {
+      auto type = TensorType::parse(t);
+      if (!type) error(n, "'{}' is not a tensor type like f64[n,4]", t);
+      types.push_back(*type);
+    }
+    if (types.size() != names.size())
+      error(n, "{} result{} named but {} type{} given; give one type per result", names.size(),
+            names.size() == 1 ? " is" : "s are", types.size(), types.size() == 1 ? " is" : "s are");
 
     Op op = make_op(n, name, attrs, has_attrs);
-    Value v = with_line(n, [&] { return b.emit(std::move(op), std::move(operands)); });
-    if (v.type != *type)
-      error(n, "'{}' is printed with type {} but its type rule gives {}", name, type->to_string(), v.type.to_string());
-    values_[fmt::format("%{}", k)] = v;
+    std::vector<Value> results = with_line(n, [&] { return b.emit_results(std::move(op), std::move(operands)); });
+    if (results.size() != names.size()) {
+      std::vector<std::string> wanted;
+      for (size_t r = 0; r < results.size(); ++r) wanted.push_back(fmt::format("%{}", k + r));
+      error(n, "'{}' gives {} result{} but {} {} named; name each result: '{} = ...'", name, results.size(),
+            results.size() == 1 ? "" : "s", names.size(), names.size() == 1 ? "is" : "are",
+            fmt::format("{}", fmt::join(wanted, ", ")));
+    }
+    for (size_t r = 0; r < results.size(); ++r) {
+      if (results[r].type != types[r])
+        error(n, "'{}'{} is printed with type {} but its type rule gives {}", name,
+              results.size() == 1 ? "" : fmt::format(" result {}", r), types[r].to_string(),
+              results[r].type.to_string());
+      values_[fmt::format("%{}", k + r)] = results[r];
+    }
+    return results.size();
   }
 
   Op make_op(size_t n, std::string_view name, std::string_view attrs, bool has_attrs) {

@@ -10,7 +10,9 @@
 //     return %2
 //   }
 //
-// Parameters print by name, instruction results are renumbered densely in order, attributes are sorted by key, and
+// An instruction with several results lists them, and their types, in order:
+//     %3, %4 = einstage.linalg.v1(%0) {op = "qr"} : f64[m,k], f64[k,n]
+// Parameters print by name, instruction results are renumbered densely in order (every result counts), attributes are sorted by key, and
 // nothing depends on pointers or hash order, so the same program always prints the same bytes.
 #pragma once
 

@@ -8,29 +8,49 @@
 
 namespace einstage {
 
+const Value& Instruction::result() const {
+  EIN_ASSERT(results.size() == 1, "'{}' has {} results; result() is for single-result instructions", op_name(op),
+             results.size());
+  return results[0];
+}
+
 ValueId Program::next_value_id() const {
   ValueId next = 0;
   for (const Parameter& p : params) next = std::max(next, p.value.id + 1);
-  for (const Instruction& i : instructions) next = std::max(next, i.result.id + 1);
+  for (const Instruction& i : instructions)
+    for (const Value& r : i.results) next = std::max(next, r.id + 1);
   return next;
 }
 
 std::map<ValueId, std::string> value_names(const Program& program) {
   std::map<ValueId, std::string> names;
   for (const Parameter& p : program.params) names[p.value.id] = fmt::format("%{}", p.name);
-  for (size_t i = 0; i < program.instructions.size(); ++i) names[program.instructions[i].result.id] = fmt::format("%{}", i);
+  size_t k = 0;
+  for (const Instruction& inst : program.instructions)
+    for (const Value& r : inst.results) names[r.id] = fmt::format("%{}", k++);
   return names;
 }
 
-TensorType infer_result_type(const Op& op, Types operands, TypeContext& ctx, const ExtensionRegistry* registry) {
+std::string instruction_name(const Program& program, size_t k) {
+  size_t printed = 0;
+  for (size_t i = 0; i < k && i < program.instructions.size(); ++i) printed += program.instructions[i].results.size();
+  return fmt::format("%{}", printed);
+}
+
+std::vector<TensorType> infer_result_types(const Op& op, Types operands, TypeContext& ctx,
+                                           const ExtensionRegistry* registry) {
   if (const auto* ext = std::get_if<ExtensionOp>(&op)) {
     const ExtensionSemantics* sem = registry ? registry->find(ext->family()) : nullptr;
     if (!sem) fail_unknown_family(ext->family(), "");
-    TensorType t = sem->infer_type(*ext->payload, operands, ctx);
+    std::vector<TensorType> types = sem->infer_types ? sem->infer_types(*ext->payload, operands, ctx)
+                                                     : std::vector<TensorType>{sem->infer_type(*ext->payload, operands, ctx)};
+    if (types.empty())
+      ctx.error(ErrorKind::invalid_argument, "the type rule of module '{}' gives no result; an instruction has at "
+                "least one", sem->module);
     if (sem->verify) sem->verify(*ext->payload, operands, ctx);
-    return t;
+    return types;
   }
-  return infer_std_op(op, operands, ctx);
+  return {infer_std_op(op, operands, ctx)};
 }
 
 void merge_listed_constraints(Program& program, std::vector<ShapeConstraint> listed) {
@@ -151,10 +171,12 @@ Builder::Builder(Program program, const ExtensionRegistry* registry) : program_(
     types_[p.value.id] = p.value.type;
     defined_[p.value.id] = true;
   }
-  for (const Instruction& i : program_.instructions) {
-    types_[i.result.id] = i.result.type;
-    defined_[i.result.id] = true;
-  }
+  for (const Instruction& i : program_.instructions)
+    for (const Value& r : i.results) {
+      types_[r.id] = r.type;
+      defined_[r.id] = true;
+      ++printed_results_;
+    }
 }
 
 Value Builder::parameter(std::string_view name, TensorType type) {
@@ -172,7 +194,7 @@ Value Builder::parameter(std::string_view name, TensorType type) {
 }
 
 void Builder::check_operand(const Value& v, size_t index, std::string_view op) const {
-  std::string where = fmt::format("%{} in @{}", program_.instructions.size(), program_.name);
+  std::string where = fmt::format("%{} in @{}", printed_results_, program_.name);
   if (v.id < 0 || v.id >= next_id_ || !defined_[static_cast<size_t>(v.id)])
     fail(ErrorKind::invalid_argument, "'{}' at {}: operand {} (value id {}) is not a value of this program; use "
          "values returned by this builder", op, where, index, v.id);
@@ -182,23 +204,35 @@ void Builder::check_operand(const Value& v, size_t index, std::string_view op) c
          types_[static_cast<size_t>(v.id)].to_string());
 }
 
-Value Builder::emit(Op op, std::vector<Value> operands) {
+std::vector<Value> Builder::append(Op op, std::vector<Value> operands, bool single) {
   std::string_view name = op_name(op);
   for (size_t i = 0; i < operands.size(); ++i) check_operand(operands[i], i, name);
   std::vector<TensorType> types;
   for (const Value& v : operands) types.push_back(v.type);
   std::vector<DimEquality> equalities;
-  TypeContext ctx(name, fmt::format("%{} in @{}", program_.instructions.size(), program_.name), &equalities);
-  TensorType type = infer_result_type(op, types, ctx, registry_);
+  TypeContext ctx(name, fmt::format("%{} in @{}", printed_results_, program_.name), &equalities);
+  std::vector<TensorType> result_types = infer_result_types(op, types, ctx, registry_);
+  if (single && result_types.size() != 1)
+    ctx.error(ErrorKind::invalid_argument, "has {} results but emit returns one value; use emit_results (or "
+              "extension_results) to receive all of them", result_types.size());
   // Nothing is appended before the type rule has succeeded.
-  Value result{next_id_++, std::move(type)};
+  std::vector<Value> results;
+  for (TensorType& t : result_types) {
+    results.push_back(Value{next_id_++, std::move(t)});
+    types_.push_back(results.back().type);
+    defined_.push_back(true);
+    names_.push_back(fmt::format("%{}", printed_results_++));
+  }
   for (DimEquality& e : equalities)
-    program_.constraints.push_back({std::move(e.lhs), std::move(e.rhs), result.id, std::move(e.what)});
-  types_.push_back(result.type);
-  defined_.push_back(true);
-  names_.push_back(fmt::format("%{}", program_.instructions.size()));
-  program_.instructions.push_back({std::move(op), std::move(operands), result});
-  return result;
+    program_.constraints.push_back({std::move(e.lhs), std::move(e.rhs), results[0].id, std::move(e.what)});
+  program_.instructions.push_back({std::move(op), std::move(operands), results});
+  return results;
+}
+
+Value Builder::emit(Op op, std::vector<Value> operands) { return append(std::move(op), std::move(operands), true)[0]; }
+
+std::vector<Value> Builder::emit_results(Op op, std::vector<Value> operands) {
+  return append(std::move(op), std::move(operands), false);
 }
 
 Value Builder::dot_general(const Value& lhs, const Value& rhs, Axes lhs_contracting, Axes rhs_contracting,
@@ -244,6 +278,12 @@ Value Builder::extension(std::shared_ptr<const ExtensionPayload> payload, std::v
   return emit(ExtensionOp{std::move(payload)}, std::move(operands));
 }
 
+std::vector<Value> Builder::extension_results(std::shared_ptr<const ExtensionPayload> payload,
+                                              std::vector<Value> operands) {
+  EIN_ASSERT(payload != nullptr, "extension op without payload");
+  return emit_results(ExtensionOp{std::move(payload)}, std::move(operands));
+}
+
 void Builder::require_equal(const Dim& lhs, const Dim& rhs, std::string what) {
   if (lhs == rhs) return;
   if (lhs.is_constant() && rhs.is_constant())
@@ -260,6 +300,7 @@ Program Builder::finish(std::vector<Value> outputs) {
   program_ = Program{};
   program_.name = done.name;
   next_id_ = 0;
+  printed_results_ = 0;
   types_.clear();
   defined_.clear();
   names_.clear();

@@ -5,7 +5,8 @@
 //
 // Values are SSA: each parameter and each instruction result has an id unique within its program. Ids are internal
 // (passes may leave gaps); the printer renumbers instruction results densely (%0, %1, ...) and prints parameters by
-// name (%x), so text forms do not churn.
+// name (%x), so text forms do not churn. An instruction has one or more results (a decomposition returns several
+// factors from one computation); dense numbering counts every result, so `%3, %4 = ...` is followed by `%5 = ...`.
 #pragma once
 
 #include "ir/Ops.h"
@@ -32,7 +33,11 @@ struct Value {
 struct Instruction {
   Op op;
   std::vector<Value> operands;
-  Value result;
+  std::vector<Value> results;  // one or more, in the order of the op's type rule
+
+  /// The result of a single-result instruction (asserts there is exactly one); code that handles every op walks
+  /// `results`.
+  const Value& result() const;
 };
 
 struct Parameter {
@@ -63,12 +68,18 @@ struct Program {
   ValueId next_value_id() const;
 };
 
-/// The printed name of every value: "%x" for parameter x, "%k" for the result of instruction k (dense).
+/// The printed name of every value: "%x" for parameter x, "%k" for the k-th instruction result (dense over all
+/// results of all instructions).
 std::map<ValueId, std::string> value_names(const Program& program);
+/// The printed name of instruction k's first result ("%k" when every earlier instruction has one result); messages
+/// name an instruction by it ("'add' at %5 in @f").
+std::string instruction_name(const Program& program, size_t k);
 
-/// The result type of `op` on operands of these types: the standard op's type rule, or the extension family's
-/// infer_type found in `registry` (an unknown family fails naming it). Builder, verifier and parsers all use this.
-TensorType infer_result_type(const Op& op, Types operands, TypeContext& ctx, const ExtensionRegistry* registry);
+/// The result types of `op` on operands of these types: the standard op's type rule (one result), or the extension
+/// family's infer_type / infer_types found in `registry` (an unknown family fails naming it). Builder, verifier and
+/// parsers all use this.
+std::vector<TensorType> infer_result_types(const Op& op, Types operands, TypeContext& ctx,
+                                           const ExtensionRegistry* registry);
 
 /// Binds the program's symbolic dims from the concrete shapes of its inputs (one per parameter, in order): checks
 /// ranks and constant extents, gives each plain symbol (`n`) its extent, requires a symbol seen twice to agree, and
@@ -100,8 +111,10 @@ class Builder {
 
   /// Appends `op` applied to `operands` after checking that each operand is a value of this program with the type
   /// it was defined with, and running the op's type rule. Symbolic extents the rule could not decide become
-  /// ShapeConstraints at this instruction. On error nothing is appended.
+  /// ShapeConstraints at this instruction (recorded at its first result). On error nothing is appended.
+  /// emit returns the single result and fails (invalid_argument) for an op with several; emit_results returns all.
   Value emit(Op op, std::vector<Value> operands);
+  std::vector<Value> emit_results(Op op, std::vector<Value> operands);
 
   // Typed helpers, one per standard op (they call emit).
   Value dot_general(const Value& lhs, const Value& rhs, Axes lhs_contracting, Axes rhs_contracting,
@@ -128,6 +141,7 @@ class Builder {
   /// A tensor of `type` filled with `value` (a scalar constant broadcast to the possibly symbolic shape).
   Value full(const TensorType& type, double value);
   Value extension(std::shared_ptr<const ExtensionPayload> payload, std::vector<Value> operands);
+  std::vector<Value> extension_results(std::shared_ptr<const ExtensionPayload> payload, std::vector<Value> operands);
 
   /// Records lhs == rhs for the whole program (at = -1): a constant mismatch fails now, symbols are checked at run.
   void require_equal(const Dim& lhs, const Dim& rhs, std::string what);
@@ -139,10 +153,13 @@ class Builder {
 
  private:
   void check_operand(const Value& v, size_t index, std::string_view op) const;
+  /// emit and emit_results; `single` refuses an op with several results before anything is appended.
+  std::vector<Value> append(Op op, std::vector<Value> operands, bool single);
 
   Program program_;
   const ExtensionRegistry* registry_;
   ValueId next_id_ = 0;
+  size_t printed_results_ = 0;  // instruction results so far: the printed name of the next one is %printed_results_
   std::vector<TensorType> types_;  // indexed by id; dtype-only placeholder where an id is unused
   std::vector<bool> defined_;
   std::vector<std::string> names_;  // printed name by id, for messages

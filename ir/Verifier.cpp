@@ -43,10 +43,11 @@ void verify(const Program& p, const ExtensionRegistry* registry) {
                           par.name, par.value.id));
   }
   auto names = value_names(p);
-  for (size_t i = 0; i < p.instructions.size(); ++i) {
+  size_t printed = 0;  // results so far: instruction i's first result prints as %printed
+  for (size_t i = 0; i < p.instructions.size(); printed += p.instructions[i++].results.size()) {
     const Instruction& inst = p.instructions[i];
     std::string_view op = op_name(inst.op);
-    std::string where = fmt::format("'{}' at %{} in @{}", op, i, p.name);
+    std::string where = fmt::format("'{}' at %{} in @{}", op, printed, p.name);
     std::vector<TensorType> types;
     for (size_t k = 0; k < inst.operands.size(); ++k) {
       const Value& v = inst.operands[k];
@@ -60,21 +61,30 @@ void verify(const Program& p, const ExtensionRegistry* registry) {
                             names[v.id], v.type.to_string(), it->second.to_string()));
       types.push_back(v.type);
     }
-    TypeContext ctx(op, fmt::format("%{} in @{}", i, p.name), nullptr);
-    TensorType expected;
+    TypeContext ctx(op, fmt::format("%{} in @{}", printed, p.name), nullptr);
+    std::vector<TensorType> expected;
     try {
-      expected = infer_result_type(inst.op, types, ctx, registry);
+      expected = infer_result_types(inst.op, types, ctx, registry);
     } catch (const Error& e) {
       fail_at(p, i + 1, e.kind() == ErrorKind::not_found ? ErrorKind::not_found : ErrorKind::verification, e.what());
     }
-    if (expected != inst.result.type)
+    if (inst.results.size() != expected.size())
       fail_at(p, i + 1, ErrorKind::verification,
-              fmt::format("{}: result type is {} but the type rule gives {}", where, inst.result.type.to_string(),
-                          expected.to_string()));
-    if (inst.result.id < 0 || !defined.emplace(inst.result.id, inst.result.type).second)
-      fail_at(p, i + 1, ErrorKind::verification,
-              fmt::format("{}: result value id {} is negative or already defined (SSA values are defined once)", where,
-                          inst.result.id));
+              fmt::format("{}: the instruction has {} result{} but the type rule gives {}; give it one result per "
+                          "type the rule returns", where, inst.results.size(), inst.results.size() == 1 ? "" : "s",
+                          expected.size()));
+    for (size_t r = 0; r < expected.size(); ++r) {
+      const Value& result = inst.results[r];
+      std::string which = expected.size() == 1 ? "result" : fmt::format("result {}", r);
+      if (expected[r] != result.type)
+        fail_at(p, i + 1, ErrorKind::verification,
+                fmt::format("{}: {} type is {} but the type rule gives {}", where, which, result.type.to_string(),
+                            expected[r].to_string()));
+      if (result.id < 0 || !defined.emplace(result.id, result.type).second)
+        fail_at(p, i + 1, ErrorKind::verification,
+                fmt::format("{}: {} value id {} is negative or already defined (SSA values are defined once)", where,
+                            which, result.id));
+    }
   }
   size_t constraint_line = p.instructions.size() + 1;
   for (size_t c = 0; c < p.constraints.size(); ++c)

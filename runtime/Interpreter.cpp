@@ -29,18 +29,17 @@ Interpreter::Interpreter(const Program& program) : program_(&program) {
   for (const Instruction& inst : program.instructions) {
     Step step;
     for (const Value& v : inst.operands) step.operands.push_back(lookup(v.id));
-    step.result = define(inst.result.id);
+    for (const Value& r : inst.results) step.results.push_back(define(r.id));
     steps_.push_back(std::move(step));
   }
   for (const Value& v : program.outputs) output_slots_.push_back(lookup(v.id));
-  for (const Step& step : steps_) where_.push_back(fmt::format("{} in @{}", names_[static_cast<size_t>(step.result)], program.name));
+  for (const Step& step : steps_) where_.push_back(fmt::format("{} in @{}", names_[static_cast<size_t>(step.results[0])], program.name));
 
   // Last use of each slot: the last step reading it; outputs live to the end; a result nobody reads dies at once.
   std::vector<int> last(static_cast<size_t>(slot_count_), -1);
   for (size_t i = 0; i < steps_.size(); ++i) {
     for (int s : steps_[i].operands) last[static_cast<size_t>(s)] = static_cast<int>(i);
-    last[static_cast<size_t>(steps_[i].result)] = std::max(last[static_cast<size_t>(steps_[i].result)],
-                                                           static_cast<int>(i));
+    for (int s : steps_[i].results) last[static_cast<size_t>(s)] = std::max(last[static_cast<size_t>(s)], static_cast<int>(i));
   }
   std::vector<bool> is_output(static_cast<size_t>(slot_count_), false);
   for (int s : output_slots_) is_output[static_cast<size_t>(s)] = true;
@@ -106,38 +105,51 @@ std::vector<Tensor> Interpreter::execute(std::span<const Tensor> inputs, const D
     operands.clear();
     for (int s : step.operands) operands.push_back(values[static_cast<size_t>(s)]);
     const std::string& where = where_[i];
-    Shape shape;
-    shape.reserve(inst.result.type.dims.size());
-    for (const Dim& d : inst.result.type.dims) {
-      auto e = d.is_constant() ? std::optional<int64_t>(d.constant()) : d.evaluate(bindings);
-      if (!e) {
-        try {
-          evaluate_shape(inst.result.type, bindings);  // throws, naming the unbound symbol
-        } catch (const Error& err) {
-          fail(err.kind(), "'{}' at {}: {}", op_name(inst.op), where, err.what());
+    std::vector<Shape> shapes;  // per result, under the bindings
+    for (const Value& r : inst.results) {
+      Shape& shape = shapes.emplace_back();
+      shape.reserve(r.type.dims.size());
+      for (const Dim& d : r.type.dims) {
+        auto e = d.is_constant() ? std::optional<int64_t>(d.constant()) : d.evaluate(bindings);
+        if (!e) {
+          try {
+            evaluate_shape(r.type, bindings);  // throws, naming the unbound symbol
+          } catch (const Error& err) {
+            fail(err.kind(), "'{}' at {}: {}", op_name(inst.op), where, err.what());
+          }
         }
+        shape.push_back(*e);
       }
-      shape.push_back(*e);
     }
-    Tensor result;
+    std::vector<Tensor> results;
     if (kind(inst.op) == OpKind::extension) {
       if (!options.extension)
         fail(ErrorKind::not_found, "'{}' at {}: no executor for extension family \"{}\"; run the program with a "
              "Runtime that has loaded the module providing it, or lower it first (lower_to_standard_ops)",
              op_name(inst.op), where, op_name(inst.op));
-      result = options.extension(inst, where, operands, bindings);
-      if (!result.defined() || result.dtype() != inst.result.type.dtype || result.shape() != shape)
-        fail(ErrorKind::runtime, "'{}' at {}: the module's executor returned {}{} but the type rule says {}{}",
-             op_name(inst.op), where, result.defined() ? std::string(name(result.dtype())) : "an undefined tensor",
-             result.defined() ? shape_to_string(result.shape()) : "", inst.result.type.to_string(),
-             inst.result.type.constant_shape() ? "" : " = " + shape_to_string(shape));
+      results = options.extension(inst, where, operands, bindings);
+      if (results.size() != inst.results.size())
+        fail(ErrorKind::runtime, "'{}' at {}: the module's executor returned {} tensor{} but the instruction has {} "
+             "result{}", op_name(inst.op), where, results.size(), results.size() == 1 ? "" : "s",
+             inst.results.size(), inst.results.size() == 1 ? "" : "s");
+      for (size_t r = 0; r < results.size(); ++r) {
+        const Tensor& result = results[r];
+        const TensorType& type = inst.results[r].type;
+        if (!result.defined() || result.dtype() != type.dtype || result.shape() != shapes[r])
+          fail(ErrorKind::runtime, "'{}' at {}: the module's executor returned {}{}{} but the type rule says {}{}",
+               op_name(inst.op), where, result.defined() ? std::string(name(result.dtype())) : "an undefined tensor",
+               result.defined() ? shape_to_string(result.shape()) : "",
+               results.size() == 1 ? "" : fmt::format(" for result {} ({})", r, names_[static_cast<size_t>(step.results[r])]),
+               type.to_string(), type.constant_shape() ? "" : " = " + shape_to_string(shapes[r]));
+      }
     } else {
-      result = run_std_op(inst.op, operands, shape, options.pool);
-      EIN_ASSERT(result.dtype() == inst.result.type.dtype && result.shape() == shape,
+      Tensor result = run_std_op(inst.op, operands, shapes[0], options.pool);
+      EIN_ASSERT(result.dtype() == inst.result().type.dtype && result.shape() == shapes[0],
                  "'{}' at {}: kernel result {}{} differs from the type rule's {}", op_name(inst.op), where,
-                 name(result.dtype()), shape_to_string(result.shape()), shape_to_string(shape));
+                 name(result.dtype()), shape_to_string(result.shape()), shape_to_string(shapes[0]));
+      results.push_back(std::move(result));
     }
-    set(step.result, std::move(result));
+    for (size_t r = 0; r < results.size(); ++r) set(step.results[r], std::move(results[r]));
     for (int s : step.release) release(s);
   }
   if (stats) {

@@ -24,9 +24,10 @@ namespace einstage {
 class ThreadPool;
 
 /// Runs one extension instruction: `where` names it for messages ("%3 in @f"); operands are concrete; the returned
-/// tensor must have the instruction's result type under `bindings` (the interpreter checks).
-using ExtensionHandler = std::function<Tensor(const Instruction& inst, const std::string& where,
-                                              std::span<const Tensor> operands, const DimBindings& bindings)>;
+/// tensors, one per result, must have the instruction's result types under `bindings` (the interpreter checks).
+using ExtensionHandler = std::function<std::vector<Tensor>(const Instruction& inst, const std::string& where,
+                                                           std::span<const Tensor> operands,
+                                                           const DimBindings& bindings)>;
 
 struct EvalOptions {
   ThreadPool* pool = nullptr;  // kernels' threads; nullptr = the calling thread
@@ -65,7 +66,7 @@ class Interpreter {
  private:
   struct Step {
     std::vector<int> operands;  // slots
-    int result = -1;
+    std::vector<int> results;   // slots, one per result
     std::vector<int> release;   // slots whose last use is this step
   };
   const Program* program_;

@@ -38,6 +38,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace einstage {
 
@@ -45,8 +46,9 @@ class ExecutionContext;
 
 /// The module ABI version this einstage speaks. A module built for any other version is refused by the loader.
 /// Version 2 added EinstageModuleDescriptor::build_id; 3: PreparedOp::run receives the Runtime's ExecutionContext
-/// (it received a ThreadPool* before).
-inline constexpr uint32_t kModuleAbiVersion = 3;
+/// (it received a ThreadPool* before); 4: instructions with several results (PreparedOp::run_results,
+/// ExtensionExecutor::prepare receives every result type, ExtensionSemantics' *_results slots).
+inline constexpr uint32_t kModuleAbiVersion = 4;
 
 /// The einstage build these headers belong to (runtime/BuildId.h, generated). A module puts it in its descriptor; one
 /// built against another build is refused.
@@ -58,10 +60,16 @@ inline constexpr const char* kBuildId = EINSTAGE_BUILD_ID;
 class PreparedOp {
  public:
   virtual ~PreparedOp() = default;
-  /// Computes the op. Operands have exactly the prepared dtypes and shapes (any strides); the result must be a tensor
-  /// of the instruction's result type (the Runtime checks and names the family if it is not). `context` is the
-  /// Runtime's (runtime/Context.h): its pool() for parallel work, its kernels and config.
-  virtual Tensor run(std::span<const Tensor> operands, ExecutionContext& context) const = 0;
+  /// Computes a single-result op. Operands have exactly the prepared dtypes and shapes (any strides); the result must
+  /// be a tensor of the instruction's result type (the Runtime checks and names the family if it is not). `context`
+  /// is the Runtime's (runtime/Context.h): its pool() for parallel work, its kernels and config. The default fails:
+  /// an op with several results overrides run_results instead.
+  virtual Tensor run(std::span<const Tensor> operands, ExecutionContext& context) const;
+  /// Computes every result, one tensor per result type given to prepare(), in that order; what the Runtime calls.
+  /// The default returns {run(operands, context)}, so a single-result op overrides run only.
+  virtual std::vector<Tensor> run_results(std::span<const Tensor> operands, ExecutionContext& context) const {
+    return {run(operands, context)};
+  }
   /// A few lines for people (`einstage run --print-stages`), e.g. the contraction tree; may be empty.
   virtual std::string describe() const { return {}; }
 };
@@ -70,12 +78,12 @@ class PreparedOp {
 class ExtensionExecutor {
  public:
   virtual ~ExtensionExecutor() = default;
-  /// Prepares `payload` (of this executor's family) for operands of these concrete types; `result` is the result
-  /// type the family's type rule gave for them. Called once per distinct (payload, operand types) per Runtime,
+  /// Prepares `payload` (of this executor's family) for operands of these concrete types; `results` are the result
+  /// types the family's type rule gave for them (one for a single-result op). Called once per distinct (payload, operand types) per Runtime,
   /// possibly concurrently for different keys. User errors: throw einstage::Error naming the op.
   virtual std::shared_ptr<const PreparedOp> prepare(const ExtensionPayload& payload,
                                                     std::span<const TensorType> operands,
-                                                    const TensorType& result) const = 0;
+                                                    std::span<const TensorType> results) const = 0;
 };
 
 /// What the host offers a module while it registers (instead of process globals shared across the boundary).

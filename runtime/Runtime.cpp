@@ -47,7 +47,7 @@ class PreparedCache {
   /// The prepared form of `op` for these operands, preparing it on a miss; concurrent misses on one key prepare
   /// once (the others wait for it). A failed prepare is not cached.
   std::shared_ptr<const PreparedOp> get(const ExtensionOp& op, const ExtensionExecutor& executor,
-                                        std::span<const TensorType> operands, const TensorType& result, bool* hit) {
+                                        std::span<const TensorType> operands, std::span<const TensorType> results, bool* hit) {
     CacheKey key{std::string(op.family()), op.payload->hash(), {}};
     for (const TensorType& t : operands) key.operands.emplace_back(t.dtype, *t.constant_shape());
     std::promise<std::shared_ptr<const PreparedOp>> promise;
@@ -69,7 +69,7 @@ class PreparedCache {
     }
     *hit = false;
     try {
-      std::shared_ptr<const PreparedOp> prepared = executor.prepare(*op.payload, operands, result);
+      std::shared_ptr<const PreparedOp> prepared = executor.prepare(*op.payload, operands, results);
       if (!prepared)
         fail(ErrorKind::runtime, "the executor of family \"{}\" prepared nothing (null)", op.family());
       promise.set_value(prepared);
@@ -282,11 +282,14 @@ struct Executable::Impl {
       for (int64_t e : t.shape()) type.dims.emplace_back(e);
       types.push_back(std::move(type));
     }
-    TensorType result{inst.result.type.dtype, {}};
-    for (int64_t e : evaluate_shape(inst.result.type, bindings)) result.dims.emplace_back(e);  // bound by run()
+    std::vector<TensorType> results;
+    for (const Value& r : inst.results) {
+      TensorType& result = results.emplace_back(TensorType{r.type.dtype, {}});
+      for (int64_t e : evaluate_shape(r.type, bindings)) result.dims.emplace_back(e);  // bound by run()
+    }
     bool hit = false;
     try {
-      auto p = state->cache.get(op, *executors[index], types, result, &hit);
+      auto p = state->cache.get(op, *executors[index], types, results, &hit);
       ++(hit ? hits : misses);
       return p;
     } catch (const Error& e) {
@@ -314,7 +317,7 @@ Executable Runtime::prepare(const Program& program) const {
         std::string module = family.substr(0, family.rfind('.'));
         fail(ErrorKind::not_found, "@{}: missing extension family \"{}\" (used by {}): load the module that provides "
              "it (Runtime::load_module(\"path/to/{}\")) or link the module in and call Runtime::add_module with its "
-             "descriptor", program.name, family, names[inst.result.id], module_library_name(module));
+             "descriptor", program.name, family, names[inst.results[0].id], module_library_name(module));
       }
       impl->executors.push_back(it->second);
     }
@@ -332,7 +335,7 @@ std::vector<Tensor> Executable::run(std::span<const Tensor> inputs, EvalStats* s
   options.pool = impl.state->pool;
   options.extension = [&impl](const Instruction& inst, const std::string& where, std::span<const Tensor> operands,
                                const DimBindings& bindings) {
-    return impl.prepared(inst, where, operands, bindings)->run(operands, *impl.state->context);
+    return impl.prepared(inst, where, operands, bindings)->run_results(operands, *impl.state->context);
   };
   ++impl.runs;
   return impl.interpreter->run(inputs, options, stats);
@@ -349,10 +352,12 @@ std::string Executable::describe_prepared(std::span<const Tensor> inputs) const 
     auto p = impl.prepared(inst, where, operands, bindings);
     std::vector<std::string> types;
     for (const Tensor& t : operands) types.push_back(fmt::format("{}{}", name(t.dtype()), shape_to_string(t.shape())));
-    text += fmt::format("{} = {} on {}:\n", names[inst.result.id], op_name(inst.op), fmt::join(types, ", "));
+    std::vector<std::string> results;
+    for (const Value& r : inst.results) results.push_back(names[r.id]);
+    text += fmt::format("{} = {} on {}:\n", fmt::join(results, ", "), op_name(inst.op), fmt::join(types, ", "));
     std::string d = p->describe();
     if (!d.empty()) text += d + (d.back() == '\n' ? "" : "\n");
-    return p->run(operands, *impl.state->context);
+    return p->run_results(operands, *impl.state->context);
   };
   impl.interpreter->run(inputs, options);
   return text;

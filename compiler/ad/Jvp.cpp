@@ -14,22 +14,27 @@ namespace einstage::ad {
 
 namespace {
 
-// The tangent of one instruction's result from its op's rule; `where` names the instruction for messages.
-Tangent apply_linearize(Builder& b, const Instruction& inst, std::span<const Value> primals,
-                        std::span<const Tangent> tangents, const Value& out, const ExtensionRegistry* registry,
-                        const std::string& where) {
+// The tangents of one instruction's results from its op's rule; `where` names the instruction for messages.
+std::vector<Tangent> apply_linearize(Builder& b, const Instruction& inst, std::span<const Value> primals,
+                                     std::span<const Tangent> tangents, std::span<const Value> outs,
+                                     const ExtensionRegistry* registry, const std::string& where) {
   if (const auto* ext = std::get_if<ExtensionOp>(&inst.op)) {
     const ExtensionSemantics* sem = registry ? registry->find(ext->family()) : nullptr;
     if (!sem) fail_unknown_family(ext->family(), where);
-    if (!sem->linearize)
+    if (inst.results.size() == 1 && sem->linearize) return {sem->linearize(b, inst, primals, tangents)};
+    if (!sem->linearize_results)
       fail(ErrorKind::unsupported, "differentiation rule for '{}' not implemented (needed by {}; module '{}' "
-           "registers no linearize rule)", ext->family(), where, sem->module);
-    return sem->linearize(b, inst, primals, tangents);
+           "registers no {} rule)", ext->family(), where, sem->module,
+           inst.results.size() == 1 ? "linearize" : "linearize_results");
+    std::vector<Tangent> ts = sem->linearize_results(b, inst, primals, tangents);
+    EIN_ASSERT(ts.size() == inst.results.size(), "linearize_results of '{}' returned {} tangents for {} results",
+               ext->family(), ts.size(), inst.results.size());
+    return ts;
   }
   StdLinearizeRule rule = std_ad_rules(kind(inst.op)).linearize;
   if (!rule) fail(ErrorKind::unsupported, "differentiation rule for '{}' not implemented (needed by {})",
                   op_name(inst.op), where);
-  return rule(b, inst, primals, tangents, out);
+  return {rule(b, inst, primals, tangents, outs[0])};
 }
 
 struct JvpValues {
@@ -43,6 +48,7 @@ JvpValues jvp_into(Builder& b, const Program& program, std::span<const Value> pr
                    std::span<const Tangent> tangent_args, const ExtensionRegistry* registry) {
   std::map<ValueId, Value> primal;
   std::map<ValueId, Tangent> tangent;
+  const auto names = value_names(program);
   for (size_t i = 0; i < program.params.size(); ++i) {
     primal[program.params[i].value.id] = primal_args[i];
     if (tangent_args[i]) tangent[program.params[i].value.id] = tangent_args[i];
@@ -59,17 +65,22 @@ JvpValues jvp_into(Builder& b, const Program& program, std::span<const Value> pr
       any |= t.has_value();
       ts.push_back(std::move(t));
     }
-    Value out = b.emit(inst.op, ops);
-    primal[inst.result.id] = out;
+    std::vector<Value> outs = b.emit_results(inst.op, ops);
+    bool floating = false;
+    for (size_t r = 0; r < outs.size(); ++r) {
+      primal[inst.results[r].id] = outs[r];
+      floating |= is_floating(outs[r].type.dtype);
+    }
     // Symbolic zeros: an instruction none of whose operands has a tangent gets none, without asking its rule;
     // integer results never carry one.
-    if (!any || !is_floating(out.type.dtype)) continue;
-    Tangent t = apply_linearize(b, inst, ops, ts, out, registry, detail::instruction_where(program, k));
-    if (t) {
-      EIN_ASSERT(t->type.dtype == out.type.dtype && t->type.rank() == out.type.rank(),
-                 "linearize rule of '{}' returned {} for a result of type {}", op_name(inst.op), t->type.to_string(),
-                 out.type.to_string());
-      tangent[inst.result.id] = t;
+    if (!any || !floating) continue;
+    std::vector<Tangent> t = apply_linearize(b, inst, ops, ts, outs, registry, detail::instruction_where(program, names, inst));
+    for (size_t r = 0; r < outs.size(); ++r) {
+      if (!t[r] || !is_floating(outs[r].type.dtype)) continue;
+      EIN_ASSERT(t[r]->type.dtype == outs[r].type.dtype && t[r]->type.rank() == outs[r].type.rank(),
+                 "linearize rule of '{}' returned {} for a result of type {}", op_name(inst.op),
+                 t[r]->type.to_string(), outs[r].type.to_string());
+      tangent[inst.results[r].id] = t[r];
     }
   }
   JvpValues r;
@@ -113,16 +124,19 @@ Linearized linearize(const Program& program, std::span<const int> wrt, const Ext
   // (recomputed in the linear program rather than passed as a residual).
   std::set<ValueId> linear, constant;
   for (size_t i = np; i < joint.params.size(); ++i) linear.insert(joint.params[i].value.id);
+  // Classified per instruction (id of its first result): all results of one instruction share its class.
   std::map<ValueId, const Instruction*> defined_by;
   for (const Instruction& inst : joint.instructions) {
-    defined_by[inst.result.id] = &inst;
     bool lin = false, cst = true;
     for (const Value& v : inst.operands) {
       lin |= linear.count(v.id) > 0;
       cst &= constant.count(v.id) > 0;
     }
-    if (lin) linear.insert(inst.result.id);
-    else if (cst) constant.insert(inst.result.id);
+    for (const Value& r : inst.results) {
+      defined_by[r.id] = &inst;
+      if (lin) linear.insert(r.id);
+      else if (cst) constant.insert(r.id);
+    }
   }
   // Residuals: primal values (not constants) that the linear part reads, in order of first use.
   std::vector<Value> residuals;
@@ -133,7 +147,7 @@ Linearized linearize(const Program& program, std::span<const int> wrt, const Ext
     residuals.push_back(v);
   };
   for (const Instruction& inst : joint.instructions)
-    if (linear.count(inst.result.id))
+    if (linear.count(inst.results[0].id))
       for (const Value& v : inst.operands) need(v);
   for (size_t i = no; i < joint.outputs.size(); ++i) need(joint.outputs[i]);
   // The linear program must bind every symbol its instructions use from its own parameters (a zero tangent output
@@ -146,7 +160,8 @@ Linearized linearize(const Program& program, std::span<const int> wrt, const Ext
   for (const Value& r : residuals) collect(bound, r.type);
   for (size_t i = np; i < joint.params.size(); ++i) collect(bound, joint.params[i].value.type);
   for (const Instruction& inst : joint.instructions)
-    if (linear.count(inst.result.id) || constant.count(inst.result.id)) collect(wanted, inst.result.type);
+    if (linear.count(inst.results[0].id) || constant.count(inst.results[0].id))
+      for (const Value& r : inst.results) collect(wanted, r.type);
   for (size_t i = no; i < joint.outputs.size(); ++i) collect(wanted, joint.outputs[i].type);
   for (size_t i = 0; i < np; ++i) {
     std::set<std::string> carried;
@@ -169,9 +184,9 @@ Linearized linearize(const Program& program, std::span<const int> wrt, const Ext
   primal.params.assign(joint.params.begin(), joint.params.begin() + static_cast<std::ptrdiff_t>(np));
   std::set<ValueId> kept;
   for (const Instruction& inst : joint.instructions)
-    if (!linear.count(inst.result.id)) {
+    if (!linear.count(inst.results[0].id)) {
       primal.instructions.push_back(inst);
-      kept.insert(inst.result.id);
+      for (const Value& r : inst.results) kept.insert(r.id);
     }
   primal.outputs.assign(joint.outputs.begin(), joint.outputs.begin() + static_cast<std::ptrdiff_t>(no));
   primal.outputs.insert(primal.outputs.end(), residuals.begin(), residuals.end());
@@ -201,13 +216,16 @@ Linearized linearize(const Program& program, std::span<const int> wrt, const Ext
     const Instruction& inst = *defined_by.at(v.id);
     std::vector<Value> ops;
     for (const Value& o : inst.operands) ops.push_back(value_of(o));
-    return mapped[v.id] = b.emit(inst.op, ops);
+    std::vector<Value> rs = b.emit_results(inst.op, ops);
+    for (size_t r = 0; r < rs.size(); ++r) mapped[inst.results[r].id] = rs[r];
+    return mapped.at(v.id);
   };
   for (const Instruction& inst : joint.instructions) {
-    if (!linear.count(inst.result.id)) continue;
+    if (!linear.count(inst.results[0].id)) continue;
     std::vector<Value> ops;
     for (const Value& v : inst.operands) ops.push_back(value_of(v));
-    mapped[inst.result.id] = b.emit(inst.op, ops);
+    std::vector<Value> rs = b.emit_results(inst.op, ops);
+    for (size_t r = 0; r < rs.size(); ++r) mapped[inst.results[r].id] = rs[r];
   }
   std::vector<Value> tangent_outputs;
   for (size_t i = no; i < joint.outputs.size(); ++i) tangent_outputs.push_back(value_of(joint.outputs[i]));

@@ -6,6 +6,7 @@
 #include "compiler/ad/Rules.h"
 #include "compiler/ad/Util.h"
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -14,27 +15,33 @@ namespace einstage::ad {
 
 namespace {
 
+// `cts` has one entry per result of `inst` (nullopt = zero, at least one a value).
 std::vector<Tangent> apply_transpose(Builder& b, const Instruction& inst, std::span<const Value> operands,
-                                     std::span<const bool> linear, const Value& ct, const ExtensionRegistry* registry,
-                                     const std::string& where) {
-  TransposeRule ext_rule;
-  StdTransposeRule std_rule = nullptr;
+                                     std::span<const bool> linear, std::span<const Tangent> cts,
+                                     const ExtensionRegistry* registry, const std::string& where) {
+  std::function<std::vector<Tangent>()> rule;
   if (const auto* ext = std::get_if<ExtensionOp>(&inst.op)) {
     const ExtensionSemantics* sem = registry ? registry->find(ext->family()) : nullptr;
     if (!sem) fail_unknown_family(ext->family(), where);
-    if (!sem->transpose)
+    if (inst.results.size() == 1 && sem->transpose) {
+      rule = [&] { return sem->transpose(b, inst, operands, linear, *cts[0]); };
+    } else if (sem->transpose_results) {
+      rule = [&] { return sem->transpose_results(b, inst, operands, linear, cts); };
+    } else {
       fail(ErrorKind::unsupported, "transpose rule for '{}' not implemented (needed for reverse mode by {}; module "
-           "'{}' registers no transpose rule)", ext->family(), where, sem->module);
-    ext_rule = sem->transpose;
+           "'{}' registers no {} rule)", ext->family(), where, sem->module,
+           inst.results.size() == 1 ? "transpose" : "transpose_results");
+    }
   } else {
-    std_rule = std_ad_rules(kind(inst.op)).transpose;
+    StdTransposeRule std_rule = std_ad_rules(kind(inst.op)).transpose;
     if (!std_rule)
       fail(ErrorKind::unsupported, "transpose rule for '{}' not implemented (needed for reverse mode by {}: the op "
            "is not linear, so the program is not linear in its linear inputs)", op_name(inst.op), where);
+    rule = [&] { return std_rule(b, inst, operands, linear, *cts[0]); };
   }
   // A rule's own error (an op used non-linearly) gets the instruction it is about.
   try {
-    return std_rule ? std_rule(b, inst, operands, linear, ct) : ext_rule(b, inst, operands, linear, ct);
+    return rule();
   } catch (const Error& e) {
     throw Error(e.kind(), fmt::format("transpose of {}: {}", where, e.what()));
   }
@@ -49,7 +56,7 @@ Program transpose(const Program& program, std::span<const int> linear_inputs, co
   for (const Instruction& inst : program.instructions)
     for (const Value& v : inst.operands)
       if (linear.count(v.id)) {
-        linear.insert(inst.result.id);
+        for (const Value& r : inst.results) linear.insert(r.id);
         break;
       }
 
@@ -67,10 +74,11 @@ Program transpose(const Program& program, std::span<const int> linear_inputs, co
 
   // Forward: everything that does not depend on the linear inputs (residual arithmetic, constants).
   for (const Instruction& inst : program.instructions) {
-    if (linear.count(inst.result.id)) continue;
+    if (linear.count(inst.results[0].id)) continue;
     std::vector<Value> ops;
     for (const Value& v : inst.operands) ops.push_back(forward.at(v.id));
-    forward[inst.result.id] = b.emit(inst.op, ops);
+    std::vector<Value> rs = b.emit_results(inst.op, ops);
+    for (size_t r = 0; r < rs.size(); ++r) forward[inst.results[r].id] = rs[r];
   }
 
   // Backward.
@@ -83,13 +91,19 @@ Program transpose(const Program& program, std::span<const int> linear_inputs, co
   };
   for (size_t k = 0; k < program.outputs.size(); ++k)
     if (linear.count(program.outputs[k].id)) accumulate(program.outputs[k], ct_params[k]);
+  const auto names = value_names(program);
   for (size_t k = program.instructions.size(); k-- > 0;) {
     const Instruction& inst = program.instructions[k];
-    if (!linear.count(inst.result.id)) continue;
-    auto it = ct.find(inst.result.id);
-    if (it == ct.end()) continue;  // a zero cotangent: nothing flows back
-    const Value c = it->second;
-    ct.erase(it);
+    if (!linear.count(inst.results[0].id)) continue;
+    std::vector<Tangent> c;  // one per result
+    bool any = false;
+    for (const Value& r : inst.results) {
+      auto it = ct.find(r.id);
+      c.push_back(it == ct.end() ? std::nullopt : Tangent(it->second));
+      any |= it != ct.end();
+      if (it != ct.end()) ct.erase(it);
+    }
+    if (!any) continue;  // zero cotangents: nothing flows back
     const size_t n = inst.operands.size();
     std::vector<Value> ops;
     auto mask = std::make_unique<bool[]>(n);  // std::vector<bool> has no contiguous storage for a span
@@ -99,7 +113,7 @@ Program transpose(const Program& program, std::span<const int> linear_inputs, co
       ops.push_back(mask[i] ? Value{-1, v.type} : forward.at(v.id));  // a linear operand has no value here
     }
     std::vector<Tangent> cts = apply_transpose(b, inst, ops, std::span<const bool>(mask.get(), n), c, registry,
-                                               detail::instruction_where(program, k));
+                                               detail::instruction_where(program, names, inst));
     EIN_ASSERT(cts.size() == n, "transpose rule of '{}' returned {} cotangents for {} operands", op_name(inst.op),
                cts.size(), n);
     for (size_t i = 0; i < n; ++i)

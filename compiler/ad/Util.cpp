@@ -34,7 +34,10 @@ std::string fresh_name(std::set<std::string>& used, const std::string& base) {
   return name;
 }
 
-std::string instruction_where(const Program& program, size_t k) { return fmt::format("%{} in @{}", k, shown_arg(program.name)); }
+std::string instruction_where(const Program& program, const std::map<ValueId, std::string>& names,
+                              const Instruction& inst) {
+  return fmt::format("{} in @{}", names.at(inst.results[0].id), shown_arg(program.name));
+}
 
 Program clean_up(const Program& program) {
   Program p = eliminate_dead_code(eliminate_common_subexpressions(eliminate_dead_code(program)));

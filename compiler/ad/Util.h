@@ -5,6 +5,7 @@
 
 #include "ir/Program.h"
 
+#include <map>
 #include <set>
 #include <span>
 #include <string>
@@ -20,8 +21,10 @@ void check_parameter_indices(const Program& program, std::span<const int> indice
 /// `base`, or `base` followed by as many '_' as needed to be unused; the result is added to `used`.
 std::string fresh_name(std::set<std::string>& used, const std::string& base);
 
-/// "%k in @name" for instruction k of program, as messages name it.
-std::string instruction_where(const Program& program, size_t k);
+/// "%k in @name" for an instruction of `program` (by its first result's printed name in `names`, value_names of
+/// the program), as messages name it.
+std::string instruction_where(const Program& program, const std::map<ValueId, std::string>& names,
+                              const Instruction& inst);
 
 /// DCE, CSE, DCE: what every transformation returns.
 Program clean_up(const Program& program);

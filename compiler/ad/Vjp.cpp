@@ -20,7 +20,8 @@ std::vector<Value> inline_program(Builder& b, const Program& program, std::span<
   for (const Instruction& inst : program.instructions) {
     std::vector<Value> ops;
     for (const Value& v : inst.operands) ops.push_back(mapped.at(v.id));
-    mapped[inst.result.id] = b.emit(inst.op, std::move(ops));
+    std::vector<Value> rs = b.emit_results(inst.op, std::move(ops));
+    for (size_t r = 0; r < rs.size(); ++r) mapped[inst.results[r].id] = rs[r];
   }
   std::vector<Value> out;
   for (const Value& v : program.outputs) out.push_back(mapped.at(v.id));

@@ -230,7 +230,8 @@ Program split_einsums(const Program& program, const ExtensionRegistry* registry)
     if (ext && ext->family() == kEinsumFamily && ops.size() >= 3)
       tree = tree_now(static_cast<const EinsumPayload&>(*ext->payload), ops);
     if (!tree) {
-      mapped[inst.result.id] = b.emit(inst.op, ops);
+      std::vector<Value> rs = b.emit_results(inst.op, ops);
+      for (size_t r = 0; r < rs.size(); ++r) mapped[inst.results[r].id] = rs[r];
       continue;
     }
     const auto& payload = static_cast<const EinsumPayload&>(*ext->payload);
@@ -257,7 +258,7 @@ Program split_einsums(const Program& program, const ExtensionRegistry* registry)
     }
     EIN_ASSERT(static_cast<int>(values.size()) == 2 * n - 1, "split_einsums: {} steps for {} operands",
                cost.steps.size(), n);
-    mapped[inst.result.id] = values.back();
+    mapped[inst.result().id] = values.back();
   }
   std::vector<Value> outputs;
   for (const Value& v : program.outputs) outputs.push_back(mapped.at(v.id));

@@ -299,7 +299,7 @@ Value lower_einsum_ad(Builder& b, const EinsumAdPayload& p, const Instruction& i
       }
       return *sum;
     }
-    case EinsumAdMode::vjp: return Value{-1, inst.result.type};
+    case EinsumAdMode::vjp: return Value{-1, inst.result().type};
     case EinsumAdMode::vjp_part:
       return einsum_cotangent(b, p.forward(), operands.subspan(1, n), static_cast<size_t>(p.part()), operands[1 + n],
                               lower);

@@ -41,7 +41,7 @@ class PreparedEinsum final : public PreparedOp {
 class EinsumExecutor final : public ExtensionExecutor {
  public:
   std::shared_ptr<const PreparedOp> prepare(const ExtensionPayload& payload, std::span<const TensorType> operands,
-                                            const TensorType&) const override {
+                                            std::span<const TensorType>) const override {
     EIN_ASSERT(payload.family() == kEinsumFamily, "einsum executor given a '{}' payload", payload.family());
     // Same class on both sides of a module boundary (same headers, checked by the ABI version), so a static_cast
     // is right even when the payload was made by the host's copy of this code.
@@ -100,7 +100,7 @@ class PreparedPart final : public PreparedOp {
 class EinsumAdExecutor final : public ExtensionExecutor {
  public:
   std::shared_ptr<const PreparedOp> prepare(const ExtensionPayload& payload, std::span<const TensorType> operands,
-                                            const TensorType&) const override {
+                                            std::span<const TensorType>) const override {
     EIN_ASSERT(payload.family() == kEinsumAdFamily, "einsum_ad executor given a '{}' payload", payload.family());
     const auto& p = static_cast<const EinsumAdPayload&>(payload);
     const size_t n = p.forward().subscripts().num_inputs();

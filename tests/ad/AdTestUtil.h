@@ -1,5 +1,6 @@
-// Helpers of the AD suite: a seeded RNG, random tensors of every floating dtype, a Runtime with the einsum module
-// (its registry carries einsum's AD rules), running programs, the real inner product <a, b> = Re sum(conj(a) b),
+// Helpers of the AD suite: a seeded RNG, random tensors of every floating dtype, a Runtime with the einsum module and
+// the two-result test family test.dup.v1 (its registry carries their AD rules), running programs, the real inner
+// product <a, b> = Re sum(conj(a) b),
 // central finite differences and the three checks every case goes through:
 //   jvp against central finite differences; the dot-product test <vjp(c), t> = <c, jvp(t)>; transpose adjointness
 //   of the linearized program (<T(c), t> = <c, L(t)>, with L's tangent equal to jvp's).
@@ -10,6 +11,7 @@
 #include "extensions/einsum/Module.h"
 #include "ir/Printer.h"
 #include "runtime/Runtime.h"
+#include "support/DupModule.h"
 #include "support/Random.h"
 
 #include <doctest/doctest.h>
@@ -102,11 +104,12 @@ inline bool close(const Tensor& a, const Tensor& b, double rtol, std::string* wh
   return ok;
 }
 
-/// The Runtime every AD test runs programs on (einsum module linked in).
+/// The Runtime every AD test runs programs on (einsum module and the two-result test family test.dup.v1 linked in).
 inline const Runtime& runtime() {
   static const Runtime rt = [] {
     Runtime r;
     r.add_module(einsum::module_descriptor());
+    r.add_module(testing::dup_module_descriptor());
     return r;
   }();
   return rt;

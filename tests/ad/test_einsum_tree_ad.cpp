@@ -321,7 +321,7 @@ TEST_CASE("lowering: jvp and vjp programs lower to standard ops with the same va
   }
   // A program that returns the packed cotangents themselves has no standard-op form.
   Program packed = v;
-  packed.outputs = {v.instructions[1].result};
+  packed.outputs = {v.instructions[1].results[0]};
   std::string error;
   try {
     lower_to_standard_ops(packed, {}, *registry());

@@ -104,8 +104,8 @@ TEST_CASE("errors: the verifier catches a result type that disagrees with the ei
   TracedTensor x = ctx.parameter("x", DType::f64, {2, 3});
   TracedTensor w = ctx.parameter("w", DType::f64, {3, 4});
   Program p = ctx.finish({einsum::einsum(ctx, "ij,jk->ik", {x, w})});
-  p.instructions[0].result.type = TensorType{DType::f64, {2, 5}};
-  p.outputs[0].type = p.instructions[0].result.type;
+  p.instructions[0].results[0].type = TensorType{DType::f64, {2, 5}};
+  p.outputs[0].type = p.instructions[0].results[0].type;
   std::string msg = error_of([&] { verify(p, &registry()); });
   CHECK(msg.rfind("'einstage.einsum.v1' at %0 in @v: result type is f64[2,5] but the type rule gives f64[2,4]", 0) == 0);
   CHECK(msg.find("> ") != std::string::npos);

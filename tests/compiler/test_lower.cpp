@@ -202,7 +202,7 @@ TEST_CASE("lower: a symbolic program lowered under bindings computes what the tr
     einsum::EinsumOptions o;
     o.plan = pl.plan();
     o.allow_broadcast = pl.broadcast();
-    return einsum::einsum(pl.subscripts(), ops, o);
+    return std::vector<Tensor>{einsum::einsum(pl.subscripts(), ops, o)};
   };
   for (int64_t size : {1, 2, 5}) {
     CAPTURE(size);

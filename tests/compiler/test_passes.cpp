@@ -69,7 +69,7 @@ TEST_CASE("cse: constraints of merged instructions move to the survivor without 
   REQUIRE(p.constraints.size() == 2);
   Program q = eliminate_common_subexpressions(p);
   REQUIRE(q.constraints.size() == 1);
-  CHECK(q.constraints[0].at == q.instructions[0].result.id);
+  CHECK(q.constraints[0].at == q.instructions[0].result().id);
 }
 
 TEST_CASE("pipeline: runs passes in order, dumps after each, and simplify = dce, cse, dce") {

@@ -35,7 +35,7 @@ struct Executor final : einstage::ExtensionExecutor {
   explicit Executor(RunFn fn) : fn(fn) {}
   std::shared_ptr<const einstage::PreparedOp> prepare(const einstage::ExtensionPayload&,
                                                       std::span<const einstage::TensorType>,
-                                                      const einstage::TensorType&) const override {
+                                                      std::span<const einstage::TensorType>) const override {
     return std::make_shared<Prepared>(fn);
   }
   RunFn fn;

@@ -361,7 +361,7 @@ TEST_CASE("the verifier names the instruction and shows the lines around it") {
   verify(good);
 
   Program wrong_type = good;
-  wrong_type.instructions[1].result.type = f64({4});
+  wrong_type.instructions[1].results[0].type = f64({4});
   wrong_type.instructions[2].operands[1].type = f64({4});
   wrong_type.outputs[0].type = f64({3});
   CHECK(message_of([&] { verify(wrong_type); }) ==
@@ -403,8 +403,8 @@ TEST_CASE("the verifier names the instruction and shows the lines around it") {
   CHECK(message_of([&] { verify(bad_output); }).starts_with("@f: output 0 (%?77) is not a defined value\n"));
 
   Program twice = good;
-  twice.instructions[1].result.id = twice.instructions[0].result.id;
-  twice.instructions[2].operands[1].id = twice.instructions[0].result.id;
+  twice.instructions[1].results[0].id = twice.instructions[0].results[0].id;
+  twice.instructions[2].operands[1].id = twice.instructions[0].results[0].id;
   CHECK(message_of([&] { verify(twice); }).starts_with(
       "'exp' at %1 in @f: result value id 1 is negative or already defined (SSA values are defined once)\n"));
 }

@@ -5,6 +5,7 @@
 #include "ir/Json.h"
 #include "ir/Parser.h"
 #include "ir/Printer.h"
+#include "support/DupFamily.h"
 #include "support/Golden.h"
 #include "test_program_family.h"
 
@@ -39,6 +40,7 @@ const ExtensionRegistry& registry() {
   static const ExtensionRegistry r = [] {
     ExtensionRegistry reg;
     testing::register_test_families(reg);
+    testing::register_dup_family(reg);  // tests/ir/test_multi_result.cpp's golden
     return reg;
   }();
   return r;
@@ -146,6 +148,7 @@ const std::vector<std::pair<std::string, std::function<Program()>>>& cases() {
       {"elementwise", elementwise},
       {"constants", constants},
       {"no_outputs", no_outputs},
+      {"multi_result", [] { return testing::dup_pairs_program(registry()); }},
   };
   return c;
 }

@@ -190,7 +190,7 @@ TEST_CASE("random programs round-trip through text and JSON") {
     for (size_t i = 0; i < p.instructions.size(); ++i) {
       CHECK(q.instructions[i].op == p.instructions[i].op);
       CHECK(hash_op(q.instructions[i].op) == hash_op(p.instructions[i].op));
-      CHECK(q.instructions[i].result.type == p.instructions[i].result.type);
+      CHECK(q.instructions[i].result().type == p.instructions[i].result().type);
     }
     CHECK(q.constraints == p.constraints);
     Program j = program_from_json(program_to_json(p), &reg);

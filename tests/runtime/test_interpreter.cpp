@@ -228,13 +228,13 @@ TEST_CASE("interpreter: extension ops go to the handler; without one the family 
   std::string seen;
   opts.extension = [&](const Instruction&, const std::string& where, std::span<const Tensor> in, const DimBindings&) {
     seen = where;
-    return kernels_free_double(in[0]);
+    return std::vector<Tensor>{kernels_free_double(in[0])};
   };
   auto out = evaluate(p, std::vector<Tensor>{xs}, opts);
   CHECK(seen == "%0 in @e");
   for (int64_t i = 0; i < 3; ++i) CHECK(out[0].at<double>({i}) == -2 * xs.at<double>({i}));
   opts.extension = [](const Instruction&, const std::string&, std::span<const Tensor>, const DimBindings&) {
-    return Tensor::zeros(DType::f64, {4});
+    return std::vector<Tensor>{Tensor::zeros(DType::f64, {4})};
   };
   CHECK(error_of([&] { evaluate(p, std::vector<Tensor>{xs}, opts); }) ==
         "'test.double.v1' at %0 in @e: the module's executor returned f64[4] but the type rule says f64[3]");
