@@ -5,6 +5,7 @@
 #include "extensions/einsum/EinsumAdOp.h"
 #include "extensions/einsum/EinsumOp.h"
 #include "extensions/einsum/Executor.h"
+#include "extensions/einsum/SlicedEinsum.h"
 #include "extensions/einsum/TreeAd.h"
 #include "ir/Config.h"
 #include "runtime/Context.h"
@@ -38,6 +39,19 @@ class PreparedEinsum final : public PreparedOp {
   EinsumPlan plan_;  // immutable; execute() allocates its own arena, so concurrent runs are safe
 };
 
+// A plan spec with max_memory: the slices, summed in a fixed order on the context's threads (SlicedEinsum.h).
+class PreparedSlicedEinsum final : public PreparedOp {
+ public:
+  explicit PreparedSlicedEinsum(SlicedEinsumPlan plan) : plan_(std::move(plan)) {}
+  Tensor run(std::span<const Tensor> operands, ExecutionContext& context) const override {
+    return plan_.execute(operands, context, &context.pool());
+  }
+  std::string describe() const override { return plan_.to_string(); }
+
+ private:
+  SlicedEinsumPlan plan_;
+};
+
 class EinsumExecutor final : public ExtensionExecutor {
  public:
   std::shared_ptr<const PreparedOp> prepare(const ExtensionPayload& payload, std::span<const TensorType> operands,
@@ -46,6 +60,9 @@ class EinsumExecutor final : public ExtensionExecutor {
     // Same class on both sides of a module boundary (same headers, checked by the ABI version), so a static_cast
     // is right even when the payload was made by the host's copy of this code.
     const auto& p = static_cast<const EinsumPayload&>(payload);
+    if (p.plan().max_memory > 0)
+      return std::make_shared<PreparedSlicedEinsum>(
+          SlicedEinsumPlan::prepare(p.subscripts(), metas_of(operands), p.plan().max_memory, options_of(p)));
     return std::make_shared<PreparedEinsum>(EinsumPlan::prepare(p.subscripts(), metas_of(operands), options_of(p)));
   }
 };

@@ -92,15 +92,20 @@ struct SlicedEinsumPlan::Impl {
   }
 };
 
+namespace {
+
+std::vector<Shape> shapes_of(std::span<const TensorMeta> metas) {
+  std::vector<Shape> shapes;
+  for (const TensorMeta& m : metas) shapes.push_back(m.shape);
+  return shapes;
+}
+
+}  // namespace
+
 SlicedEinsumPlan SlicedEinsumPlan::prepare(std::string_view text, std::span<const TensorMeta> metas,
                                            int64_t max_memory_bytes, const EinsumOptions& options) {
   const Notation notation = parse_notation(text);
-  std::vector<Shape> shapes;
-  for (const TensorMeta& m : metas) shapes.push_back(m.shape);
-  const BoundEinsum bound = bind_einsum(notation, shapes, options.allow_broadcast);
-  auto impl = std::make_shared<Impl>();
-  impl->dtype = metas.empty() ? DType::f64 : metas[0].dtype;
-  for (const TensorMeta& m : metas) impl->dtype = promote(impl->dtype, m.dtype);
+  const BoundEinsum bound = bind_einsum(notation, shapes_of(metas), options.allow_broadcast);
   PlanSpec spec = options.plan;
   if (notation.nested && notation.num_inputs() >= 2) {
     if (spec.kind != PlanKind::automatic)
@@ -109,6 +114,20 @@ SlicedEinsumPlan SlicedEinsumPlan::prepare(std::string_view text, std::span<cons
            quote_for_message(notation.text), spec.to_string());
     spec = PlanSpec::tree_plan(notation.order);
   }
+  return build(bound, metas, max_memory_bytes, spec, options.allow_broadcast);
+}
+
+SlicedEinsumPlan SlicedEinsumPlan::prepare(const Subscripts& subscripts, std::span<const TensorMeta> metas,
+                                           int64_t max_memory_bytes, const EinsumOptions& options) {
+  const BoundEinsum bound = bind_einsum(subscripts, shapes_of(metas), options.allow_broadcast);
+  return build(bound, metas, max_memory_bytes, options.plan, options.allow_broadcast);
+}
+
+SlicedEinsumPlan SlicedEinsumPlan::build(const BoundEinsum& bound, std::span<const TensorMeta> metas,
+                                         int64_t max_memory_bytes, PlanSpec spec, bool allow_broadcast) {
+  auto impl = std::make_shared<Impl>();
+  impl->dtype = metas.empty() ? DType::f64 : metas[0].dtype;
+  for (const TensorMeta& m : metas) impl->dtype = promote(impl->dtype, m.dtype);
   spec.max_memory = 0;
   const int element = static_cast<int>(size_of(impl->dtype));
   if (max_memory_bytes < element)
@@ -141,7 +160,7 @@ SlicedEinsumPlan SlicedEinsumPlan::prepare(std::string_view text, std::span<cons
     slice_metas.push_back({impl->dtype, std::move(shape)});
   }
   EinsumOptions slice_options;
-  slice_options.allow_broadcast = options.allow_broadcast;
+  slice_options.allow_broadcast = allow_broadcast;
   if (metas.size() >= 2) slice_options.plan = PlanSpec::tree_plan(sp.tree.steps());
   impl->plan = EinsumPlan::prepare(sub, slice_metas, slice_options);
 
@@ -200,6 +219,17 @@ Tensor SlicedEinsumPlan::sum_in_order(std::span<Tensor> partials) {
 Tensor SlicedEinsumPlan::execute(std::span<const Tensor> operands, ExecutionContext& context, ThreadPool* pool) const {
   std::vector<Tensor> partials = execute_chunks(operands, context, pool, 0, impl_->chunks);
   return sum_in_order(partials);
+}
+
+std::string SlicedEinsumPlan::to_string() const {
+  const Impl& im = *impl_;
+  std::string labels;
+  for (size_t k = 0; k < im.slicing.sliced.size(); ++k)
+    labels += fmt::format("{}{}({})", k ? " " : "", label_name(im.plan.subscripts(), im.slicing.sliced[k]),
+                          im.slicing.sliced_extents[k]);
+  return fmt::format("sliced: {} slices over labels {}, {} chunks, overhead {:.3f}x\n", im.slices,
+                     labels.empty() ? "none" : labels, im.chunks, im.slicing.overhead) +
+         im.plan.to_string();
 }
 
 const SlicedPlan& SlicedEinsumPlan::slicing() const { return impl_->slicing; }

@@ -17,6 +17,7 @@
 #pragma once
 
 #include "extensions/einsum/Executor.h"
+#include "extensions/einsum/Notation.h"
 #include "extensions/einsum/planner/Slicing.h"
 
 #include <memory>
@@ -32,6 +33,10 @@ class SlicedEinsumPlan {
   /// bytes of the promoted dtype. options.plan chooses the tree (its max_memory is ignored: the argument rules). Errors
   /// as plan_sliced(), with the limit in bytes.
   static SlicedEinsumPlan prepare(std::string_view subscripts, std::span<const TensorMeta> metas,
+                                  int64_t max_memory_bytes, const EinsumOptions& options = {});
+
+  /// Integer-label Subscripts (Notation.h make_subscripts); what the traced op's executor uses.
+  static SlicedEinsumPlan prepare(const Subscripts& subscripts, std::span<const TensorMeta> metas,
                                   int64_t max_memory_bytes, const EinsumOptions& options = {});
 
   /// Every slice, summed in the fixed order, on `pool` (nullptr: the calling thread) with the context's JIT. Operands
@@ -54,9 +59,14 @@ class SlicedEinsumPlan {
   DType dtype() const;
   const Shape& output_shape() const;
 
+  /// "sliced: N slices over labels ..., C chunks" and the slice plan's dump.
+  std::string to_string() const;
+
   struct Impl;
 
  private:
+  static SlicedEinsumPlan build(const BoundEinsum& bound, std::span<const TensorMeta> metas, int64_t max_memory_bytes,
+                                PlanSpec spec, bool allow_broadcast);
   std::shared_ptr<const Impl> impl_;
 };
 

@@ -16,7 +16,8 @@
 // `auto(quality=high)`, `greedy(cost=smallest_result)`, `anneal(budget=10,seed=3)`, `left_to_right`,
 // `path[(0,1),(0,1)]`, `tree[(0,1),(3,2)]`, `auto(max_memory=256MiB)`. parse(to_string(s)) == s for every spec.
 // max_memory (any kind) asks for a sliced contraction whose every intermediate fits that many bytes (Slicing.h);
-// plan() and resolve() ignore it, the executors that know the dtype slice (SlicedPlan.h).
+// plan() and resolve() ignore it; the executors that know the dtype slice (SlicedEinsum.h: one-shot einsum() and a
+// traced einsum op's runtime executor). Lowering to standard ops and the AD plans still use the unsliced tree.
 // Depends on the other planner headers; no IR or runtime headers.
 #pragma once
 

@@ -1,16 +1,17 @@
 // Slicing: a contraction tree whose every intermediate fits a memory limit, by fixing the values of a few labels.
 //
 // Planning stage. Slicing label l means contracting the network once per value of l (with l fixed, so of extent 1)
-// and adding the results; the slices are independent, so they also spread over threads and processes (SlicedPlan.h
+// and adding the results; the slices are independent, so they also spread over threads and processes (SlicedEinsum.h
 // runs them). plan_sliced() is cotengra's "slice then reconfigure" loop, made deterministic: plan the unsliced tree
-// (the spec's planner), then, while the largest intermediate of one slice exceeds the limit, slice the one label that
-// keeps the total sliced flops (number of slices x flops of one slice) smallest among the labels of an intermediate
-// above the limit (ties: the smaller largest intermediate, then the label seen first), and reconfigure the tree on
-// the sliced extents (ContractionTree.h's cost model with the sliced labels at extent 1), keeping a reconfigured tree
-// only if it is cheaper and its largest intermediate grows no further above the limit. Finally every sliced label
-// whose slicing the fitted tree no longer needs is un-sliced, last first. Only summed labels are sliced: a label of
-// the output stays whole, so the output itself must fit the limit. Explicit orders (path, tree, left_to_right) are
-// sliced as given, never reconfigured. The work is fixed by the inputs; with a budget (the spec's, in work units:
+// (the spec's planner), then, while the largest intermediate of one slice exceeds the limit, slice the label of an
+// intermediate above the limit that costs the fewest bits of total sliced flops (number of slices x flops of one
+// slice) per bit it removes from the intermediates' excess over the limit (ties: more removed, then the label seen
+// first), and reconfigure the tree on the sliced extents (ContractionTree.h's cost model with the sliced labels at
+// extent 1), keeping a reconfigured tree only if it is cheaper and its largest intermediate grows no further above
+// the limit. Every sliced label whose slicing the fitted tree no longer needs is then un-sliced, last first; a fresh
+// greedy tree on the sliced extents is sliced the same way from there, and the cheaper result is kept. Only summed
+// labels are sliced: a label of the output stays whole, so the output itself must fit the limit. Explicit orders
+// (path, tree, left_to_right) are sliced as given, never reconfigured. The work is fixed by the inputs; with a budget (the spec's, in work units:
 // Deadline.h) reconfiguration stops when it is spent, slicing never does (the result must fit).
 // Memory sizes: the planner counts elements; the text forms (`auto(max_memory=256MiB)`, `--max-memory`) are bytes
 // with a unit, parsed and printed here (parse_memory_size), and divided by the element size of the dtype.
