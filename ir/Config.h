@@ -1,6 +1,6 @@
 // Config: every setting einstage takes from the environment, in one documented struct, read from the process
-// environment once. Stage: ir (the lowest layer, because the compiler's pass dumps and tensor storage's block cache
-// read it as well as the runtime). Depends on ir/Error.h and ir/Quote.h.
+// environment once. Stage: ir (the lowest layer, because the compiler's pass dumps and the scratch allocator of tensor
+// storage (ir/Scratch.h) read it as well as the runtime). Depends on ir/Error.h and ir/Quote.h.
 //
 // Each field has a default, an environment variable that overrides it, and may be overridden again by an explicit
 // option (ConfigOptions, which RuntimeOptions, EinsumOptions and the command line's flags fill):
@@ -61,7 +61,7 @@ struct Config {
   bool jit_specialise = true;
   /// Small problems may take the JIT's direct (no-pack) path (false forces the packed path).
   bool jit_direct = true;
-  /// Bytes of freed large blocks kept for reuse by tensor storage and scratch (0: none are kept).
+  /// Bytes of freed memory a context's ScratchAllocator (ir/Scratch.h) keeps for reuse (0: none is kept).
   size_t scratch_cache_bytes = size_t{1} << 30;
   /// The compiler's pipelines print the program after every pass to stderr.
   bool dump_passes = false;

@@ -1,6 +1,6 @@
 #include "ir/Tensor.h"
 
-#include "ir/Config.h"
+#include "ir/Scratch.h"
 #include "ir/Size.h"
 
 #include <fmt/format.h>
@@ -9,12 +9,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
-#include <mutex>
 #include <numeric>
 
-#if defined(__linux__)
-#include <sys/mman.h>
-#endif
 
 namespace einstage {
 
@@ -33,98 +29,6 @@ int64_t element_count(const Shape& shape) { return checked_product(shape, "shape
 std::string shape_to_string(const Shape& shape) { return fmt::format("[{}]", fmt::join(shape, ",")); }
 
 namespace {
-
-#if defined(__linux__)
-// The last few freed large blocks (the newest kept, the oldest evicted), for an allocation of exactly the same
-// (2 MiB-rounded) size: a program that evaluates the same einsum in a loop gets its output's pages back warm instead
-// of fresh pages that the kernel must clear on first touch (a third of an elementwise 2048^2 product; with the
-// executor's per-call scratch of a few hundred MB, half of str_nw_mera_closed_120: 1.3 s -> 0.57 s). Bounded: 2 blocks
-// and 1 GiB in all by default, EINSTAGE_TENSOR_CACHE_MB=N sets the byte limit (Config::scratch_cache_bytes; 0 turns
-// the cache off). Never destroyed, so tensors freed during static destruction still find it.
-struct LargeBlockCache {
-  static constexpr size_t kBlocks = 2;
-  const size_t max_bytes = Config::process().scratch_cache_bytes;  // throws on a bad EINSTAGE_TENSOR_CACHE_MB
-  std::mutex mutex;
-  void* block[kBlocks] = {};
-  size_t size[kBlocks] = {};
-  uint64_t age[kBlocks] = {};  // when each block was given back (larger = newer)
-  uint64_t clock = 0;
-  size_t held = 0;
-
-  static LargeBlockCache& instance() {
-    static auto* cache = new LargeBlockCache;
-    return *cache;
-  }
-  void* take(size_t bytes) {
-    std::lock_guard lock(mutex);
-    for (size_t i = 0; i < kBlocks; ++i)
-      if (block[i] && size[i] == bytes) {
-        void* p = block[i];
-        block[i] = nullptr;
-        held -= bytes;
-        return p;
-      }
-    return nullptr;
-  }
-  // The freed block replaces the oldest kept ones when the slots or the byte limit are full: the blocks worth
-  // keeping are those of the einsum running now (a suite that went from 32 MB to 128 MB outputs kept two stale
-  // 32 MB blocks and faulted in every 128 MB output afresh: 11 ms -> 77 ms per call).
-  void give(void* p, size_t bytes) {
-    void* evicted[kBlocks] = {};
-    size_t n_evicted = 0;
-    bool kept = false;
-    {
-      std::lock_guard lock(mutex);
-      if (bytes <= max_bytes) {
-        for (;;) {
-          size_t free_slot = kBlocks, oldest = kBlocks;
-          for (size_t i = 0; i < kBlocks; ++i) {
-            if (!block[i]) free_slot = free_slot == kBlocks ? i : free_slot;
-            else if (oldest == kBlocks || age[i] < age[oldest]) oldest = i;
-          }
-          if (free_slot != kBlocks && held + bytes <= max_bytes) {
-            block[free_slot] = p, size[free_slot] = bytes, age[free_slot] = ++clock, held += bytes;
-            kept = true;
-            break;
-          }
-          if (oldest == kBlocks) break;  // nothing left to evict
-          evicted[n_evicted++] = block[oldest];
-          held -= size[oldest];
-          block[oldest] = nullptr;
-        }
-      }
-    }
-    for (size_t i = 0; i < n_evicted; ++i) std::free(evicted[i]);
-    if (!kept) std::free(p);
-  }
-};
-#endif
-
-std::shared_ptr<std::byte> allocate(size_t bytes) {
-  if (!fits_in_memory(static_cast<int64_t>(bytes))) fail_out_of_memory(static_cast<int64_t>(bytes), "a tensor");
-  size_t rounded = std::max<size_t>(64, (bytes + 63) / 64 * 64);
-#if defined(__linux__)
-  // Large tensors (>= 4 MiB) come straight from fresh mmap'd pages, so their first touch faults once per 4 KiB page:
-  // for a bandwidth-bound step (an elementwise product or outer product into a new output) the faults cost more than
-  // the arithmetic. Align to 2 MiB and ask for transparent huge pages (as NumPy's allocator does); with THP set to
-  // "madvise" that is 512x fewer faults. Only a hint: nothing depends on it succeeding.
-  constexpr size_t kHuge = size_t(2) << 20;
-  if (rounded >= 2 * kHuge) {
-    rounded = (rounded + kHuge - 1) / kHuge * kHuge;
-    void* p = LargeBlockCache::instance().take(rounded);
-    if (!p) {
-      p = std::aligned_alloc(kHuge, rounded);
-      if (!p) fail_out_of_memory(static_cast<int64_t>(bytes), "a tensor");
-      (void)madvise(p, rounded, MADV_HUGEPAGE);
-    }
-    return std::shared_ptr<std::byte>(static_cast<std::byte*>(p),
-                                      [rounded](std::byte* q) { LargeBlockCache::instance().give(q, rounded); });
-  }
-#endif
-  void* p = std::aligned_alloc(64, rounded);
-  if (!p) fail_out_of_memory(static_cast<int64_t>(bytes), "a tensor");
-  return std::shared_ptr<std::byte>(static_cast<std::byte*>(p), [](std::byte* q) { std::free(q); });
-}
 
 // Calls fn(offset_a, offset_b) for every multi-index in column-major order, with offsets in elements.
 template <typename Fn>
@@ -183,20 +87,12 @@ std::string format_element(T v) {
 
 }  // namespace
 
-TensorCacheStats tensor_cache_stats() {
-#if defined(__linux__)
-  LargeBlockCache& cache = LargeBlockCache::instance();
-  std::lock_guard lock(cache.mutex);
-  return {cache.max_bytes, cache.held};
-#else
-  return {};
-#endif
-}
+Tensor Tensor::empty(DType dtype, Shape shape) { return empty(dtype, std::move(shape), ScratchAllocator::process_default()); }
 
-Tensor Tensor::empty(DType dtype, Shape shape) {
+Tensor Tensor::empty(DType dtype, Shape shape, ScratchAllocator& allocator) {
   const int64_t bytes = checked_bytes(shape, size_of(dtype), "shape");
   Tensor t;
-  t.storage_ = allocate(static_cast<size_t>(bytes));
+  t.storage_ = allocator.allocate(static_cast<size_t>(bytes));
   t.dtype_ = dtype;
   t.strides_ = col_major_strides(shape);
   t.shape_ = std::move(shape);

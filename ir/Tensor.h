@@ -1,10 +1,11 @@
 // Tensor: the value type that constants, inputs and outputs carry (as XLA keeps its Literal at the base).
 //
 // A Tensor is a dtype, a shape, element strides and an offset into shared storage. Owned storage is column-major
-// (first index fastest) and 64-byte aligned. Views (permute, slice, reshape when possible) share storage without
-// copying; contiguous() gives a column-major copy when the layout is anything else. Construction always says which
-// order the caller's data is in (from_col_major / from_row_major); nothing guesses. Extents may be 0 and the rank
-// may be 0 (a scalar holding one element). Depends on ir/DType.h and ir/Error.h only.
+// (first index fastest) and 64-byte aligned, from a ScratchAllocator (ir/Scratch.h, which keeps freed large blocks
+// for reuse). Views (permute, slice, reshape when possible) share storage without copying; contiguous() gives a
+// column-major copy when the layout is anything else. Construction always says which order the caller's data is in
+// (from_col_major / from_row_major); nothing guesses. Extents may be 0 and the rank may be 0 (a scalar holding one
+// element). Depends on ir/DType.h, ir/Error.h and ir/Scratch.h.
 #pragma once
 
 #include "ir/DType.h"
@@ -29,22 +30,17 @@ int64_t element_count(const Shape& shape);
 /// "[2,3]" — the shape as einstage prints it everywhere.
 std::string shape_to_string(const Shape& shape);
 
-/// Diagnostics of the cache of freed large blocks (>= 4 MiB) that tensor storage reuses (ir/Tensor.cpp): its byte
-/// limit (1 GiB unless EINSTAGE_TENSOR_CACHE_MB=N, read once; 0 turns it off) and the bytes it holds now. Both are 0
-/// where there is no cache (non-Linux builds).
-struct TensorCacheStats {
-  size_t limit_bytes = 0;
-  size_t held_bytes = 0;
-};
-TensorCacheStats tensor_cache_stats();
+class ScratchAllocator;
 
 class Tensor {
  public:
   /// An undefined tensor (defined() is false); most operations on it fail.
   Tensor() = default;
 
-  /// Uninitialised column-major storage.
+  /// Uninitialised column-major storage from ScratchAllocator::process_default() (ir/Scratch.h).
   static Tensor empty(DType dtype, Shape shape);
+  /// The same from `allocator` (an ExecutionContext's scratch()), to which the storage returns when freed.
+  static Tensor empty(DType dtype, Shape shape, ScratchAllocator& allocator);
   static Tensor zeros(DType dtype, Shape shape);
   /// A rank-0 tensor holding one value.
   template <typename T> static Tensor scalar(T value);

@@ -1,6 +1,7 @@
 #include "runtime/Context.h"
 
 #include "ir/Error.h"
+#include "ir/Scratch.h"
 #include "runtime/Cpus.h"
 #include "runtime/ThreadPool.h"
 #include "runtime/jit/Gett.h"
@@ -58,6 +59,8 @@ struct ExecutionContext::Impl {
   std::mutex kernels_mutex;
   std::unique_ptr<KernelCache> kernels;  // made on first use (a failure is retried by the next caller)
   std::atomic<KernelCache*> made{nullptr};  // kernels.get() once made: the per-call path takes no lock
+  std::unique_ptr<ScratchAllocator> own_scratch;  // every context but default_context()
+  ScratchAllocator* scratch = nullptr;
   // Destroyed in reverse order: the specialiser (its job may call into the JIT) first, then the pool, then the JIT.
   std::unique_ptr<ThreadPool> pool;
   std::unique_ptr<Specialiser> specialiser;
@@ -69,6 +72,8 @@ ExecutionContext::ExecutionContext(const Config& config) : impl_(std::make_uniqu
   impl_->config = config;
   impl_->threads = config.threads > 0 ? config.threads : available_cpus();
   if (config.jit) Jit::set_before_first_codegen(&warm_up_code_generator);  // paid only by a process that compiles
+  impl_->own_scratch = std::make_unique<ScratchAllocator>(config.scratch_cache_bytes);
+  impl_->scratch = impl_->own_scratch.get();
   impl_->pool = std::make_unique<ThreadPool>(impl_->threads);
   impl_->specialiser = std::make_unique<Specialiser>(config.kernel_cache_dir);
 }
@@ -92,6 +97,7 @@ const Config& ExecutionContext::config() const { return impl_->config; }
 int ExecutionContext::threads() const { return impl_->threads; }
 ThreadPool& ExecutionContext::pool() { return *impl_->pool; }
 Specialiser& ExecutionContext::specialiser() { return *impl_->specialiser; }
+ScratchAllocator& ExecutionContext::scratch() { return *impl_->scratch; }
 uint64_t ExecutionContext::id() const { return impl_->id; }
 
 KernelCache& ExecutionContext::kernels() {
@@ -110,7 +116,12 @@ void warm_up_jit() { warm_up_code_generator(); }
 ExecutionContext& default_context() {
   // Never deleted: threads may still run kernels on its pool and JIT while the process exits (runtime/jit/Jit.cpp
   // stops code generation then, before LLVM's statics are destroyed).
-  static ExecutionContext* const context = new ExecutionContext();
+  static ExecutionContext* const context = [] {
+    auto* made = new ExecutionContext();
+    made->impl_->own_scratch.reset();  // tensors made without a context share the default context's allocator
+    made->impl_->scratch = &ScratchAllocator::process_default();
+    return made;
+  }();
   return *context;
 }
 

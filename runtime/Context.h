@@ -1,7 +1,9 @@
 // ExecutionContext: what einstage's kernels run with, owned in one object instead of process globals: the resolved
-// Config (ir/Config.h), the thread pool, the JIT with its kernel cache, and the background specialiser that compiles
-// shape-specialised step kernels. Stage: runtime. Depends on ir/Config.h; the pool, the JIT and the specialiser are
-// behind forward declarations (runtime/ThreadPool.h, runtime/jit/KernelCache.h, runtime/jit/Specialise.h).
+// Config (ir/Config.h), the thread pool, the JIT with its kernel cache, the background specialiser that compiles
+// shape-specialised step kernels, and the scratch allocator that keeps freed memory for reuse under
+// Config::scratch_cache_bytes (ir/Scratch.h: large tensor blocks, the executor's arenas, the JIT's packing buffers).
+// Stage: runtime. Depends on ir/Config.h; the pool, the JIT, the specialiser and the allocator are behind forward
+// declarations (runtime/ThreadPool.h, runtime/jit/KernelCache.h, runtime/jit/Specialise.h, ir/Scratch.h).
 //
 //   ExecutionContext context({.threads = 2});           // option > environment variable > default
 //   Runtime rt(RuntimeOptions{.context = shared});      // a Runtime holds one, or shares one passed in
@@ -34,6 +36,7 @@
 namespace einstage {
 
 class KernelCache;
+class ScratchAllocator;
 class Specialiser;
 class ThreadPool;
 
@@ -58,12 +61,17 @@ class ExecutionContext {
   KernelCache& kernels();
   /// The background compiler of shape-specialised step kernels.
   Specialiser& specialiser();
+  /// Where this context's outputs, scratch and packing buffers come from and go back to (ir/Scratch.h), keeping at
+  /// most config().scratch_cache_bytes unused. default_context() shares ScratchAllocator::process_default() (the
+  /// allocator of tensors made without one); every other context owns one of its own.
+  ScratchAllocator& scratch();
   /// Distinct for every context this process made (never reused).
   uint64_t id() const;
 
   struct Impl;
 
  private:
+  friend ExecutionContext& default_context();
   std::unique_ptr<Impl> impl_;
 };
 

@@ -175,7 +175,7 @@ Tensor on_threads(const EinsumOptions& options, Fn&& fn) {
 
 Tensor run(const EinsumPlan& plan, std::span<const Tensor> operands, const EinsumOptions& options) {
   return on_threads(options, [&](ExecutionContext& context, ThreadPool* pool) {
-    Tensor out = Tensor::empty(plan.dtype(), plan.output_shape());
+    Tensor out = Tensor::empty(plan.dtype(), plan.output_shape(), context.scratch());
     plan.execute_into(operands, out, context, pool);
     return out;
   });

@@ -3,6 +3,7 @@
 #include "extensions/einsum/Notation.h"
 #include "extensions/api/Kernels.h"
 #include "ir/Quote.h"
+#include "ir/Scratch.h"
 #include "ir/Size.h"
 
 #include <fmt/format.h>
@@ -398,11 +399,14 @@ Strides output_label_strides(const StepPlan& s, const Tensor& out) {
 
 namespace {
 
-// Per-thread state reused across calls, so a call allocates nothing: the ContractionProblem being filled and the
-// scratch (arena + workspace) bytes. A plan stays immutable; each thread running it has its own. Scratch larger than
-// kKeepScratchBytes (up to kReusedScratchBytes) is allocated per call as tensor storage (ir/Tensor.cpp: 2 MiB-aligned
-// with a huge-page hint, and freed large blocks are reused), not kept here: fresh pages from the system cost a page clear on first touch, which
-// was a third of a call of the einsum-benchmark's str_nw_mera_open_26 (hundreds of MB of intermediates).
+// State reused across calls, so a call allocates nothing: the ContractionProblem being filled and the scratch (arena
+// + workspace) bytes, in a lease of the context's ScratchAllocator (ir/Scratch.h), whose slot keeps them for the next
+// call within the allocator's limit. A plan stays immutable; each call running it holds a slot of its own (a call
+// nested in another, e.g. from a task a waiting thread picks up, takes another slot). Scratch larger than
+// kKeepScratchBytes (up to kReusedScratchBytes) is allocated per call as large-block storage from the same allocator
+// (2 MiB-aligned with a huge-page hint; freed blocks are kept for a later call of the same size), not kept in the
+// slot: fresh pages from the system cost a page clear on first touch, which was a third of a call of the
+// einsum-benchmark's str_nw_mera_open_26 (hundreds of MB of intermediates).
 struct AlignedFree {
   void operator()(std::byte* p) const { ::operator delete[](p, std::align_val_t(64)); }
 };
@@ -418,56 +422,42 @@ ScratchBytes allocate_scratch(int64_t bytes, const ScratchWhat& what) {
 }
 
 constexpr int64_t kKeepScratchBytes = int64_t(256) << 10;
-// Scratch up to this size goes through tensor storage, whose cache of freed blocks (1 GiB by default) can hand it
-// back warm on the next call. Larger scratch could never be kept there, and fresh huge-page-hinted blocks of a GB
-// or more cost more than plain ones when memory is fragmented (gm_queen5_5_3, 1.3 GB of scratch: 2.4 s -> 4.9 s
-// beside the benchmark's peer processes), so it is a plain allocation as before.
+// Scratch up to this size goes through the allocator's large blocks, which it can hand back warm on the next call.
+// Larger scratch would hardly be kept, and fresh huge-page-hinted blocks of a GB or more cost more than plain ones
+// when memory is fragmented (gm_queen5_5_3, 1.3 GB of scratch: 2.4 s -> 4.9 s beside the benchmark's peer
+// processes), so it is a plain allocation.
 constexpr int64_t kReusedScratchBytes = int64_t(512) << 20;
 
-struct ThreadScratch {
-  bool busy = false;
+// What a slot keeps for the executor besides its bytes.
+struct ExecutorSlot {
   ContractionProblem problem;
   uint64_t problem_of = 0;  // StepExec::id whose problem `problem` holds (0: none)
-  ScratchBytes bytes;
-  int64_t capacity = 0;
 };
 
-// The thread's ThreadScratch while no other call on this thread holds it (a call nested in another, e.g. from a task
-// a waiting thread picks up, gets state of its own instead).
 class CallScratch {
  public:
   // Allocates `scratch_bytes`; a failure is the out-of-memory error naming what the scratch holds.
-  CallScratch(int64_t scratch_bytes, const ScratchWhat& what) {
-    static thread_local ThreadScratch thread_state;
-    if (!thread_state.busy) {
-      thread_state.busy = true;
-      state_ = &thread_state;
-    } else {
-      own_ = std::make_unique<ThreadScratch>();
-      state_ = own_.get();
-    }
+  CallScratch(ScratchAllocator& allocator, int64_t scratch_bytes, const ScratchWhat& what)
+      : lease_(allocator.lease()), state_(&lease_.object<ExecutorSlot>()) {
     if (scratch_bytes <= 0) {
       base_ = empty_;  // zero-size intermediates still need a non-null address
     } else if (scratch_bytes > kKeepScratchBytes && scratch_bytes <= kReusedScratchBytes) {
       try {
-        large_ = Tensor::empty(DType::f64, {(scratch_bytes + 7) / 8});
+        large_ = allocator.allocate(static_cast<size_t>(scratch_bytes));
       } catch (const Error&) {
         fail_out_of_memory(scratch_bytes, what());
       }
-      base_ = static_cast<std::byte*>(large_.raw_data());
+      base_ = large_.get();
     } else if (scratch_bytes > kKeepScratchBytes) {
       huge_ = allocate_scratch(scratch_bytes, what);
       base_ = huge_.get();
     } else {
-      if (state_->capacity < scratch_bytes) {
-        state_->bytes = allocate_scratch(scratch_bytes, what);
-        state_->capacity = scratch_bytes;
+      try {
+        base_ = lease_.buffer(0, static_cast<size_t>(scratch_bytes));
+      } catch (const Error&) {
+        fail_out_of_memory(scratch_bytes, what());
       }
-      base_ = state_->bytes.get();
     }
-  }
-  ~CallScratch() {
-    if (!own_) state_->busy = false;
   }
   CallScratch(const CallScratch&) = delete;
   CallScratch& operator=(const CallScratch&) = delete;
@@ -478,10 +468,10 @@ class CallScratch {
   std::byte* base() { return base_; }
 
  private:
-  ThreadScratch* state_ = nullptr;
-  std::unique_ptr<ThreadScratch> own_;
-  Tensor large_;       // scratch above kKeepScratchBytes, for this call only
-  ScratchBytes huge_;  // scratch above kReusedScratchBytes
+  ScratchAllocator::Lease lease_;
+  ExecutorSlot* state_ = nullptr;
+  std::shared_ptr<std::byte> large_;  // scratch above kKeepScratchBytes, for this call only
+  ScratchBytes huge_;                 // scratch above kReusedScratchBytes
   std::byte* base_ = nullptr;
   alignas(64) static inline std::byte empty_[64];
 };
@@ -536,7 +526,7 @@ void EinsumPlan::Impl::run(std::span<const Tensor> operands, Tensor& out, Execut
 
   // Checked before allocating: a plan whose scratch exceeds the machine's memory fails here, naming its largest step.
   if (!fits_in_memory(arena + workspace)) fail_out_of_memory(arena + workspace, scratch_what());
-  CallScratch scratch(arena + workspace, [this] { return scratch_what(); });
+  CallScratch scratch(context.scratch(), arena + workspace, [this] { return scratch_what(); });
   std::byte* arena_base = scratch.base();
   std::byte* ws_base = arena_base + arena;
   ContractionProblem& p = scratch.problem();
@@ -686,7 +676,7 @@ Tensor EinsumPlan::execute(std::span<const Tensor> operands, ThreadPool* pool) c
 
 Tensor EinsumPlan::execute(std::span<const Tensor> operands, ExecutionContext& context) const {
   EIN_ASSERT(impl_, "execute on an empty EinsumPlan");
-  Tensor out = Tensor::empty(impl_->dtype, impl_->output_shape);
+  Tensor out = Tensor::empty(impl_->dtype, impl_->output_shape, context.scratch());
   execute_into(operands, out, context, &context.pool());
   return out;
 }

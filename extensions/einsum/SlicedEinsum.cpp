@@ -67,7 +67,7 @@ struct SlicedEinsumPlan::Impl {
   // The sum of slices [first, last) in slice order; `pool` runs inside each slice's kernels.
   Tensor run_slices(std::span<const Tensor> ops, int64_t first, int64_t last, ExecutionContext& context,
                     ThreadPool* pool) const {
-    Tensor acc = Tensor::empty(dtype, plan.output_shape());
+    Tensor acc = Tensor::empty(dtype, plan.output_shape(), context.scratch());
     Tensor tmp;
     for (int64_t s = first; s < last; ++s) {
       const std::vector<Tensor> v = views(ops, s);
@@ -75,7 +75,7 @@ struct SlicedEinsumPlan::Impl {
         plan.execute_into(v, acc, context, pool);
         continue;
       }
-      if (!tmp.defined()) tmp = Tensor::empty(dtype, plan.output_shape());
+      if (!tmp.defined()) tmp = Tensor::empty(dtype, plan.output_shape(), context.scratch());
       plan.execute_into(v, tmp, context, pool);
       kernels::binary(kernels::BinaryOp::add, acc, tmp, acc, pool);
     }

@@ -44,7 +44,7 @@ void contract(const ContractionProblem& p, ExecutionContext& context, ThreadPool
     } else if (!g_jit_failed.load()) {
       try {
         g_jit_used = true;
-        contract_jit(p, pool, &context.kernels());  // throws before writing C if a kernel cannot be made
+        contract_jit(p, pool, &context.kernels(), nullptr, &context.scratch());  // throws before writing C if a kernel cannot be made
         ++g_jit_calls;
         return;
       } catch (const Error& e) {

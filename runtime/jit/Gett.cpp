@@ -2,6 +2,7 @@
 
 #include "ir/Config.h"
 #include "ir/Error.h"
+#include "ir/Scratch.h"
 #include "runtime/ThreadPool.h"
 #include "runtime/jit/Blocking.h"
 #include "runtime/jit/KernelCache.h"
@@ -14,6 +15,7 @@
 #include <cstring>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <tuple>
 #include <type_traits>
 #include <vector>
@@ -79,33 +81,9 @@ bool unit_run(const std::vector<int64_t>& table, int64_t begin, int64_t count) {
   return true;
 }
 
-// A 64-byte aligned scratch buffer that only grows; one per thread, reused across calls so that packing does not
-// pay for fresh pages every contraction.
-struct Scratch {
-  struct Free {
-    void operator()(void* p) const { std::free(p); }
-  };
-  std::unique_ptr<void, Free> data;
-  size_t bytes = 0;
-  void* get(size_t need) {
-    if (need > bytes) {
-      size_t size = (std::max(need, bytes * 2) + 63) / 64 * 64;
-      data.reset(std::aligned_alloc(64, size));
-      if (!data) fail(ErrorKind::runtime, "contract: cannot allocate {} bytes of packing buffer", size);
-      bytes = size;
-    }
-    return data.get();
-  }
-};
-
-struct ThreadScratch {
-  Scratch a, b;
-};
-
-ThreadScratch& thread_scratch() {
-  thread_local ThreadScratch scratch;
-  return scratch;
-}
+// The packing buffers of one gemm: A's block and B's panel, in a lease of the context's ScratchAllocator (ir/Scratch.h)
+// that keeps them for the next call, so packing does not pay for fresh pages every contraction.
+enum PackBuffer : int { kPackA = 0, kPackB = 1 };
 
 template <typename T>
 struct Gett {
@@ -124,6 +102,7 @@ struct Gett {
   bool b_k_unit = false;         // B's k offsets are 0,1,2,... relative to the first
   bool a_k_unit = false;
   bool accumulate = false;
+  ScratchAllocator* scratch = nullptr;  // where packing buffers come from
 
   // Lane mode (real dtypes, a batch axis with unit stride in A, B and C): vectors run along that axis.
   LaneKernelFn lane_kernel = nullptr;
@@ -256,14 +235,13 @@ struct Gett {
 
   // ---- one batch entry ----
 
-  void gemm(const T* a, const T* b, T* c, ThreadPool* pool) const {
+  void gemm(const T* a, const T* b, T* c, ThreadPool* pool, ScratchAllocator::Lease& lease) const {
     const int64_t M = m.size, N = n.size, K = k.size;
-    ThreadScratch& scratch = thread_scratch();
     const int64_t nc_max = std::min(nc, (N + nr - 1) / nr * nr);
     const int64_t mc_max = std::min(mc_e, (M + mrc - 1) / mrc * mrc);
     const int64_t kc_max = std::min(kc_e, K);
-    R* bpack = static_cast<R*>(scratch.b.get(sizeof(R) * size_t(nc_max * kc_max * cf)));
-    R* apack = static_cast<R*>(scratch.a.get(sizeof(R) * size_t(mc_max / mrc * mr * kc_max * cf)));
+    R* bpack = reinterpret_cast<R*>(lease.buffer(kPackB, sizeof(R) * size_t(nc_max * kc_max * cf)));
+    R* apack = reinterpret_cast<R*>(lease.buffer(kPackA, sizeof(R) * size_t(mc_max / mrc * mr * kc_max * cf)));
     for (int64_t jc = 0; jc < N; jc += nc) {
       const int64_t ncur = std::min(nc, N - jc);
       const int64_t nslivers = (ncur + nr - 1) / nr;
@@ -328,23 +306,24 @@ struct Gett {
     });
   }
 
-  void entry(const T* a, const T* b, T* c, ThreadPool* pool) const {
+  // One batch entry; `lease` holds the packing buffers (unused on the direct path, which packs nothing).
+  void entry(const T* a, const T* b, T* c, ThreadPool* pool, std::optional<ScratchAllocator::Lease>& lease) const {
     if constexpr (!is_complex_v<T>) {
       if (direct) return gemm_direct(a, b, c, pool);
     }
-    gemm(a, b, c, pool);
+    if (!lease) lease.emplace(scratch->lease());
+    gemm(a, b, c, pool, *lease);
   }
 
   // ---- lane mode: one block of `lanes` consecutive entries of the lane axis ----
 
-  void lane_gemm(const T* a, const T* b, T* c, int64_t lane_rem) const {
+  void lane_gemm(const T* a, const T* b, T* c, int64_t lane_rem, ScratchAllocator::Lease& lease) const {
     const int64_t M = m.size, N = n.size, K = k.size, V = lanes;
-    ThreadScratch& scratch = thread_scratch();
     const int64_t nc_max = std::min(nc, (N + nr - 1) / nr * nr);
     const int64_t mc_max = std::min(mc_e, (M + mr - 1) / mr * mr);
     const int64_t kc_max = std::min(kc_e, K);
-    R* bpack = static_cast<R*>(scratch.b.get(sizeof(R) * size_t(nc_max * kc_max * V)));
-    R* apack = static_cast<R*>(scratch.a.get(sizeof(R) * size_t(mc_max * kc_max * V)));
+    R* bpack = reinterpret_cast<R*>(lease.buffer(kPackB, sizeof(R) * size_t(nc_max * kc_max * V)));
+    R* apack = reinterpret_cast<R*>(lease.buffer(kPackA, sizeof(R) * size_t(mc_max * kc_max * V)));
     // One vector's worth per (k, row): a fixed-size copy for the usual full block (a memcpy call per 64 bytes
     // would cost more than the copy).
     auto copy_lanes = [&](R* dst, const T* src) {
@@ -399,9 +378,11 @@ struct Gett {
     const int64_t blocks = (lane_extent + lanes - 1) / lanes;
     // Lane blocks and batch entries are independent: split them between threads.
     parallel_for(pool, batch.size * blocks, [&](int64_t w0, int64_t w1) {
+      ScratchAllocator::Lease lease = scratch->lease();  // one per chunk: chunks run at the same time
       for (int64_t w = w0; w < w1; ++w) {
         int64_t bt = w / blocks, l0 = (w % blocks) * lanes;
-        lane_gemm(a + batch.a[bt] + l0, b + batch.b[bt] + l0, c + batch.c[bt] + l0, std::min(lanes, lane_extent - l0));
+        lane_gemm(a + batch.a[bt] + l0, b + batch.b[bt] + l0, c + batch.c[bt] + l0, std::min(lanes, lane_extent - l0),
+                  lease);
       }
     });
   }
@@ -431,11 +412,13 @@ struct Gett {
     if (pool && batch.size >= pool->size()) {
       // Enough batch entries: each thread runs whole entries with its own packing buffers.
       parallel_for(pool, batch.size, [&](int64_t b0, int64_t b1) {
-        for (int64_t bt = b0; bt < b1; ++bt) entry(a + batch.a[bt], b + batch.b[bt], c + batch.c[bt], nullptr);
+        std::optional<ScratchAllocator::Lease> lease;  // one per chunk: chunks run at the same time
+        for (int64_t bt = b0; bt < b1; ++bt) entry(a + batch.a[bt], b + batch.b[bt], c + batch.c[bt], nullptr, lease);
       });
       return;
     }
-    for (int64_t bt = 0; bt < batch.size; ++bt) entry(a + batch.a[bt], b + batch.b[bt], c + batch.c[bt], pool);
+    std::optional<ScratchAllocator::Lease> lease;
+    for (int64_t bt = 0; bt < batch.size; ++bt) entry(a + batch.a[bt], b + batch.b[bt], c + batch.c[bt], pool, lease);
   }
 };
 
@@ -656,9 +639,11 @@ void elementwise(const ContractionProblem& p, const int64_t a_off, const int64_t
 }
 
 template <typename T>
-void run_gett(const ContractionProblem& p, ThreadPool* pool, KernelCache& cache, const GettBlocking* blocking) {
+void run_gett(const ContractionProblem& p, ThreadPool* pool, KernelCache& cache, const GettBlocking* blocking,
+              ScratchAllocator& scratch) {
   using R = typename real_of<T>::type;
   Gett<T> g;
+  g.scratch = &scratch;
   const DType real = dtype_v<R>;
   g.m = fuse(p.m, &Axis::stride_c, &Axis::stride_a, kNeedA | kNeedC);
   g.n = fuse(p.n, &Axis::stride_c, &Axis::stride_b, kNeedB | kNeedC);
@@ -715,6 +700,7 @@ void run_gett(const ContractionProblem& p, ThreadPool* pool, KernelCache& cache,
       for (auto* group : {&q.m, &q.n, &q.k, &q.batch})
         for (Axis& ax : *group) std::swap(ax.stride_a, ax.stride_b);
       Gett<T> t;
+      t.scratch = &scratch;
       t.m = fuse(q.m, &Axis::stride_c, &Axis::stride_a, kNeedA | kNeedC);
       t.n = fuse(q.n, &Axis::stride_c, &Axis::stride_b, kNeedB | kNeedC);
       // k in the original problem's order (by p's B strides, now q's A strides): the same summation order, so the
@@ -764,14 +750,16 @@ bool direct_schedule(const ContractionProblem& p, bool avx512, DirectSchedule& o
   }
 }
 
-void contract_jit(const ContractionProblem& p, ThreadPool* pool, KernelCache* cache, const GettBlocking* blocking) {
+void contract_jit(const ContractionProblem& p, ThreadPool* pool, KernelCache* cache, const GettBlocking* blocking,
+                  ScratchAllocator* scratch) {
   p.check("contract");
   KernelCache& kernels = cache ? *cache : KernelCache::process_default();
+  ScratchAllocator& buffers = scratch ? *scratch : ScratchAllocator::process_default();
   switch (p.dtype) {
-    case DType::f32: return run_gett<float>(p, pool, kernels, blocking);
-    case DType::f64: return run_gett<double>(p, pool, kernels, blocking);
-    case DType::c64: return run_gett<c64>(p, pool, kernels, blocking);
-    case DType::c128: return run_gett<c128>(p, pool, kernels, blocking);
+    case DType::f32: return run_gett<float>(p, pool, kernels, blocking, buffers);
+    case DType::f64: return run_gett<double>(p, pool, kernels, blocking, buffers);
+    case DType::c64: return run_gett<c64>(p, pool, kernels, blocking, buffers);
+    case DType::c128: return run_gett<c128>(p, pool, kernels, blocking, buffers);
     case DType::i64: break;
   }
   fail(ErrorKind::unsupported, "contract: the JIT has no i64 kernel; use contract() or contract_portable()");

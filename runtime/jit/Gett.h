@@ -36,6 +36,7 @@
 namespace einstage {
 
 class KernelCache;
+class ScratchAllocator;
 
 /// Cache block sizes in real elements (complex problems use half as many complex rows / k steps).
 struct GettBlocking {
@@ -61,10 +62,11 @@ inline constexpr int64_t kMaxSpecialisedTiles = 256;
 /// bits are contract_jit's.
 bool direct_schedule(const ContractionProblem& p, bool avx512, DirectSchedule& out);
 
-/// Executes p with JIT micro-kernels from `cache` (nullptr: KernelCache::process_default()). dtype f32, f64, c64 or
-/// c128; throws Error(unsupported) for i64 and Error(runtime) if the JIT cannot compile. Nothing is written to C
-/// before all kernels are available. `blocking` overrides the default block sizes (tests, tuning).
+/// Executes p with JIT micro-kernels from `cache` (nullptr: KernelCache::process_default()) and packing buffers
+/// leased from `scratch` (nullptr: ScratchAllocator::process_default()). dtype f32, f64, c64 or c128; throws
+/// Error(unsupported) for i64 and Error(runtime) if the JIT cannot compile. Nothing is written to C before all
+/// kernels are available. `blocking` overrides the default block sizes (tests, tuning).
 void contract_jit(const ContractionProblem& p, ThreadPool* pool = nullptr, KernelCache* cache = nullptr,
-                  const GettBlocking* blocking = nullptr);
+                  const GettBlocking* blocking = nullptr, ScratchAllocator* scratch = nullptr);
 
 }  // namespace einstage

@@ -1,5 +1,6 @@
-// Large tensor storage (>= 4 MiB): 2 MiB aligned, and freed blocks are reused for equal sizes (ir/Tensor.cpp). A
+// Large tensor storage (>= 4 MiB): 2 MiB aligned, and freed blocks are reused for equal sizes (ir/Scratch.h). A
 // reused block must never back two live tensors, and zeros() must clear it.
+#include "ir/Scratch.h"
 #include "ir/Tensor.h"
 
 #include <doctest/doctest.h>
@@ -56,14 +57,15 @@ TEST_CASE("tensor cache: EINSTAGE_TENSOR_CACHE_MB sets the byte limit; a block a
   const char* text = std::getenv("EINSTAGE_TENSOR_CACHE_MB");
   const size_t expected = text && *text ? std::stoull(text) << 20 : size_t(1) << 30;
   INFO("EINSTAGE_TENSOR_CACHE_MB=" << (text ? text : "(unset)"));
-  CHECK(tensor_cache_stats().limit_bytes == expected);
-  const size_t before = tensor_cache_stats().held_bytes;
+  ScratchAllocator& cache = ScratchAllocator::process_default();
+  CHECK(cache.stats().limit_bytes == expected);
+  const size_t before = cache.stats().retained_bytes;
   size_t bytes = 0;
   {
     Tensor t = Tensor::empty(DType::f64, {1024, 3 * 1024});  // 24 MiB, a multiple of 2 MiB
     bytes = t.nbytes();
   }
-  const size_t after = tensor_cache_stats().held_bytes;
+  const size_t after = cache.stats().retained_bytes;
   if (bytes <= expected) CHECK(after >= bytes);  // the newest freed block is kept (older ones may be evicted)
   else CHECK(after == before);                   // too large to keep, and none of its size can have been kept
   CHECK(after <= expected);

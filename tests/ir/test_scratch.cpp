@@ -1,0 +1,109 @@
+// ScratchAllocator (ir/Scratch.h): one byte limit over kept large blocks and idle slots' buffers, reuse counted,
+// leases exclusive, two allocators independent, storage that outlives its allocator still freed safely.
+#include "ir/Scratch.h"
+#include "ir/Tensor.h"
+
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <vector>
+
+using namespace einstage;
+
+namespace {
+constexpr size_t kMiB = size_t(1) << 20;
+}
+
+TEST_CASE("scratch: a freed large block comes back for the same size, counted as a reuse") {
+  ScratchAllocator scratch(64 * kMiB);
+  const void* first = nullptr;
+  {
+    Tensor t = Tensor::empty(DType::f64, {1024, 1024}, scratch);  // 8 MiB
+    first = t.raw_data();
+  }
+  CHECK(scratch.stats().retained_bytes == 8 * kMiB);
+  CHECK(scratch.stats().kept_blocks == 1);
+  const ScratchStats before = scratch.stats();
+  Tensor again = Tensor::empty(DType::f64, {1024, 1024}, scratch);
+  CHECK(again.raw_data() == first);
+  CHECK(scratch.stats().reuses == before.reuses + 1);
+  CHECK(scratch.stats().fresh == before.fresh);
+  CHECK(scratch.stats().retained_bytes == 0);  // in use again, so not retained
+}
+
+TEST_CASE("scratch: retained bytes never exceed the limit") {
+  ScratchAllocator scratch(12 * kMiB);
+  { Tensor a = Tensor::empty(DType::f64, {1024, 1024}, scratch); }  // 8 MiB kept
+  CHECK(scratch.stats().retained_bytes == 8 * kMiB);
+  { Tensor b = Tensor::empty(DType::f64, {1024, 1536}, scratch); }  // 12 MiB: the 8 MiB block makes room
+  CHECK(scratch.stats().retained_bytes == 12 * kMiB);
+  CHECK(scratch.stats().kept_blocks == 1);
+  { Tensor c = Tensor::empty(DType::f64, {2048, 1024}, scratch); }  // 16 MiB: above the limit, not kept
+  CHECK(scratch.stats().retained_bytes == 12 * kMiB);
+  {
+    ScratchAllocator::Lease lease = scratch.lease();
+    std::memset(lease.buffer(0, 2 * kMiB), 1, 2 * kMiB);
+  }  // 12 + 2 MiB > 12 MiB: the kept block goes first, the slot keeps its buffer
+  CHECK(scratch.stats().retained_bytes == 2 * kMiB);
+  CHECK(scratch.stats().kept_blocks == 0);
+  CHECK(scratch.stats().limit_bytes == 12 * kMiB);
+}
+
+TEST_CASE("scratch: a zero limit keeps nothing") {
+  ScratchAllocator scratch(0);
+  { Tensor a = Tensor::empty(DType::f64, {1024, 1024}, scratch); }
+  {
+    ScratchAllocator::Lease lease = scratch.lease();
+    (void)lease.buffer(0, 4096);
+  }
+  CHECK(scratch.stats().retained_bytes == 0);
+  ScratchAllocator::Lease lease = scratch.lease();
+  const uint64_t fresh = scratch.stats().fresh;
+  (void)lease.buffer(0, 4096);
+  CHECK(scratch.stats().fresh == fresh + 1);  // the released buffer was not kept
+}
+
+TEST_CASE("scratch: a lease's buffers and objects persist for the next lease of its slot; held leases are distinct") {
+  ScratchAllocator scratch(64 * kMiB);
+  std::byte* kept = nullptr;
+  {
+    ScratchAllocator::Lease lease = scratch.lease();
+    kept = lease.buffer(1, 1000);
+    lease.object<std::vector<int>>().assign({1, 2, 3});
+  }
+  CHECK(scratch.stats().retained_bytes == 1024);  // rounded to 64 bytes
+  ScratchAllocator::Lease first = scratch.lease();
+  const uint64_t reuses = scratch.stats().reuses;
+  CHECK(first.buffer(1, 512) == kept);  // smaller fits: the same bytes
+  CHECK(scratch.stats().reuses == reuses + 1);
+  CHECK(first.object<std::vector<int>>() == std::vector<int>{1, 2, 3});
+  ScratchAllocator::Lease second = scratch.lease();  // the first is held: another slot, empty
+  CHECK(second.buffer(1, 512) != kept);
+  CHECK(second.object<std::vector<int>>().empty());
+  CHECK(reinterpret_cast<uintptr_t>(second.buffer(0, 100)) % 64 == 0);
+}
+
+TEST_CASE("scratch: two allocators never share a block") {
+  ScratchAllocator one(64 * kMiB), two(64 * kMiB);
+  const void* freed = nullptr;
+  {
+    Tensor t = Tensor::empty(DType::f64, {1024, 1024}, one);
+    freed = t.raw_data();
+  }
+  Tensor other = Tensor::empty(DType::f64, {1024, 1024}, two);
+  CHECK(other.raw_data() != freed);
+  CHECK(two.stats().reuses == 0);
+  CHECK(one.stats().kept_blocks == 1);
+}
+
+TEST_CASE("scratch: storage outlives its allocator") {
+  Tensor survivor;
+  {
+    ScratchAllocator scratch(64 * kMiB);
+    survivor = Tensor::empty(DType::f64, {1024, 1024}, scratch);
+    survivor.at<double>({1023, 1023}) = 2.5;
+    { Tensor kept = Tensor::empty(DType::f64, {1024, 1024}, scratch); }
+  }
+  CHECK(survivor.at<double>({1023, 1023}) == 2.5);
+  survivor = Tensor();  // its block goes back to the system, not to the destroyed allocator's cache
+}
