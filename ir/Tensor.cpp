@@ -87,6 +87,10 @@ std::string format_element(T v) {
 
 }  // namespace
 
+bool Tensor::overlaps(const Tensor& other) const {
+  return shares_storage_with(other) && numel() > 0 && other.numel() > 0 && einstage::overlaps(*this, other);
+}
+
 Tensor Tensor::empty(DType dtype, Shape shape) { return empty(dtype, std::move(shape), ScratchAllocator::process_default()); }
 
 Tensor Tensor::empty(DType dtype, Shape shape, ScratchAllocator& allocator) {
@@ -340,7 +344,7 @@ void Tensor::copy_from(const Tensor& src) {
   }
   // Element by element, a destination that overlaps the source (say t.copy_from(t.transpose())) would read values
   // it has already overwritten; copy the source out first.
-  if (overlaps(*this, src)) {
+  if (einstage::overlaps(*this, src)) {
     copy_from(src.clone());
     return;
   }

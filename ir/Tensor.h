@@ -110,6 +110,9 @@ class Tensor {
   void copy_from(const Tensor& src);
   /// True if both views reference the same storage block.
   bool shares_storage_with(const Tensor& other) const { return storage_ && storage_ == other.storage_; }
+  /// True if both views share storage and may touch a common byte (the bounding byte ranges of their elements meet;
+  /// an empty view touches nothing). Disjoint slices of one block do not overlap.
+  bool overlaps(const Tensor& other) const;
 
   /// Multi-line text like NumPy's repr, with a header "f64[2,3]".
   std::string to_string() const;

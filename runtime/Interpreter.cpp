@@ -157,14 +157,15 @@ std::vector<Tensor> Interpreter::execute(std::span<const Tensor> inputs, const D
     stats->peak_live_values = peak;
   }
 
-  // Outputs are owned and distinct: a value that is (a view of) an input, a constant or an earlier output is copied,
-  // so callers may write into any output.
+  // Outputs are owned and distinct: a value that is (a view of) an input or a constant, or that overlaps an earlier
+  // output, is copied, so callers may write into any output (disjoint slices of one block, say the cotangents a
+  // packed vjp result holds, are handed out as they are).
   std::vector<Tensor> outputs;
   for (int s : output_slots_) {
     const Tensor& v = values[static_cast<size_t>(s)];
     bool borrowed = false;
     for (const Tensor& in : inputs) borrowed = borrowed || v.shares_storage_with(in);
-    for (const Tensor& out : outputs) borrowed = borrowed || v.shares_storage_with(out);
+    for (const Tensor& out : outputs) borrowed = borrowed || v.overlaps(out);
     for (const Instruction& inst : p.instructions)
       if (const auto* c = std::get_if<Constant>(&inst.op)) borrowed = borrowed || v.shares_storage_with(c->value);
     outputs.push_back(borrowed ? v.clone() : v.contiguous());

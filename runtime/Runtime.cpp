@@ -1,5 +1,6 @@
 #include "runtime/Runtime.h"
 
+#include "ir/Hash.h"
 #include "ir/Quote.h"
 #include "ir/Verifier.h"
 #include "runtime/Context.h"
@@ -11,32 +12,47 @@
 
 #include <atomic>
 #include <deque>
+#include <functional>
 #include <future>
 #include <mutex>
 #include <tuple>
+#include <unordered_map>
 
 namespace einstage {
 
 namespace {
 
 // ---- the prepared-op cache: (family, payload, operand types) -> PreparedOp ----
-
-struct CacheKey {
-  std::string family;
-  uint64_t payload_hash = 0;
-  std::vector<std::pair<DType, Shape>> operands;
-  friend bool operator<(const CacheKey& a, const CacheKey& b) {
-    return std::tie(a.family, a.payload_hash, a.operands) < std::tie(b.family, b.payload_hash, b.operands);
-  }
-};
+//
+// A hit costs one hash of the payload's hash, dtypes and extents and one comparison per candidate, straight from the
+// run's tensors: no TensorType, key or vector is built (a gradient program runs many extension ops with dozens of
+// operands each, so a per-run allocation per operand was most of a small op's time). Operand types are built on a
+// miss only, for the executor.
 
 using PreparedFuture = std::shared_future<std::shared_ptr<const PreparedOp>>;
 
 struct CacheEntry {
   std::shared_ptr<const ExtensionPayload> payload;  // equal hashes are told apart by equals()
+  std::vector<std::pair<DType, Shape>> operands;
   PreparedFuture prepared;
   uint64_t last_used = 0;                           // for least-recently-used eviction
+  bool matches(const ExtensionOp& op, std::span<const Tensor> tensors) const {
+    if (operands.size() != tensors.size()) return false;
+    for (size_t i = 0; i < tensors.size(); ++i)
+      if (operands[i].first != tensors[i].dtype() || operands[i].second != tensors[i].shape()) return false;
+    return payload->family() == op.family() && payload->equals(*op.payload);
+  }
 };
+
+uint64_t cache_key(const ExtensionOp& op, std::span<const Tensor> operands) {
+  Fnv1a h(op.payload->hash());
+  h.bytes(op.family());
+  for (const Tensor& t : operands) {
+    h.word(static_cast<uint64_t>(t.dtype())).word(t.shape().size());
+    for (int64_t e : t.shape()) h.word(static_cast<uint64_t>(e));
+  }
+  return h.value();
+}
 
 }  // namespace
 
@@ -44,18 +60,19 @@ class PreparedCache {
  public:
   explicit PreparedCache(size_t capacity) : capacity_(capacity) {}
 
-  /// The prepared form of `op` for these operands, preparing it on a miss; concurrent misses on one key prepare
-  /// once (the others wait for it). A failed prepare is not cached.
+  /// The prepared form of `op` for these operands, preparing it on a miss (with the operands' types and the
+  /// result types `results()`); concurrent misses on one key prepare once (the others wait for it). A failed prepare
+  /// is not cached.
   std::shared_ptr<const PreparedOp> get(const ExtensionOp& op, const ExtensionExecutor& executor,
-                                        std::span<const TensorType> operands, std::span<const TensorType> results, bool* hit) {
-    CacheKey key{std::string(op.family()), op.payload->hash(), {}};
-    for (const TensorType& t : operands) key.operands.emplace_back(t.dtype, *t.constant_shape());
+                                        std::span<const Tensor> operands, const std::function<std::vector<TensorType>()>& results,
+                                        bool* hit) {
+    const uint64_t key = cache_key(op, operands);
     std::promise<std::shared_ptr<const PreparedOp>> promise;
     {
       std::unique_lock lock(mutex_);
       auto& bucket = map_[key];
       for (CacheEntry& e : bucket)
-        if (e.payload->family() == op.family() && e.payload->equals(*op.payload)) {
+        if (e.matches(op, operands)) {
           PreparedFuture f = e.prepared;
           e.last_used = ++tick_;
           ++hits_;
@@ -63,13 +80,21 @@ class PreparedCache {
           *hit = true;
           return f.get();  // waits if another thread is still preparing it
         }
-      bucket.push_back({op.payload, promise.get_future().share(), ++tick_});
+      std::vector<std::pair<DType, Shape>> metas;
+      for (const Tensor& t : operands) metas.emplace_back(t.dtype(), t.shape());
+      bucket.push_back({op.payload, std::move(metas), promise.get_future().share(), ++tick_});
       ++misses_;
       if (++count_ > capacity_) evict_oldest(tick_);
     }
     *hit = false;
     try {
-      std::shared_ptr<const PreparedOp> prepared = executor.prepare(*op.payload, operands, results);
+      std::vector<TensorType> types;
+      for (const Tensor& t : operands) {
+        TensorType type{t.dtype(), {}};
+        for (int64_t e : t.shape()) type.dims.emplace_back(e);
+        types.push_back(std::move(type));
+      }
+      std::shared_ptr<const PreparedOp> prepared = executor.prepare(*op.payload, types, results());
       if (!prepared)
         fail(ErrorKind::runtime, "the executor of family \"{}\" prepared nothing (null)", op.family());
       promise.set_value(prepared);
@@ -119,7 +144,7 @@ class PreparedCache {
   }
 
   mutable std::mutex mutex_;
-  std::map<CacheKey, std::vector<CacheEntry>> map_;
+  std::unordered_map<uint64_t, std::vector<CacheEntry>> map_;
   size_t capacity_;
   size_t count_ = 0;
   uint64_t tick_ = 0;
@@ -276,20 +301,17 @@ struct Executable::Impl {
                                              std::span<const Tensor> operands, const DimBindings& bindings) const {
     const auto& op = std::get<ExtensionOp>(inst.op);
     auto index = static_cast<size_t>(&inst - program.instructions.data());
-    std::vector<TensorType> types;
-    for (const Tensor& t : operands) {
-      TensorType type{t.dtype(), {}};
-      for (int64_t e : t.shape()) type.dims.emplace_back(e);
-      types.push_back(std::move(type));
-    }
-    std::vector<TensorType> results;
-    for (const Value& r : inst.results) {
-      TensorType& result = results.emplace_back(TensorType{r.type.dtype, {}});
-      for (int64_t e : evaluate_shape(r.type, bindings)) result.dims.emplace_back(e);  // bound by run()
-    }
+    auto results = [&] {
+      std::vector<TensorType> types;
+      for (const Value& r : inst.results) {
+        TensorType& result = types.emplace_back(TensorType{r.type.dtype, {}});
+        for (int64_t e : evaluate_shape(r.type, bindings)) result.dims.emplace_back(e);  // bound by run()
+      }
+      return types;
+    };
     bool hit = false;
     try {
-      auto p = state->cache.get(op, *executors[index], types, results, &hit);
+      auto p = state->cache.get(op, *executors[index], operands, results, &hit);
       ++(hit ? hits : misses);
       return p;
     } catch (const Error& e) {

@@ -239,3 +239,48 @@ TEST_CASE("interpreter: extension ops go to the handler; without one the family 
   CHECK(error_of([&] { evaluate(p, std::vector<Tensor>{xs}, opts); }) ==
         "'test.double.v1' at %0 in @e: the module's executor returned f64[4] but the type rule says f64[3]");
 }
+
+TEST_CASE("interpreter: disjoint slices of one block are handed out as outputs without a copy, overlapping ones copied") {
+  // The einsum vjp packs every operand's cotangent into one vector and hands out slices; copying them all made a
+  // gradient program's outputs cost as much as its contractions.
+  struct Payload final : ExtensionPayload {
+    explicit Payload(int64_t offset) : offset(offset) {}
+    int64_t offset;
+    std::string_view family() const override { return "test.slice.v1"; }
+    std::string to_text() const override { return fmt::format("offset = {}", offset); }
+    std::string to_json() const override { return "{}"; }
+    uint64_t hash() const override { return static_cast<uint64_t>(offset); }
+    bool equals(const ExtensionPayload& o) const override {
+      return static_cast<const Payload&>(o).offset == offset;
+    }
+    std::unique_ptr<ExtensionPayload> clone() const override { return std::make_unique<Payload>(offset); }
+  };
+  ExtensionRegistry registry;
+  ExtensionSemantics sem;
+  sem.family = "test.slice.v1";
+  sem.module = "test";
+  sem.parse_text = [](std::string_view) { return std::make_unique<Payload>(0); };
+  sem.parse_json = [](std::string_view) { return std::make_unique<Payload>(0); };
+  sem.infer_type = [](const ExtensionPayload&, Types in, TypeContext&) { return in[0]; };
+  registry.register_family(sem);
+  Builder b("s", &registry);
+  Value x = b.parameter("x", f64({3}));
+  Value lo = b.extension(std::make_shared<Payload>(0), {x}), hi = b.extension(std::make_shared<Payload>(3), {x}),
+        mid = b.extension(std::make_shared<Payload>(2), {x});
+  Program p = b.finish({lo, hi, mid});
+  Tensor block = Tensor::from_col_major<double>({6}, {1, 2, 3, 4, 5, 6});
+  EvalOptions opts;
+  opts.extension = [&](const Instruction& inst, const std::string&, std::span<const Tensor>, const DimBindings&) {
+    const auto& payload = static_cast<const Payload&>(*std::get<ExtensionOp>(inst.op).payload);
+    return std::vector<Tensor>{block.slice(0, payload.offset, payload.offset + 3)};
+  };
+  auto out = evaluate(p, std::vector<Tensor>{Tensor::zeros(DType::f64, {3})}, opts);
+  CHECK(out[0].shares_storage_with(block));  // [0, 3)
+  CHECK(out[1].shares_storage_with(block));  // [3, 6): disjoint from the first
+  CHECK_FALSE(out[2].shares_storage_with(block));  // [2, 5) overlaps both: a copy
+  CHECK(out[1].overlaps(block));
+  CHECK_FALSE(out[0].overlaps(out[1]));
+  out[2].at<double>({0}) = -1;
+  CHECK(out[0].at<double>({2}) == 3.0);
+  CHECK(out[2].at<double>({2}) == 5.0);
+}
