@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <functional>
 #include <optional>
 #include <set>
@@ -36,6 +37,58 @@ Tensor ones_vector(DType dtype, int64_t extent) {
   for (int64_t i = 0; i < extent; ++i) d[i] = 1.0;
   return dtype == DType::f64 ? t : t.astype(dtype);
 }
+
+// The forward's planned tree as nodes (operands, then one per step; the last is the root) with their labels and
+// shapes, and each step as a two-operand einsum of its children: `pairs[t]` gives step t's result (the root's with
+// the output labels when `with_root`, else the root has no pair). A step's result may keep extent 1 where both
+// children broadcast (the forward einsum materialises the label's full extent there); the reverse steps treat that
+// as broadcasting. Both plans read the tree through this one function.
+struct PlannedTree {
+  EinsumPlan forward;
+  std::vector<std::pair<int, int>> children;  // per step: (left, right) node ids
+  std::vector<std::vector<Label>> labels;     // per node: labels as stored
+  std::vector<Shape> shapes;                  // per node
+  std::vector<std::optional<EinsumPlan>> pairs;
+};
+
+PlannedTree plan_tree(const Subscripts& s, std::span<const TensorMeta> promoted, const EinsumOptions& options,
+                      bool with_root) {
+  PlannedTree tree;
+  const int n = static_cast<int>(promoted.size());
+  tree.forward = EinsumPlan::prepare(s, promoted, options);
+  if (tree.forward.is_shortcut()) tree.children.push_back({0, 1});
+  else tree.children = tree.forward.tree().steps();
+  for (int i = 0; i < n; ++i) {
+    tree.labels.push_back(s.inputs[static_cast<size_t>(i)]);
+    tree.shapes.push_back(promoted[static_cast<size_t>(i)].shape);
+  }
+  const DType dtype = tree.forward.dtype();
+  const std::vector<StepPlan>& plans = tree.forward.steps();
+  for (size_t t = 0; t < plans.size(); ++t) {
+    tree.labels.push_back(plans[t].final ? s.output : plans[t].result);
+    if (plans[t].final && !with_root) {
+      tree.shapes.push_back(tree.forward.output_shape());
+      tree.pairs.emplace_back();
+      continue;
+    }
+    auto [a, b] = tree.children[t];
+    Subscripts pair;
+    pair.names = s.names;
+    pair.ellipsis = s.ellipsis;
+    pair.inputs = {tree.labels[static_cast<size_t>(a)], tree.labels[static_cast<size_t>(b)]};
+    pair.output = tree.labels.back();
+    const TensorMeta metas2[2] = {{dtype, tree.shapes[static_cast<size_t>(a)]},
+                                  {dtype, tree.shapes[static_cast<size_t>(b)]}};
+    EinsumOptions step_options;
+    step_options.allow_broadcast = options.allow_broadcast;
+    tree.pairs.push_back(EinsumPlan::prepare(pair, metas2, step_options));
+    tree.shapes.push_back(tree.pairs.back()->output_shape());
+  }
+  return tree;
+}
+
+// Operands in the walk's dtype.
+Tensor promoted_to(const Tensor& x, DType dtype) { return x.dtype() == dtype ? x : x.astype(dtype); }
 
 }  // namespace
 
@@ -76,7 +129,8 @@ void EinsumVjpPlan::Impl::build(const Subscripts& s, std::span<const TensorMeta>
   for (const TensorMeta& m : metas) dtype = promote(dtype, m.dtype);
   std::vector<TensorMeta> promoted;
   for (const TensorMeta& m : metas) promoted.push_back(TensorMeta{dtype, m.shape});
-  forward = EinsumPlan::prepare(s, promoted, options);
+  PlannedTree tree = plan_tree(s, promoted, options, false);
+  forward = std::move(tree.forward);
   if (ct.shape != forward.output_shape())
     fail(ErrorKind::shape, "einsum vjp {}: the output cotangent is {} but the output is {}; pass a cotangent of the "
          "output's shape", quote_for_message(einsum::to_string(s)), shape_to_string(ct.shape),
@@ -87,36 +141,10 @@ void EinsumVjpPlan::Impl::build(const Subscripts& s, std::span<const TensorMeta>
     packed = checked_add(packed, element_count(metas[static_cast<size_t>(k)].shape), "the packed cotangents");
   }
   for (const TensorMeta& m : metas) complex_inputs.push_back(is_complex(m.dtype));
-
-  // The tree's nodes: operands, then one per step (the last is the root, whose labels are the output's).
-  if (forward.is_shortcut()) children.push_back({0, 1});
-  else children = forward.tree().steps();
-  for (int i = 0; i < n; ++i) {
-    labels.push_back(s.inputs[static_cast<size_t>(i)]);
-    shapes.push_back(metas[static_cast<size_t>(i)].shape);
-  }
-  // Each step as a two-operand einsum of its children. Its result may keep extent 1 where both children broadcast
-  // (the forward einsum materialises the label's full extent there); the reverse steps treat that as broadcasting.
-  const std::vector<StepPlan>& plans = forward.steps();
-  std::vector<EinsumPlan> pairs;
-  for (size_t t = 0; t < plans.size(); ++t) {
-    labels.push_back(plans[t].final ? s.output : plans[t].result);
-    if (plans[t].final) {
-      shapes.push_back(forward.output_shape());
-      continue;
-    }
-    auto [a, b] = children[t];
-    Subscripts pair;
-    pair.names = s.names;
-    pair.ellipsis = s.ellipsis;
-    pair.inputs = {labels[static_cast<size_t>(a)], labels[static_cast<size_t>(b)]};
-    pair.output = plans[t].result;
-    const TensorMeta metas2[2] = {{dtype, shapes[static_cast<size_t>(a)]}, {dtype, shapes[static_cast<size_t>(b)]}};
-    EinsumOptions step_options;
-    step_options.allow_broadcast = options.allow_broadcast;
-    pairs.push_back(EinsumPlan::prepare(pair, metas2, step_options));
-    shapes.push_back(pairs.back().output_shape());
-  }
+  children = std::move(tree.children);
+  labels = std::move(tree.labels);
+  shapes = std::move(tree.shapes);
+  const std::vector<std::optional<EinsumPlan>>& pairs = tree.pairs;
   const int nodes = 2 * n - 1;
   auto parent_of = std::vector<int>(static_cast<size_t>(nodes), -1);
   for (size_t t = 0; t < children.size(); ++t) {
@@ -153,7 +181,7 @@ void EinsumVjpPlan::Impl::build(const Subscripts& s, std::span<const TensorMeta>
     }
   steps.resize(children.size());
   for (size_t t = 0; t + 1 < children.size(); ++t)
-    if (read[static_cast<size_t>(n) + t]) steps[t] = pairs[t];
+    if (read[static_cast<size_t>(n) + t]) steps[t] = *pairs[t];
   // Memory policy: the values the reverse steps read are kept in step order while they fit under the limit; the
   // others are recomputed from their subtrees when a reverse step reads them (the same plans: the same bits).
   keep.assign(static_cast<size_t>(nodes), false);
@@ -348,32 +376,109 @@ std::string EinsumVjpPlan::to_string() const {
 
 // ---- jvp ----
 
+struct EinsumJvpPlan::Impl {
+  int n = 0;
+  DType dtype = DType::f64;
+  std::vector<int> slots;
+  std::vector<int> tangent_of;  // per operand: its index among the tangents (-1: none)
+  PlannedTree tree;             // pairs for every step, the root's included
+  std::vector<bool> has_tangent, needs_value;  // per node
+};
+
 EinsumJvpPlan EinsumJvpPlan::prepare(const Subscripts& subscripts, std::span<const TensorMeta> operands,
                                      std::vector<int> slots, const EinsumOptions& options) {
+  auto im = std::make_shared<Impl>();
+  im->n = static_cast<int>(operands.size());
+  if (im->n < 2)
+    fail(ErrorKind::invalid_argument, "einsum jvp {}: the tree walk needs two or more operands but the einsum has "
+         "{}; differentiate a one-operand einsum as the einsum of its tangent", quote_for_message(einsum::to_string(subscripts)), im->n);
+  im->dtype = operands[0].dtype;
+  for (const TensorMeta& m : operands) im->dtype = promote(im->dtype, m.dtype);
+  std::vector<TensorMeta> promoted;
+  for (const TensorMeta& m : operands) promoted.push_back(TensorMeta{im->dtype, m.shape});
+  im->tree = plan_tree(subscripts, promoted, options, true);
+  im->slots = std::move(slots);
+  im->tangent_of.assign(static_cast<size_t>(im->n), -1);
+  for (size_t i = 0; i < im->slots.size(); ++i) im->tangent_of[static_cast<size_t>(im->slots[i])] = static_cast<int>(i);
+  const size_t nodes = static_cast<size_t>(2 * im->n - 1);
+  const auto& children = im->tree.children;
+  im->has_tangent.assign(nodes, false);
+  im->needs_value.assign(nodes, false);
+  for (int k : im->slots) im->has_tangent[static_cast<size_t>(k)] = true;
+  for (size_t t = 0; t < children.size(); ++t)
+    im->has_tangent[static_cast<size_t>(im->n) + t] = im->has_tangent[static_cast<size_t>(children[t].first)] ||
+                                                      im->has_tangent[static_cast<size_t>(children[t].second)];
+  // A step's tangent dA.B + A.dB reads the value of a child whose sibling has a tangent; a value is computed from
+  // its children's values.
+  for (size_t t = children.size(); t-- > 0;) {
+    const size_t v = static_cast<size_t>(im->n) + t, a = static_cast<size_t>(children[t].first),
+                 b = static_cast<size_t>(children[t].second);
+    if (im->has_tangent[v]) {
+      if (im->has_tangent[b]) im->needs_value[a] = true;
+      if (im->has_tangent[a]) im->needs_value[b] = true;
+    }
+    if (im->needs_value[v]) im->needs_value[a] = im->needs_value[b] = true;
+  }
   EinsumJvpPlan plan;
-  plan.forward_ = EinsumPlan::prepare(subscripts, operands, options);
-  plan.slots_ = std::move(slots);
+  plan.impl_ = std::move(im);
   return plan;
 }
 
 Tensor EinsumJvpPlan::execute(std::span<const Tensor> operands, std::span<const Tensor> tangents,
                               ExecutionContext& context) const {
+  const Impl& im = *impl_;
   ThreadPool* pool = &context.pool();
-  Tensor sum;
-  std::vector<Tensor> ops(operands.begin(), operands.end());
-  for (size_t i = 0; i < slots_.size(); ++i) {
-    const size_t k = static_cast<size_t>(slots_[i]);
-    ops[k] = tangents[i];
-    Tensor term = forward_.execute(ops, context);
-    sum = sum.defined() ? kernels::binary(kernels::BinaryOp::add, sum, term, pool) : std::move(term);
-    ops[k] = operands[k];
+  EIN_ASSERT(static_cast<int>(operands.size()) == im.n && tangents.size() == im.slots.size(),
+             "einsum jvp: {} operands and {} tangents for a plan of {} and {}", operands.size(), tangents.size(), im.n,
+             im.slots.size());
+  const size_t nodes = static_cast<size_t>(2 * im.n - 1);
+  std::vector<Tensor> values(nodes), dvalues(nodes);
+  for (int i = 0; i < im.n; ++i) {
+    values[static_cast<size_t>(i)] = promoted_to(operands[static_cast<size_t>(i)], im.dtype);
+    if (const int j = im.tangent_of[static_cast<size_t>(i)]; j >= 0)
+      dvalues[static_cast<size_t>(i)] = promoted_to(tangents[static_cast<size_t>(j)], im.dtype);
   }
-  return sum;
+  // One pass up the tree: each node's value where read, and its tangent dA.B + A.dB by the step's own pair plan (a
+  // child's value and tangent are read by its parent's step only, so both are released there).
+  for (size_t t = 0; t < im.tree.children.size(); ++t) {
+    const size_t v = static_cast<size_t>(im.n) + t;
+    const auto [a, b] = im.tree.children[t];
+    const EinsumPlan& step = *im.tree.pairs[t];
+    Tensor& va = values[static_cast<size_t>(a)];
+    Tensor& vb = values[static_cast<size_t>(b)];
+    if (im.needs_value[v]) values[v] = step.execute(std::array{va, vb}, context);
+    if (im.has_tangent[v]) {
+      Tensor& da = dvalues[static_cast<size_t>(a)];
+      Tensor& db = dvalues[static_cast<size_t>(b)];
+      Tensor sum;
+      if (da.defined()) sum = step.execute(std::array{da, vb}, context);
+      if (db.defined()) {
+        Tensor term = step.execute(std::array{va, db}, context);
+        sum = sum.defined() ? kernels::binary(kernels::BinaryOp::add, sum, term, pool) : std::move(term);
+      }
+      dvalues[v] = std::move(sum);
+    }
+    va = vb = dvalues[static_cast<size_t>(a)] = dvalues[static_cast<size_t>(b)] = Tensor();
+  }
+  return dvalues.back();
 }
 
 std::string EinsumJvpPlan::to_string() const {
-  return fmt::format("einsum jvp over operands [{}]: the forward plan once per tangent\n{}", fmt::join(slots_, ", "),
-                     forward_.to_string());
+  const Impl& im = *impl_;
+  std::string out = fmt::format("einsum jvp over operands [{}] dtype {}: tangents along the tree, dA.B + A.dB per "
+                                "step\n", fmt::join(im.slots, ", "), name(im.dtype));
+  if (!im.tree.forward.tree().steps().empty()) out += fmt::format("tree {}\n", im.tree.forward.tree().to_string());
+  for (size_t t = 0; t < im.tree.children.size(); ++t) {
+    const size_t v = static_cast<size_t>(im.n) + t;
+    const auto [a, b] = im.tree.children[t];
+    std::vector<std::string> parts;
+    if (im.needs_value[v]) parts.push_back("value");
+    if (im.has_tangent[v])
+      parts.push_back(fmt::format("tangent = {}", im.has_tangent[static_cast<size_t>(a)] && im.has_tangent[static_cast<size_t>(b)]
+                                                       ? "dA.B + A.dB" : im.has_tangent[static_cast<size_t>(a)] ? "dA.B" : "A.dB"));
+    out += fmt::format("step {} = ({}, {}): {}\n", v, a, b, parts.empty() ? std::string("nothing") : fmt::format("{}", fmt::join(parts, ", ")));
+  }
+  return out;
 }
 
 }  // namespace einstage::einsum

@@ -16,8 +16,10 @@
 // the child's extent; repeated labels of the child are a repeated output label (the executor writes the diagonal
 // and zeros elsewhere). Each requested operand's cotangent is written straight into the packed result.
 //
-// EinsumJvpPlan (mode jvp) is the sum over the tangent slots of the forward plan run with that operand replaced by
-// its tangent (the same prepared plan serves every term, since a tangent has its operand's type).
+// EinsumJvpPlan (mode jvp) propagates the tangents up the same tree in one pass: every node that has a tangent below
+// it gets dV = dA.B + A.dB (a term only for a child with a tangent), each term its step's two-operand einsum run on
+// the executor, and every value a term reads is computed once (the values of subtrees without tangents, and of a
+// child whose sibling has one). So the tangent of all n operands costs about three forward passes, not n.
 //
 // Memory policy: the forward intermediates the reverse steps read are kept while they fit under a byte limit and
 // recomputed from their subtrees otherwise (prepare's keep_limit_bytes; the module passes Config::ad_keep_bytes,
@@ -72,16 +74,21 @@ class EinsumVjpPlan {
 
 class EinsumJvpPlan {
  public:
+  /// Prepares the tangent of einsum(`subscripts`) over operands `operands` in the directions of the operands
+  /// listed in `slots` (ascending). Needs two or more operands.
   static EinsumJvpPlan prepare(const Subscripts& subscripts, std::span<const TensorMeta> operands,
                                std::vector<int> slots, const EinsumOptions& options);
-  /// The sum over slots k of einsum(operands with k replaced by tangents[i]), slots[i] = k.
+  /// The sum over slots k of einsum(operands with k replaced by tangents[i]), slots[i] = k, in the operands'
+  /// promoted dtype, computed in one pass up the tree.
   Tensor execute(std::span<const Tensor> operands, std::span<const Tensor> tangents,
                  ExecutionContext& context = default_context()) const;
+  /// The tree and, per step, whether it computes the value, the tangent or both.
   std::string to_string() const;
 
+  struct Impl;
+
  private:
-  EinsumPlan forward_;
-  std::vector<int> slots_;
+  std::shared_ptr<const Impl> impl_;
 };
 
 }  // namespace einstage::einsum

@@ -98,7 +98,56 @@ bool check_tree_vjp(const Program& p, const std::vector<int>& wrt, const std::ve
   return uses_tree_walk(tree);
 }
 
+// Checks the jvp of `p` at `inputs` (mode jvp walks the tree when two or more operands of an einsum of three or
+// more have tangents) against the per-operand rule's sum of einsums, central finite differences and itself on two
+// threads. Returns whether the program used mode jvp.
+bool check_tree_jvp(const Program& p, const std::vector<int>& wrt, const std::vector<Tensor>& inputs, Rng& rng,
+                    bool single, const std::string& context) {
+  INFO(context);
+  Program tree = ad::jvp(p, wrt, registry());
+  Program old = ad::jvp(p, wrt, per_operand_registry());
+  INFO("tree jvp:\n" << print_program(tree));
+  std::vector<Tensor> in = inputs, plus = inputs, minus = inputs;
+  const Tolerance tol = tolerance_for(single ? DType::f32 : DType::f64);
+  for (int k : wrt) {
+    const Tensor& x = inputs[static_cast<size_t>(k)];
+    Tensor t = random_tensor(x.dtype(), x.shape(), rng);
+    in.push_back(t);
+    plus[static_cast<size_t>(k)] = axpy(x, tol.h, t);
+    minus[static_cast<size_t>(k)] = axpy(x, -tol.h, t);
+  }
+  std::vector<Tensor> j1 = run_on(1, tree, in), j2 = run_on(2, tree, in), jo = run_on(1, old, in);
+  const Tensor& dy = j1[1];
+  CHECK_MESSAGE(same_bits(dy, j2[1]), "one and two threads differ");
+  std::string why;
+  CHECK_MESSAGE(close(dy, jo[1], single ? 1e-4 : 1e-12, &why), "tree jvp vs per-operand rule: " << why);
+  Tensor diff = axpy(run_on(1, p, plus)[0], -1, run_on(1, p, minus)[0]);
+  Tensor fd = axpy(Tensor::zeros(diff.dtype(), diff.shape()), 1 / (2 * tol.h), diff);
+  CHECK_MESSAGE(close(dy, fd, tol.fd, &why), "tree jvp vs finite differences: " << why);
+  return print_program(tree).find("mode = jvp") != std::string::npos;
+}
+
 }  // namespace
+
+TEST_CASE("320 random einsums: mode jvp propagates the tangents along the tree and equals the per-operand rule's sum "
+          "and finite differences, bitwise the same on one and two threads") {
+  int walked = 0;
+  for (uint64_t seed = 1; seed <= 320; ++seed) {
+    Rng rng{seed * 7919};
+    EinsumCase c = random_case(rng, seed % 3 == 0);
+    const std::string context = describe(c, seed);
+    const bool single = std::find(c.dtypes.begin(), c.dtypes.end(), DType::f32) != c.dtypes.end();
+    std::vector<Tensor> inputs;
+    for (size_t k = 0; k < c.shapes.size(); ++k) inputs.push_back(random_tensor(c.dtypes[k], c.shapes[k], rng));
+    std::vector<int> wrt;
+    const bool all = rng.chance(0.7);
+    for (size_t k = 0; k < c.shapes.size(); ++k)
+      if (all || k == 0 || rng.chance(0.6)) wrt.push_back(static_cast<int>(k));
+    walked += check_tree_jvp(einsum_program(c), wrt, inputs, rng, single, context);
+  }
+  MESSAGE("mode jvp in " << walked << " of 320");
+  CHECK(walked >= 150);
+}
 
 TEST_CASE("320 random einsums: the tree walk's cotangents equal the per-operand rule's and finite differences, "
           "bitwise the same on one and two threads") {
