@@ -261,24 +261,30 @@ std::vector<std::optional<Value>> jvp_transpose(Builder& b, const EinsumAdPayloa
   return out;
 }
 
-// vjp_part: the cotangent of operand k = einsum_cotangent(x, ct) (linear in ct and in each other operand, and not
-// reading x_k), differentiated as those reverse einsums. The packed operand carries no tangent (see the header).
+// vjp_part: the cotangent of operand k = einsum_cotangent(x, ct), the (linear) fix-ups of one reverse einsum R_k of
+// (ct, conj x_j for j != k); it does not read x_k. Its tangent is the fix-ups of R_k's tangent in the directions
+// (dct, conj dx_j), emitted by einsum_tangent: one mode jvp instruction over R_k when two or more of them have
+// tangents, so a Hessian-vector product propagates them along R_k's planned tree in one pass instead of running R_k
+// once per tangent. The packed operand carries no tangent (see the header).
 std::optional<Value> part_linearize(Builder& b, const EinsumAdPayload& p, std::span<const Value> primals,
                                     std::span<const std::optional<Value>> tangents) {
   const size_t n = p.forward().subscripts().num_inputs();
   const size_t k = static_cast<size_t>(p.part());
   std::span<const Value> x = primals.subspan(1, n);
-  const Value& ct = primals[1 + n];
-  std::optional<Value> sum;
-  auto add = [&](const Value& term) { sum = sum ? b.add(*sum, term) : term; };
-  if (tangents[1 + n]) add(einsum_cotangent(b, p.forward(), x, k, *tangents[1 + n]));
+  std::vector<std::optional<Value>> reverse_tangents{tangents[1 + n]};  // in R_k's operand order
+  bool any = tangents[1 + n].has_value();
   for (size_t j = 0; j < n; ++j) {
-    if (j == k || !tangents[1 + j]) continue;
-    std::vector<Value> xj(x.begin(), x.end());
-    xj[j] = *tangents[1 + j];
-    add(einsum_cotangent(b, p.forward(), xj, k, ct));
+    if (j == k) continue;
+    std::optional<Value> t = tangents[1 + j];
+    if (t && is_complex(x[j].type.dtype)) t = b.conj(*t);
+    any = any || t.has_value();
+    reverse_tangents.push_back(t);
   }
-  return sum;
+  if (!any) return std::nullopt;
+  return einsum_cotangent(b, p.forward(), x, k, primals[1 + n],
+                          [&](Builder& bb, const EinsumPayload& reverse, std::vector<Value> ops) {
+                            return *einsum_tangent(bb, reverse, ops, reverse_tangents, EinsumAdPath::tree);
+                          });
 }
 
 // ---- lowering: mode jvp is the sum of the lowered einsums with each tangent in place; vjp_part is the lowered reverse
