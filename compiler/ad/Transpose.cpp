@@ -24,9 +24,9 @@ std::vector<Tangent> apply_transpose(Builder& b, const Instruction& inst, std::s
     const ExtensionSemantics* sem = registry ? registry->find(ext->family()) : nullptr;
     if (!sem) fail_unknown_family(ext->family(), where);
     if (inst.results.size() == 1 && sem->transpose) {
-      rule = [&] { return sem->transpose(b, inst, operands, linear, *cts[0]); };
+      rule = [&, sem] { return sem->transpose(b, inst, operands, linear, *cts[0]); };
     } else if (sem->transpose_results) {
-      rule = [&] { return sem->transpose_results(b, inst, operands, linear, cts); };
+      rule = [&, sem] { return sem->transpose_results(b, inst, operands, linear, cts); };
     } else {
       fail(ErrorKind::unsupported, "transpose rule for '{}' not implemented (needed for reverse mode by {}; module "
            "'{}' registers no {} rule)", ext->family(), where, sem->module,
@@ -37,7 +37,7 @@ std::vector<Tangent> apply_transpose(Builder& b, const Instruction& inst, std::s
     if (!std_rule)
       fail(ErrorKind::unsupported, "transpose rule for '{}' not implemented (needed for reverse mode by {}: the op "
            "is not linear, so the program is not linear in its linear inputs)", op_name(inst.op), where);
-    rule = [&] { return std_rule(b, inst, operands, linear, *cts[0]); };
+    rule = [&, std_rule] { return std_rule(b, inst, operands, linear, *cts[0]); };
   }
   // A rule's own error (an op used non-linearly) gets the instruction it is about.
   try {
