@@ -580,16 +580,6 @@ std::string EinsumPlan::Impl::scratch_what() const {
 
 // ---- public API ----
 
-namespace {
-
-std::vector<Shape> shapes_of(std::span<const TensorMeta> metas) {
-  std::vector<Shape> shapes;
-  for (const TensorMeta& m : metas) shapes.push_back(m.shape);
-  return shapes;
-}
-
-}  // namespace
-
 EinsumPlan EinsumPlan::prepare(std::string_view text, std::span<const TensorMeta> metas, const EinsumOptions& options) {
   const Notation notation = parse_notation(text);
   const std::vector<Shape> shapes = shapes_of(metas);

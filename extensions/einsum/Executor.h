@@ -43,6 +43,13 @@ struct TensorMeta {
   bool operator==(const TensorMeta&) const = default;
 };
 
+/// The shapes of `metas`, in order (what the planner reads of prepare()'s operands).
+inline std::vector<Shape> shapes_of(std::span<const TensorMeta> metas) {
+  std::vector<Shape> shapes;
+  for (const TensorMeta& m : metas) shapes.push_back(m.shape);
+  return shapes;
+}
+
 struct EinsumOptions {
   PlanSpec plan;                 // contraction order request (default: auto)
   bool allow_broadcast = false;  // length-1 broadcasting of named labels (BEHAVIOUR §1.5); `...` axes always may

@@ -92,16 +92,6 @@ struct SlicedEinsumPlan::Impl {
   }
 };
 
-namespace {
-
-std::vector<Shape> shapes_of(std::span<const TensorMeta> metas) {
-  std::vector<Shape> shapes;
-  for (const TensorMeta& m : metas) shapes.push_back(m.shape);
-  return shapes;
-}
-
-}  // namespace
-
 SlicedEinsumPlan SlicedEinsumPlan::prepare(std::string_view text, std::span<const TensorMeta> metas,
                                            int64_t max_memory_bytes, const EinsumOptions& options) {
   const Notation notation = parse_notation(text);
