@@ -120,6 +120,11 @@ TracedTensor imag(const TracedTensor& x) { return unary(x, Imag{}); }
 TracedTensor exp(const TracedTensor& x) { return unary(x, Exp{}); }
 TracedTensor log(const TracedTensor& x) { return unary(x, Log{}); }
 TracedTensor sqrt(const TracedTensor& x) { return unary(x, Sqrt{}); }
+TracedTensor sin(const TracedTensor& x) { return unary(x, Sin{}); }
+TracedTensor cos(const TracedTensor& x) { return unary(x, Cos{}); }
+TracedTensor tanh(const TracedTensor& x) { return unary(x, Tanh{}); }
+TracedTensor sinh(const TracedTensor& x) { return unary(x, Sinh{}); }
+TracedTensor cosh(const TracedTensor& x) { return unary(x, Cosh{}); }
 TracedTensor convert(const TracedTensor& x, DType dtype) { return unary(x, Convert{dtype}); }
 
 TracedTensor reshape(const TracedTensor& x, std::vector<Dim> shape) { return unary(x, Reshape{std::move(shape)}); }

@@ -114,6 +114,11 @@ TracedTensor imag(const TracedTensor& x);
 TracedTensor exp(const TracedTensor& x);
 TracedTensor log(const TracedTensor& x);
 TracedTensor sqrt(const TracedTensor& x);
+TracedTensor sin(const TracedTensor& x);
+TracedTensor cos(const TracedTensor& x);
+TracedTensor tanh(const TracedTensor& x);
+TracedTensor sinh(const TracedTensor& x);
+TracedTensor cosh(const TracedTensor& x);
 TracedTensor convert(const TracedTensor& x, DType dtype);
 
 TracedTensor reshape(const TracedTensor& x, std::vector<Dim> shape);

@@ -190,6 +190,11 @@ TensorType Imag::infer(const Imag&, Types in, TypeContext&) { return {real_part_
 TensorType Exp::infer(const Exp&, Types in, TypeContext& ctx) { return floating_unary(in, ctx); }
 TensorType Log::infer(const Log&, Types in, TypeContext& ctx) { return floating_unary(in, ctx); }
 TensorType Sqrt::infer(const Sqrt&, Types in, TypeContext& ctx) { return floating_unary(in, ctx); }
+TensorType Sin::infer(const Sin&, Types in, TypeContext& ctx) { return floating_unary(in, ctx); }
+TensorType Cos::infer(const Cos&, Types in, TypeContext& ctx) { return floating_unary(in, ctx); }
+TensorType Tanh::infer(const Tanh&, Types in, TypeContext& ctx) { return floating_unary(in, ctx); }
+TensorType Sinh::infer(const Sinh&, Types in, TypeContext& ctx) { return floating_unary(in, ctx); }
+TensorType Cosh::infer(const Cosh&, Types in, TypeContext& ctx) { return floating_unary(in, ctx); }
 
 // ---- convert ----
 TensorType Convert::infer(const Convert& op, Types in, TypeContext& ctx) {

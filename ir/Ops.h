@@ -183,6 +183,11 @@ EIN_ELEMENTWISE_OP(Imag, "imag", 1)  // c64 -> f32, c128 -> f64; zeros of the sa
 EIN_ELEMENTWISE_OP(Exp, "exp", 1)    // floating dtypes
 EIN_ELEMENTWISE_OP(Log, "log", 1)    // floating dtypes (principal branch for complex)
 EIN_ELEMENTWISE_OP(Sqrt, "sqrt", 1)  // floating dtypes (principal branch for complex)
+EIN_ELEMENTWISE_OP(Sin, "sin", 1)    // floating dtypes
+EIN_ELEMENTWISE_OP(Cos, "cos", 1)    // floating dtypes
+EIN_ELEMENTWISE_OP(Tanh, "tanh", 1)  // floating dtypes
+EIN_ELEMENTWISE_OP(Sinh, "sinh", 1)  // floating dtypes
+EIN_ELEMENTWISE_OP(Cosh, "cosh", 1)  // floating dtypes
 #undef EIN_ELEMENTWISE_OP
 
 /// Element type conversion (as Tensor::astype): complex to real is refused; use real/imag.
@@ -212,7 +217,8 @@ struct Constant {
   X(DotGeneral, dot_general) X(Transpose, transpose) X(Reshape, reshape) X(BroadcastInDim, broadcast_in_dim) \
   X(ReduceSum, reduce_sum) X(ExtractDiag, extract_diag) X(EmbedDiag, embed_diag) X(Add, add) X(Sub, sub)     \
   X(Mul, mul) X(Div, div) X(Neg, neg) X(Conj, conj) X(Real, real) X(Imag, imag) X(Exp, exp) X(Log, log)      \
-  X(Sqrt, sqrt) X(Convert, convert) X(Constant, constant)
+  X(Sqrt, sqrt) X(Sin, sin) X(Cos, cos) X(Tanh, tanh) X(Sinh, sinh) X(Cosh, cosh) X(Convert, convert)        \
+  X(Constant, constant)
 
 #define EIN_OP_TYPE_(Struct, e) Struct,
 using Op = std::variant<EIN_STD_OPS(EIN_OP_TYPE_) ExtensionOp>;

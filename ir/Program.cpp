@@ -260,6 +260,11 @@ Value Builder::imag(const Value& x) { return emit(Imag{}, {x}); }
 Value Builder::exp(const Value& x) { return emit(Exp{}, {x}); }
 Value Builder::log(const Value& x) { return emit(Log{}, {x}); }
 Value Builder::sqrt(const Value& x) { return emit(Sqrt{}, {x}); }
+Value Builder::sin(const Value& x) { return emit(Sin{}, {x}); }
+Value Builder::cos(const Value& x) { return emit(Cos{}, {x}); }
+Value Builder::tanh(const Value& x) { return emit(Tanh{}, {x}); }
+Value Builder::sinh(const Value& x) { return emit(Sinh{}, {x}); }
+Value Builder::cosh(const Value& x) { return emit(Cosh{}, {x}); }
 Value Builder::convert(const Value& x, DType dtype) { return emit(Convert{dtype}, {x}); }
 Value Builder::constant(Tensor value) { return emit(Constant{std::move(value)}, {}); }
 

@@ -136,6 +136,11 @@ class Builder {
   Value exp(const Value& x);
   Value log(const Value& x);
   Value sqrt(const Value& x);
+  Value sin(const Value& x);
+  Value cos(const Value& x);
+  Value tanh(const Value& x);
+  Value sinh(const Value& x);
+  Value cosh(const Value& x);
   Value convert(const Value& x, DType dtype);
   Value constant(Tensor value);
   /// A tensor of `type` filled with `value` (a scalar constant broadcast to the possibly symbolic shape).

@@ -105,6 +105,11 @@ Tensor kernel(const Conj&, const KernelArgs& a) {
 Tensor kernel(const Exp&, const KernelArgs& a) { return unary(kernels::UnaryOp::exp, a); }
 Tensor kernel(const Log&, const KernelArgs& a) { return unary(kernels::UnaryOp::log, a); }
 Tensor kernel(const Sqrt&, const KernelArgs& a) { return unary(kernels::UnaryOp::sqrt, a); }
+Tensor kernel(const Sin&, const KernelArgs& a) { return unary(kernels::UnaryOp::sin, a); }
+Tensor kernel(const Cos&, const KernelArgs& a) { return unary(kernels::UnaryOp::cos, a); }
+Tensor kernel(const Tanh&, const KernelArgs& a) { return unary(kernels::UnaryOp::tanh, a); }
+Tensor kernel(const Sinh&, const KernelArgs& a) { return unary(kernels::UnaryOp::sinh, a); }
+Tensor kernel(const Cosh&, const KernelArgs& a) { return unary(kernels::UnaryOp::cosh, a); }
 
 // real / imag: one part of each complex element; on real dtypes the identity / zeros (ir/Ops.h).
 Tensor kernel(const Real&, const KernelArgs& a) { return kernels::real_part(a.in[0]); }

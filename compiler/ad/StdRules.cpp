@@ -324,6 +324,30 @@ Tangent sqrt_jvp(Builder& b, const Instruction&, Primals, Tangents t, const Valu
 template <> constexpr StdAdRules kRulesOf<Sqrt>{sqrt_jvp, nullptr};
 }  // namespace
 
+// ---- sin, cos, sinh, cosh, tanh: holomorphic, so d f(x) = f'(x) dx for complex x too ----
+namespace {
+Tangent sin_jvp(Builder& b, const Instruction&, Primals x, Tangents t, const Value&) {
+  return elementwise_jvp(b, t[0], b.cos(x[0]));
+}
+Tangent cos_jvp(Builder& b, const Instruction&, Primals x, Tangents t, const Value&) {
+  return elementwise_jvp(b, t[0], b.neg(b.sin(x[0])));
+}
+Tangent tanh_jvp(Builder& b, const Instruction&, Primals, Tangents t, const Value& out) {  // 1 - tanh(x)^2
+  return elementwise_jvp(b, t[0], b.sub(b.full(out.type, 1.0), b.mul(out, out)));
+}
+Tangent sinh_jvp(Builder& b, const Instruction&, Primals x, Tangents t, const Value&) {
+  return elementwise_jvp(b, t[0], b.cosh(x[0]));
+}
+Tangent cosh_jvp(Builder& b, const Instruction&, Primals x, Tangents t, const Value&) {
+  return elementwise_jvp(b, t[0], b.sinh(x[0]));
+}
+template <> constexpr StdAdRules kRulesOf<Sin>{sin_jvp, nullptr};
+template <> constexpr StdAdRules kRulesOf<Cos>{cos_jvp, nullptr};
+template <> constexpr StdAdRules kRulesOf<Tanh>{tanh_jvp, nullptr};
+template <> constexpr StdAdRules kRulesOf<Sinh>{sinh_jvp, nullptr};
+template <> constexpr StdAdRules kRulesOf<Cosh>{cosh_jvp, nullptr};
+}  // namespace
+
 // ---- convert: linear between floating dtypes; nothing flows through integers ----
 namespace {
 Tangent convert_jvp(Builder& b, const Instruction& inst, Primals x, Tangents t, const Value& out) {

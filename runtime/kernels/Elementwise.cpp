@@ -29,8 +29,23 @@ template <typename T> T apply(UnaryOp op, T x) {
     case UnaryOp::sqrt:
       if constexpr (!std::is_same_v<T, int64_t>) return std::sqrt(x);
       break;
+    case UnaryOp::sin:
+      if constexpr (!std::is_same_v<T, int64_t>) return std::sin(x);
+      break;
+    case UnaryOp::cos:
+      if constexpr (!std::is_same_v<T, int64_t>) return std::cos(x);
+      break;
+    case UnaryOp::tanh:
+      if constexpr (!std::is_same_v<T, int64_t>) return std::tanh(x);
+      break;
+    case UnaryOp::sinh:
+      if constexpr (!std::is_same_v<T, int64_t>) return std::sinh(x);
+      break;
+    case UnaryOp::cosh:
+      if constexpr (!std::is_same_v<T, int64_t>) return std::cosh(x);
+      break;
   }
-  return x;  // unreachable: i64 exp/log/sqrt are refused before the loop
+  return x;  // unreachable: i64 is refused before the loop for every op but neg and conj
 }
 
 template <typename T> T apply(BinaryOp op, T x, T y) {
@@ -74,6 +89,11 @@ std::string_view name(UnaryOp op) {
     case UnaryOp::exp: return "exp";
     case UnaryOp::log: return "log";
     case UnaryOp::sqrt: return "sqrt";
+    case UnaryOp::sin: return "sin";
+    case UnaryOp::cos: return "cos";
+    case UnaryOp::tanh: return "tanh";
+    case UnaryOp::sinh: return "sinh";
+    case UnaryOp::cosh: return "cosh";
   }
   return "?";
 }
@@ -91,7 +111,7 @@ std::string_view name(BinaryOp op) {
 void unary(UnaryOp op, const Tensor& x, Tensor& out, ThreadPool* pool) {
   if (!out.defined()) fail(ErrorKind::invalid_argument, "{}: the result is undefined", name(op));
   check_operand(x, out, "the operand", name(op));
-  if (x.dtype() == DType::i64 && (op == UnaryOp::exp || op == UnaryOp::log || op == UnaryOp::sqrt))
+  if (x.dtype() == DType::i64 && op != UnaryOp::neg && op != UnaryOp::conj)
     fail(ErrorKind::dtype, "{}: needs a floating dtype but the operand is i64; convert it to f64 first", name(op));
   auto nest = make_loop_nest<2>(out.shape(), {&out.strides(), &x.strides()});
   dispatch_dtype(out.dtype(), [&](auto tag) {

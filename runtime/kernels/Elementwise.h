@@ -1,12 +1,13 @@
-// Elementwise kernels over same-shape strided Tensors: neg, conj, exp, log, sqrt, add, sub, mul, div, and the real or
-// imaginary part of complex elements.
+// Elementwise kernels over same-shape strided Tensors: neg, conj, exp, log, sqrt, sin, cos, tanh, sinh, cosh, add, sub,
+// mul, div, and the real or imaginary part of complex elements.
 // Stage: runtime (the standard ops' kernels for the IR interpreter). Depends on ir/Tensor.h only.
 //
 // Operands share dtype and shape; broadcasting is expressed by the caller as stride-0 views (BroadcastInDim), so
 // these kernels never reshape. The destination may be one of the operands when it has the same strides (in place).
 // Semantics: complex mul uses the plain formula (ar*br - ai*bi, ar*bi + ai*br), like the contraction kernel; complex
 // div uses std::complex's scaled division; i64 add/sub/mul wrap modulo 2^64, i64 div truncates toward zero and fails
-// on a zero divisor (before writing anything); exp, log and sqrt need a floating dtype; conj of a real is a copy.
+// on a zero divisor (before writing anything); every unary op but neg and conj needs a floating dtype; conj of a real
+// is a copy.
 #pragma once
 
 #include "ir/Tensor.h"
@@ -19,10 +20,10 @@ class ThreadPool;
 
 namespace einstage::kernels {
 
-enum class UnaryOp { neg, conj, exp, log, sqrt };
+enum class UnaryOp { neg, conj, exp, log, sqrt, sin, cos, tanh, sinh, cosh };
 enum class BinaryOp { add, sub, mul, div };
 
-std::string_view name(UnaryOp op);   // "neg", "conj", "exp", "log", "sqrt"
+std::string_view name(UnaryOp op);   // "neg", "conj", "exp", "log", "sqrt", "sin", ...
 std::string_view name(BinaryOp op);  // "add", "sub", "mul", "div"
 
 /// out = op(x), elementwise; out has x's dtype and shape.

@@ -2,7 +2,7 @@
 // with its attributes, operand shapes, the dtypes it runs in and its input domain; every (row, dtype, wrt) case goes
 // through jvp vs central differences, the dot-product test and transpose adjointness (AdTestUtil.h). A table check
 // ties the rows to the op table: every standard op has a row, a linearize rule, and a transpose rule unless it is
-// non-linear (exp, log, sqrt) or has no operands (constant).
+// non-linear (exp, log, sqrt, sin, cos, tanh, sinh, cosh) or has no operands (constant).
 #include "AdTestUtil.h"
 
 #include "compiler/ad/Rules.h"
@@ -64,6 +64,11 @@ std::vector<OpRow> op_table() {
       {"real", OpKind::real, {{2, 3}}, fc, [](Builder& b, V x) { return b.real(x[0]); }},
       {"imag", OpKind::imag, {{2, 3}}, fc, [](Builder& b, V x) { return b.imag(x[0]); }},
       {"exp", OpKind::exp, {{2, 3}}, all, [](Builder& b, V x) { return b.exp(x[0]); }},
+      {"sin", OpKind::sin, {{2, 3}}, all, [](Builder& b, V x) { return b.sin(x[0]); }},
+      {"cos", OpKind::cos, {{2, 3}}, all, [](Builder& b, V x) { return b.cos(x[0]); }},
+      {"tanh", OpKind::tanh, {{2, 3}}, all, [](Builder& b, V x) { return b.tanh(x[0]); }},
+      {"sinh", OpKind::sinh, {{2, 3}}, all, [](Builder& b, V x) { return b.sinh(x[0]); }},
+      {"cosh", OpKind::cosh, {{2, 3}}, all, [](Builder& b, V x) { return b.cosh(x[0]); }},
       {"log", OpKind::log, {{2, 3}}, all, [](Builder& b, V x) { return b.log(x[0]); }, true},
       {"sqrt", OpKind::sqrt, {{2, 3}}, all, [](Builder& b, V x) { return b.sqrt(x[0]); }, true},
       {"convert to f64", OpKind::convert, {{2, 3}}, {DType::f32}, [](Builder& b, V x) { return b.convert(x[0], DType::f64); }},
@@ -93,7 +98,8 @@ Program row_program(const OpRow& row, DType dtype) {
 }  // namespace
 
 TEST_CASE("every standard op has a linearize rule, a transpose rule when linear, and a row in the table") {
-  const std::set<OpKind> nonlinear = {OpKind::exp, OpKind::log, OpKind::sqrt, OpKind::constant};
+  const std::set<OpKind> nonlinear = {OpKind::exp,  OpKind::log,  OpKind::sqrt, OpKind::sin,     OpKind::cos,
+                                      OpKind::tanh, OpKind::sinh, OpKind::cosh, OpKind::constant};
   std::set<OpKind> covered;
   for (const OpRow& row : op_table()) covered.insert(row.kind);
   for (size_t i = 0; i < kStdOpCount; ++i) {

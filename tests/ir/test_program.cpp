@@ -287,8 +287,8 @@ TEST_CASE("parse errors") {
   };
   CHECK(parse_error("  %0 = matmul(%x, %x) : f64[3]\n  return %0\n") ==
         "line 2: unknown op 'matmul'; standard ops are [dot_general, transpose, reshape, broadcast_in_dim, "
-        "reduce_sum, extract_diag, embed_diag, add, sub, mul, div, neg, conj, real, imag, exp, log, sqrt, convert, "
-        "constant], extension ops are spelled family.name.vN");
+        "reduce_sum, extract_diag, embed_diag, add, sub, mul, div, neg, conj, real, imag, exp, log, sqrt, sin, cos, "
+        "tanh, sinh, cosh, convert, constant], extension ops are spelled family.name.vN");
   CHECK(parse_error("  %0 = acme.fft.v2(%x) {n = 3} : f64[3]\n  return %0\n") ==
         "line 2: unknown extension family 'acme.fft.v2'; register the module that provides it before use (e.g. its "
         "register function on the ExtensionRegistry, or load the module into the Runtime)");

@@ -125,8 +125,8 @@ Op random_op(Rng& r, const std::vector<Value>& pool, std::vector<Value>& operand
       return ops[r.below(4)];
     }
     case 9: case 10: {
-      Op ops[] = {Neg{}, Conj{}, Real{}, Imag{}, Exp{}, Log{}, Sqrt{}};
-      return ops[r.below(7)];
+      Op ops[] = {Neg{}, Conj{}, Real{}, Imag{}, Exp{}, Log{}, Sqrt{}, Sin{}, Cos{}, Tanh{}, Sinh{}, Cosh{}};
+      return ops[r.below(12)];
     }
     case 11: return Convert{kAllDTypes[r.below(5)]};
     case 12: operands.clear(); return Constant{random_tensor(r)};

@@ -190,7 +190,24 @@ TEST_CASE_TEMPLATE("elementwise kernels match the scalar operations", T, float, 
       CHECK(same_bits(l.at<T>(idx), T(std::log(e.at<T>(idx)))));
       CHECK(same_bits(s.at<T>(idx), T(std::sqrt(e.at<T>(idx)))));
     }
+    // The trigonometric and hyperbolic ops against the standard library on every element (any strides).
+    const std::pair<k::UnaryOp, T (*)(const T&)> trig[] = {
+        {k::UnaryOp::sin, [](const T& v) { return T(std::sin(v)); }},
+        {k::UnaryOp::cos, [](const T& v) { return T(std::cos(v)); }},
+        {k::UnaryOp::tanh, [](const T& v) { return T(std::tanh(v)); }},
+        {k::UnaryOp::sinh, [](const T& v) { return T(std::sinh(v)); }},
+        {k::UnaryOp::cosh, [](const T& v) { return T(std::cosh(v)); }}};
+    for (const auto& [op, oracle] : trig) {
+      CAPTURE(k::name(op));
+      Tensor r = k::unary(op, x);
+      for (int64_t i = 0; i < element_count(shape); ++i) {
+        auto idx = multi_index(i, shape);
+        CHECK(same_bits(r.at<T>(idx), oracle(x.at<T>(idx))));
+      }
+    }
   }
+  CHECK_THROWS_WITH_AS(k::unary(k::UnaryOp::tanh, Tensor::from_col_major<int64_t>({1}, {1})),
+                       "tanh: needs a floating dtype but the operand is i64; convert it to f64 first", Error);
 }
 
 TEST_CASE("elementwise errors: i64 transcendental and division by zero leave the result untouched") {
