@@ -8,8 +8,8 @@
 // are dropped. Symbols without a binding stay symbolic; a family whose lowering needs concrete shapes (einsum) then
 // fails naming the instruction and the symbol. A family without a lower rule fails naming the family and its module.
 // A lower rule may return a placeholder (a Value with id -1) for an instruction that has no standard-op form and is
-// read only by instructions whose own lower rules do not read it (einstage.einsum_ad.v1's packed cotangents, read by
-// its vjp_part instructions); a standard op or an output that reads such a placeholder fails naming both.
+// read only by instructions whose own lower rules do not read it; a standard op or an output that reads such a
+// placeholder fails naming both.
 // Pre: a verified program. Post: a verified program with only standard ops and the same outputs for inputs that
 // match the bindings.
 #pragma once

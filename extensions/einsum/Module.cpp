@@ -83,7 +83,7 @@ class PreparedJvp final : public PreparedOp {
 class PreparedVjp final : public PreparedOp {
  public:
   PreparedVjp(EinsumVjpPlan plan, size_t n) : plan_(std::move(plan)), n_(n) {}
-  Tensor run(std::span<const Tensor> operands, ExecutionContext& context) const override {
+  std::vector<Tensor> run_results(std::span<const Tensor> operands, ExecutionContext& context) const override {
     return plan_.execute(operands.subspan(0, n_), operands[n_], context);
   }
   std::string describe() const override { return plan_.to_string(); }
@@ -91,27 +91,6 @@ class PreparedVjp final : public PreparedOp {
  private:
   EinsumVjpPlan plan_;
   size_t n_;
-};
-
-// Slot `part`'s cotangent out of the packed vector: a view when the dtypes agree, else its real part (a real operand
-// of a complex einsum) converted to the operand's dtype.
-class PreparedPart final : public PreparedOp {
- public:
-  PreparedPart(int64_t offset, TensorMeta operand) : offset_(offset), operand_(std::move(operand)) {}
-  Tensor run(std::span<const Tensor> operands, ExecutionContext&) const override {
-    const Tensor& packed = operands[0];
-    Tensor x = packed.slice(0, offset_, offset_ + element_count(operand_.shape)).reshape(operand_.shape);
-    if (is_complex(x.dtype()) && !is_complex(operand_.dtype)) x = kernels::real_part(x);
-    return x.dtype() == operand_.dtype ? x : x.astype(operand_.dtype);
-  }
-  std::string describe() const override {
-    return fmt::format("elements [{}, {}) of the packed cotangents as {}{}\n", offset_,
-                       offset_ + element_count(operand_.shape), name(operand_.dtype), shape_to_string(operand_.shape));
-  }
-
- private:
-  int64_t offset_;
-  TensorMeta operand_;
 };
 
 class EinsumAdExecutor final : public ExtensionExecutor {
@@ -132,12 +111,6 @@ class EinsumAdExecutor final : public ExtensionExecutor {
                                                                     std::span(metas).subspan(0, n), metas[n],
                                                                     p.slots(), options,
                                                                     Config::process().ad_keep_bytes), n);
-      case EinsumAdMode::vjp_part: {
-        int64_t offset = 0;
-        for (int k : p.slots())
-          if (k < p.part()) offset += element_count(metas[1 + static_cast<size_t>(k)].shape);
-        return std::make_shared<PreparedPart>(offset, metas[1 + static_cast<size_t>(p.part())]);
-      }
     }
     EIN_ASSERT(false, "einsum_ad: unknown mode");
   }

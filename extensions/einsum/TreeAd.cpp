@@ -97,8 +97,7 @@ struct EinsumVjpPlan::Impl {
   int n = 0;
   DType dtype = DType::f64;
   std::vector<int> slots;
-  std::vector<int64_t> offsets;  // per operand: element offset in the packed result (-1: not a slot)
-  int64_t packed = 0;
+  std::vector<DType> operand_dtypes;           // per operand: the dtype of its cotangent
   EinsumPlan forward;                          // the planned tree (the same the forward einsum gets)
   std::vector<std::pair<int, int>> children;   // per step: (left, right) node ids
   std::vector<std::vector<Label>> labels;      // per node: labels as stored
@@ -135,12 +134,10 @@ void EinsumVjpPlan::Impl::build(const Subscripts& s, std::span<const TensorMeta>
     fail(ErrorKind::shape, "einsum vjp {}: the output cotangent is {} but the output is {}; pass a cotangent of the "
          "output's shape", quote_for_message(einsum::to_string(s)), shape_to_string(ct.shape),
          shape_to_string(forward.output_shape()));
-  offsets.assign(static_cast<size_t>(n), -1);
-  for (int k : slots) {
-    offsets[static_cast<size_t>(k)] = packed;
-    packed = checked_add(packed, element_count(metas[static_cast<size_t>(k)].shape), "the packed cotangents");
+  for (const TensorMeta& m : metas) {
+    complex_inputs.push_back(is_complex(m.dtype));
+    operand_dtypes.push_back(m.dtype);
   }
-  for (const TensorMeta& m : metas) complex_inputs.push_back(is_complex(m.dtype));
   children = std::move(tree.children);
   labels = std::move(tree.labels);
   shapes = std::move(tree.shapes);
@@ -281,14 +278,12 @@ EinsumVjpPlan EinsumVjpPlan::prepare(const Subscripts& subscripts, std::span<con
   return plan;
 }
 
-void EinsumVjpPlan::execute_into(std::span<const Tensor> operands, const Tensor& cotangent, Tensor& packed,
-                                 ExecutionContext& context) const {
+std::vector<Tensor> EinsumVjpPlan::execute(std::span<const Tensor> operands, const Tensor& cotangent,
+                                           ExecutionContext& context) const {
   const Impl& im = *impl_;
   ThreadPool* pool = &context.pool();
   EIN_ASSERT(static_cast<int>(operands.size()) == im.n, "einsum vjp: {} operands for a plan of {}", operands.size(),
              im.n);
-  EIN_ASSERT(packed.dtype() == im.dtype && packed.shape() == Shape{im.packed} && packed.is_col_major(),
-             "einsum vjp: the packed result is {}{}", name(packed.dtype()), shape_to_string(packed.shape()));
   const size_t nodes = static_cast<size_t>(2 * im.n - 1);
   std::vector<Tensor> values(nodes), cts(nodes);
   for (int i = 0; i < im.n; ++i) {
@@ -320,30 +315,22 @@ void EinsumVjpPlan::execute_into(std::span<const Tensor> operands, const Tensor&
     const ReverseStep& r = im.reverse[i];
     std::vector<Tensor> ops = {cts[static_cast<size_t>(r.parent)], value_of(r.sibling)};
     ops.insert(ops.end(), r.ones.begin(), r.ones.end());
-    if (r.node < im.n) {
-      const Shape& shape = im.shapes[static_cast<size_t>(r.node)];
-      const int64_t off = im.offsets[static_cast<size_t>(r.node)];
-      const int64_t count = element_count(shape);
-      if (count > 0) {
-        Tensor view = packed.slice(0, off, off + count).reshape(shape);
-        r.plan->execute_into(ops, view, context, pool);
-      }
-    } else {
-      cts[static_cast<size_t>(r.node)] = r.plan->execute(ops, context);
-    }
+    cts[static_cast<size_t>(r.node)] = r.plan->execute(ops, context);
     if (im.last_use[static_cast<size_t>(r.parent)] == static_cast<int>(i)) cts[static_cast<size_t>(r.parent)] = Tensor();
   }
-}
-
-Tensor EinsumVjpPlan::execute(std::span<const Tensor> operands, const Tensor& cotangent,
-                              ExecutionContext& context) const {
-  Tensor packed = Tensor::empty(impl_->dtype, {impl_->packed});
-  execute_into(operands, cotangent, packed, context);
-  return packed;
+  // Each slot's cotangent in its operand's dtype: the real part for a real operand of a complex walk.
+  std::vector<Tensor> out;
+  out.reserve(im.slots.size());
+  for (int k : im.slots) {
+    Tensor g = std::move(cts[static_cast<size_t>(k)]);
+    const DType want = im.operand_dtypes[static_cast<size_t>(k)];
+    if (is_complex(g.dtype()) && !is_complex(want)) g = kernels::real_part(g);
+    out.push_back(g.dtype() == want ? std::move(g) : g.astype(want));
+  }
+  return out;
 }
 
 DType EinsumVjpPlan::dtype() const { return impl_->dtype; }
-int64_t EinsumVjpPlan::packed_elements() const { return impl_->packed; }
 int64_t EinsumVjpPlan::kept_bytes() const { return impl_->kept; }
 int EinsumVjpPlan::recomputed_count() const { return static_cast<int>(impl_->recomputed.size()); }
 
@@ -353,9 +340,9 @@ std::string EinsumVjpPlan::to_string() const {
     return fmt::format("{} {}", id < im.n ? fmt::format("operand {}", id) : fmt::format("node {}", id),
                        quote_for_message(label_string(im.subs, im.labels[static_cast<size_t>(id)])));
   };
-  std::string out = fmt::format("einsum vjp {} over operands [{}] dtype {}, packed [{}]\n",
+  std::string out = fmt::format("einsum vjp {} over operands [{}] dtype {}\n",
                                 quote_for_message(einsum::to_string(im.subs)), fmt::join(im.slots, ", "),
-                                name(im.dtype), im.packed);
+                                name(im.dtype));
   if (!im.forward.tree().steps().empty()) out += fmt::format("tree {}\n", im.forward.tree().to_string());
   std::vector<std::string> kept;
   for (size_t t = 0; t < im.steps.size(); ++t)

@@ -14,7 +14,7 @@
 // along it; an axis on which the child broadcasts (stored extent 1, label larger) gets a fresh label with a length-1
 // ones vector, so the label is summed into that axis; a label on which the others broadcast gets a ones vector of
 // the child's extent; repeated labels of the child are a repeated output label (the executor writes the diagonal
-// and zeros elsewhere). Each requested operand's cotangent is written straight into the packed result.
+// and zeros elsewhere). Each requested operand's cotangent is returned in its operand's dtype.
 //
 // EinsumJvpPlan (mode jvp) propagates the tangents up the same tree in one pass: every node that has a tangent below
 // it gets dV = dA.B + A.dB (a term only for a child with a tangent), each term its step's two-operand einsum run on
@@ -51,15 +51,13 @@ class EinsumVjpPlan {
                                const TensorMeta& cotangent, std::vector<int> slots, const EinsumOptions& options,
                                int64_t keep_limit_bytes = -1);
 
-  /// Writes the slots' cotangents into `packed` (dtype(), [packed_elements()], column-major one after the other).
-  /// Runs on `context`'s JIT and threads (the same bits on every context).
-  void execute_into(std::span<const Tensor> operands, const Tensor& cotangent, Tensor& packed,
-                    ExecutionContext& context = default_context()) const;
-  Tensor execute(std::span<const Tensor> operands, const Tensor& cotangent,
-                 ExecutionContext& context = default_context()) const;
+  /// The slots' cotangents, one per slot in slot order, each in its operand's shape and dtype (the real part for a
+  /// real operand of a complex einsum). Runs on `context`'s JIT and threads (the same bits on every context).
+  std::vector<Tensor> execute(std::span<const Tensor> operands, const Tensor& cotangent,
+                              ExecutionContext& context = default_context()) const;
 
+  /// The dtype the walk computes in (the operands' and the cotangent's promoted dtype).
   DType dtype() const;
-  int64_t packed_elements() const;
   /// Bytes of the forward intermediates the reverse pass keeps, and how many it recomputes instead.
   int64_t kept_bytes() const;
   int recomputed_count() const;
