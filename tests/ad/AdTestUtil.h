@@ -1,14 +1,15 @@
-// Helpers of the AD suite: a seeded RNG, random tensors of every floating dtype, a Runtime with the einsum module and
-// the two-result test family test.dup.v1 (its registry carries their AD rules), running programs, the real inner
-// product <a, b> = Re sum(conj(a) b),
-// central finite differences and the three checks every case goes through:
+// Helpers of the AD suite (and of the linalg suite): a seeded RNG, random tensors of every floating dtype, a Runtime
+// with the einsum and linalg modules and the two-result test family test.dup.v1 (its registry carries their AD
+// rules), running programs, the real inner product <a, b> = Re sum(conj(a) b), central finite differences and the
+// three checks every case goes through:
 //   jvp against central finite differences; the dot-product test <vjp(c), t> = <c, jvp(t)>; transpose adjointness
 //   of the linearized program (<T(c), t> = <c, L(t)>, with L's tangent equal to jvp's).
-// Test-only; depends on the public headers of compiler/ad, runtime and the einsum module.
+// Test-only; depends on the public headers of compiler/ad, runtime and the einsum and linalg modules.
 #pragma once
 
 #include "compiler/ad/Ad.h"
 #include "extensions/einsum/Module.h"
+#include "extensions/linalg/Module.h"
 #include "ir/Printer.h"
 #include "runtime/Runtime.h"
 #include "support/DupModule.h"
@@ -28,11 +29,8 @@ namespace einstage::ad_test {
 
 using Rng = einstage::test::SplitMix64;  // uniform() in [0, 1), symmetric() in [-1, 1), below(n), chance(p)
 
-/// Values in [-1, 1) (both parts for complex), or in [0.5, 1.5) when `positive` (real part for complex), so that
-/// log, sqrt and division stay away from their singularities and branch cuts.
-inline Tensor random_tensor(DType dtype, const Shape& shape, Rng& rng, bool positive = false) {
-  std::vector<c128> v(static_cast<size_t>(element_count(shape)));
-  for (c128& x : v) x = c128(positive ? 1 + 0.5 * rng.symmetric() : rng.symmetric(), rng.symmetric());
+/// A tensor of `dtype` and `shape` holding `v` (column-major; real dtypes take the real parts).
+inline Tensor tensor_of(DType dtype, const Shape& shape, const std::vector<c128>& v) {
   Tensor t = Tensor::empty(dtype, shape);
   dispatch_dtype(dtype, [&](auto zero) {
     using T = decltype(zero);
@@ -44,6 +42,14 @@ inline Tensor random_tensor(DType dtype, const Shape& shape, Rng& rng, bool posi
     }
   });
   return t;
+}
+
+/// Values in [-1, 1) (both parts for complex), or in [0.5, 1.5) when `positive` (real part for complex), so that
+/// log, sqrt and division stay away from their singularities and branch cuts.
+inline Tensor random_tensor(DType dtype, const Shape& shape, Rng& rng, bool positive = false) {
+  std::vector<c128> v(static_cast<size_t>(element_count(shape)));
+  for (c128& x : v) x = c128(positive ? 1 + 0.5 * rng.symmetric() : rng.symmetric(), rng.symmetric());
+  return tensor_of(dtype, shape, v);
 }
 
 /// Elements as complex<double> in column-major order.
@@ -63,18 +69,8 @@ inline std::vector<c128> values(const Tensor& t) {
 /// x + h * t in x's dtype (t of the same dtype and shape).
 inline Tensor axpy(const Tensor& x, double h, const Tensor& t) {
   std::vector<c128> a = values(x), b = values(t);
-  Tensor out = Tensor::empty(x.dtype(), x.shape());
-  dispatch_dtype(x.dtype(), [&](auto zero) {
-    using T = decltype(zero);
-    T* d = out.data<T>();
-    for (size_t i = 0; i < a.size(); ++i) {
-      c128 v = a[i] + h * b[i];
-      if constexpr (std::is_same_v<T, c64>) d[i] = c64(v);
-      else if constexpr (std::is_same_v<T, c128>) d[i] = v;
-      else d[i] = static_cast<T>(v.real());
-    }
-  });
-  return out;
+  for (size_t i = 0; i < a.size(); ++i) a[i] += h * b[i];
+  return tensor_of(x.dtype(), x.shape(), a);
 }
 
 /// Re sum(conj(a) * b).
@@ -104,11 +100,12 @@ inline bool close(const Tensor& a, const Tensor& b, double rtol, std::string* wh
   return ok;
 }
 
-/// The Runtime every AD test runs programs on (einsum module and the two-result test family test.dup.v1 linked in).
+/// The Runtime every AD test runs programs on (einsum and linalg modules and the two-result test family test.dup.v1 linked in).
 inline const Runtime& runtime() {
   static const Runtime rt = [] {
     Runtime r;
     r.add_module(einsum::module_descriptor());
+    r.add_module(linalg::module_descriptor());
     r.add_module(testing::dup_module_descriptor());
     return r;
   }();

@@ -6,8 +6,10 @@
 set -euo pipefail
 # python3-numpy: the guide's command-line example (docs/examples/06_cli.sh) checks .npy interchange with NumPy.
 # libopenmpi-dev, openmpi-bin: `einstage einsum --mpi` and its mpirun tests (optional in CMake; installed so CI runs them).
+# liblapacke-dev, libopenblas0: LAPACK for the linalg extension (extensions/linalg/; liblapack.so.3 resolves to
+# OpenBLAS's LAPACK when libopenblas0 is installed).
 pkgs=(build-essential cmake ninja-build llvm-19-dev libfmt-dev doctest-dev nlohmann-json3-dev zlib1g-dev libzstd-dev python3
-      python3-numpy libopenmpi-dev openmpi-bin)
+      python3-numpy libopenmpi-dev openmpi-bin liblapacke-dev libopenblas0)
 for flag in "$@"; do
   case "$flag" in
     --bench) pkgs+=(libopenblas-dev python3-torch) ;;

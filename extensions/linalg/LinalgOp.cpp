@@ -1,0 +1,188 @@
+// `einstage.linalg.v1`: payload text/JSON forms, equality and hash, the type rule, and the registration call.
+#include "extensions/linalg/LinalgOp.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace einstage::linalg {
+
+namespace {
+
+using json = nlohmann::json;
+
+constexpr std::string_view kAttrs = "op (svd, qr or eigh), full (svd only), eps (svd and eigh)";
+
+std::optional<LinalgKind> kind_of(std::string_view text) {
+  for (LinalgKind k : {LinalgKind::svd, LinalgKind::qr, LinalgKind::eigh})
+    if (name(k) == text) return k;
+  return std::nullopt;
+}
+
+// The one check of which attributes an op takes, shared by both readers.
+std::unique_ptr<LinalgPayload> make_checked(std::optional<LinalgKind> kind, std::optional<bool> full,
+                                            std::optional<double> eps, std::string_view got) {
+  if (!kind) fail(ErrorKind::parse, "'{}' needs the attribute op = svd, qr or eigh (got: {})", kLinalgFamily, got);
+  if (full && *kind != LinalgKind::svd)
+    fail(ErrorKind::parse, "'{}' op = {} takes no attribute 'full'; only svd does (got: {})", kLinalgFamily,
+         name(*kind), got);
+  if (eps && *kind == LinalgKind::qr)
+    fail(ErrorKind::parse, "'{}' op = qr takes no attribute 'eps'; only svd and eigh do (got: {})", kLinalgFamily, got);
+  if (eps && !(*eps >= 0))
+    fail(ErrorKind::parse, "'{}' attribute 'eps' must be a number >= 0 (got {})", kLinalgFamily, *eps);
+  return std::make_unique<LinalgPayload>(*kind, full.value_or(false), eps.value_or(kDefaultEps));
+}
+
+// K = min(M, N): known when both extents are constants or they are the same dim.
+Dim min_extent(const Dim& m, const Dim& n, std::string_view op, const TensorType& a, TypeContext& ctx) {
+  if (m == n) return m;
+  if (m.is_constant() && n.is_constant()) return Dim(std::min(m.constant(), n.constant()));
+  ctx.error(ErrorKind::shape, "{}: operand 0 has type {}, and min({}, {}) has no symbolic form; give the matrix "
+            "constant extents or the same symbol for both", op, a.to_string(), m.to_string(), n.to_string());
+}
+
+std::vector<Dim> with_batch(std::vector<Dim> head, const TensorType& a) {
+  head.insert(head.end(), a.dims.begin() + 2, a.dims.end());
+  return head;
+}
+
+}  // namespace
+
+std::string_view name(LinalgKind kind) {
+  switch (kind) {
+    case LinalgKind::svd: return "svd";
+    case LinalgKind::qr: return "qr";
+    case LinalgKind::eigh: return "eigh";
+  }
+  return "?";
+}
+
+LinalgPayload::LinalgPayload(LinalgKind kind, bool full, double eps)
+    : kind_(kind), full_(full), eps_(eps), hash_(hash_bytes(to_text())) {}
+
+std::string LinalgPayload::to_text() const {
+  switch (kind_) {
+    case LinalgKind::svd:
+      return fmt::format("eps = {}, full = {}, op = svd", format_float(eps_), full_ ? "true" : "false");
+    case LinalgKind::qr: return "op = qr";
+    case LinalgKind::eigh: return fmt::format("eps = {}, op = eigh", format_float(eps_));
+  }
+  return {};
+}
+
+std::string LinalgPayload::to_json() const {
+  json j = json::object();
+  j["op"] = std::string(name(kind_));
+  if (kind_ == LinalgKind::svd) j["full"] = full_;
+  if (kind_ != LinalgKind::qr) j["eps"] = eps_;
+  return j.dump();
+}
+
+bool LinalgPayload::equals(const ExtensionPayload& other) const {
+  const auto* o = dynamic_cast<const LinalgPayload*>(&other);
+  return o && kind_ == o->kind_ && full_ == o->full_ && eps_ == o->eps_;
+}
+
+std::unique_ptr<ExtensionPayload> LinalgPayload::clone() const { return std::make_unique<LinalgPayload>(*this); }
+
+std::unique_ptr<LinalgPayload> LinalgPayload::parse_text(std::string_view attr_text) {
+  std::optional<LinalgKind> kind;
+  std::optional<bool> full;
+  std::optional<double> eps;
+  for (const auto& [key, value] : split_attribute_text(attr_text)) {
+    if (key == "op") {
+      kind = kind_of(value);
+      if (!kind) fail(ErrorKind::parse, "'{}' attribute 'op': expected svd, qr or eigh (got {})", kLinalgFamily, value);
+    } else if (key == "full") {
+      if (value != "true" && value != "false")
+        fail(ErrorKind::parse, "'{}' attribute 'full': expected true or false (got {})", kLinalgFamily, value);
+      full = value == "true";
+    } else if (key == "eps") {
+      eps = parse_double(value);
+      if (!eps) fail(ErrorKind::parse, "'{}' attribute 'eps': expected a number such as 1e-12 (got {})",
+                     kLinalgFamily, value);
+    } else {
+      fail(ErrorKind::parse, "'{}' has no attribute '{}'; it takes {}", kLinalgFamily, key, kAttrs);
+    }
+  }
+  return make_checked(kind, full, eps, attr_text);
+}
+
+std::unique_ptr<LinalgPayload> LinalgPayload::parse_json(std::string_view json_text) {
+  json j = json::parse(json_text, nullptr, false);
+  if (j.is_discarded() || !j.is_object())
+    fail(ErrorKind::parse, "'{}' payload: expected a JSON object (got {})", kLinalgFamily, json_text);
+  std::optional<LinalgKind> kind;
+  std::optional<bool> full;
+  std::optional<double> eps;
+  for (const auto& [key, v] : j.items()) {
+    if (key == "op" && v.is_string() && (kind = kind_of(v.get<std::string>()))) continue;
+    if (key == "full" && v.is_boolean()) {
+      full = v.get<bool>();
+    } else if (key == "eps" && v.is_number()) {
+      eps = v.get<double>();
+    } else if (key == "op" || key == "full" || key == "eps") {
+      fail(ErrorKind::parse, "'{}' payload: \"{}\" has the wrong value {}; expected {}", kLinalgFamily, key, v.dump(),
+           key == "op" ? "\"svd\", \"qr\" or \"eigh\"" : key == "full" ? "true or false" : "a number");
+    } else {
+      fail(ErrorKind::parse, "'{}' payload: unknown key \"{}\"; it takes {}", kLinalgFamily, key, kAttrs);
+    }
+  }
+  return make_checked(kind, full, eps, json_text);
+}
+
+std::vector<TensorType> infer_linalg_types(const LinalgPayload& p, Types operands, TypeContext& ctx) {
+  const std::string_view op = name(p.kind());
+  if (operands.size() != 1)
+    ctx.error(ErrorKind::invalid_argument, "{} takes 1 operand (a matrix or a batch [M, N, B...]) but {} were given",
+              op, operands.size());
+  const TensorType& a = operands[0];
+  if (!is_floating(a.dtype))
+    ctx.error(ErrorKind::dtype, "{}: operand 0 has type {}; expected f32, f64, c64 or c128 (convert it first)", op,
+              a.to_string());
+  if (a.rank() < 2)
+    ctx.error(ErrorKind::shape, "{}: operand 0 has type {} of rank {}; expected a matrix [M, N, B...] of rank 2 or "
+              "more (reshape a vector to [N, 1])", op, a.to_string(), a.rank());
+  const Dim& m = a.dims[0];
+  const Dim& n = a.dims[1];
+  const DType real = real_part_type(a.dtype);
+  switch (p.kind()) {
+    case LinalgKind::svd: {
+      Dim k = min_extent(m, n, op, a, ctx);
+      if (p.full())
+        return {TensorType{a.dtype, with_batch({m, m}, a)}, TensorType{real, with_batch({k}, a)},
+                TensorType{a.dtype, with_batch({n, n}, a)}};
+      return {TensorType{a.dtype, with_batch({m, k}, a)}, TensorType{real, with_batch({k}, a)},
+              TensorType{a.dtype, with_batch({k, n}, a)}};
+    }
+    case LinalgKind::qr: {
+      Dim k = min_extent(m, n, op, a, ctx);
+      return {TensorType{a.dtype, with_batch({m, k}, a)}, TensorType{a.dtype, with_batch({k, n}, a)}};
+    }
+    case LinalgKind::eigh: {
+      if (m.is_constant() && n.is_constant() && m != n)
+        ctx.error(ErrorKind::shape, "eigh: operand 0 has type {}; expected a square matrix [N, N, B...] (axis 0 "
+                  "has extent {}, axis 1 extent {})", a.to_string(), m.to_string(), n.to_string());
+      Dim sq = ctx.unify(m, n, "eigh: operand 0's axis 0 vs axis 1 (a square matrix)");
+      return {TensorType{real, with_batch({sq}, a)}, TensorType{a.dtype, with_batch({sq, sq}, a)}};
+    }
+  }
+  ctx.error(ErrorKind::invalid_argument, "unknown op");
+}
+
+void register_linalg_semantics(ExtensionRegistry& registry) {
+  ExtensionSemantics sem;
+  sem.family = std::string(kLinalgFamily);
+  sem.module = std::string(kLinalgModule);
+  sem.parse_text = [](std::string_view text) -> std::unique_ptr<ExtensionPayload> {
+    return LinalgPayload::parse_text(text);
+  };
+  sem.parse_json = [](std::string_view text) -> std::unique_ptr<ExtensionPayload> {
+    return LinalgPayload::parse_json(text);
+  };
+  sem.infer_types = [](const ExtensionPayload& payload, Types operands, TypeContext& ctx) {
+    return infer_linalg_types(static_cast<const LinalgPayload&>(payload), operands, ctx);
+  };
+  registry.register_family(std::move(sem));
+}
+
+}  // namespace einstage::linalg

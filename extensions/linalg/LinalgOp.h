@@ -1,0 +1,69 @@
+// The linear-algebra extension family `einstage.linalg.v1`, compiler side: its payload (which decomposition, and its
+// options), the type rule and register_linalg_semantics(), the explicit registration call a module entry point or a
+// test makes. Stage: compiler (the runtime half is Lapack.h, the module descriptor Module.h).
+//
+// One instruction computes every factor of one decomposition; matrices are the first two axes and any further axes
+// are batch axes on the right ([M, N, B...], column-major, so each matrix is contiguous). K = min(M, N):
+//
+//   %1, %2, %3 = einstage.linalg.v1(%0) {eps = 1e-12, full = false, op = svd} : f64[4,3], f64[3], f64[3,3]
+//   %4, %5 = einstage.linalg.v1(%0) {op = qr} : f64[4,3], f64[3,3]
+//   %6, %7 = einstage.linalg.v1(%a) {eps = 1e-12, op = eigh} : f64[3], f64[3,3]
+//
+// - svd: A = U diag(S) Vh with U [M, K, B...], S [K, B...] (real, descending), Vh [K, N, B...]; `full = true` gives
+//   U [M, M, B...] and Vh [N, N, B...].
+// - qr: A = Q R with Q [M, K, B...] (orthonormal columns) and R [K, N, B...] (upper triangular).
+// - eigh: A = V diag(W) Vᴴ for Hermitian A [N, N, B...] (only the lower triangle is read): W [N, B...] real,
+//   ascending, V [N, N, B...].
+// `eps` (svd and eigh) is the Lorentzian broadening of the AD rules (LinalgAd.h), default 1e-12. Dtypes: f32, f64,
+// c64, c128. K needs M and N known: constant extents, or the same symbol for both. Depends on ir only.
+#pragma once
+
+#include "ir/Extension.h"
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace einstage::linalg {
+
+inline constexpr std::string_view kLinalgFamily = "einstage.linalg.v1";
+inline constexpr std::string_view kLinalgModule = "einstage.linalg";
+inline constexpr double kDefaultEps = 1e-12;
+
+enum class LinalgKind : uint8_t { svd, qr, eigh };
+std::string_view name(LinalgKind kind);
+
+class LinalgPayload final : public ExtensionPayload {
+ public:
+  explicit LinalgPayload(LinalgKind kind, bool full = false, double eps = kDefaultEps);
+
+  LinalgKind kind() const { return kind_; }
+  bool full() const { return full_; }
+  double eps() const { return eps_; }
+
+  std::string_view family() const override { return kLinalgFamily; }
+  std::string to_text() const override;
+  std::string to_json() const override;
+  uint64_t hash() const override { return hash_; }
+  bool equals(const ExtensionPayload& other) const override;
+  std::unique_ptr<ExtensionPayload> clone() const override;
+
+  /// Readers of to_text() (without braces) and to_json(); errors are ErrorKind::parse naming the attribute.
+  static std::unique_ptr<LinalgPayload> parse_text(std::string_view attr_text);
+  static std::unique_ptr<LinalgPayload> parse_json(std::string_view json_text);
+
+ private:
+  LinalgKind kind_;
+  bool full_;
+  double eps_;
+  uint64_t hash_;
+};
+
+/// The result types (svd: U, S, Vh; qr: Q, R; eigh: W, V), checking the one operand.
+std::vector<TensorType> infer_linalg_types(const LinalgPayload& payload, Types operands, TypeContext& ctx);
+
+/// Registers `einstage.linalg.v1` (readers, type rule, AD rules) in `registry`. Explicit, never from a static
+/// initialiser; fails if the family is already registered.
+void register_linalg_semantics(ExtensionRegistry& registry);
+
+}  // namespace einstage::linalg

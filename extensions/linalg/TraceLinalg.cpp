@@ -1,0 +1,28 @@
+#include "extensions/linalg/TraceLinalg.h"
+
+namespace einstage::linalg {
+
+namespace {
+
+std::vector<TracedTensor> append(TraceContext& ctx, LinalgPayload payload, const TracedTensor& a) {
+  return ctx.extension_results(std::make_shared<LinalgPayload>(std::move(payload)), std::span(&a, 1));
+}
+
+}  // namespace
+
+SvdFactors svd(TraceContext& ctx, const TracedTensor& a, const SvdOptions& options) {
+  auto r = append(ctx, LinalgPayload(LinalgKind::svd, options.full, options.eps), a);
+  return {r[0], r[1], r[2]};
+}
+
+QrFactors qr(TraceContext& ctx, const TracedTensor& a) {
+  auto r = append(ctx, LinalgPayload(LinalgKind::qr), a);
+  return {r[0], r[1]};
+}
+
+EighFactors eigh(TraceContext& ctx, const TracedTensor& a, double eps) {
+  auto r = append(ctx, LinalgPayload(LinalgKind::eigh, false, eps), a);
+  return {r[0], r[1]};
+}
+
+}  // namespace einstage::linalg

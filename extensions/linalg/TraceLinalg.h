@@ -1,0 +1,37 @@
+// Tracing the decompositions: the calls that append one `einstage.linalg.v1` instruction to a TraceContext and hand
+// back its factors. Stage: compiler front end, provided by the linalg extension (compiler/ knows no family).
+//
+//   auto [u, s, vh] = linalg::svd(ctx, a);            // thin; {.full = true} for the full factors
+//   auto [q, r] = linalg::qr(ctx, a);
+//   auto [w, v] = linalg::eigh(ctx, h);                // ascending eigenvalues
+//
+// The context's registry must have the family registered (register_linalg_semantics, or the module). The type rule
+// (LinalgOp.h) checks the operand right away, so a wrong rank or dtype fails here, naming the op. Depends on
+// compiler/Trace.h and LinalgOp.h.
+#pragma once
+
+#include "compiler/Trace.h"
+#include "extensions/linalg/LinalgOp.h"
+
+namespace einstage::linalg {
+
+struct SvdOptions {
+  bool full = false;         // U [M, M], Vh [N, N] instead of the thin [M, K], [K, N]
+  double eps = kDefaultEps;  // the AD rule's broadening (LinalgAd.h)
+};
+
+struct SvdFactors {
+  TracedTensor u, s, vh;
+};
+struct QrFactors {
+  TracedTensor q, r;
+};
+struct EighFactors {
+  TracedTensor w, v;
+};
+
+SvdFactors svd(TraceContext& ctx, const TracedTensor& a, const SvdOptions& options = {});
+QrFactors qr(TraceContext& ctx, const TracedTensor& a);
+EighFactors eigh(TraceContext& ctx, const TracedTensor& a, double eps = kDefaultEps);
+
+}  // namespace einstage::linalg

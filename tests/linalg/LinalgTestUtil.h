@@ -1,0 +1,102 @@
+// Helpers of the linalg suite: matrices of a batched column-major tensor [M, N, B...] as complex<double>, products
+// and the checks every decomposition goes through (reconstruction, orthonormal columns, ordered spectra), on the AD
+// suite's Runtime (ad/AdTestUtil.h, which links the linalg module in). Test-only.
+#pragma once
+
+#include "ad/AdTestUtil.h"
+#include "extensions/linalg/LinalgOp.h"
+
+#include <complex>
+#include <vector>
+
+namespace einstage::linalg_test {
+
+using namespace einstage::ad_test;
+using Mat = std::vector<std::vector<c128>>;  // [row][col]
+
+/// Matrix `b` of the batch of `t` ([M, N, B...]).
+inline Mat matrix(const Tensor& t, int64_t b) {
+  std::vector<c128> v = values(t);
+  const int64_t m = t.extent(0), n = t.extent(1);
+  Mat out(static_cast<size_t>(m), std::vector<c128>(static_cast<size_t>(n)));
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t i = 0; i < m; ++i) out[i][j] = v[static_cast<size_t>(b * m * n + j * m + i)];
+  return out;
+}
+
+/// Entry b of a batch of vectors [K, B...].
+inline std::vector<c128> vector_of(const Tensor& t, int64_t b) {
+  std::vector<c128> v = values(t);
+  const int64_t k = t.extent(0);
+  return {v.begin() + b * k, v.begin() + (b + 1) * k};
+}
+
+inline Mat product(const Mat& a, const Mat& b) {
+  const size_t inner = b.size(), cols = b.empty() ? 0 : b[0].size();
+  Mat c(a.size(), std::vector<c128>(cols));
+  for (size_t i = 0; i < a.size(); ++i)
+    for (size_t k = 0; k < inner; ++k)
+      for (size_t j = 0; j < cols; ++j) c[i][j] += a[i][k] * b[k][j];
+  return c;
+}
+
+inline Mat adjoint(const Mat& a) {
+  const size_t cols = a.empty() ? 0 : a[0].size();
+  Mat c(cols, std::vector<c128>(a.size()));
+  for (size_t i = 0; i < a.size(); ++i)
+    for (size_t j = 0; j < cols; ++j) c[j][i] = std::conj(a[i][j]);
+  return c;
+}
+
+/// Columns scaled: a diag(d).
+inline Mat scale_columns(Mat a, const std::vector<c128>& d) {
+  for (auto& row : a)
+    for (size_t j = 0; j < row.size(); ++j) row[j] *= d[j];
+  return a;
+}
+
+inline double frobenius(const Mat& a) {
+  double s = 0;
+  for (const auto& row : a)
+    for (c128 x : row) s += std::norm(x);
+  return std::sqrt(s);
+}
+
+inline Mat minus(Mat a, const Mat& b) {
+  for (size_t i = 0; i < a.size(); ++i)
+    for (size_t j = 0; j < a[i].size(); ++j) a[i][j] -= b[i][j];
+  return a;
+}
+
+/// ‖Xᴴ X − I‖_F: how far the columns of X are from orthonormal.
+inline double orthonormality_error(const Mat& x) {
+  Mat g = product(adjoint(x), x);
+  for (size_t i = 0; i < g.size(); ++i) g[i][i] -= 1.0;
+  return frobenius(g);
+}
+
+/// The precision a decomposition in `dtype` meets (reconstruction relative to ‖A‖, orthonormality).
+inline double decomposition_tolerance(DType dtype) {
+  return dtype == DType::f32 || dtype == DType::c64 ? 2e-5 : 1e-13;
+}
+
+/// A random batch of Hermitian [n, n] matrices: (X + Xᴴ) / 2 per matrix.
+inline Tensor random_hermitian(DType dtype, int64_t n, const Shape& batch, Rng& rng) {
+  Shape shape{n, n};
+  shape.insert(shape.end(), batch.begin(), batch.end());
+  Tensor x = random_tensor(dtype, shape, rng);
+  std::vector<c128> v = values(x);
+  const int64_t count = element_count(batch);
+  for (int64_t b = 0; b < count; ++b)
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t i = 0; i <= j; ++i) {
+        c128& lo = v[static_cast<size_t>(b * n * n + j * n + i)];
+        c128& up = v[static_cast<size_t>(b * n * n + i * n + j)];
+        c128 h = (lo + std::conj(up)) / 2.0;
+        lo = h;
+        up = std::conj(h);
+      }
+  return tensor_of(dtype, shape, v);
+}
+
+}  // namespace einstage::linalg_test

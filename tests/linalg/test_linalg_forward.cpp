@@ -1,0 +1,213 @@
+// The linalg family forward: the golden text of svd / qr / eigh instructions and their text and JSON round trips,
+// the pinned errors of the type rule and the payload readers, and the LAPACK results on random batches of every
+// dtype (reconstruction, orthonormal factors, ordered spectra, each matrix of a batch as when it is alone, non-finite
+// input refused), linked in and loaded from the module's shared library.
+#include "LinalgTestUtil.h"
+
+#include "extensions/linalg/Module.h"
+#include "extensions/linalg/TraceLinalg.h"
+#include "ir/Json.h"
+#include "ir/Parser.h"
+#include "support/ErrorOf.h"
+#include "support/Golden.h"
+
+#include <doctest/doctest.h>
+
+#include <filesystem>
+
+using namespace einstage;
+using namespace einstage::linalg_test;
+using einstage::test::error_of;
+
+namespace {
+
+const std::filesystem::path kGoldenDir = std::filesystem::path(EINSTAGE_SOURCE_DIR) / "tests" / "linalg" / "golden";
+
+std::shared_ptr<const ExtensionPayload> payload(linalg::LinalgKind kind, bool full = false,
+                                                double eps = linalg::kDefaultEps) {
+  return std::make_shared<linalg::LinalgPayload>(kind, full, eps);
+}
+
+// One instruction of each op, a symbolic square batch axis and a full svd.
+Program all_ops() {
+  TraceContext ctx("factors", registry());
+  TracedTensor a = ctx.parameter("a", DType::f64, {4, 3, Dim::symbol("b")});
+  TracedTensor h = ctx.parameter("h", DType::c128, {Dim::symbol("n"), Dim::symbol("n")});
+  auto [u, s, vh] = linalg::svd(ctx, a);
+  auto full = linalg::svd(ctx, a, {.full = true, .eps = 1e-8});
+  auto [q, r] = linalg::qr(ctx, a);
+  auto [w, v] = linalg::eigh(ctx, h);
+  return ctx.finish({u, s, vh, full.u, q, r, w, v});
+}
+
+std::vector<Tensor> run_op(linalg::LinalgKind kind, const Tensor& a, bool full = false) {
+  Builder b("op", registry());
+  Value x = b.parameter("a", {a.dtype(), std::vector<Dim>(a.shape().begin(), a.shape().end())});
+  return run(b.finish(b.extension_results(payload(kind, full), {x})), {a});
+}
+
+std::string type_error(linalg::LinalgKind kind, TensorType type) {
+  return error_of([&] {
+    Builder b("bad", registry());
+    Value x = b.parameter("a", std::move(type));
+    b.extension_results(payload(kind), {x});
+  });
+}
+
+Shape with_batch(Shape head, const Shape& batch) {
+  head.insert(head.end(), batch.begin(), batch.end());
+  return head;
+}
+
+}  // namespace
+
+TEST_CASE("linalg: golden text, parse and JSON round trips") {
+  Program p = all_ops();
+  const std::string text = print_program(p);
+  test::check_golden_file(kGoldenDir / "factors.ir", text);
+  CHECK(print_program(parse_program(text, registry())) == text);
+  CHECK(print_program(program_from_json(program_to_json(p, -1), registry())) == text);
+  const std::string json = program_to_json(p, -1);
+  CHECK(json.find(R"({"eps":1e-12,"full":false,"op":"svd"})") != std::string::npos);
+  CHECK(json.find(R"({"op":"qr"})") != std::string::npos);
+}
+
+TEST_CASE("linalg: the type rule's errors name the op, the operand and what it expected") {
+  using K = linalg::LinalgKind;
+  CHECK(type_error(K::svd, {DType::i64, {3, 3}}) ==
+        "'einstage.linalg.v1' at %0 in @bad: svd: operand 0 has type i64[3,3]; expected f32, f64, c64 or c128 "
+        "(convert it first)");
+  CHECK(type_error(K::qr, {DType::f64, {3}}) ==
+        "'einstage.linalg.v1' at %0 in @bad: qr: operand 0 has type f64[3] of rank 1; expected a matrix [M, N, B...] "
+        "of rank 2 or more (reshape a vector to [N, 1])");
+  CHECK(type_error(K::eigh, {DType::f32, {3, 4}}) ==
+        "'einstage.linalg.v1' at %0 in @bad: eigh: operand 0 has type f32[3,4]; expected a square matrix [N, N, B...] "
+        "(axis 0 has extent 3, axis 1 extent 4)");
+  CHECK(type_error(K::svd, {DType::f64, {Dim::symbol("m"), 3}}) ==
+        "'einstage.linalg.v1' at %0 in @bad: svd: operand 0 has type f64[m,3], and min(m, 3) has no symbolic form; "
+        "give the matrix constant extents or the same symbol for both");
+}
+
+TEST_CASE("linalg: the payload readers' errors name the attribute") {
+  auto parse = [](std::string_view attrs) {
+    return error_of([&] { registry()->get(linalg::kLinalgFamily).parse_text(attrs); });
+  };
+  auto parse_json = [](std::string_view j) {
+    return error_of([&] { registry()->get(linalg::kLinalgFamily).parse_json(j); });
+  };
+  CHECK(parse("op = lu") == "'einstage.linalg.v1' attribute 'op': expected svd, qr or eigh (got lu)");
+  CHECK(parse("full = true, op = qr") ==
+        "'einstage.linalg.v1' op = qr takes no attribute 'full'; only svd does (got: full = true, op = qr)");
+  CHECK(parse("eps = -1, op = eigh") == "'einstage.linalg.v1' attribute 'eps' must be a number >= 0 (got -1)");
+  CHECK(parse("op = svd, pivot = true") ==
+        "'einstage.linalg.v1' has no attribute 'pivot'; it takes op (svd, qr or eigh), full (svd only), eps (svd and "
+        "eigh)");
+  CHECK(parse("eps = 0") == "'einstage.linalg.v1' needs the attribute op = svd, qr or eigh (got: eps = 0)");
+  CHECK(parse_json(R"({"op":"svd","full":1})") ==
+        "'einstage.linalg.v1' payload: \"full\" has the wrong value 1; expected true or false");
+  CHECK(registry()->get(linalg::kLinalgFamily).parse_json(R"({"op":"eigh","eps":0})")->to_text() == "eps = 0, op = eigh");
+  CHECK(parse_json("[1]") == "'einstage.linalg.v1' payload: expected a JSON object (got [1])");
+}
+
+TEST_CASE("linalg: svd of random batches reconstructs A with orthonormal factors and descending values") {
+  Rng rng{16};
+  for (DType dtype : {DType::f64, DType::c128, DType::f32, DType::c64}) {
+    for (auto [m, n] : {std::pair<int64_t, int64_t>{5, 3}, {3, 5}, {4, 4}, {1, 6}}) {
+      for (bool full : {false, true}) {
+        CAPTURE(name(dtype));
+        CAPTURE(m);
+        CAPTURE(n);
+        CAPTURE(full);
+        const Shape batch{2, 3};
+        Tensor a = random_tensor(dtype, with_batch({m, n}, batch), rng);
+        std::vector<Tensor> f = run_op(linalg::LinalgKind::svd, a, full);
+        const int64_t k = std::min(m, n);
+        REQUIRE(f.size() == 3);
+        CHECK(f[0].shape() == with_batch({m, full ? m : k}, batch));
+        CHECK(f[1].shape() == with_batch({k}, batch));
+        CHECK(f[1].dtype() == real_part_type(dtype));
+        CHECK(f[2].shape() == with_batch({full ? n : k, n}, batch));
+        const double tol = decomposition_tolerance(dtype);
+        for (int64_t b = 0; b < 6; ++b) {
+          Mat am = matrix(a, b), u = matrix(f[0], b), vh = matrix(f[2], b);
+          std::vector<c128> s = vector_of(f[1], b);
+          for (size_t i = 0; i + 1 < s.size(); ++i) CHECK(s[i].real() >= s[i + 1].real());
+          CHECK(s.back().real() >= 0);
+          // Thin factors of the first k columns / rows.
+          Mat ut(u.size()), vt(static_cast<size_t>(k));
+          for (size_t i = 0; i < u.size(); ++i) ut[i].assign(u[i].begin(), u[i].begin() + k);
+          for (int64_t i = 0; i < k; ++i) vt[i] = vh[i];
+          CHECK(frobenius(minus(am, product(scale_columns(ut, s), vt))) <= tol * frobenius(am));
+          CHECK(orthonormality_error(u) <= tol * m);
+          CHECK(orthonormality_error(adjoint(vh)) <= tol * n);
+        }
+        // The last matrix of the batch has the singular values it has alone (LAPACK's rounding may depend on where
+        // the matrix sits in memory, so not necessarily the same bits).
+        Tensor last = a.slice(3, 2, 3).slice(2, 1, 2).reshape({m, n});
+        std::vector<Tensor> alone = run_op(linalg::LinalgKind::svd, last.contiguous(), full);
+        CHECK(close(alone[1], f[1].slice(2, 2, 3).slice(1, 1, 2).reshape({k}), tol));
+      }
+    }
+  }
+}
+
+TEST_CASE("linalg: the module loads from its shared library and refuses non-finite input") {
+  Runtime rt;
+  rt.load_module(EINSTAGE_LINALG_MODULE_PATH);
+  Builder b("s", &rt.registry());
+  Value x = b.parameter("a", {DType::f64, {2, 2}});
+  Program p = b.finish(b.extension_results(payload(linalg::LinalgKind::svd), {x}));
+  std::vector<Tensor> f = rt.prepare(p).run({Tensor::from_col_major<double>({2, 2}, {3, 0, 0, -4})});
+  CHECK(f[1].to_col_major<double>() == std::vector<double>{4, 3});
+  CHECK(error_of([&] {
+          rt.prepare(p).run({Tensor::from_col_major<double>({2, 2}, {1, 2, NAN, 4})});
+        }) == "svd: operand 0 has a non-finite element (nan or inf) at flat index 2 (column-major); LAPACK was not "
+              "called; check the input for nan or inf");
+}
+
+TEST_CASE("linalg: qr of random batches: Q R = A, orthonormal Q, upper-triangular R") {
+  Rng rng{17};
+  for (DType dtype : {DType::f64, DType::c128, DType::f32, DType::c64}) {
+    for (auto [m, n] : {std::pair<int64_t, int64_t>{5, 3}, {3, 5}, {4, 4}}) {
+      CAPTURE(name(dtype));
+      CAPTURE(m);
+      CAPTURE(n);
+      Tensor a = random_tensor(dtype, {m, n, 3}, rng);
+      std::vector<Tensor> f = run_op(linalg::LinalgKind::qr, a);
+      const int64_t k = std::min(m, n);
+      REQUIRE(f.size() == 2);
+      CHECK(f[0].shape() == Shape{m, k, 3});
+      CHECK(f[1].shape() == Shape{k, n, 3});
+      const double tol = decomposition_tolerance(dtype);
+      for (int64_t b = 0; b < 3; ++b) {
+        Mat am = matrix(a, b), q = matrix(f[0], b), r = matrix(f[1], b);
+        CHECK(frobenius(minus(am, product(q, r))) <= tol * frobenius(am));
+        CHECK(orthonormality_error(q) <= tol * m);
+        for (int64_t i = 0; i < k; ++i)
+          for (int64_t j = 0; j < i; ++j) CHECK(r[i][j] == c128(0));
+      }
+    }
+  }
+}
+
+TEST_CASE("linalg: eigh of random Hermitian batches: A V = V diag(W), orthonormal V, ascending W") {
+  Rng rng{18};
+  for (DType dtype : {DType::f64, DType::c128, DType::f32, DType::c64}) {
+    CAPTURE(name(dtype));
+    const int64_t n = 5;
+    Tensor a = random_hermitian(dtype, n, {2}, rng);
+    std::vector<Tensor> f = run_op(linalg::LinalgKind::eigh, a);
+    REQUIRE(f.size() == 2);
+    CHECK(f[0].shape() == Shape{n, 2});
+    CHECK(f[0].dtype() == real_part_type(dtype));
+    CHECK(f[1].shape() == Shape{n, n, 2});
+    const double tol = decomposition_tolerance(dtype);
+    for (int64_t b = 0; b < 2; ++b) {
+      Mat am = matrix(a, b), v = matrix(f[1], b);
+      std::vector<c128> w = vector_of(f[0], b);
+      for (size_t i = 0; i + 1 < w.size(); ++i) CHECK(w[i].real() <= w[i + 1].real());
+      CHECK(frobenius(minus(product(am, v), scale_columns(v, w))) <= tol * n * frobenius(am));
+      CHECK(orthonormality_error(v) <= tol * n);
+    }
+  }
+}
