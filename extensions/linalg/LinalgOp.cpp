@@ -1,6 +1,8 @@
 // `einstage.linalg.v1`: payload text/JSON forms, equality and hash, the type rule, and the registration call.
 #include "extensions/linalg/LinalgOp.h"
 
+#include "extensions/linalg/LinalgAd.h"
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -182,6 +184,7 @@ void register_linalg_semantics(ExtensionRegistry& registry) {
   sem.infer_types = [](const ExtensionPayload& payload, Types operands, TypeContext& ctx) {
     return infer_linalg_types(static_cast<const LinalgPayload&>(payload), operands, ctx);
   };
+  sem.linearize_results = linearize_linalg;
   registry.register_family(std::move(sem));
 }
 

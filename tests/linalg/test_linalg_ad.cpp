@@ -1,0 +1,139 @@
+// The linalg family's AD rules against finite differences, the dot-product test and transpose adjointness
+// (ad/AdTestUtil.h's check_derivatives) on random, well-separated spectra: svd of square, tall, wide and batched
+// matrices (real: every factor; complex: gauge-invariant functions of the factors), eigh of the Hermitian part,
+// second order (the jvp of the gradient), and the pinned error of full svd.
+#include "LinalgTestUtil.h"
+
+#include "support/ErrorOf.h"
+
+#include <doctest/doctest.h>
+
+using namespace einstage;
+using namespace einstage::linalg_test;
+using einstage::test::error_of;
+
+namespace {
+
+using linalg::LinalgKind;
+
+std::vector<Value> decompose(Builder& b, LinalgKind kind, const Value& a) {
+  return b.extension_results(std::make_shared<linalg::LinalgPayload>(kind), {a});
+}
+
+Axes batch_axes(const Value& x) {
+  Axes axes;
+  for (int64_t a = 2; a < x.type.rank(); ++a) axes.push_back(a);
+  return axes;
+}
+
+Value mm(Builder& b, const Value& x, const Value& y) {
+  return b.dot_general(x, y, {1}, {0}, batch_axes(x), batch_axes(y));
+}
+
+Value adj(Builder& b, const Value& x) {
+  Axes perm{1, 0};
+  for (int64_t a = 2; a < x.type.rank(); ++a) perm.push_back(a);
+  return b.conj(b.transpose(x, perm));
+}
+
+// x diag(c) xᴴ with fixed distinct weights c_j = j + 1: invariant under x -> x diag(phases).
+Value weighted_projector(Builder& b, const Value& x) {
+  const int64_t k = x.type.dims[1].constant();
+  std::vector<double> c;
+  for (int64_t j = 0; j < k; ++j) c.push_back(1.0 + static_cast<double>(j));
+  Value w = b.constant(Tensor::from_col_major<double>({k}, std::span<const double>(c)));
+  if (x.type.dtype != DType::f64) w = b.convert(w, x.type.dtype);
+  return mm(b, b.mul(x, b.broadcast_in_dim(w, {1}, x.type.dims)), adj(b, x));
+}
+
+Tolerance loose(DType dtype) {
+  Tolerance t = tolerance_for(dtype);
+  if (dtype == DType::f32 || dtype == DType::c64) t.fd = 6e-2;
+  return t;
+}
+
+Shape with_batch(Shape head, const Shape& batch) {
+  head.insert(head.end(), batch.begin(), batch.end());
+  return head;
+}
+
+}  // namespace
+
+TEST_CASE("linalg ad: svd of real matrices, every factor") {
+  // f64 only: in f32 the finite-difference step (1e-2) is large enough that LAPACK flips the sign of some singular
+  // vectors between the two evaluations; f32 is checked on gauge-invariant functions below.
+  Rng rng{160};
+  for (DType dtype : {DType::f64}) {
+    for (auto [m, n] : {std::pair<int64_t, int64_t>{4, 4}, {5, 3}, {3, 5}}) {
+      for (const Shape& batch : {Shape{}, Shape{2}}) {
+        std::string where = fmt::format("{} [{}, {}] batch {}, seed 160", name(dtype), m, n, batch.size());
+        Builder c("svd", registry());
+        Shape shape = with_batch({m, n}, batch);
+        Value x = c.parameter("a", {dtype, std::vector<Dim>(shape.begin(), shape.end())});
+        std::vector<Value> f = decompose(c, LinalgKind::svd, x);
+        Program p = c.finish({f[0], f[1], f[2]});
+        check_derivatives(p, {0}, {random_tensor(dtype, shape, rng)}, rng, loose(dtype), where);
+      }
+    }
+  }
+}
+
+TEST_CASE("linalg ad: svd, gauge-invariant functions of the factors, complex and single precision") {
+  Rng rng{161};
+  for (DType dtype : {DType::c128, DType::c64, DType::f32}) {
+    for (auto [m, n] : {std::pair<int64_t, int64_t>{4, 4}, {5, 3}, {3, 5}}) {
+      std::string where = fmt::format("{} [{}, {}] batch 2, seed 161", name(dtype), m, n);
+      Builder c("svd", registry());
+      Shape shape{m, n, 2};
+      Value x = c.parameter("a", {dtype, {m, n, 2}});
+      std::vector<Value> f = decompose(c, LinalgKind::svd, x);
+      // S, U diag(c) Uᴴ, V diag(c) Vᴴ and U diag(S²) Vh: none depends on the phases of the singular vectors.
+      Value s2 = c.mul(f[1], f[1]);
+      if (is_complex(dtype)) s2 = c.convert(s2, dtype);
+      Value us2 = c.mul(f[0], c.broadcast_in_dim(s2, {1, 2}, f[0].type.dims));
+      Program p = c.finish({f[1], weighted_projector(c, f[0]), weighted_projector(c, adj(c, f[2])), mm(c, us2, f[2])});
+      check_derivatives(p, {0}, {random_tensor(dtype, shape, rng)}, rng, loose(dtype), where);
+    }
+  }
+}
+
+TEST_CASE("linalg ad: eigh of the Hermitian part, real and complex") {
+  Rng rng{162};
+  for (DType dtype : {DType::f64, DType::c128, DType::f32, DType::c64}) {
+    std::string where = fmt::format("{} [4, 4] batch 3, seed 162", name(dtype));
+    Builder c("eigh", registry());
+    Value x = c.parameter("a", {dtype, {4, 4, 3}});
+    Value h = c.mul(c.add(x, adj(c, x)), c.full(x.type, 0.5));
+    std::vector<Value> f = decompose(c, LinalgKind::eigh, h);
+    std::vector<Value> outs{f[0], weighted_projector(c, f[1])};
+    if (!is_complex(dtype)) outs.push_back(f[1]);  // real eigenvectors: only a sign, fixed near the point
+    Program p = c.finish(outs);
+    check_derivatives(p, {0}, {random_tensor(dtype, {4, 4, 3}, rng)}, rng, loose(dtype), where);
+  }
+}
+
+TEST_CASE("linalg ad: second order: the gradient of a function of svd is differentiated again") {
+  Rng rng{163};
+  for (DType dtype : {DType::f64, DType::c128}) {
+    std::string where = fmt::format("{} [4, 3], seed 163", name(dtype));
+    Builder c("f", registry());
+    Value x = c.parameter("a", {dtype, {4, 3}});
+    std::vector<Value> f = decompose(c, LinalgKind::svd, x);
+    // sum(S³) + Re sum(U diag(c) Uᴴ ∘ A): a real scalar that is gauge invariant.
+    Value s3 = c.reduce_sum(c.mul(f[1], c.mul(f[1], f[1])), {0});
+    Value proj = c.real(c.reduce_sum(c.mul(weighted_projector(c, f[0]), mm(c, x, adj(c, x))), {0, 1}));
+    Program p = c.finish({c.add(s3, proj)});
+    Program g = ad::grad(p, {0}, registry());
+    check_derivatives(g, {0}, {random_tensor(dtype, {4, 3}, rng)}, rng, loose(dtype), where);
+  }
+}
+
+TEST_CASE("linalg ad: full svd has no rule, and says which form has one") {
+  Builder c("full", registry());
+  Value x = c.parameter("a", {DType::f64, {3, 2}});
+  std::vector<Value> f = c.extension_results(std::make_shared<linalg::LinalgPayload>(LinalgKind::svd, true), {x});
+  Program p = c.finish({f[0]});
+  CHECK(error_of([&] { ad::jvp(p, std::vector<int>{0}, registry()); }) ==
+        "svd with full = true has no derivative rule (the columns past min(M, N) are not determined by the matrix); "
+        "differentiate the thin svd (full = false) instead");
+}
