@@ -41,6 +41,9 @@ template <typename T> struct Lapack;
     static lapack_int evd(lapack_int n, T* a, real_t<T>* w) {                                                   \
       return LAPACKE_##P##EVD(LAPACK_COL_MAJOR, 'V', 'L', n, a, std::max<lapack_int>(1, n), w);                 \
     }                                                                                                           \
+    static lapack_int trtri(lapack_int n, T* a) {                                                               \
+      return LAPACKE_##P##trtri(LAPACK_COL_MAJOR, 'U', 'N', n, a, std::max<lapack_int>(1, n));                  \
+    }                                                                                                           \
   };
 EINSTAGE_LAPACK_TRAITS(float, s, orgqr, syevd)
 EINSTAGE_LAPACK_TRAITS(double, d, orgqr, syevd)
@@ -115,6 +118,18 @@ template <typename T> struct Job {
     std::copy(work.begin(), work.begin() + m * k, q);
   }
 
+  void inv_upper(int64_t b) const {
+    T* r = result<T>(0, b, n * n);
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t i = 0; i < n; ++i) r[j * n + i] = i <= j ? a[b * n * n + j * n + i] : T(0);
+    if (n == 0) return;
+    lapack_int info = Lapack<T>::trtri(static_cast<lapack_int>(n), r);
+    EIN_ASSERT(info >= 0, "inv_upper: ?trtri argument {} is illegal", -info);
+    if (info > 0)
+      fail(ErrorKind::invalid_argument, "inv_upper: matrix {} of the batch is singular (its diagonal entry {} is "
+           "zero; LAPACK ?trtri info {}); a qr of a rank-deficient matrix has no derivative", b, info - 1, info);
+  }
+
   void eigh(int64_t b) const {
     T* v = result<T>(1, b, n * n);
     std::copy(a + b * n * n, a + (b + 1) * n * n, v);
@@ -152,6 +167,9 @@ std::vector<Tensor> decompose(const LinalgPayload& payload, const Tensor& a_in, 
     case LinalgKind::eigh:
       out = {Tensor::empty(real, shaped({n})), Tensor::empty(a.dtype(), shaped({n, n}))};
       break;
+    case LinalgKind::inv_upper:
+      out = {Tensor::empty(a.dtype(), shaped({n, n}))};
+      break;
   }
   dispatch_dtype(a.dtype(), [&](auto zero) {
     using T = decltype(zero);
@@ -171,6 +189,7 @@ std::vector<Tensor> decompose(const LinalgPayload& payload, const Tensor& a_in, 
             case LinalgKind::svd: job.svd(b); break;
             case LinalgKind::qr: job.qr(b); break;
             case LinalgKind::eigh: job.eigh(b); break;
+            case LinalgKind::inv_upper: job.inv_upper(b); break;
           }
         }
       });

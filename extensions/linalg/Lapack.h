@@ -7,6 +7,7 @@
 //   ?gesvd, and only if that fails too is it an error (naming the op, the matrix's batch index and LAPACK's info).
 // - qr: ?geqrf, then ?orgqr / ?ungqr for Q; R is the upper triangle of the first K rows.
 // - eigh: ?syevd / ?heevd on the lower triangle.
+// - inv_upper: ?trtri on the upper triangle (a zero diagonal entry is an error naming the matrix).
 // Before LAPACK sees anything the operand is checked to be finite (an error naming the op and operand 0 otherwise).
 // Each matrix is written by exactly one task, so results do not depend on the thread count.
 #pragma once
@@ -20,7 +21,7 @@
 namespace einstage::linalg {
 
 /// The factors of `payload`'s decomposition of `a` (of dtype f32, f64, c64 or c128, rank >= 2, any strides), in the
-/// order and with the types of infer_linalg_types: svd U, S, Vh; qr Q, R; eigh W, V.
+/// order and with the types of infer_linalg_types: svd U, S, Vh; qr Q, R; eigh W, V; inv_upper R⁻¹.
 std::vector<Tensor> decompose(const LinalgPayload& payload, const Tensor& a, ExecutionContext& context);
 
 }  // namespace einstage::linalg

@@ -1,4 +1,4 @@
-// The tangents of svd, eigh (and qr) as standard ops (see LinalgAd.h for the formulas and conventions).
+// The tangents of svd, eigh, qr and inv_upper as standard ops (see LinalgAd.h for the formulas and conventions).
 #include "extensions/linalg/LinalgAd.h"
 
 #include "extensions/linalg/LinalgOp.h"
@@ -62,6 +62,25 @@ struct Mat {
     return is_complex(d.type.dtype) ? b.real(d) : d;
   }
   Value half(const Value& x) const { return b.mul(x, b.full(x.type, 0.5)); }
+  /// A [N, N, B...] mask like `like` (N constant): 1 where row < column (`upper`, diagonal included when `diagonal`)
+  /// or row > column (lower), else 0.
+  Value triangle(const Value& like, bool upper, bool diagonal, std::string_view op) const {
+    const Dim& nd = like.type.dims[0];
+    if (!nd.is_constant())
+      fail(ErrorKind::unsupported, "the derivative of {} needs a constant matrix extent (got {}); give the matrix "
+           "constant extents", op, like.type.to_string());
+    const int64_t n = nd.constant();
+    std::vector<double> mask(static_cast<size_t>(n * n), 0.0);
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t i = 0; i < n; ++i)
+        if ((upper ? i < j : i > j) || (diagonal && i == j)) mask[static_cast<size_t>(j * n + i)] = 1.0;
+    Value c = b.constant(Tensor::from_col_major<double>({n, n}, std::span<const double>(mask)));
+    return b.broadcast_in_dim(as(c, like), {0, 1}, like.type.dims);
+  }
+  /// inv_upper(r), the differentiable R⁻¹.
+  Value inv_upper(const Value& r) const {
+    return b.extension_results(std::make_shared<LinalgPayload>(LinalgKind::inv_upper), {r})[0];
+  }
 };
 
 bool known_greater(const Dim& a, const Dim& bdim) {
@@ -107,6 +126,36 @@ std::vector<std::optional<Value>> eigh_tangents(Builder& b, const Instruction& i
   return {m.real_diag(dp), m.mm(v, b.mul(fm, dp))};
 }
 
+// Thin qr, M >= N (K = N): with C = Qᴴ dA R⁻¹ and Ω = tril(C, −1) − tril(C, −1)ᴴ + i Im diag(C) (Qᴴ dQ, the
+// gauge that keeps diag(R) real), dQ = Q (Ω − C) + dA R⁻¹ and dR = (C − Ω) R.
+std::vector<std::optional<Value>> qr_tangents(Builder& b, const Instruction& inst, const Value& a, const Value& da) {
+  const Dim &rows = a.type.dims[0], &cols = a.type.dims[1];
+  if (known_greater(cols, rows))
+    fail(ErrorKind::unsupported, "qr of a wide matrix ({}, M < N) has no derivative rule yet; differentiate the qr "
+         "of a tall or square matrix (M >= N), e.g. of its conjugate transpose", a.type.to_string());
+  Mat m{b};
+  std::vector<Value> f = b.extension_results(std::get<ExtensionOp>(inst.op).payload, {a});
+  const Value &q = f[0], &r = f[1];
+  const Value dar = m.mm(da, m.inv_upper(r));
+  const Value c = m.mm(m.adj(q), dar);
+  const Value lower = b.mul(c, m.triangle(c, false, false, "qr"));
+  Value omega = b.sub(lower, m.adj(lower));
+  if (is_complex(c.type.dtype)) {
+    const Value d = b.extract_diag(c, 0, 1);
+    omega = b.add(omega, b.embed_diag(b.sub(d, b.convert(b.real(d), d.type.dtype)), 0, 1));
+  }
+  return {b.add(m.mm(q, b.sub(omega, c)), dar), m.mm(b.sub(c, omega), r)};
+}
+
+// X = R⁻¹ of the upper triangle: dX = −X triu(dR) X.
+std::vector<std::optional<Value>> inv_upper_tangents(Builder& b, const Instruction& inst, const Value& r,
+                                                     const Value& dr) {
+  Mat m{b};
+  const Value x = b.extension_results(std::get<ExtensionOp>(inst.op).payload, {r})[0];
+  const Value upper = b.mul(dr, m.triangle(dr, true, true, "inv_upper"));
+  return {b.neg(m.mm(x, m.mm(upper, x)))};
+}
+
 }  // namespace
 
 std::vector<std::optional<Value>> linearize_linalg(Builder& b, const Instruction& inst, std::span<const Value> primals,
@@ -117,9 +166,10 @@ std::vector<std::optional<Value>> linearize_linalg(Builder& b, const Instruction
   switch (p.kind()) {
     case LinalgKind::svd: return svd_tangents(b, inst, p, primals[0], *tangents[0]);
     case LinalgKind::eigh: return eigh_tangents(b, inst, p, primals[0], *tangents[0]);
-    case LinalgKind::qr: break;
+    case LinalgKind::qr: return qr_tangents(b, inst, primals[0], *tangents[0]);
+    case LinalgKind::inv_upper: return inv_upper_tangents(b, inst, primals[0], *tangents[0]);
   }
-  fail(ErrorKind::unsupported, "qr has no derivative rule yet; differentiate through svd or eigh instead");
+  EIN_ASSERT(false, "linalg: unknown op");
 }
 
 }  // namespace einstage::linalg

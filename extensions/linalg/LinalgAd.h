@@ -16,8 +16,10 @@
 // guarded s / (s² + ε)). The diagonal of the G term is the complex gauge term, split evenly between U and V.
 // eigh: dP = Vᴴ sym(dA) V with sym(dA) = (dA + dAᴴ)/2, dW = Re diag(dP), Vᴴ dV = F∘dP (F over the eigenvalues).
 // The diagonal of every F is zero by a mask, not by 0 / eps (whose derivative, 1/eps, would spoil second order).
-// svd with full = true has no rule (the columns past K are not determined by A) and qr has none yet: both fail,
-// naming the op.
+// qr (M >= N): C = Qᴴ dA R⁻¹, Ω = tril(C, −1) − tril(C, −1)ᴴ + i Im diag(C), dQ = Q (Ω − C) + dA R⁻¹,
+// dR = (C − Ω) R, with R⁻¹ the family's own differentiable inv_upper op (dX = −X triu(dR) X). The triangle masks
+// need a constant N. svd with full = true (the columns past K are not determined by A) and qr of a wide matrix have
+// no rule: both fail, naming the op.
 #pragma once
 
 #include "ir/Extension.h"

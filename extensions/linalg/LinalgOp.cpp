@@ -12,10 +12,13 @@ namespace {
 
 using json = nlohmann::json;
 
-constexpr std::string_view kAttrs = "op (svd, qr or eigh), full (svd only), eps (svd and eigh)";
+constexpr std::string_view kAttrs = "op (svd, qr, eigh or inv_upper), full (svd only), eps (svd and eigh)";
+constexpr std::string_view kOps = "svd, qr, eigh or inv_upper";
+
+bool has_eps(LinalgKind kind) { return kind == LinalgKind::svd || kind == LinalgKind::eigh; }
 
 std::optional<LinalgKind> kind_of(std::string_view text) {
-  for (LinalgKind k : {LinalgKind::svd, LinalgKind::qr, LinalgKind::eigh})
+  for (LinalgKind k : {LinalgKind::svd, LinalgKind::qr, LinalgKind::eigh, LinalgKind::inv_upper})
     if (name(k) == text) return k;
   return std::nullopt;
 }
@@ -23,12 +26,13 @@ std::optional<LinalgKind> kind_of(std::string_view text) {
 // The one check of which attributes an op takes, shared by both readers.
 std::unique_ptr<LinalgPayload> make_checked(std::optional<LinalgKind> kind, std::optional<bool> full,
                                             std::optional<double> eps, std::string_view got) {
-  if (!kind) fail(ErrorKind::parse, "'{}' needs the attribute op = svd, qr or eigh (got: {})", kLinalgFamily, got);
+  if (!kind) fail(ErrorKind::parse, "'{}' needs the attribute op = {} (got: {})", kLinalgFamily, kOps, got);
   if (full && *kind != LinalgKind::svd)
     fail(ErrorKind::parse, "'{}' op = {} takes no attribute 'full'; only svd does (got: {})", kLinalgFamily,
          name(*kind), got);
-  if (eps && *kind == LinalgKind::qr)
-    fail(ErrorKind::parse, "'{}' op = qr takes no attribute 'eps'; only svd and eigh do (got: {})", kLinalgFamily, got);
+  if (eps && !has_eps(*kind))
+    fail(ErrorKind::parse, "'{}' op = {} takes no attribute 'eps'; only svd and eigh do (got: {})", kLinalgFamily,
+         name(*kind), got);
   if (eps && !(*eps >= 0))
     fail(ErrorKind::parse, "'{}' attribute 'eps' must be a number >= 0 (got {})", kLinalgFamily, *eps);
   return std::make_unique<LinalgPayload>(*kind, full.value_or(false), eps.value_or(kDefaultEps));
@@ -53,6 +57,7 @@ std::string_view name(LinalgKind kind) {
   switch (kind) {
     case LinalgKind::svd: return "svd";
     case LinalgKind::qr: return "qr";
+    case LinalgKind::inv_upper: return "inv_upper";
     case LinalgKind::eigh: return "eigh";
   }
   return "?";
@@ -65,7 +70,8 @@ std::string LinalgPayload::to_text() const {
   switch (kind_) {
     case LinalgKind::svd:
       return fmt::format("eps = {}, full = {}, op = svd", format_float(eps_), full_ ? "true" : "false");
-    case LinalgKind::qr: return "op = qr";
+    case LinalgKind::qr:
+    case LinalgKind::inv_upper: return fmt::format("op = {}", name(kind_));
     case LinalgKind::eigh: return fmt::format("eps = {}, op = eigh", format_float(eps_));
   }
   return {};
@@ -75,7 +81,7 @@ std::string LinalgPayload::to_json() const {
   json j = json::object();
   j["op"] = std::string(name(kind_));
   if (kind_ == LinalgKind::svd) j["full"] = full_;
-  if (kind_ != LinalgKind::qr) j["eps"] = eps_;
+  if (has_eps(kind_)) j["eps"] = eps_;
   return j.dump();
 }
 
@@ -93,7 +99,7 @@ std::unique_ptr<LinalgPayload> LinalgPayload::parse_text(std::string_view attr_t
   for (const auto& [key, value] : split_attribute_text(attr_text)) {
     if (key == "op") {
       kind = kind_of(value);
-      if (!kind) fail(ErrorKind::parse, "'{}' attribute 'op': expected svd, qr or eigh (got {})", kLinalgFamily, value);
+      if (!kind) fail(ErrorKind::parse, "'{}' attribute 'op': expected {} (got {})", kLinalgFamily, kOps, value);
     } else if (key == "full") {
       if (value != "true" && value != "false")
         fail(ErrorKind::parse, "'{}' attribute 'full': expected true or false (got {})", kLinalgFamily, value);
@@ -124,7 +130,7 @@ std::unique_ptr<LinalgPayload> LinalgPayload::parse_json(std::string_view json_t
       eps = v.get<double>();
     } else if (key == "op" || key == "full" || key == "eps") {
       fail(ErrorKind::parse, "'{}' payload: \"{}\" has the wrong value {}; expected {}", kLinalgFamily, key, v.dump(),
-           key == "op" ? "\"svd\", \"qr\" or \"eigh\"" : key == "full" ? "true or false" : "a number");
+           key == "op" ? "\"svd\", \"qr\", \"eigh\" or \"inv_upper\"" : key == "full" ? "true or false" : "a number");
     } else {
       fail(ErrorKind::parse, "'{}' payload: unknown key \"{}\"; it takes {}", kLinalgFamily, key, kAttrs);
     }
@@ -160,11 +166,13 @@ std::vector<TensorType> infer_linalg_types(const LinalgPayload& p, Types operand
       Dim k = min_extent(m, n, op, a, ctx);
       return {TensorType{a.dtype, with_batch({m, k}, a)}, TensorType{a.dtype, with_batch({k, n}, a)}};
     }
-    case LinalgKind::eigh: {
+    case LinalgKind::eigh:
+    case LinalgKind::inv_upper: {
       if (m.is_constant() && n.is_constant() && m != n)
-        ctx.error(ErrorKind::shape, "eigh: operand 0 has type {}; expected a square matrix [N, N, B...] (axis 0 "
-                  "has extent {}, axis 1 extent {})", a.to_string(), m.to_string(), n.to_string());
-      Dim sq = ctx.unify(m, n, "eigh: operand 0's axis 0 vs axis 1 (a square matrix)");
+        ctx.error(ErrorKind::shape, "{}: operand 0 has type {}; expected a square matrix [N, N, B...] (axis 0 "
+                  "has extent {}, axis 1 extent {})", op, a.to_string(), m.to_string(), n.to_string());
+      Dim sq = ctx.unify(m, n, fmt::format("{}: operand 0's axis 0 vs axis 1 (a square matrix)", op));
+      if (p.kind() == LinalgKind::inv_upper) return {TensorType{a.dtype, with_batch({sq, sq}, a)}};
       return {TensorType{real, with_batch({sq}, a)}, TensorType{a.dtype, with_batch({sq, sq}, a)}};
     }
   }

@@ -8,12 +8,15 @@
 //   %1, %2, %3 = einstage.linalg.v1(%0) {eps = 1e-12, full = false, op = svd} : f64[4,3], f64[3], f64[3,3]
 //   %4, %5 = einstage.linalg.v1(%0) {op = qr} : f64[4,3], f64[3,3]
 //   %6, %7 = einstage.linalg.v1(%a) {eps = 1e-12, op = eigh} : f64[3], f64[3,3]
+//   %8 = einstage.linalg.v1(%r) {op = inv_upper} : f64[3,3]
 //
 // - svd: A = U diag(S) Vh with U [M, K, B...], S [K, B...] (real, descending), Vh [K, N, B...]; `full = true` gives
 //   U [M, M, B...] and Vh [N, N, B...].
 // - qr: A = Q R with Q [M, K, B...] (orthonormal columns) and R [K, N, B...] (upper triangular).
 // - eigh: A = V diag(W) Vᴴ for Hermitian A [N, N, B...] (only the lower triangle is read): W [N, B...] real,
 //   ascending, V [N, N, B...].
+// - inv_upper: the inverse of the upper triangle of a square R [N, N, B...] (one result, upper triangular; the
+//   strict lower triangle is not read). qr's AD rule needs R⁻¹ as a differentiable op.
 // `eps` (svd and eigh) is the Lorentzian broadening of the AD rules (LinalgAd.h), default 1e-12. Dtypes: f32, f64,
 // c64, c128. K needs M and N known: constant extents, or the same symbol for both. Depends on ir only.
 #pragma once
@@ -30,7 +33,7 @@ inline constexpr std::string_view kLinalgFamily = "einstage.linalg.v1";
 inline constexpr std::string_view kLinalgModule = "einstage.linalg";
 inline constexpr double kDefaultEps = 1e-12;
 
-enum class LinalgKind : uint8_t { svd, qr, eigh };
+enum class LinalgKind : uint8_t { svd, qr, eigh, inv_upper };
 std::string_view name(LinalgKind kind);
 
 class LinalgPayload final : public ExtensionPayload {
@@ -59,7 +62,7 @@ class LinalgPayload final : public ExtensionPayload {
   uint64_t hash_;
 };
 
-/// The result types (svd: U, S, Vh; qr: Q, R; eigh: W, V), checking the one operand.
+/// The result types (svd: U, S, Vh; qr: Q, R; eigh: W, V; inv_upper: R⁻¹), checking the one operand.
 std::vector<TensorType> infer_linalg_types(const LinalgPayload& payload, Types operands, TypeContext& ctx);
 
 /// Registers `einstage.linalg.v1` (readers, type rule, AD rules) in `registry`. Explicit, never from a static

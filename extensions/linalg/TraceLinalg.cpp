@@ -25,4 +25,8 @@ EighFactors eigh(TraceContext& ctx, const TracedTensor& a, double eps) {
   return {r[0], r[1]};
 }
 
+TracedTensor inv_upper(TraceContext& ctx, const TracedTensor& r) {
+  return append(ctx, LinalgPayload(LinalgKind::inv_upper), r)[0];
+}
+
 }  // namespace einstage::linalg

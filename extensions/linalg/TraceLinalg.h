@@ -4,6 +4,7 @@
 //   auto [u, s, vh] = linalg::svd(ctx, a);            // thin; {.full = true} for the full factors
 //   auto [q, r] = linalg::qr(ctx, a);
 //   auto [w, v] = linalg::eigh(ctx, h);                // ascending eigenvalues
+//   TracedTensor rinv = linalg::inv_upper(ctx, r);
 //
 // The context's registry must have the family registered (register_linalg_semantics, or the module). The type rule
 // (LinalgOp.h) checks the operand right away, so a wrong rank or dtype fails here, naming the op. Depends on
@@ -33,5 +34,7 @@ struct EighFactors {
 SvdFactors svd(TraceContext& ctx, const TracedTensor& a, const SvdOptions& options = {});
 QrFactors qr(TraceContext& ctx, const TracedTensor& a);
 EighFactors eigh(TraceContext& ctx, const TracedTensor& a, double eps = kDefaultEps);
+/// The inverse of the upper triangle of a square (batch of) matrix, e.g. qr's R.
+TracedTensor inv_upper(TraceContext& ctx, const TracedTensor& r);
 
 }  // namespace einstage::linalg

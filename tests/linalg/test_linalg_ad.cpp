@@ -137,3 +137,47 @@ TEST_CASE("linalg ad: full svd has no rule, and says which form has one") {
         "svd with full = true has no derivative rule (the columns past min(M, N) are not determined by the matrix); "
         "differentiate the thin svd (full = false) instead");
 }
+
+TEST_CASE("linalg ad: qr of tall and square matrices, both factors, real and complex") {
+  // LAPACK keeps diag(R) real, the gauge of the rule, so Q and R themselves are checked in every dtype.
+  Rng rng{164};
+  for (DType dtype : {DType::f64, DType::c128, DType::f32, DType::c64}) {
+    for (auto [m, n] : {std::pair<int64_t, int64_t>{4, 4}, {5, 3}}) {
+      std::string where = fmt::format("{} [{}, {}] batch 2, seed 164", name(dtype), m, n);
+      Builder c("qr", registry());
+      Value x = c.parameter("a", {dtype, {m, n, 2}});
+      std::vector<Value> f = decompose(c, LinalgKind::qr, x);
+      Program p = c.finish({f[0], f[1]});
+      check_derivatives(p, {0}, {random_tensor(dtype, {m, n, 2}, rng)}, rng, loose(dtype), where);
+    }
+  }
+}
+
+TEST_CASE("linalg ad: inv_upper, and the second order of qr") {
+  Rng rng{165};
+  for (DType dtype : {DType::f64, DType::c128}) {
+    std::string where = fmt::format("{} [3, 3] batch 2, seed 165", name(dtype));
+    std::vector<c128> v = values(random_tensor(dtype, {3, 3, 2}, rng));
+    for (size_t d : {0, 4, 8, 9, 13, 17}) v[d] += 3.0;  // diagonals away from zero
+    Builder c("inv", registry());
+    Value r = c.parameter("r", {dtype, {3, 3, 2}});
+    Program p = c.finish({decompose(c, LinalgKind::inv_upper, r)[0]});
+    check_derivatives(p, {0}, {tensor_of(dtype, {3, 3, 2}, v)}, rng, loose(dtype), where);
+
+    Builder g("f", registry());
+    Value x = g.parameter("a", {dtype, {4, 3}});
+    std::vector<Value> f = decompose(g, LinalgKind::qr, x);
+    Value loss = g.real(g.reduce_sum(g.mul(mm(g, f[0], f[1]), mm(g, f[0], adj(g, f[1]))), {0, 1}));
+    Program grad = ad::grad(g.finish({loss}), {0}, registry());
+    check_derivatives(grad, {0}, {random_tensor(dtype, {4, 3}, rng)}, rng, loose(dtype), where + ", grad of qr");
+  }
+}
+
+TEST_CASE("linalg ad: qr of a wide matrix has no rule, and says what has one") {
+  Builder c("wide", registry());
+  Value x = c.parameter("a", {DType::f64, {2, 3}});
+  Program p = c.finish({decompose(c, LinalgKind::qr, x)[0]});
+  CHECK(error_of([&] { ad::jvp(p, std::vector<int>{0}, registry()); }) ==
+        "qr of a wide matrix (f64[2,3], M < N) has no derivative rule yet; differentiate the qr of a tall or square "
+        "matrix (M >= N), e.g. of its conjugate transpose");
+}

@@ -37,7 +37,8 @@ Program all_ops() {
   auto full = linalg::svd(ctx, a, {.full = true, .eps = 1e-8});
   auto [q, r] = linalg::qr(ctx, a);
   auto [w, v] = linalg::eigh(ctx, h);
-  return ctx.finish({u, s, vh, full.u, q, r, w, v});
+  TracedTensor rinv = linalg::inv_upper(ctx, r);
+  return ctx.finish({u, s, vh, full.u, q, r, w, v, rinv});
 }
 
 std::vector<Tensor> run_op(linalg::LinalgKind kind, const Tensor& a, bool full = false) {
@@ -95,14 +96,18 @@ TEST_CASE("linalg: the payload readers' errors name the attribute") {
   auto parse_json = [](std::string_view j) {
     return error_of([&] { registry()->get(linalg::kLinalgFamily).parse_json(j); });
   };
-  CHECK(parse("op = lu") == "'einstage.linalg.v1' attribute 'op': expected svd, qr or eigh (got lu)");
+  CHECK(parse("op = lu") == "'einstage.linalg.v1' attribute 'op': expected svd, qr, eigh or inv_upper (got lu)");
   CHECK(parse("full = true, op = qr") ==
         "'einstage.linalg.v1' op = qr takes no attribute 'full'; only svd does (got: full = true, op = qr)");
   CHECK(parse("eps = -1, op = eigh") == "'einstage.linalg.v1' attribute 'eps' must be a number >= 0 (got -1)");
   CHECK(parse("op = svd, pivot = true") ==
-        "'einstage.linalg.v1' has no attribute 'pivot'; it takes op (svd, qr or eigh), full (svd only), eps (svd and "
-        "eigh)");
-  CHECK(parse("eps = 0") == "'einstage.linalg.v1' needs the attribute op = svd, qr or eigh (got: eps = 0)");
+        "'einstage.linalg.v1' has no attribute 'pivot'; it takes op (svd, qr, eigh or inv_upper), full (svd only), "
+        "eps (svd and eigh)");
+  CHECK(parse("eps = 0") ==
+        "'einstage.linalg.v1' needs the attribute op = svd, qr, eigh or inv_upper (got: eps = 0)");
+  CHECK(parse("eps = 1, op = inv_upper") ==
+        "'einstage.linalg.v1' op = inv_upper takes no attribute 'eps'; only svd and eigh do (got: eps = 1, op = "
+        "inv_upper)");
   CHECK(parse_json(R"({"op":"svd","full":1})") ==
         "'einstage.linalg.v1' payload: \"full\" has the wrong value 1; expected true or false");
   CHECK(registry()->get(linalg::kLinalgFamily).parse_json(R"({"op":"eigh","eps":0})")->to_text() == "eps = 0, op = eigh");
@@ -210,4 +215,33 @@ TEST_CASE("linalg: eigh of random Hermitian batches: A V = V diag(W), orthonorma
       CHECK(orthonormality_error(v) <= tol * n);
     }
   }
+}
+
+TEST_CASE("linalg: inv_upper inverts the upper triangle and names a singular matrix") {
+  Rng rng{19};
+  for (DType dtype : {DType::f64, DType::c128, DType::f32, DType::c64}) {
+    CAPTURE(name(dtype));
+    const int64_t n = 4;
+    std::vector<c128> v = values(random_tensor(dtype, {n, n, 2}, rng));
+    for (int64_t b = 0; b < 2; ++b)
+      for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(b * n * n + i * n + i)] += 3.0;  // well conditioned
+    Tensor r = tensor_of(dtype, {n, n, 2}, v);
+    std::vector<Tensor> f = run_op(linalg::LinalgKind::inv_upper, r);
+    REQUIRE(f.size() == 1);
+    for (int64_t b = 0; b < 2; ++b) {
+      Mat upper = matrix(r, b), x = matrix(f[0], b);
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < i; ++j) {
+          upper[i][j] = 0;
+          CHECK(x[i][j] == c128(0));
+        }
+      Mat eye = product(x, upper);
+      for (int64_t i = 0; i < n; ++i) eye[i][i] -= 1.0;
+      CHECK(frobenius(eye) <= decomposition_tolerance(dtype) * 10 * n);
+    }
+  }
+  Tensor singular = Tensor::from_col_major<double>({2, 2, 2}, {1, 0, 2, 1, 1, 0, 2, 0});
+  CHECK(error_of([&] { run_op(linalg::LinalgKind::inv_upper, singular); }) ==
+        "inv_upper: matrix 1 of the batch is singular (its diagonal entry 1 is zero; LAPACK ?trtri info 2); a qr of a "
+        "rank-deficient matrix has no derivative");
 }
