@@ -19,7 +19,7 @@ namespace {
 using json = nlohmann::json;
 
 std::optional<EinsumAdMode> mode_from_name(std::string_view s) {
-  for (EinsumAdMode m : {EinsumAdMode::jvp, EinsumAdMode::vjp})
+  for (EinsumAdMode m : {EinsumAdMode::jvp, EinsumAdMode::vjp, EinsumAdMode::vjp_jvp})
     if (mode_name(m) == s) return m;
   return std::nullopt;
 }
@@ -38,6 +38,21 @@ void check_payload(const EinsumAdPayload& p) {
     if (i && p.slots()[i] <= p.slots()[i - 1])
       fail_ad_attr("slots", slots, "expected distinct operand indices in ascending order");
   }
+  std::string tangents = fmt::format("[{}]", fmt::join(p.tangents(), ", "));
+  if (p.mode() != EinsumAdMode::vjp_jvp) {
+    if (!p.tangents().empty())
+      fail_ad_attr("tangents", tangents, fmt::format("only mode vjp_jvp takes tangents, this is mode {}",
+                                                     mode_name(p.mode())));
+    return;
+  }
+  if (p.tangents().empty()) fail_ad_attr("tangents", tangents, "expected at least one index");
+  for (size_t i = 0; i < p.tangents().size(); ++i) {
+    if (p.tangents()[i] < 0 || p.tangents()[i] > n)
+      fail_ad_attr("tangents", tangents, fmt::format("index {} is out of range: operands 0 to {}, {} for the "
+                                                     "cotangent", p.tangents()[i], n - 1, n));
+    if (i && p.tangents()[i] <= p.tangents()[i - 1])
+      fail_ad_attr("tangents", tangents, "expected distinct indices in ascending order");
+  }
 }
 
 std::vector<int> slots_from_text(std::string_view text) {
@@ -52,12 +67,14 @@ std::string_view mode_name(EinsumAdMode mode) {
   switch (mode) {
     case EinsumAdMode::jvp: return "jvp";
     case EinsumAdMode::vjp: return "vjp";
+    case EinsumAdMode::vjp_jvp: return "vjp_jvp";
   }
   return "?";
 }
 
-EinsumAdPayload::EinsumAdPayload(EinsumPayload forward, EinsumAdMode mode, std::vector<int> slots)
-    : forward_(std::move(forward)), mode_(mode), slots_(std::move(slots)) {
+EinsumAdPayload::EinsumAdPayload(EinsumPayload forward, EinsumAdMode mode, std::vector<int> slots,
+                                 std::vector<int> tangents)
+    : forward_(std::move(forward)), mode_(mode), slots_(std::move(slots)), tangents_(std::move(tangents)) {
   check_payload(*this);
   hash_ = hash_bytes(to_text());
 }
@@ -66,6 +83,7 @@ std::string EinsumAdPayload::to_text() const {
   auto attrs = split_attribute_text(forward_.to_text());
   attrs.emplace_back("mode", std::string(mode_name(mode_)));
   attrs.emplace_back("slots", format_attr(Axes(slots_.begin(), slots_.end())));
+  if (mode_ == EinsumAdMode::vjp_jvp) attrs.emplace_back("tangents", format_attr(Axes(tangents_.begin(), tangents_.end())));
   std::sort(attrs.begin(), attrs.end());
   std::string out;
   for (const auto& [key, value] : attrs) out += (out.empty() ? "" : ", ") + key + " = " + value;
@@ -76,6 +94,7 @@ std::string EinsumAdPayload::to_json() const {
   json j = json::parse(forward_.to_json());
   j["mode"] = std::string(mode_name(mode_));
   j["slots"] = slots_;
+  if (mode_ == EinsumAdMode::vjp_jvp) j["tangents"] = tangents_;
   return j.dump();
 }
 
@@ -83,7 +102,7 @@ uint64_t EinsumAdPayload::hash() const { return hash_; }
 
 bool EinsumAdPayload::equals(const ExtensionPayload& other) const {
   const auto* o = dynamic_cast<const EinsumAdPayload*>(&other);
-  return o && mode_ == o->mode_ && slots_ == o->slots_ && forward_.equals(o->forward_);
+  return o && mode_ == o->mode_ && slots_ == o->slots_ && tangents_ == o->tangents_ && forward_.equals(o->forward_);
 }
 
 std::unique_ptr<ExtensionPayload> EinsumAdPayload::clone() const { return std::make_unique<EinsumAdPayload>(*this); }
@@ -91,13 +110,16 @@ std::unique_ptr<ExtensionPayload> EinsumAdPayload::clone() const { return std::m
 std::unique_ptr<EinsumAdPayload> EinsumAdPayload::parse_text(std::string_view attr_text) {
   std::optional<EinsumAdMode> mode;
   std::optional<std::vector<int>> slots;
+  std::vector<int> tangents;
   std::string rest;
   for (auto& [key, value] : split_attribute_text(attr_text)) {
     if (key == "mode") {
       mode = mode_from_name(value);
-      if (!mode) fail_ad_attr("mode", value, "expected jvp or vjp");
+      if (!mode) fail_ad_attr("mode", value, "expected jvp, vjp or vjp_jvp");
     } else if (key == "slots") {
       slots = slots_from_text(value);
+    } else if (key == "tangents") {
+      tangents = slots_from_text(value);
     } else {
       rest += (rest.empty() ? "" : ", ") + key + " = " + value;
     }
@@ -105,7 +127,8 @@ std::unique_ptr<EinsumAdPayload> EinsumAdPayload::parse_text(std::string_view at
   if (!mode || !slots)
     fail(ErrorKind::parse, "'{}' needs the attributes mode and slots besides einsum's broadcast, plan and "
          "subscripts (got: {})", kEinsumAdFamily, quote_for_message(attr_text));
-  return std::make_unique<EinsumAdPayload>(*EinsumPayload::parse_text(rest), *mode, std::move(*slots));
+  return std::make_unique<EinsumAdPayload>(*EinsumPayload::parse_text(rest), *mode, std::move(*slots),
+                                           std::move(tangents));
 }
 
 std::unique_ptr<EinsumAdPayload> EinsumAdPayload::parse_json(std::string_view json_text) {
@@ -115,14 +138,23 @@ std::unique_ptr<EinsumAdPayload> EinsumAdPayload::parse_json(std::string_view js
     fail(ErrorKind::parse, "'{}' payload: expected a JSON object with \"mode\" and \"slots\" besides einsum's "
          "fields (got {})", kEinsumAdFamily, quote_for_message(json_text));
   std::optional<EinsumAdMode> mode = mode_from_name(j["mode"].get<std::string>());
-  if (!mode) fail_ad_attr("mode", j["mode"].dump(), "expected jvp or vjp");
+  if (!mode) fail_ad_attr("mode", j["mode"].dump(), "expected jvp, vjp or vjp_jvp");
   std::vector<int> slots;
   for (const json& v : j["slots"]) {
     if (!v.is_number_integer()) fail_ad_attr("slots", j["slots"].dump(), "expected operand indices");
     slots.push_back(v.get<int>());
   }
-  for (const char* key : {"mode", "slots"}) j.erase(key);
-  return std::make_unique<EinsumAdPayload>(*EinsumPayload::parse_json(j.dump()), *mode, std::move(slots));
+  std::vector<int> tangents;
+  if (j.contains("tangents")) {
+    if (!j["tangents"].is_array()) fail_ad_attr("tangents", j["tangents"].dump(), "expected indices");
+    for (const json& v : j["tangents"]) {
+      if (!v.is_number_integer()) fail_ad_attr("tangents", j["tangents"].dump(), "expected indices");
+      tangents.push_back(v.get<int>());
+    }
+  }
+  for (const char* key : {"mode", "slots", "tangents"}) j.erase(key);
+  return std::make_unique<EinsumAdPayload>(*EinsumPayload::parse_json(j.dump()), *mode, std::move(slots),
+                                           std::move(tangents));
 }
 
 namespace {
@@ -132,7 +164,7 @@ namespace {
 std::vector<TensorType> infer_einsum_ad_types(const EinsumAdPayload& p, Types operands, TypeContext& ctx) {
   const size_t n = p.forward().subscripts().num_inputs();
   const std::string shown = quote_for_message(p.forward().display());
-  const size_t extra = p.mode() == EinsumAdMode::jvp ? p.slots().size() : 1;
+  const size_t extra = p.mode() == EinsumAdMode::jvp ? p.slots().size() : 1 + p.tangents().size();
   if (operands.size() != n + extra)
     ctx.error(ErrorKind::invalid_argument, "mode {} of einsum {} over slots [{}] takes {} operands but was given {}",
               mode_name(p.mode()), shown, fmt::join(p.slots(), ", "), n + extra, operands.size());
@@ -155,6 +187,16 @@ std::vector<TensorType> infer_einsum_ad_types(const EinsumAdPayload& p, Types op
     ctx.error(ErrorKind::shape, "einsum {}: the output cotangent is {} but the output is {}; pass a cotangent of the "
               "output's shape", shown, ct.to_string(), forward.to_string());
   for (int a = 0; a < ct.rank(); ++a) ctx.unify(ct.dims[a], forward.dims[a], fmt::format("cotangent axis {}", a));
+  for (size_t i = 0; i < p.tangents().size(); ++i) {  // vjp_jvp: each tangent has its operand's (or ct's) type
+    const size_t of = static_cast<size_t>(p.tangents()[i]);
+    const TensorType& x = of == n ? ct : primals[of];
+    const TensorType& t = operands[n + 1 + i];
+    const std::string what = of == n ? std::string("the cotangent") : fmt::format("operand {}", of);
+    if (t.dtype != x.dtype || t.rank() != x.rank())
+      ctx.error(ErrorKind::shape, "einsum {}: the tangent of {} is {} but {} is {}; a tangent has its value's type",
+                shown, what, t.to_string(), what, x.to_string());
+    for (int a = 0; a < x.rank(); ++a) ctx.unify(t.dims[a], x.dims[a], fmt::format("tangent of {} axis {}", what, a));
+  }
   std::vector<TensorType> out;  // each slot's cotangent has its operand's type
   for (int k : p.slots()) out.push_back(primals[static_cast<size_t>(k)]);
   return out;
@@ -210,36 +252,139 @@ std::vector<std::optional<Value>> jvp_transpose(Builder& b, const EinsumAdPayloa
   return out;
 }
 
-// vjp: the cotangent of slot k = einsum_cotangent(x, ct), the (linear) fix-ups of one reverse einsum R_k of
-// (ct, conj x_j for j != k); it does not read x_k. Its tangent is the fix-ups of R_k's tangent in the directions
-// (dct, conj dx_j), emitted by einsum_tangent: one mode jvp instruction over R_k when two or more of them have
-// tangents, so a Hessian-vector product propagates them along R_k's planned tree in one pass instead of running R_k
-// once per tangent.
+// The tangents of the cotangents of `slots` of einsum(x) with output cotangent ct, in the directions d (n + 1
+// entries: the operands', then the cotangent's; nullopt: zero): one vjp_jvp instruction over the slots whose
+// cotangent reads some tangent (a slot's cotangent does not read its own operand); nullopt for the others.
+std::vector<std::optional<Value>> emit_vjp_jvp(Builder& b, const EinsumPayload& forward, const std::vector<int>& slots,
+                                               std::span<const Value> x, const Value& ct,
+                                               std::span<const std::optional<Value>> d) {
+  std::vector<int> which;
+  std::vector<Value> ops(x.begin(), x.end());
+  ops.push_back(ct);
+  for (size_t i = 0; i < d.size(); ++i)
+    if (d[i]) {
+      which.push_back(static_cast<int>(i));
+      ops.push_back(*d[i]);
+    }
+  std::vector<int> live;
+  for (int k : slots)
+    if (std::any_of(which.begin(), which.end(), [&](int i) { return i != k; })) live.push_back(k);
+  std::vector<std::optional<Value>> out(slots.size());
+  if (live.empty()) return out;
+  std::vector<Value> r = b.extension_results(
+      std::make_shared<EinsumAdPayload>(forward, EinsumAdMode::vjp_jvp, live, std::move(which)), std::move(ops));
+  for (size_t i = 0, j = 0; i < slots.size(); ++i)
+    if (j < live.size() && live[j] == slots[i]) out[i] = r[j++];
+  return out;
+}
+
+// vjp: the cotangent of slot k is vjp_k(x, ct) = R_k(ct, conj x_j for j != k) (R_k the reverse einsum, with fix-ups;
+// EinsumAd.h, einsum_cotangent). Its tangent R_k(dct, ...) + sum over j of R_k(..., conj dx_j in place of x_j, ...)
+// for every slot at once is one vjp_jvp instruction, walked along the forward's tree.
 std::vector<std::optional<Value>> vjp_linearize(Builder& b, const EinsumAdPayload& p, std::span<const Value> primals,
                                                 std::span<const std::optional<Value>> tangents) {
   const size_t n = p.forward().subscripts().num_inputs();
+  return emit_vjp_jvp(b, p.forward(), p.slots(), primals.subspan(0, n), primals[n], tangents.subspan(0, n + 1));
+}
+
+// vjp_jvp H(x, c; d) over tangents T. Its tangent in the directions (dx, dc, dd) is
+//   H(x, c; dd) + H(x, dc; d restricted to operands) + H(x, d_n; dx) + sum over j in T, j < n, of
+//   H(x with x_j := d_j, c; dx without j) over the slots other than j
+// (H is linear in (c, d) jointly and multilinear in the operands; the last sum is the mixed second derivative).
+std::vector<std::optional<Value>> vjp_jvp_linearize(Builder& b, const EinsumAdPayload& p,
+                                                    std::span<const Value> primals,
+                                                    std::span<const std::optional<Value>> tangents) {
+  const size_t n = p.forward().subscripts().num_inputs();
+  const std::vector<int>& slots = p.slots();
   std::span<const Value> x = primals.subspan(0, n);
-  std::vector<std::optional<Value>> out;
-  for (int slot : p.slots()) {
-    const size_t k = static_cast<size_t>(slot);
-    std::vector<std::optional<Value>> reverse_tangents{tangents[n]};  // in R_k's operand order
-    bool any = tangents[n].has_value();
-    for (size_t j = 0; j < n; ++j) {
-      if (j == k) continue;
-      std::optional<Value> t = tangents[j];
-      if (t && is_complex(x[j].type.dtype)) t = b.conj(*t);
-      any = any || t.has_value();
-      reverse_tangents.push_back(t);
-    }
-    if (!any) {
-      out.emplace_back();
-      continue;
-    }
-    out.push_back(einsum_cotangent(b, p.forward(), x, k, primals[n],
-                                   [&](Builder& bb, const EinsumPayload& reverse, std::vector<Value> ops) {
-                                     return *einsum_tangent(bb, reverse, ops, reverse_tangents, EinsumAdPath::tree);
-                                   }));
+  const Value& c = primals[n];
+  std::vector<std::optional<Value>> d(n + 1), dd(n + 1);  // the tangents H reads, and their tangents
+  for (size_t i = 0; i < p.tangents().size(); ++i) {
+    d[static_cast<size_t>(p.tangents()[i])] = primals[n + 1 + i];
+    dd[static_cast<size_t>(p.tangents()[i])] = tangents[n + 1 + i];
   }
+  std::vector<std::optional<Value>> sum(slots.size());
+  auto add = [&](const std::vector<int>& which, const std::vector<std::optional<Value>>& terms) {
+    for (size_t i = 0, j = 0; i < slots.size() && j < which.size(); ++i)
+      if (which[j] == slots[i]) {
+        if (terms[j]) sum[i] = sum[i] ? b.add(*sum[i], *terms[j]) : *terms[j];
+        ++j;
+      }
+  };
+  add(slots, emit_vjp_jvp(b, p.forward(), slots, x, c, dd));
+  std::vector<std::optional<Value>> dx(tangents.begin(), tangents.begin() + static_cast<std::ptrdiff_t>(n));
+  dx.emplace_back();
+  if (tangents[n]) {
+    std::vector<std::optional<Value>> d_operands = d;
+    d_operands[n] = std::nullopt;
+    add(slots, emit_vjp_jvp(b, p.forward(), slots, x, *tangents[n], d_operands));
+  }
+  if (d[n]) add(slots, emit_vjp_jvp(b, p.forward(), slots, x, *d[n], dx));
+  for (int j : p.tangents()) {
+    if (j == static_cast<int>(n)) continue;
+    std::vector<Value> xj(x.begin(), x.end());
+    xj[static_cast<size_t>(j)] = *d[static_cast<size_t>(j)];
+    std::vector<std::optional<Value>> dxj = dx;
+    dxj[static_cast<size_t>(j)] = std::nullopt;
+    std::vector<int> others;
+    for (int k : slots)
+      if (k != j) others.push_back(k);
+    add(others, emit_vjp_jvp(b, p.forward(), others, xj, c, dxj));
+  }
+  return sum;
+}
+
+// vjp_jvp H(x, c; dx, dc) = vjp(x, dc) + sum over j of d/dx_j vjp(x, c)[dx_j] is linear in (dx, dc) jointly for fixed
+// c, and in (c, dc) jointly for fixed dx (its linearize rule emits both kinds). With u_k the cotangent of slot k's
+// result, U the slots with one and J(x; u) = sum over k in U of E(x with x_k := u_k) (mode jvp):
+//   the cotangent of dc is J(x; u);
+//   of dx_j (j < n), sum over k != j of vjp_j(x with x_k := u_k, c): vjp_jvp with the directions u over the slots
+//   T (the mixed second derivative of Re<c, E(x)> is symmetric);
+//   of c, sum over k and j != k of E(x with x_k := u_k, x_j := dx_j): the tangent of J(x; u) in the directions dx.
+std::vector<std::optional<Value>> vjp_jvp_transpose(Builder& b, const EinsumAdPayload& p,
+                                                    std::span<const Value> operands, std::span<const bool> linear,
+                                                    std::span<const std::optional<Value>> cts) {
+  const size_t n = p.forward().subscripts().num_inputs();
+  // Which of the two linear structures this is: the tangents (c fixed) or the cotangent (the operands' tangents fixed).
+  const bool in_c = linear[n];
+  for (size_t i = 0; i < operands.size(); ++i) {
+    const bool is_dc = i > n && p.tangents()[i - n - 1] == static_cast<int>(n);
+    const bool expected = i < n ? false : i == n ? in_c : (is_dc || !in_c);
+    if (linear[i] != expected)
+      fail(ErrorKind::invalid_argument, "'{}' mode vjp_jvp of einsum {} is linear in its tangents (operands {} to {}) "
+           "together, or in the cotangent (operand {}) and its tangent, but operand {} {} the linear inputs; "
+           "transpose needs a program linear in one of those", kEinsumAdFamily,
+           quote_for_message(p.forward().display()), n + 1, operands.size() - 1, n, i,
+           linear[i] ? "depends on" : "does not depend on");
+  }
+  std::span<const Value> x = operands.subspan(0, n);
+  std::vector<std::optional<Value>> u(n + 1), d(n + 1);
+  for (size_t i = 0; i < p.slots().size(); ++i) u[static_cast<size_t>(p.slots()[i])] = cts[i];
+  for (size_t i = 0; i < p.tangents().size(); ++i) d[static_cast<size_t>(p.tangents()[i])] = operands[n + 1 + i];
+  std::vector<std::optional<Value>> out(operands.size());
+  for (size_t i = 0; i < p.tangents().size(); ++i)
+    if (p.tangents()[i] == static_cast<int>(n))
+      out[n + 1 + i] = einsum_tangent(b, p.forward(), x, std::span(u).subspan(0, n), EinsumAdPath::tree);
+  if (in_c) {
+    std::vector<int> us;
+    std::vector<Value> primals(x.begin(), x.end());
+    for (int k : p.slots())
+      if (u[static_cast<size_t>(k)]) {
+        us.push_back(k);
+        primals.push_back(*u[static_cast<size_t>(k)]);
+      }
+    if (us.empty()) return out;
+    std::vector<std::optional<Value>> tangents(d.begin(), d.begin() + static_cast<std::ptrdiff_t>(n));
+    tangents.resize(primals.size());
+    out[n] = jvp_linearize(b, EinsumAdPayload(p.forward(), EinsumAdMode::jvp, us), primals, tangents);
+    return out;
+  }
+  std::vector<int> operand_tangents;
+  for (int j : p.tangents())
+    if (j < static_cast<int>(n)) operand_tangents.push_back(j);
+  if (operand_tangents.empty()) return out;
+  std::vector<std::optional<Value>> g = emit_vjp_jvp(b, p.forward(), operand_tangents, x, operands[n], u);
+  for (size_t i = 0; i < operand_tangents.size(); ++i) out[n + 1 + i] = g[i];
   return out;
 }
 
@@ -261,8 +406,41 @@ std::vector<Value> lower_einsum_ad(Builder& b, const EinsumAdPayload& p, std::sp
     return lower_einsum(bb, payload, ops);
   };
   std::vector<Value> out;
-  for (int k : p.slots())
-    out.push_back(einsum_cotangent(b, p.forward(), operands.subspan(0, n), static_cast<size_t>(k), operands[n], lower));
+  std::span<const Value> x = operands.subspan(0, n);
+  if (p.mode() == EinsumAdMode::vjp) {
+    for (int k : p.slots()) out.push_back(einsum_cotangent(b, p.forward(), x, static_cast<size_t>(k), operands[n], lower));
+    return out;
+  }
+  std::vector<std::optional<Value>> d(n + 1);
+  for (size_t i = 0; i < p.tangents().size(); ++i) d[static_cast<size_t>(p.tangents()[i])] = operands[n + 1 + i];
+  for (int slot : p.slots()) {  // R_k's operands are (ct, conj x_j for j != k): sum R_k with each tangent in place
+    const size_t k = static_cast<size_t>(slot);
+    std::vector<std::optional<Value>> rt{d[n]};
+    bool any = d[n].has_value();
+    for (size_t j = 0; j < n; ++j) {
+      if (j == k) continue;
+      std::optional<Value> t = d[j];
+      if (t && is_complex(x[j].type.dtype)) t = b.conj(*t);
+      any = any || t.has_value();
+      rt.push_back(t);
+    }
+    if (!any) {
+      out.push_back(b.full(x[k].type, 0.0));
+      continue;
+    }
+    out.push_back(einsum_cotangent(b, p.forward(), x, k, operands[n],
+                                   [&](Builder& bb, const EinsumPayload& reverse, std::vector<Value> ops) {
+                                     std::optional<Value> total;
+                                     for (size_t i = 0; i < rt.size(); ++i) {
+                                       if (!rt[i]) continue;
+                                       std::vector<Value> with = ops;
+                                       with[i] = *rt[i];
+                                       Value term = lower_einsum(bb, reverse, with);
+                                       total = total ? bb.add(*total, term) : term;
+                                     }
+                                     return *total;
+                                   }));
+  }
   return out;
 }
 
@@ -288,12 +466,14 @@ void register_einsum_ad_semantics(ExtensionRegistry& registry) {
                              std::span<const std::optional<Value>> tangents) -> std::vector<std::optional<Value>> {
     const EinsumAdPayload& p = ad_payload_of(inst);
     if (p.mode() == EinsumAdMode::vjp) return vjp_linearize(b, p, primals, tangents);
+    if (p.mode() == EinsumAdMode::vjp_jvp) return vjp_jvp_linearize(b, p, primals, tangents);
     return {jvp_linearize(b, p, primals, tangents)};
   };
   sem.transpose_results = [](Builder& b, const Instruction& inst, std::span<const Value> operands,
                              std::span<const bool> linear,
                              std::span<const std::optional<Value>> cts) -> std::vector<std::optional<Value>> {
     const EinsumAdPayload& p = ad_payload_of(inst);
+    if (p.mode() == EinsumAdMode::vjp_jvp) return vjp_jvp_transpose(b, p, operands, linear, cts);
     if (p.mode() != EinsumAdMode::jvp)
       fail(ErrorKind::unsupported, "transpose rule for '{}' mode {} not implemented: it is the reverse pass itself "
            "and never occurs in a linearized program; differentiate the program that produced it instead",

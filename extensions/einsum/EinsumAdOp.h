@@ -16,10 +16,18 @@
 //             inner product; the real part for a real operand of a complex einsum), computed by one reverse walk of
 //             the tree. Symbolic dims are fine: the walk is planned on the concrete shapes.
 //
-// vjp's linearize rule gives each result the tangent of the reverse einsum it equals (EinsumAd.h, einsum_cotangent),
-// so higher derivatives are exact: grad of grad and HVPs go through ordinary einsums and mode jvp there. vjp has no
-// transpose rule (it never occurs in a linearized program). Lowering: jvp is the sum of the lowered einsums, vjp
-// each slot's lowered reverse einsum.
+//   vjp_jvp   (%x0, ..., %x{n-1}, %ct, %d_i for i in tangents) -> one result per slot k, x_k's type
+//             the tangent of vjp's results in the directions d_i (i < n: operand i's tangent, i = n: the
+//             cotangent's), by one walk forward then backward along the tree (EinsumVjpPlan::execute_tangent):
+//             vjp's linearize rule, so a Hessian-vector product (jvp of grad) costs about two value-and-gradient
+//             walks instead of one tangent pass per operand over each reverse einsum.
+//
+// Higher derivatives stay exact and stay in the family: vjp_jvp is linear in its tangents jointly; its transpose
+// gives the cotangent's tangent the cotangent of mode jvp over the slots, and operand j's tangent mode vjp_jvp with
+// the roles of slots and tangents swapped (the mixed second derivative is symmetric); its linearize rule is vjp_jvp
+// in the new directions plus, per tangent operand j, a vjp_jvp over the operands with x_j replaced by its tangent.
+// vjp has no transpose rule (it never occurs in a linearized program). Lowering: jvp is the sum of the lowered
+// einsums, vjp and vjp_jvp each slot's lowered reverse einsum (for vjp_jvp with each tangent in place, summed).
 //
 // Text form (attributes sorted by key):
 //   %3, %4, %5 = einstage.einsum_ad.v1(%a, %b, %c, %ct) {broadcast = false, mode = vjp, plan = auto,
@@ -35,16 +43,18 @@ namespace einstage::einsum {
 
 inline constexpr std::string_view kEinsumAdFamily = "einstage.einsum_ad.v1";
 
-enum class EinsumAdMode : uint8_t { jvp, vjp };
+enum class EinsumAdMode : uint8_t { jvp, vjp, vjp_jvp };
 
 class EinsumAdPayload final : public ExtensionPayload {
  public:
-  /// `slots`: distinct operand indices, ascending.
-  EinsumAdPayload(EinsumPayload forward, EinsumAdMode mode, std::vector<int> slots);
+  /// `slots`: distinct operand indices, ascending. `tangents` (mode vjp_jvp only, non-empty): distinct indices in
+  /// [0, n], ascending, n standing for the cotangent.
+  EinsumAdPayload(EinsumPayload forward, EinsumAdMode mode, std::vector<int> slots, std::vector<int> tangents = {});
 
   const EinsumPayload& forward() const { return forward_; }
   EinsumAdMode mode() const { return mode_; }
   const std::vector<int>& slots() const { return slots_; }
+  const std::vector<int>& tangents() const { return tangents_; }
 
   std::string_view family() const override { return kEinsumAdFamily; }
   std::string to_text() const override;
@@ -60,6 +70,7 @@ class EinsumAdPayload final : public ExtensionPayload {
   EinsumPayload forward_;
   EinsumAdMode mode_;
   std::vector<int> slots_;
+  std::vector<int> tangents_;
   uint64_t hash_ = 0;  // of to_text(), computed once (the runtime's prepared-op cache asks on every run)
 };
 

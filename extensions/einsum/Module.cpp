@@ -93,6 +93,27 @@ class PreparedVjp final : public PreparedOp {
   size_t n_;
 };
 
+// Mode vjp_jvp: operands (x, ct, the tangents listed in `tangents`, n standing for ct's).
+class PreparedVjpJvp final : public PreparedOp {
+ public:
+  PreparedVjpJvp(EinsumVjpPlan plan, size_t n, std::vector<int> tangents)
+      : plan_(std::move(plan)), n_(n), tangents_(std::move(tangents)) {}
+  std::vector<Tensor> run_results(std::span<const Tensor> operands, ExecutionContext& context) const override {
+    std::vector<Tensor> d(n_ + 1);
+    for (size_t i = 0; i < tangents_.size(); ++i) d[static_cast<size_t>(tangents_[i])] = operands[n_ + 1 + i];
+    return plan_.execute_tangent(operands.subspan(0, n_), operands[n_], std::span(d).subspan(0, n_), d[n_], context);
+  }
+  std::string describe() const override {
+    return fmt::format("tangent of the walk in the directions [{}] ({} for the cotangent):\n{}",
+                       fmt::join(tangents_, ", "), n_, plan_.to_string());
+  }
+
+ private:
+  EinsumVjpPlan plan_;
+  size_t n_;
+  std::vector<int> tangents_;
+};
+
 class EinsumAdExecutor final : public ExtensionExecutor {
  public:
   std::shared_ptr<const PreparedOp> prepare(const ExtensionPayload& payload, std::span<const TensorType> operands,
@@ -111,6 +132,10 @@ class EinsumAdExecutor final : public ExtensionExecutor {
                                                                     std::span(metas).subspan(0, n), metas[n],
                                                                     p.slots(), options,
                                                                     Config::process().ad_keep_bytes), n);
+      case EinsumAdMode::vjp_jvp:
+        return std::make_shared<PreparedVjpJvp>(EinsumVjpPlan::prepare(p.forward().subscripts(),
+                                                                       std::span(metas).subspan(0, n), metas[n],
+                                                                       p.slots(), options), n, p.tangents());
     }
     EIN_ASSERT(false, "einsum_ad: unknown mode");
   }

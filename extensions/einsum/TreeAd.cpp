@@ -177,8 +177,7 @@ void EinsumVjpPlan::Impl::build(const Subscripts& s, std::span<const TensorMeta>
       read[static_cast<size_t>(children[t].second)] = true;
     }
   steps.resize(children.size());
-  for (size_t t = 0; t + 1 < children.size(); ++t)
-    if (read[static_cast<size_t>(n) + t]) steps[t] = *pairs[t];
+  for (size_t t = 0; t + 1 < children.size(); ++t) steps[t] = *pairs[t];  // the tangent walk reads every value
   // Memory policy: the values the reverse steps read are kept in step order while they fit under the limit; the
   // others are recomputed from their subtrees when a reverse step reads them (the same plans: the same bits).
   keep.assign(static_cast<size_t>(nodes), false);
@@ -324,6 +323,69 @@ std::vector<Tensor> EinsumVjpPlan::execute(std::span<const Tensor> operands, con
   for (int k : im.slots) {
     Tensor g = std::move(cts[static_cast<size_t>(k)]);
     const DType want = im.operand_dtypes[static_cast<size_t>(k)];
+    if (is_complex(g.dtype()) && !is_complex(want)) g = kernels::real_part(g);
+    out.push_back(g.dtype() == want ? std::move(g) : g.astype(want));
+  }
+  return out;
+}
+
+std::vector<Tensor> EinsumVjpPlan::execute_tangent(std::span<const Tensor> operands, const Tensor& cotangent,
+                                                   std::span<const Tensor> tangents, const Tensor& cotangent_tangent,
+                                                   ExecutionContext& context) const {
+  const Impl& im = *impl_;
+  ThreadPool* pool = &context.pool();
+  EIN_ASSERT(static_cast<int>(operands.size()) == im.n && static_cast<int>(tangents.size()) == im.n,
+             "einsum vjp tangent: {} operands and {} tangents for a plan of {}", operands.size(), tangents.size(), im.n);
+  const size_t nodes = static_cast<size_t>(2 * im.n - 1);
+  std::vector<Tensor> values(nodes), dvalues(nodes), cts(nodes), dcts(nodes);
+  auto walk_input = [&](const Tensor& x, size_t i) {
+    Tensor v = promoted_to(x, im.dtype);
+    return is_complex(im.dtype) && im.complex_inputs[i] ? kernels::unary(kernels::UnaryOp::conj, v, pool) : v;
+  };
+  auto add = [&](Tensor a, Tensor b) {
+    if (!a.defined()) return b;
+    return b.defined() ? kernels::binary(kernels::BinaryOp::add, a, b, pool) : a;
+  };
+  for (size_t i = 0; i < static_cast<size_t>(im.n); ++i) {
+    values[i] = walk_input(operands[i], i);
+    if (tangents[i].defined()) dvalues[i] = walk_input(tangents[i], i);
+  }
+  // Forward: every value below the root and its tangent dA.B + A.dB (all kept: the reverse steps read them).
+  for (size_t t = 0; t + 1 < im.children.size(); ++t) {
+    const size_t v = static_cast<size_t>(im.n) + t;
+    const auto [a, b] = im.children[t];
+    const Tensor& va = values[static_cast<size_t>(a)];
+    const Tensor& vb = values[static_cast<size_t>(b)];
+    const Tensor& da = dvalues[static_cast<size_t>(a)];
+    const Tensor& db = dvalues[static_cast<size_t>(b)];
+    values[v] = im.steps[t]->execute(std::array{va, vb}, context);
+    if (da.defined()) dvalues[v] = im.steps[t]->execute(std::array{da, vb}, context);
+    if (db.defined()) dvalues[v] = add(dvalues[v], im.steps[t]->execute(std::array{va, db}, context));
+  }
+  // Reverse: ct_child = P(ct_parent, V_sibling); its tangent P(dct_parent, V_sibling) + P(ct_parent, dV_sibling).
+  cts[static_cast<size_t>(im.root())] = promoted_to(cotangent, im.dtype);
+  if (cotangent_tangent.defined()) dcts[static_cast<size_t>(im.root())] = promoted_to(cotangent_tangent, im.dtype);
+  for (const ReverseStep& r : im.reverse) {
+    const size_t node = static_cast<size_t>(r.node), parent = static_cast<size_t>(r.parent),
+                 sibling = static_cast<size_t>(r.sibling);
+    auto reverse = [&](const Tensor& ct, const Tensor& value) {
+      std::vector<Tensor> ops = {ct, value};
+      ops.insert(ops.end(), r.ones.begin(), r.ones.end());
+      return r.plan->execute(ops, context);
+    };
+    if (r.node >= im.n) cts[node] = reverse(cts[parent], values[sibling]);
+    if (dcts[parent].defined()) dcts[node] = reverse(dcts[parent], values[sibling]);
+    if (dvalues[sibling].defined()) dcts[node] = add(dcts[node], reverse(cts[parent], dvalues[sibling]));
+  }
+  std::vector<Tensor> out;
+  out.reserve(im.slots.size());
+  for (int k : im.slots) {
+    const DType want = im.operand_dtypes[static_cast<size_t>(k)];
+    Tensor g = std::move(dcts[static_cast<size_t>(k)]);
+    if (!g.defined()) {  // no tangent reaches this slot's cotangent
+      out.push_back(Tensor::zeros(want, im.shapes[static_cast<size_t>(k)]));
+      continue;
+    }
     if (is_complex(g.dtype()) && !is_complex(want)) g = kernels::real_part(g);
     out.push_back(g.dtype() == want ? std::move(g) : g.astype(want));
   }

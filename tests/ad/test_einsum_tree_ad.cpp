@@ -2,7 +2,8 @@
 // more operands): on 320 seeded random einsums (a third of them with `...` axes) its cotangents equal those of the
 // per-operand rule (EinsumAdPath::per_operand, the oracle) and finite differences, and are bitwise the same on one
 // and two threads; the same on larger contractions where two threads split the work; the programs it makes, the
-// symbolic-dims fallback, the `--print-stages` report and the family's error messages.
+// symbolic dims, the `--print-stages` report and the family's error messages; HVPs (mode vjp_jvp) and their jvp and
+// vjp (third order) against the per-operand rule on 120 seeded random einsums; lowering of every mode.
 #include "AdTestUtil.h"
 #include "RandomEinsum.h"
 
@@ -17,6 +18,7 @@
 #include <doctest/doctest.h>
 
 #include <cstring>
+#include <numeric>
 
 using namespace einstage;
 using namespace einstage::ad_test;
@@ -178,6 +180,60 @@ TEST_CASE("320 random einsums: the tree walk's cotangents equal the per-operand 
   CHECK(broadcast_cases >= 60);
 }
 
+TEST_CASE("120 random einsums: HVPs walk the tree once (mode vjp_jvp); their jvp and vjp (third order) equal the "
+          "per-operand rule's") {
+  auto all_params = [](const Program& q) {
+    std::vector<int> idx(q.params.size());
+    std::iota(idx.begin(), idx.end(), 0);
+    return idx;
+  };
+  auto inputs_for = [](const Program& q, Rng& rng) {
+    std::vector<Tensor> in;
+    for (const Parameter& prm : q.params) in.push_back(random_tensor(prm.value.type.dtype, *prm.value.type.constant_shape(), rng));
+    return in;
+  };
+  auto compare = [](const std::vector<Tensor>& got, const std::vector<Tensor>& want, double tol, const char* what) {
+    REQUIRE(got.size() == want.size());
+    for (size_t o = 0; o < got.size(); ++o) {
+      std::string why;
+      CHECK_MESSAGE(close(got[o], want[o], tol, &why), what << " output " << o << ": " << why);
+    }
+  };
+  int fused = 0;
+  for (uint64_t seed = 1; seed <= 120; ++seed) {
+    Rng rng{seed * 15485863};
+    EinsumCase c = random_case(rng, seed % 3 == 0);
+    INFO(describe(c, seed));
+    const bool single = std::find(c.dtypes.begin(), c.dtypes.end(), DType::f32) != c.dtypes.end();
+    const double tol = single ? 1e-3 : 1e-10;
+    const Program p = einsum_program(c);
+    std::vector<int> wrt(c.shapes.size());
+    std::iota(wrt.begin(), wrt.end(), 0);
+    const Program v_tree = ad::vjp(p, wrt, registry()), v_old = ad::vjp(p, wrt, per_operand_registry());
+    const Program h_tree = ad::jvp(v_tree, all_params(v_tree), registry());
+    const Program h_old = ad::jvp(v_old, all_params(v_old), per_operand_registry());
+    const bool walks = print_program(h_tree).find("mode = vjp_jvp") != std::string::npos;
+    fused += walks;
+    INFO("hvp program:\n" << print_program(h_tree));
+    const std::vector<Tensor> in = inputs_for(h_tree, rng);
+    const std::vector<Tensor> got = run_on(1, h_tree, in);
+    compare(got, run_on(1, h_old, in), tol, "jvp of vjp");
+    const std::vector<Tensor> got2 = run_on(2, h_tree, in);
+    for (size_t o = 0; o < got.size(); ++o) CHECK_MESSAGE(same_bits(got[o], got2[o]), "one and two threads differ");
+    if (!walks || seed % 2) continue;  // third order on the cases that fuse, every other one (they grow quickly)
+    const Program j3_tree = ad::jvp(h_tree, all_params(h_tree), registry());
+    const Program j3_old = ad::jvp(h_old, all_params(h_old), per_operand_registry());
+    const std::vector<Tensor> in3 = inputs_for(j3_tree, rng);
+    compare(run_on(1, j3_tree, in3), run_on(1, j3_old, in3), tol, "jvp of jvp of vjp");
+    const Program v3_tree = ad::vjp(h_tree, all_params(h_tree), registry());
+    const Program v3_old = ad::vjp(h_old, all_params(h_old), per_operand_registry());
+    const std::vector<Tensor> vin3 = inputs_for(v3_tree, rng);
+    compare(run_on(1, v3_tree, vin3), run_on(1, v3_old, vin3), tol, "vjp of jvp of vjp");
+  }
+  MESSAGE("mode vjp_jvp in " << fused << " of 120 HVP programs");
+  CHECK(fused >= 60);
+}
+
 TEST_CASE("larger contractions: two threads split the work and the bits stay the same") {
   struct Row {
     std::string subscripts;
@@ -272,7 +328,7 @@ TEST_CASE("einsum_ad errors name the attribute, the operand and the fix") {
   CHECK(error_of([] {
           einsum::EinsumAdPayload::parse_text("broadcast = false, mode = hvp, plan = auto, slots = [0, 1], "
                                               "subscripts = \"ij,jk->ik\"");
-        }) == "'einstage.einsum_ad.v1' attribute 'mode': expected jvp or vjp (got \"hvp\")");
+        }) == "'einstage.einsum_ad.v1' attribute 'mode': expected jvp, vjp or vjp_jvp (got \"hvp\")");
   CHECK(error_of([] {
           einsum::EinsumAdPayload::parse_text("broadcast = false, mode = vjp, plan = auto, slots = [1, 0], "
                                               "subscripts = \"ij,jk->ik\"");
@@ -342,7 +398,7 @@ TEST_CASE("checkpointing: under a memory limit the reverse pass recomputes inter
   }
 }
 
-TEST_CASE("lowering: jvp and vjp programs lower to standard ops with the same values") {
+TEST_CASE("lowering: jvp, vjp and vjp_jvp programs lower to standard ops with the same values") {
   TraceContext ctx("f", registry());
   std::vector<TracedTensor> params;
   std::vector<Tensor> inputs;
@@ -362,7 +418,14 @@ TEST_CASE("lowering: jvp and vjp programs lower to standard ops with the same va
   std::vector<Tensor> vin = inputs, jin = inputs;
   vin.push_back(random_tensor(DType::c128, {2, 4}, rng));
   for (const Shape& s : shapes) jin.push_back(random_tensor(DType::c128, s, rng));
-  for (auto [prog, in] : {std::pair{&v, &vin}, std::pair{&j, &jin}}) {
+  std::vector<int> all_of_v(v.params.size());
+  std::iota(all_of_v.begin(), all_of_v.end(), 0);
+  Program h = ad::jvp(v, all_of_v, registry());  // an HVP: mode vjp_jvp
+  REQUIRE(print_program(h).find("mode = vjp_jvp") != std::string::npos);
+  std::vector<Tensor> hin;
+  for (const Parameter& prm : h.params)
+    hin.push_back(random_tensor(prm.value.type.dtype, *prm.value.type.constant_shape(), rng));
+  for (auto [prog, in] : {std::pair{&v, &vin}, std::pair{&j, &jin}, std::pair{&h, &hin}}) {
     Program lowered = lower_to_standard_ops(*prog, {}, *registry());
     const std::string text = print_program(lowered);
     INFO(text);
