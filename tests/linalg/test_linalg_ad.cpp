@@ -1,7 +1,8 @@
 // The linalg family's AD rules against finite differences, the dot-product test and transpose adjointness
 // (ad/AdTestUtil.h's check_derivatives) on random, well-separated spectra: svd of square, tall, wide and batched
-// matrices (real: every factor; complex: gauge-invariant functions of the factors), eigh of the Hermitian part,
-// second order (the jvp of the gradient), and the pinned error of full svd.
+// matrices (real: every factor; complex and f32: gauge-invariant functions of the factors), eigh of the Hermitian
+// part, qr and inv_upper, second order (the jvp of a gradient through svd and qr), a nearly degenerate spectrum
+// (gauge-invariant functions only), and the pinned errors of full svd and wide qr.
 #include "LinalgTestUtil.h"
 
 #include "support/ErrorOf.h"
@@ -180,4 +181,33 @@ TEST_CASE("linalg ad: qr of a wide matrix has no rule, and says what has one") {
   CHECK(error_of([&] { ad::jvp(p, std::vector<int>{0}, registry()); }) ==
         "qr of a wide matrix (f64[2,3], M < N) has no derivative rule yet; differentiate the qr of a tall or square "
         "matrix (M >= N), e.g. of its conjugate transpose");
+}
+
+TEST_CASE("linalg ad: nearly degenerate singular values: sum(S) and the projector on the pair's span") {
+  // s = (3, 2 + 1e-9, 2, 1): the middle pair is not differentiable one by one at the finite-difference step (1e-6 is
+  // far above the gap), but the nuclear norm sum(S) is, and so is the projector
+  // U diag(1, 1, 1, 0) Uᴴ (onto a span that contains the whole pair) is, and the broadened rule gets it right
+  // because the pair's F terms enter it with weight c_i - c_j = 0.
+  Rng rng{166};
+  for (DType dtype : {DType::f64, DType::c128}) {
+    std::string where = fmt::format("{} [4, 4] gap 1e-9, seed 166", name(dtype));
+    auto orthonormal = [&] {
+      Builder q("q", registry());
+      Value x = q.parameter("x", {dtype, {4, 4}});
+      return run(q.finish({decompose(q, LinalgKind::qr, x)[0]}), {random_tensor(dtype, {4, 4}, rng)})[0];
+    };
+    Mat x = matrix(orthonormal(), 0), y = matrix(orthonormal(), 0);
+    Mat a = product(scale_columns(x, {3.0, 2.0 + 1e-9, 2.0, 1.0}), adjoint(y));
+    std::vector<c128> flat;
+    for (int64_t j = 0; j < 4; ++j)
+      for (int64_t i = 0; i < 4; ++i) flat.push_back(a[i][j]);
+    Builder c("near", registry());
+    Value in = c.parameter("a", {dtype, {4, 4}});
+    std::vector<Value> f = decompose(c, LinalgKind::svd, in);
+    Value mask = c.constant(Tensor::from_col_major<double>({4}, {1, 1, 1, 0}));
+    if (is_complex(dtype)) mask = c.convert(mask, dtype);
+    Value projector = mm(c, c.mul(f[0], c.broadcast_in_dim(mask, {1}, f[0].type.dims)), adj(c, f[0]));
+    Program p = c.finish({c.reduce_sum(f[1], {0}), projector});
+    check_derivatives(p, {0}, {tensor_of(dtype, {4, 4}, flat)}, rng, loose(dtype), where);
+  }
 }
