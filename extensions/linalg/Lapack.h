@@ -9,7 +9,9 @@
 // - eigh: ?syevd / ?heevd on the lower triangle.
 // - inv_upper: ?trtri on the upper triangle (a zero diagonal entry is an error naming the matrix).
 // Before LAPACK sees anything the operand is checked to be finite (an error naming the op and operand 0 otherwise).
-// Each matrix is written by exactly one task, so results do not depend on the thread count.
+// Each matrix is one LAPACK call by one task whatever the thread count. Unlike the einsum kernels, the results are
+// not promised bitwise equal across runs: OpenBLAS's rounding may depend on the alignment of a matrix in memory and
+// on its own threads; they agree to rounding (tests/linalg checks 1 against 3 threads).
 #pragma once
 
 #include "extensions/api/Kernels.h"

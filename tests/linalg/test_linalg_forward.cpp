@@ -245,3 +245,22 @@ TEST_CASE("linalg: inv_upper inverts the upper triangle and names a singular mat
         "inv_upper: matrix 1 of the batch is singular (its diagonal entry 1 is zero; LAPACK ?trtri info 2); a qr of a "
         "rank-deficient matrix has no derivative");
 }
+
+TEST_CASE("linalg: 1 and 3 threads agree to rounding on a batch") {
+  Rng rng{20};
+  Tensor a = random_tensor(DType::f64, {6, 4, 5}, rng);
+  Builder b("svd", registry());
+  Value x = b.parameter("a", {DType::f64, {6, 4, 5}});
+  Program p = b.finish(b.extension_results(payload(linalg::LinalgKind::svd), {x}));
+  std::vector<std::vector<Tensor>> runs;
+  for (int threads : {1, 3}) {
+    Runtime rt(RuntimeOptions{.threads = threads});
+    rt.add_module(linalg::module_descriptor());
+    runs.push_back(rt.prepare(p).run({a}));
+  }
+  CHECK(close(runs[0][1], runs[1][1], 1e-14));
+  for (int64_t k = 0; k < 5; ++k) {  // the projectors U Uᴴ, which a sign flip of a column would not change
+    Mat u1 = matrix(runs[0][0], k), u3 = matrix(runs[1][0], k);
+    CHECK(frobenius(minus(product(u1, adjoint(u1)), product(u3, adjoint(u3)))) <= 1e-12);
+  }
+}
