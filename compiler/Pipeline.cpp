@@ -23,10 +23,15 @@ Pipeline& Pipeline::set_dump(std::function<void(std::string_view, std::string_vi
   return *this;
 }
 
+Pipeline& Pipeline::set_config(const Config& config) {
+  dump_passes_ = config.dump_passes;
+  return *this;
+}
+
 Program Pipeline::run(Program program) const {
   std::function<void(std::string_view, std::string_view)> dump = dump_;
   if (!dump) {
-    if (Config::process().dump_passes)  // EINSTAGE_DUMP_PASSES=1
+    if (dump_passes_ ? *dump_passes_ : Config::process().dump_passes)  // no Config given: EINSTAGE_DUMP_PASSES=1
       dump = [](std::string_view pass, std::string_view text) {
         std::fputs(fmt::format("// ---- after pass '{}' ----\n{}", pass, text).c_str(), stderr);
       };

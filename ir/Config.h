@@ -38,16 +38,17 @@ namespace einstage {
 /// Environment variables by name (only the ones Config reads matter).
 using Environment = std::map<std::string, std::string, std::less<>>;
 
-/// Explicit settings; each one set takes precedence over its environment variable.
+/// Explicit settings; each one set takes precedence over its environment variable. Every member has an initializer
+/// so that `ConfigOptions{.threads = 2}` leaves the rest unset without -Wmissing-field-initializers warnings.
 struct ConfigOptions {
-  std::optional<int> threads;  // 0: the default (every CPU this process may use)
-  std::optional<std::string> kernel_cache_dir;
-  std::optional<bool> jit;
-  std::optional<bool> jit_specialise;
-  std::optional<bool> jit_direct;
-  std::optional<size_t> scratch_cache_bytes;
-  std::optional<bool> dump_passes;
-  std::optional<int64_t> ad_keep_bytes;  // -1: no limit
+  std::optional<int> threads{};  // 0: the default (every CPU this process may use)
+  std::optional<std::string> kernel_cache_dir{};
+  std::optional<bool> jit{};
+  std::optional<bool> jit_specialise{};
+  std::optional<bool> jit_direct{};
+  std::optional<size_t> scratch_cache_bytes{};
+  std::optional<bool> dump_passes{};
+  std::optional<int64_t> ad_keep_bytes{};  // -1: no limit
 };
 
 struct Config {

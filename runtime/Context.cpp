@@ -11,7 +11,9 @@
 #include "runtime/jit/Specialise.h"
 
 #include <atomic>
+#include <map>
 #include <mutex>
+#include <string>
 
 namespace einstage {
 
@@ -25,9 +27,12 @@ namespace {
 // JIT makes the common ones once per process. It runs just before the process's first code generation
 // (Jit::set_before_first_codegen), not when a context is made: a process whose kernels all come from the disk cache
 // (a one-shot `einstage einsum` run again) never generates code and never pays its tens of milliseconds.
+std::atomic<bool> g_warmed_up{false};
+
 void warm_up_code_generator() {
   static std::once_flag once;
   std::call_once(once, [] {
+    g_warmed_up.store(true);
     try {
       std::unique_ptr<Jit> jit = Jit::create();
       const bool avx512 = jit->host().has_avx512;
@@ -64,13 +69,16 @@ struct ExecutionContext::Impl {
   // Destroyed in reverse order: the specialiser (its job may call into the JIT) first, then the pool, then the JIT.
   std::unique_ptr<ThreadPool> pool;
   std::unique_ptr<Specialiser> specialiser;
+  Calls calls;
+  std::mutex states_mutex;
+  std::map<std::string, std::shared_ptr<void>, std::less<>> states;  // extension_state(), after the threads joined
 };
 
 ExecutionContext::ExecutionContext(const ConfigOptions& options) : ExecutionContext(Config::process(options)) {}
 
 ExecutionContext::ExecutionContext(const Config& config) : impl_(std::make_unique<Impl>()) {
   impl_->config = config;
-  impl_->threads = config.threads > 0 ? config.threads : available_cpus();
+  impl_->threads = threads_for(config);
   if (config.jit) Jit::set_before_first_codegen(&warm_up_code_generator);  // paid only by a process that compiles
   impl_->own_scratch = std::make_unique<ScratchAllocator>(config.scratch_cache_bytes);
   impl_->scratch = impl_->own_scratch.get();
@@ -99,6 +107,15 @@ ThreadPool& ExecutionContext::pool() { return *impl_->pool; }
 Specialiser& ExecutionContext::specialiser() { return *impl_->specialiser; }
 ScratchAllocator& ExecutionContext::scratch() { return *impl_->scratch; }
 uint64_t ExecutionContext::id() const { return impl_->id; }
+ExecutionContext::Calls& ExecutionContext::calls() { return impl_->calls; }
+
+std::shared_ptr<void> ExecutionContext::extension_state(std::string_view key,
+                                                        const std::function<std::shared_ptr<void>()>& make) {
+  std::lock_guard lock(impl_->states_mutex);
+  auto it = impl_->states.find(key);
+  if (it == impl_->states.end()) it = impl_->states.emplace(std::string(key), make()).first;
+  return it->second;
+}
 
 KernelCache& ExecutionContext::kernels() {
   if (KernelCache* k = impl_->made.load(std::memory_order_acquire)) return *k;
@@ -112,6 +129,7 @@ KernelCache& ExecutionContext::kernels() {
 
 
 void warm_up_jit() { warm_up_code_generator(); }
+bool jit_warmed_up() { return g_warmed_up.load(); }
 
 ExecutionContext& default_context() {
   // Never deleted: threads may still run kernels on its pool and JIT while the process exits (runtime/jit/Jit.cpp

@@ -30,8 +30,11 @@
 
 #include "ir/Config.h"
 
+#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <string_view>
 
 namespace einstage {
 
@@ -67,6 +70,16 @@ class ExecutionContext {
   ScratchAllocator& scratch();
   /// Distinct for every context this process made (never reused).
   uint64_t id() const;
+  /// Contractions contract() ran on this context, by kernel (runtime/jit/Dispatch.h: dispatch_stats(context)).
+  struct Calls {
+    std::atomic<int64_t> jit{0};
+    std::atomic<int64_t> portable{0};
+  };
+  Calls& calls();
+  /// What an extension keeps per context (the einsum family's plan cache): the object stored under `key`, made by
+  /// `make` on the first call for that key and destroyed with the context (default_context()'s never are). Keys are
+  /// the family's name. Thread-safe; `make` runs under the context's lock, so it must not call back into this.
+  std::shared_ptr<void> extension_state(std::string_view key, const std::function<std::shared_ptr<void>()>& make);
 
   struct Impl;
 
@@ -83,5 +96,8 @@ ExecutionContext& default_context();
 /// anything that must outlive them; otherwise done just before the process's first code generation. Call it first
 /// in a program that may exit() from any thread at any moment. No-op after the first call; never throws.
 void warm_up_jit();
+/// Whether that warm-up has run in this process (tests: a process whose kernels all came from the disk cache has
+/// not run it).
+bool jit_warmed_up();
 
 }  // namespace einstage

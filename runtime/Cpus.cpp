@@ -1,6 +1,7 @@
 #include "runtime/Cpus.h"
 
 #include "ir/Config.h"
+#include "runtime/Context.h"
 #include "ir/Error.h"
 
 #include <sched.h>
@@ -206,9 +207,9 @@ int available_cpus() {
   return n;
 }
 
-int default_threads() {
-  const int n = Config::process().threads;  // throws on a bad EINSTAGE_NUM_THREADS, on every call
-  return n > 0 ? n : available_cpus();
-}
+int threads_for(const Config& config) { return config.threads > 0 ? config.threads : available_cpus(); }
+
+// default_context() throws on a bad EINSTAGE_NUM_THREADS on every call (a throwing static initialiser runs again).
+int default_threads() { return default_context().threads(); }
 
 }  // namespace einstage

@@ -24,8 +24,12 @@ namespace einstage {
 /// CPUs this process may run on: the affinity mask's count capped by the cgroup CPU quota (rounded up), >= 1.
 int available_cpus();
 
-/// Threads to use for "the default": EINSTAGE_NUM_THREADS when set, else available_cpus(). Throws einstage::Error
-/// (invalid_argument) when the variable is set to anything but a whole number from 1 to 1024.
+/// Threads a context with this config runs on: config.threads when set (> 0), else available_cpus().
+int threads_for(const Config& config);
+
+/// Threads to use for "the default": default_context()'s (runtime/Context.h), i.e. EINSTAGE_NUM_THREADS when set,
+/// else available_cpus(). Throws einstage::Error (invalid_argument) when the variable is set to anything but a whole
+/// number from 1 to 1024.
 int default_threads();
 
 /// The largest thread count any option or EINSTAGE_NUM_THREADS accepts.

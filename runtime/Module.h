@@ -47,8 +47,9 @@ class ExecutionContext;
 /// The module ABI version this einstage speaks. A module built for any other version is refused by the loader.
 /// Version 2 added EinstageModuleDescriptor::build_id; 3: PreparedOp::run receives the Runtime's ExecutionContext
 /// (it received a ThreadPool* before); 4: instructions with several results (PreparedOp::run_results,
-/// ExtensionExecutor::prepare receives every result type, ExtensionSemantics' *_results slots).
-inline constexpr uint32_t kModuleAbiVersion = 4;
+/// ExtensionExecutor::prepare receives every result type, ExtensionSemantics' *_results slots); 5: prepare receives
+/// the Runtime's ExecutionContext, so a prepared op takes its settings from the context's Config, not the process's.
+inline constexpr uint32_t kModuleAbiVersion = 5;
 
 /// The einstage build these headers belong to (runtime/BuildId.h, generated). A module puts it in its descriptor; one
 /// built against another build is refused.
@@ -79,11 +80,14 @@ class ExtensionExecutor {
  public:
   virtual ~ExtensionExecutor() = default;
   /// Prepares `payload` (of this executor's family) for operands of these concrete types; `results` are the result
-  /// types the family's type rule gave for them (one for a single-result op). Called once per distinct (payload, operand types) per Runtime,
-  /// possibly concurrently for different keys. User errors: throw einstage::Error naming the op.
+  /// types the family's type rule gave for them (one for a single-result op). `context` is the Runtime's, the same
+  /// one every run() of the prepared op receives: settings come from its config(), never from Config::process().
+  /// Called once per distinct (payload, operand types) per Runtime, possibly concurrently for different keys. User
+  /// errors: throw einstage::Error naming the op.
   virtual std::shared_ptr<const PreparedOp> prepare(const ExtensionPayload& payload,
                                                     std::span<const TensorType> operands,
-                                                    std::span<const TensorType> results) const = 0;
+                                                    std::span<const TensorType> results,
+                                                    ExecutionContext& context) const = 0;
 };
 
 /// What the host offers a module while it registers (instead of process globals shared across the boundary).

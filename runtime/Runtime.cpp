@@ -65,7 +65,7 @@ class PreparedCache {
   /// is not cached.
   std::shared_ptr<const PreparedOp> get(const ExtensionOp& op, const ExtensionExecutor& executor,
                                         std::span<const Tensor> operands, const std::function<std::vector<TensorType>()>& results,
-                                        bool* hit) {
+                                        ExecutionContext& context, bool* hit) {
     const uint64_t key = cache_key(op, operands);
     std::promise<std::shared_ptr<const PreparedOp>> promise;
     {
@@ -94,7 +94,7 @@ class PreparedCache {
         for (int64_t e : t.shape()) type.dims.emplace_back(e);
         types.push_back(std::move(type));
       }
-      std::shared_ptr<const PreparedOp> prepared = executor.prepare(*op.payload, types, results());
+      std::shared_ptr<const PreparedOp> prepared = executor.prepare(*op.payload, types, results(), context);
       if (!prepared)
         fail(ErrorKind::runtime, "the executor of family \"{}\" prepared nothing (null)", op.family());
       promise.set_value(prepared);
@@ -311,7 +311,7 @@ struct Executable::Impl {
     };
     bool hit = false;
     try {
-      auto p = state->cache.get(op, *executors[index], operands, results, &hit);
+      auto p = state->cache.get(op, *executors[index], operands, results, *state->context, &hit);
       ++(hit ? hits : misses);
       return p;
     } catch (const Error& e) {

@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
   PreparedCacheStats cache = rt.cache_stats();           // hits 1, misses 2, entries 2
   fmt::print("{}", exe.describe_prepared(std::vector<Tensor>{a32, bv, cv}));   // the plan for these inputs
 
-  DispatchStats jit = dispatch_stats();                  // which kernels ran this program's contractions
+  DispatchStats jit = dispatch_stats(rt.context());      // which kernels ran this program's contractions
   fmt::print("jit {}: {} JIT calls, {} portable calls, {} kernels compiled, {} loaded from disk\n",
              jit_enabled() ? "on" : "off", jit.jit_calls, jit.portable_calls, jit.jit.kernels_compiled,
              jit.jit.disk_hits);
@@ -71,7 +71,7 @@ int main(int argc, char** argv) {
         fmt::format("cache hits {} misses {} entries {}", cache.hits, cache.misses, cache.entries));
   check(exe.stats().runs >= 3, "executable counted its runs");
   // A module loaded from its shared library runs on the host's einstage libraries (one JIT, one kernel cache, one set
-  // of counters), so dispatch_stats() sees its contractions exactly as those of the linked-in module.
+  // of counters per context), so dispatch_stats(rt.context()) sees its contractions exactly as the linked-in module's.
   if (jit_enabled()) {
     check(jit.jit_calls > 0 && jit.portable_calls == 0, "the JIT ran every f64 contraction");
   } else {

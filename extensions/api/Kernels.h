@@ -15,13 +15,16 @@
 // - runtime/kernels/Elementwise.h: unary (neg, conj, exp, log, sqrt) and binary (add, sub, mul, div) maps over
 //   same-shape strided tensors, real_part and imag_part;
 // - runtime/Context.h and runtime/ThreadPool.h: the ExecutionContext a PreparedOp::run receives and its pool; every
-//   kernel takes a ThreadPool* (nullptr: the calling thread).
+//   kernel takes a ThreadPool* (nullptr: the calling thread);
+// - ir/Scratch.h: the context's ScratchAllocator (context.scratch()): outputs made with Tensor::empty(dtype, shape,
+//   scratch) and per-call scratch leases whose buffers are kept for the next call, under the context's one limit.
 // Every kernel gives the same bits at any thread count. Errors are einstage::Error (ir/Error.h). docs/extensions.md
 // ("The kernel API") walks through a contraction; tests/consumer/ builds a module with it against an installed
 // einstage.
 #pragma once
 
 #include "extensions/api/Extension.h"
+#include "ir/Scratch.h"
 #include "runtime/Context.h"
 #include "runtime/Contract.h"
 #include "runtime/ThreadPool.h"

@@ -138,9 +138,15 @@ class PlanCache {
   uint64_t hits_ = 0, misses_ = 0;
 };
 
-PlanCache& cache() {
-  static auto* instance = new PlanCache;  // never destroyed: threads may still call einsum() while the process exits
-  return *instance;
+// The context's plan cache (ExecutionContext::extension_state), so two contexts share no plans; default_context()'s
+// is never destroyed, because threads may still call einsum() while the process exits.
+std::shared_ptr<PlanCache> cache(ExecutionContext& context) {
+  return std::static_pointer_cast<PlanCache>(
+      context.extension_state("einstage.einsum.plan_cache", [] { return std::make_shared<PlanCache>(); }));
+}
+
+ExecutionContext& context_of(const EinsumOptions& options) {
+  return options.context ? *options.context : default_context();
 }
 
 // What every one-shot call checks before planning.
@@ -165,7 +171,7 @@ std::vector<TensorMeta> metas_of(std::span<const Tensor> operands) {
 // the context's pool, inline (nullptr), or a pool for this call.
 template <typename Fn>
 Tensor on_threads(const EinsumOptions& options, Fn&& fn) {
-  ExecutionContext& context = options.context ? *options.context : default_context();
+  ExecutionContext& context = context_of(options);
   if (options.pool) return fn(context, options.pool);
   if (options.threads == 0) return fn(context, &context.pool());
   if (options.threads == 1) return fn(context, nullptr);
@@ -194,7 +200,7 @@ Tensor run_sliced(std::string_view subscripts, std::span<const Tensor> operands,
 
 EinsumPlan cached_plan(std::string_view subscripts, std::span<const TensorMeta> metas, const EinsumOptions& options) {
   const Probe probe{KeyKind::string, subscripts, {}, metas, options};
-  return cache().get(probe, [&] { return EinsumPlan::prepare(subscripts, metas, options); });
+  return cache(context_of(options))->get(probe, [&] { return EinsumPlan::prepare(subscripts, metas, options); });
 }
 
 Tensor einsum(std::string_view subscripts, std::span<const Tensor> operands, const EinsumOptions& options) {
@@ -202,7 +208,7 @@ Tensor einsum(std::string_view subscripts, std::span<const Tensor> operands, con
   if (options.plan.max_memory > 0) return run_sliced(subscripts, operands, options);
   const Probe probe{KeyKind::string, subscripts, operands, {}, options};
   const EinsumPlan plan =
-      cache().get(probe, [&] { return EinsumPlan::prepare(subscripts, metas_of(operands), options); });
+      cache(context_of(options))->get(probe, [&] { return EinsumPlan::prepare(subscripts, metas_of(operands), options); });
   return run(plan, operands, options);
 }
 
@@ -223,7 +229,7 @@ Tensor einsum(const Subscripts& subscripts, std::span<const Tensor> operands, co
   for (Label l : subscripts.ellipsis) text += std::to_string(l) + ' ';
   const Probe probe{KeyKind::labels, text, operands, {}, options};
   const EinsumPlan plan =
-      cache().get(probe, [&] { return EinsumPlan::prepare(subscripts, metas_of(operands), options); });
+      cache(context_of(options))->get(probe, [&] { return EinsumPlan::prepare(subscripts, metas_of(operands), options); });
   return run(plan, operands, options);
 }
 
@@ -233,13 +239,16 @@ Tensor einsum_grouped(std::string_view subscripts, std::span<const Tensor> opera
   std::string text(subscripts);
   for (const GroupLength& g : lengths) text += fmt::format("|len_{}={}", g.group, g.length);
   const Probe probe{KeyKind::grouped, text, operands, {}, options};
-  const EinsumPlan plan = cache().get(
+  const EinsumPlan plan = cache(context_of(options))->get(
       probe, [&] { return EinsumPlan::prepare_grouped(subscripts, metas_of(operands), lengths, options); });
   return run(plan, operands, options);
 }
 
-EinsumCacheStats einsum_cache_stats() { return cache().stats(); }
-void clear_einsum_cache() { cache().clear(); }
-void set_einsum_cache_capacity(size_t capacity) { cache().set_capacity(capacity); }
+EinsumCacheStats einsum_cache_stats(ExecutionContext& context) { return cache(context)->stats(); }
+void clear_einsum_cache(ExecutionContext& context) { cache(context)->clear(); }
+void set_einsum_cache_capacity(size_t capacity, ExecutionContext& context) { cache(context)->set_capacity(capacity); }
+EinsumCacheStats einsum_cache_stats() { return einsum_cache_stats(default_context()); }
+void clear_einsum_cache() { clear_einsum_cache(default_context()); }
+void set_einsum_cache_capacity(size_t capacity) { set_einsum_cache_capacity(capacity, default_context()); }
 
 }  // namespace einstage::einsum

@@ -55,7 +55,7 @@ class PreparedSlicedEinsum final : public PreparedOp {
 class EinsumExecutor final : public ExtensionExecutor {
  public:
   std::shared_ptr<const PreparedOp> prepare(const ExtensionPayload& payload, std::span<const TensorType> operands,
-                                            std::span<const TensorType>) const override {
+                                            std::span<const TensorType>, ExecutionContext&) const override {
     EIN_ASSERT(payload.family() == kEinsumFamily, "einsum executor given a '{}' payload", payload.family());
     // Same class on both sides of a module boundary (same headers, checked by the ABI version), so a static_cast
     // is right even when the payload was made by the host's copy of this code.
@@ -117,7 +117,7 @@ class PreparedVjpJvp final : public PreparedOp {
 class EinsumAdExecutor final : public ExtensionExecutor {
  public:
   std::shared_ptr<const PreparedOp> prepare(const ExtensionPayload& payload, std::span<const TensorType> operands,
-                                            std::span<const TensorType>) const override {
+                                            std::span<const TensorType>, ExecutionContext& context) const override {
     EIN_ASSERT(payload.family() == kEinsumAdFamily, "einsum_ad executor given a '{}' payload", payload.family());
     const auto& p = static_cast<const EinsumAdPayload&>(payload);
     const size_t n = p.forward().subscripts().num_inputs();
@@ -131,7 +131,7 @@ class EinsumAdExecutor final : public ExtensionExecutor {
         return std::make_shared<PreparedVjp>(EinsumVjpPlan::prepare(p.forward().subscripts(),
                                                                     std::span(metas).subspan(0, n), metas[n],
                                                                     p.slots(), options,
-                                                                    Config::process().ad_keep_bytes), n);
+                                                                    context.config().ad_keep_bytes), n);
       case EinsumAdMode::vjp_jvp:
         return std::make_shared<PreparedVjpJvp>(EinsumVjpPlan::prepare(p.forward().subscripts(),
                                                                        std::span(metas).subspan(0, n), metas[n],

@@ -26,7 +26,7 @@ class PreparedDecomposition final : public PreparedOp {
 class LinalgExecutor final : public ExtensionExecutor {
  public:
   std::shared_ptr<const PreparedOp> prepare(const ExtensionPayload& payload, std::span<const TensorType>,
-                                            std::span<const TensorType>) const override {
+                                            std::span<const TensorType>, ExecutionContext&) const override {
     EIN_ASSERT(payload.family() == kLinalgFamily, "linalg executor given a '{}' payload", payload.family());
     return std::make_shared<PreparedDecomposition>(static_cast<const LinalgPayload&>(payload));
   }

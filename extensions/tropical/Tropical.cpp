@@ -242,7 +242,7 @@ class PreparedTropical final : public PreparedOp {
 class TropicalExecutor final : public ExtensionExecutor {
  public:
   std::shared_ptr<const PreparedOp> prepare(const ExtensionPayload& payload, std::span<const TensorType> operands,
-                                            std::span<const TensorType>) const override {
+                                            std::span<const TensorType>, ExecutionContext&) const override {
     return std::make_shared<PreparedTropical>(static_cast<const TropicalPayload&>(payload), operands);
   }
 };

@@ -13,10 +13,7 @@ namespace einstage {
 
 namespace {
 
-std::atomic<bool> g_jit_failed{false};
-std::atomic<bool> g_jit_used{false};
-std::atomic<int64_t> g_jit_calls{0};
-std::atomic<int64_t> g_portable_calls{0};
+std::atomic<bool> g_jit_failed{false};  // LLVM cannot target this machine: the same for every context
 
 std::atomic<bool> g_portable_only{false};  // set_portable_only()
 
@@ -43,9 +40,9 @@ void contract(const ContractionProblem& p, ExecutionContext& context, ThreadPool
         warn_once("the JIT is off (EINSTAGE_JIT=0 or Config::jit): contractions run on the portable kernel");
     } else if (!g_jit_failed.load()) {
       try {
-        g_jit_used = true;
-        contract_jit(p, pool, &context.kernels(), nullptr, &context.scratch());  // throws before writing C if a kernel cannot be made
-        ++g_jit_calls;
+        // Throws before writing C if a kernel cannot be made.
+        contract_jit(p, pool, &context.kernels(), nullptr, &context.scratch(), context.config().jit_direct);
+        context.calls().jit.fetch_add(1, std::memory_order_relaxed);
         return;
       } catch (const Error& e) {
         if (e.kind() != ErrorKind::runtime) throw;  // a bad problem is the caller's error on every path
@@ -55,17 +52,20 @@ void contract(const ContractionProblem& p, ExecutionContext& context, ThreadPool
     }
   }
   p.check("contract");  // contract_portable checks again, but a refusal names what the caller called
-  ++g_portable_calls;
+  context.calls().portable.fetch_add(1, std::memory_order_relaxed);
   contract_portable(p, pool);
 }
 
 void set_portable_only(bool portable) { g_portable_only = portable; }
 
-DispatchStats dispatch_stats() {
+DispatchStats dispatch_stats() { return dispatch_stats(default_context()); }
+
+DispatchStats dispatch_stats(ExecutionContext& context) {
   DispatchStats stats;
-  if (g_jit_used.load() && !g_jit_failed.load()) stats.jit = default_context().kernels().stats();
-  stats.jit_calls = g_jit_calls.load();
-  stats.portable_calls = g_portable_calls.load();
+  stats.jit_calls = context.calls().jit.load();
+  stats.portable_calls = context.calls().portable.load();
+  // A context whose JIT never ran a contraction reports zeros rather than creating its JIT to ask.
+  if (stats.jit_calls > 0 && !g_jit_failed.load()) stats.jit = context.kernels().stats();
   return stats;
 }
 

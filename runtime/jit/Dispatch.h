@@ -1,5 +1,5 @@
 // The policy of contract() (declared in runtime/Contract.h), the one entry point that executes a ContractionProblem,
-// choosing the JIT GETT kernels or the portable reference kernel (runtime stage), and its process-wide switches and
+// choosing the JIT GETT kernels or the portable reference kernel (runtime stage), its switches and its per-context
 // statistics. Depends on ir, runtime/Contract.h and runtime/jit/KernelCache.h.
 //
 // Policy: f32, f64, c64 and c128 run on the JIT (runtime/jit/Gett.h); i64 always runs on the portable kernel (the
@@ -31,13 +31,16 @@ bool jit_enabled(const ExecutionContext& context);
 /// (tools/bench/einsum.cpp times both kernels in one process); false restores the configured choice.
 void set_portable_only(bool portable);
 
-/// Statistics of default_context()'s kernel cache (all zero before the JIT is first used), plus how many problems
-/// contract() sent to the portable kernel (any context).
+/// Statistics of one context's kernel cache (all zero before its JIT first ran a contraction), plus how many
+/// problems contract() ran on that context with the JIT and with the portable kernel. A loaded module's
+/// contractions on a Runtime count on that Runtime's context (modules share the host's libraries).
 struct DispatchStats {
   JitStats jit;
   int64_t jit_calls = 0;
   int64_t portable_calls = 0;
 };
+DispatchStats dispatch_stats(ExecutionContext& context);
+/// dispatch_stats(default_context()): the direct einsum API's and default Runtimes' contractions.
 DispatchStats dispatch_stats();
 
 }  // namespace einstage

@@ -1,6 +1,5 @@
 #include "runtime/jit/Gett.h"
 
-#include "ir/Config.h"
 #include "ir/Error.h"
 #include "ir/Scratch.h"
 #include "runtime/ThreadPool.h"
@@ -427,7 +426,6 @@ struct Gett {
 // MC x NC blocks; the direct kernel re-reads A from L1 for every column sliver instead, which is free while A stays
 // there.
 bool use_direct(const Fused& m, const Fused& n, const Fused& k, size_t elt) {
-  if (!Config::process().jit_direct) return false;  // EINSTAGE_JIT_DIRECT=0
   const double a_bytes = double(m.size) * double(k.size) * double(elt);
   // Fewer than 8 columns (matrix-vector shaped): one column sliver of an 8-column tile, or a few of a narrow tile,
   // reads A about once in place; packing would read it, write it and read it again, for at most 7 uses per element.
@@ -640,7 +638,7 @@ void elementwise(const ContractionProblem& p, const int64_t a_off, const int64_t
 
 template <typename T>
 void run_gett(const ContractionProblem& p, ThreadPool* pool, KernelCache& cache, const GettBlocking* blocking,
-              ScratchAllocator& scratch) {
+              ScratchAllocator& scratch, bool direct) {
   using R = typename real_of<T>::type;
   Gett<T> g;
   g.scratch = &scratch;
@@ -687,13 +685,13 @@ void run_gett(const ContractionProblem& p, ThreadPool* pool, KernelCache& cache,
   g.batch = fuse(p.batch, &Axis::stride_c, &Axis::stride_a, kNeedA | kNeedB | kNeedC);
   if constexpr (!is_complex_v<T>) {
     MicroKernelSpec tile;
-    if (!blocking && plan_direct(g, real, cache.host().has_avx512, tile)) {
+    if (!blocking && direct && plan_direct(g, real, cache.host().has_avx512, tile)) {
       g.direct = cache.direct_kernel(tile);  // may throw: before anything is written
       return g.run(p, pool);
     }
     // Fewer than 8 columns but A's rows not contiguous (a k-major matrix times a vector: ji,j->i): C^T = B^T A^T has
     // fewer than 8 rows and reads the matrix through broadcasts along its contiguous k, on the direct path.
-    if (!blocking && g.n.size < 8 && g.m.size >= 8) {
+    if (!blocking && direct && g.n.size < 8 && g.m.size >= 8) {
       ContractionProblem q = p;
       std::swap(q.a, q.b);
       std::swap(q.m, q.n);
@@ -751,15 +749,15 @@ bool direct_schedule(const ContractionProblem& p, bool avx512, DirectSchedule& o
 }
 
 void contract_jit(const ContractionProblem& p, ThreadPool* pool, KernelCache* cache, const GettBlocking* blocking,
-                  ScratchAllocator* scratch) {
+                  ScratchAllocator* scratch, bool direct) {
   p.check("contract");
   KernelCache& kernels = cache ? *cache : KernelCache::process_default();
   ScratchAllocator& buffers = scratch ? *scratch : ScratchAllocator::process_default();
   switch (p.dtype) {
-    case DType::f32: return run_gett<float>(p, pool, kernels, blocking, buffers);
-    case DType::f64: return run_gett<double>(p, pool, kernels, blocking, buffers);
-    case DType::c64: return run_gett<c64>(p, pool, kernels, blocking, buffers);
-    case DType::c128: return run_gett<c128>(p, pool, kernels, blocking, buffers);
+    case DType::f32: return run_gett<float>(p, pool, kernels, blocking, buffers, direct);
+    case DType::f64: return run_gett<double>(p, pool, kernels, blocking, buffers, direct);
+    case DType::c64: return run_gett<c64>(p, pool, kernels, blocking, buffers, direct);
+    case DType::c128: return run_gett<c128>(p, pool, kernels, blocking, buffers, direct);
     case DType::i64: break;
   }
   fail(ErrorKind::unsupported, "contract: the JIT has no i64 kernel; use contract() or contract_portable()");

@@ -19,7 +19,7 @@
 // than 8 columns take narrow direct tiles at any size (A read once in place). Steps without a contracted axis whose
 // per-entry GEMM is small or skinny (min(M, N) < 8 or M*N < 64^2, e.g. ij,ij->ij or batches of 3 x 3 outer
 // products) run as a strided elementwise loop with broadcasting (single-threaded; a * b is the kernels' fma(a, b, 0)).
-// Explicit `blocking` or EINSTAGE_JIT_DIRECT=0 forces the packed path (tests, benchmarks). i64 is not supported here
+// Explicit `blocking` or `direct` = false (Config::jit_direct) forces the packed path. i64 is not supported here
 // (contract() sends it to the portable kernel).
 //
 // Determinism: every output element is summed over k in one fixed order (KC blocks in order, k in order inside),
@@ -65,8 +65,9 @@ bool direct_schedule(const ContractionProblem& p, bool avx512, DirectSchedule& o
 /// Executes p with JIT micro-kernels from `cache` (nullptr: KernelCache::process_default()) and packing buffers
 /// leased from `scratch` (nullptr: ScratchAllocator::process_default()). dtype f32, f64, c64 or c128; throws
 /// Error(unsupported) for i64 and Error(runtime) if the JIT cannot compile. Nothing is written to C before all
-/// kernels are available. `blocking` overrides the default block sizes (tests, tuning).
+/// kernels are available. `blocking` overrides the default block sizes (tests, tuning); `direct` false forces the
+/// packed path (a context's Config::jit_direct, EINSTAGE_JIT_DIRECT=0).
 void contract_jit(const ContractionProblem& p, ThreadPool* pool = nullptr, KernelCache* cache = nullptr,
-                  const GettBlocking* blocking = nullptr, ScratchAllocator* scratch = nullptr);
+                  const GettBlocking* blocking = nullptr, ScratchAllocator* scratch = nullptr, bool direct = true);
 
 }  // namespace einstage

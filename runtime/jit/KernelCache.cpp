@@ -1,6 +1,5 @@
 #include "runtime/jit/KernelCache.h"
 
-#include "ir/Config.h"
 #include "ir/Error.h"
 #include "ir/Quote.h"
 #include "ir/FileIO.h"
@@ -90,8 +89,6 @@ bool write_cached(const std::string& path, const std::string& key, const std::ve
 KernelCache::KernelCache(std::string cache_dir, const JitTarget& target)
     : cache_dir_(std::move(cache_dir)), jit_(Jit::create(target)) {}
 KernelCache::~KernelCache() = default;
-
-std::string KernelCache::default_cache_dir() { return Config::process().kernel_cache_dir; }
 
 KernelCache& KernelCache::process_default() { return default_context().kernels(); }
 

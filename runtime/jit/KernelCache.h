@@ -43,11 +43,9 @@ class KernelCache {
   explicit KernelCache(std::string cache_dir, const JitTarget& target = {});
   ~KernelCache();
 
-  /// Config::process().kernel_cache_dir: EINSTAGE_CACHE_DIR, else $XDG_CACHE_HOME/einstage, else
-  /// $HOME/.cache/einstage, else "" (no disk cache).
-  static std::string default_cache_dir();
-
-  /// default_context()'s cache (runtime/Context.h), which contract() uses without another context.
+  /// default_context()'s cache (runtime/Context.h), which contract() uses without another context. A context's
+  /// cache keeps its objects in that context's Config::kernel_cache_dir (EINSTAGE_CACHE_DIR, else
+  /// $XDG_CACHE_HOME/einstage, else $HOME/.cache/einstage, else "": no disk cache).
   static KernelCache& process_default();
 
   /// The compiled kernel for spec (compiled or loaded on first request).

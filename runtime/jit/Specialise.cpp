@@ -180,7 +180,7 @@ void StepKernel::run(const ContractionProblem& p, ExecutionContext& context, Thr
     } catch (const Error&) {
       return contract(p, context, pool);  // no JIT here: contract() falls back and says so
     }
-    if (direct_schedule(p, avx512, schedule)) {
+    if (context.config().jit_direct && direct_schedule(p, avx512, schedule)) {  // else contract() packs
       s.signature = p;
       s.signature.a = s.signature.b = nullptr;
       s.signature.c = nullptr;

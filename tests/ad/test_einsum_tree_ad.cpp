@@ -398,6 +398,36 @@ TEST_CASE("checkpointing: under a memory limit the reverse pass recomputes inter
   }
 }
 
+TEST_CASE("checkpointing: a Runtime's vjp takes its keep limit from the Runtime's context, not the process") {
+  Builder b("f", registry());
+  const std::vector<Shape> shapes = {{8, 9}, {9, 10}, {10, 11}, {11, 12}};
+  std::vector<Value> params;
+  std::vector<Tensor> inputs;
+  Rng rng{78};
+  for (size_t k = 0; k < shapes.size(); ++k) {
+    params.push_back(b.parameter(fmt::format("a{}", k), {DType::f64, std::vector<Dim>(shapes[k].begin(), shapes[k].end())}));
+    inputs.push_back(random_tensor(DType::f64, shapes[k], rng));
+  }
+  inputs.push_back(random_tensor(DType::f64, {8, 12}, rng));  // the cotangent
+  Value out = b.extension(std::make_shared<einsum::EinsumPayload>(einsum::parse_subscripts("ab,bc,cd,de->ae"),
+                                                                  einsum::PlanSpec{}, false),
+                          params);
+  Program v = ad::vjp(b.finish({out}), std::vector<int>{0, 1, 2, 3}, registry());
+  RuntimeOptions options;
+  options.context = std::make_shared<ExecutionContext>(ConfigOptions{.threads = 1, .ad_keep_bytes = 0});
+  Runtime keep_nothing(options);
+  keep_nothing.add_module(einsum::module_descriptor());
+  const std::string limited = keep_nothing.prepare(v).describe_prepared(inputs);
+  const std::string unlimited = runtime_with(1).prepare(v).describe_prepared(inputs);  // ctest sets no limit
+  CHECK(limited.find("forward keeps 0 (0 B, limit 0 B): nothing") != std::string::npos);
+  CHECK(limited.find("recomputes") != std::string::npos);
+  CHECK(unlimited.find("recomputes") == std::string::npos);
+  const std::vector<Tensor> expected = runtime_with(1).prepare(v).run(std::span<const Tensor>(inputs));
+  const std::vector<Tensor> got = keep_nothing.prepare(v).run(std::span<const Tensor>(inputs));
+  REQUIRE(got.size() == expected.size());
+  for (size_t k = 0; k < got.size(); ++k) CHECK(same_bits(got[k], expected[k]));
+}
+
 TEST_CASE("lowering: jvp, vjp and vjp_jvp programs lower to standard ops with the same values") {
   TraceContext ctx("f", registry());
   std::vector<TracedTensor> params;

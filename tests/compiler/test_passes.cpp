@@ -7,6 +7,12 @@
 #include "compiler/Trace.h"
 #include "extensions/einsum/TraceEinsum.h"
 
+#include <unistd.h>
+
+#include <cstdio>
+#include <functional>
+#include <string>
+
 using namespace einstage;
 using namespace compiler_test;
 
@@ -94,6 +100,44 @@ TEST_CASE("pipeline: runs passes in order, dumps after each, and simplify = dce,
         "  return %1\n"
         "}\n");
   CHECK(print_program(simplify(p, &registry())) == print_program(q));
+}
+
+namespace {
+
+// What `run` printed on stderr (file descriptor 2 pointed at a temporary file meanwhile).
+std::string stderr_of(const std::function<void()>& run) {
+  std::fflush(stderr);
+  std::FILE* file = std::tmpfile();
+  REQUIRE(file != nullptr);
+  const int saved = dup(2);
+  dup2(fileno(file), 2);
+  run();
+  std::fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  std::string text;
+  std::rewind(file);
+  for (int c; (c = std::fgetc(file)) != EOF;) text.push_back(static_cast<char>(c));
+  std::fclose(file);
+  return text;
+}
+
+}  // namespace
+
+TEST_CASE("pipeline: set_config's dump_passes prints every pass to stderr, without reading the environment") {
+  TraceContext ctx("pipe", &registry());
+  TracedTensor x = ctx.parameter("x", DType::f64, {3});
+  Program p = ctx.finish({exp(x) * exp(x)});
+  Config dumping;
+  dumping.dump_passes = true;
+  Pipeline on = simplify_pipeline(&registry());
+  on.set_config(dumping);
+  const std::string printed = stderr_of([&] { (void)on.run(p); });
+  CHECK(printed.find("// ---- after pass 'input' ----\nprogram @pipe") == 0);
+  CHECK(printed.find("// ---- after pass 'cse' ----\n") != std::string::npos);
+  Pipeline off = simplify_pipeline(&registry());
+  off.set_config(Config{});  // ctest does not set EINSTAGE_DUMP_PASSES; the config decides either way
+  CHECK(stderr_of([&] { (void)off.run(p); }).empty());
 }
 
 TEST_CASE("pipeline: a pass that breaks an invariant is named in the error") {

@@ -35,7 +35,8 @@ struct Executor final : einstage::ExtensionExecutor {
   explicit Executor(RunFn fn) : fn(fn) {}
   std::shared_ptr<const einstage::PreparedOp> prepare(const einstage::ExtensionPayload&,
                                                       std::span<const einstage::TensorType>,
-                                                      std::span<const einstage::TensorType>) const override {
+                                                      std::span<const einstage::TensorType>,
+                                                      einstage::ExecutionContext&) const override {
     return std::make_shared<Prepared>(fn);
   }
   RunFn fn;

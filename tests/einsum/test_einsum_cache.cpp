@@ -1,11 +1,14 @@
 // The one-shot plan cache: a hit needs every part of the key to match (subscripts as written, operand dtypes and
 // shapes, broadcast permission, plan spec, and which API: string, integer labels or grouped), least recently used
-// entries go first, and a cached plan gives the same result as a fresh one.
+// entries go first, a cached plan gives the same result as a fresh one, and every context has a cache of its own.
 #include "support/Random.h"
 
 #include "extensions/einsum/Einsum.h"
+#include "runtime/Context.h"
 
 #include <doctest/doctest.h>
+
+#include <cstring>
 
 using namespace einstage;
 namespace es = einstage::einsum;
@@ -35,6 +38,12 @@ void check_matmul(const Tensor& got, const Tensor& a, const Tensor& b) {
   const std::vector<double> values = got.astype(DType::f64).to_col_major<double>();
   REQUIRE(values.size() == expect.size());
   for (size_t i = 0; i < values.size(); ++i) CHECK(values[i] == doctest::Approx(expect[i]).epsilon(1e-5));
+}
+
+es::EinsumOptions on(ExecutionContext& context) {
+  es::EinsumOptions options;
+  options.context = &context;
+  return options;
 }
 
 }  // namespace
@@ -123,4 +132,32 @@ TEST_CASE("one-shot cache: the least recently used plan is evicted first") {
   es::einsum("ij,jk->ik", {a, b});
   CHECK(es::einsum_cache_stats().entries == 0);
   es::set_einsum_cache_capacity(256);
+}
+
+TEST_CASE("one-shot cache: each context has its own; the same inputs give the same plan and bits in every one") {
+  es::clear_einsum_cache();
+  test::SplitMix64 rng{79};
+  const Tensor a = matrix(rng, DType::f64, 6, 7), b = matrix(rng, DType::f64, 7, 5), c = matrix(rng, DType::f64, 5, 4);
+  ExecutionContext one(ConfigOptions{.threads = 1}), two(ConfigOptions{.threads = 2});
+  const Tensor on_default = es::einsum("ij,jk,kl->il", {a, b, c});
+  const Tensor on_one = es::einsum("ij,jk,kl->il", {a, b, c}, on(one));
+  const Tensor on_two = es::einsum("ij,jk,kl->il", {a, b, c}, on(two));
+  es::einsum("ij,jk,kl->il", {a, b, c}, on(two));
+  CHECK(es::einsum_cache_stats().misses == 1);
+  CHECK(es::einsum_cache_stats().hits == 0);
+  CHECK(es::einsum_cache_stats(one).misses == 1);
+  CHECK(es::einsum_cache_stats(one).entries == 1);
+  CHECK(es::einsum_cache_stats(two).misses == 1);
+  CHECK(es::einsum_cache_stats(two).hits == 1);
+  const std::vector<es::TensorMeta> metas = {es::TensorMeta::of(a), es::TensorMeta::of(b), es::TensorMeta::of(c)};
+  CHECK(es::cached_plan("ij,jk,kl->il", metas, on(one)).to_string() ==
+        es::cached_plan("ij,jk,kl->il", metas).to_string());
+  CHECK(std::memcmp(on_one.raw_data(), on_default.raw_data(), 24 * sizeof(double)) == 0);
+  CHECK(std::memcmp(on_two.raw_data(), on_default.raw_data(), 24 * sizeof(double)) == 0);
+  es::clear_einsum_cache(one);
+  CHECK(es::einsum_cache_stats(one).entries == 0);
+  CHECK(es::einsum_cache_stats(two).entries == 1);
+  es::set_einsum_cache_capacity(0, two);
+  CHECK(es::einsum_cache_stats(two).entries == 0);
+  CHECK(es::einsum_cache_stats().entries == 1);
 }

@@ -4,6 +4,7 @@
 
 #include "ir/Config.h"
 #include "ir/Error.h"
+#include "runtime/Context.h"
 #include "runtime/jit/Dispatch.h"
 #include "runtime/jit/Gett.h"
 #include "runtime/jit/KernelCache.h"
@@ -216,9 +217,12 @@ TEST_CASE("jit cache: threads asking for the same kernel at once compile it once
   for (int t = 1; t < 4; ++t) CHECK((got[t] == got[0]));
 }
 
-TEST_CASE("jit cache: the default directory is the process config's (ir/Config.h checks its order)") {
-  CHECK(KernelCache::default_cache_dir() == Config::process().kernel_cache_dir);
-  CHECK(KernelCache::process_default().cache_dir() == Config::process().kernel_cache_dir);
+TEST_CASE("jit cache: a context's cache directory is its config's (ir/Config.h checks the order of sources)") {
+  CHECK(KernelCache::process_default().cache_dir() == default_context().config().kernel_cache_dir);
+  const std::string dir = (std::filesystem::temp_directory_path() / "einstage_context_cache_dir").string();
+  ExecutionContext own(ConfigOptions{.kernel_cache_dir = dir});
+  CHECK(own.kernels().cache_dir() == dir);
+  CHECK(&own.kernels() != &KernelCache::process_default());
 }
 
 TEST_CASE("dispatch: contract() runs floats on the JIT, i64 on the portable kernel") {

@@ -147,6 +147,32 @@ TEST_CASE("context: destroying it while its specialiser compiles finishes that j
   }
 }
 
+namespace {
+
+// The exit status of einstage_test_exit_child in `mode` with EINSTAGE_CACHE_DIR = cache_dir, or -signal.
+int child_status(const std::string& mode, const std::string& cache_dir) {
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::setenv("EINSTAGE_CACHE_DIR", cache_dir.c_str(), 1);
+    ::execl(EINSTAGE_EXIT_CHILD_PATH, EINSTAGE_EXIT_CHILD_PATH, "1", mode.c_str(), nullptr);
+    ::_exit(127);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+}
+
+}  // namespace
+
+TEST_CASE("context: a process whose kernels all come from the disk cache skips the JIT's warm-up") {
+  REQUIRE(jit_enabled());
+  test::TempDir cache;
+  // Status 20 + 1 (warm-up ran) + 2 (a kernel compiled) + 4 (a kernel loaded from disk): see ExitChild.cpp.
+  CHECK(child_status("cache", cache.path().string()) == 20 + 1 + 2);  // cold: compiles, so warms up first
+  CHECK(child_status("cache", cache.path().string()) == 20 + 4);      // warm: loads, never warms up
+}
+
 TEST_CASE("context: a process exiting from main or from a worker while kernels compile and specialise exits cleanly") {
   int clean = 0, runs = 0;
   for (uint64_t seed = 1; seed <= 12; ++seed)

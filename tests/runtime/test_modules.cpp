@@ -36,7 +36,7 @@ struct IdentityExecutor final : ExtensionExecutor {
     Tensor run(std::span<const Tensor> in, ExecutionContext&) const override { return in[0].clone(); }
   };
   std::shared_ptr<const PreparedOp> prepare(const ExtensionPayload&, std::span<const TensorType>,
-                                            std::span<const TensorType>) const override {
+                                            std::span<const TensorType>, ExecutionContext&) const override {
     return std::make_shared<Op>();
   }
 };
@@ -330,14 +330,14 @@ struct WrongShapeExecutor final : ExtensionExecutor {
     Tensor run(std::span<const Tensor>, ExecutionContext&) const override { return Tensor::zeros(DType::f64, {7}); }
   };
   std::shared_ptr<const PreparedOp> prepare(const ExtensionPayload&, std::span<const TensorType>,
-                                            std::span<const TensorType>) const override {
+                                            std::span<const TensorType>, ExecutionContext&) const override {
     return std::make_shared<Op>();
   }
 };
 
 struct RefusingExecutor final : ExtensionExecutor {
   std::shared_ptr<const PreparedOp> prepare(const ExtensionPayload&, std::span<const TensorType> in,
-                                            std::span<const TensorType>) const override {
+                                            std::span<const TensorType>, ExecutionContext&) const override {
     fail(ErrorKind::unsupported, "extent {} is too large for this test family", in[0].dims[0].constant());
   }
 };

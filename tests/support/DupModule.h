@@ -31,7 +31,7 @@ class DupExecutor final : public ExtensionExecutor {
     }
   };
   std::shared_ptr<const PreparedOp> prepare(const ExtensionPayload& payload, std::span<const TensorType>,
-                                            std::span<const TensorType> results) const override {
+                                            std::span<const TensorType> results, ExecutionContext&) const override {
     EIN_ASSERT(results.size() == 2, "test.dup.v1 prepared for {} results", results.size());
     const auto& p = static_cast<const DupPayload&>(payload);
     return std::make_shared<Prepared>(p.a, p.b);

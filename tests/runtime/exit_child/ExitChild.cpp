@@ -5,8 +5,11 @@
 // while kernels compile in the foreground, while the specialiser compiles, while pool threads run kernels. (Not
 // during the process's first code generation, the warm-up: runtime/Context.h says why that is left.)
 // Exits with status 7 when exit() ran to the end; any crash shows as a signal.
+// MODE "cache" instead runs one small f64 einsum on the default context and exits with status 20 + 1 if the JIT's
+// warm-up ran + 2 if a kernel was compiled + 4 if one came from the disk cache (EINSTAGE_CACHE_DIR).
 #include "extensions/einsum/Einsum.h"
 #include "runtime/Context.h"
+#include "runtime/jit/Dispatch.h"
 #include "support/Random.h"
 
 #include <chrono>
@@ -39,6 +42,13 @@ namespace {
 
 int main(int argc, char** argv) {
   if (argc != 3) return 2;
+  if (std::strcmp(argv[2], "cache") == 0) {
+    std::vector<double> av(12 * 10, 0.5), bv(10 * 9, 0.25);
+    const Tensor a = Tensor::from_col_major<double>({12, 10}, av), b = Tensor::from_col_major<double>({10, 9}, bv);
+    if (es::einsum("ij,jk->ik", {a, b}).to_col_major<double>().at(0) != 1.25) return 3;
+    const DispatchStats stats = dispatch_stats();
+    return 20 + (jit_warmed_up() ? 1 : 0) + (stats.jit.kernels_compiled > 0 ? 2 : 0) + (stats.jit.disk_hits > 0 ? 4 : 0);
+  }
   const uint64_t seed = std::strtoull(argv[1], nullptr, 10);
   const bool from_worker = std::strcmp(argv[2], "worker") == 0;
   test::SplitMix64 rng{seed * 7919 + 1};
