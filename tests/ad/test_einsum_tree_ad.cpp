@@ -419,7 +419,7 @@ TEST_CASE("checkpointing: a Runtime's vjp takes its keep limit from the Runtime'
   keep_nothing.add_module(einsum::module_descriptor());
   const std::string limited = keep_nothing.prepare(v).describe_prepared(inputs);
   const std::string unlimited = runtime_with(1).prepare(v).describe_prepared(inputs);  // ctest sets no limit
-  CHECK(limited.find("forward keeps 0 (0 B, limit 0 B): nothing") != std::string::npos);
+  CHECK(limited.find("forward keeps 0 (0 bytes, limit 0 bytes): nothing") != std::string::npos);
   CHECK(limited.find("recomputes") != std::string::npos);
   CHECK(unlimited.find("recomputes") == std::string::npos);
   const std::vector<Tensor> expected = runtime_with(1).prepare(v).run(std::span<const Tensor>(inputs));
