@@ -93,6 +93,8 @@ Program lower_to_standard_ops(const Program& program, const DimBindings& binding
       Op op = inst.op;
       if (auto* r = std::get_if<Reshape>(&op)) r->shape = substitute(r->shape, bindings);
       if (auto* bc = std::get_if<BroadcastInDim>(&op)) bc->shape = substitute(bc->shape, bindings);
+      if (auto* sl = std::get_if<Slice>(&op)) sl->size = substitute(sl->size, bindings);
+      if (auto* pd = std::get_if<Pad>(&op)) pd->shape = substitute(pd->shape, bindings);
       results = b.emit_results(std::move(op), std::move(operands));
     }
     for (size_t r = 0; r < results.size(); ++r) map[inst.results[r].id] = results[r];

@@ -125,6 +125,16 @@ TracedTensor cos(const TracedTensor& x) { return unary(x, Cos{}); }
 TracedTensor tanh(const TracedTensor& x) { return unary(x, Tanh{}); }
 TracedTensor sinh(const TracedTensor& x) { return unary(x, Sinh{}); }
 TracedTensor cosh(const TracedTensor& x) { return unary(x, Cosh{}); }
+TracedTensor slice(const TracedTensor& x, Axes start, std::vector<Dim> size, Axes stride) {
+  return unary(x, Slice{std::move(size), std::move(start), std::move(stride)});
+}
+TracedTensor pad(const TracedTensor& x, Axes start, std::vector<Dim> shape, Axes stride) {
+  return unary(x, Pad{std::move(shape), std::move(start), std::move(stride)});
+}
+TracedTensor abs(const TracedTensor& x) { return unary(x, Abs{}); }
+TracedTensor sign(const TracedTensor& x) { return unary(x, Sign{}); }
+TracedTensor stop_gradient(const TracedTensor& x) { return unary(x, StopGradient{}); }
+TracedTensor pow(const TracedTensor& x, double exponent) { return unary(x, Pow{exponent}); }
 TracedTensor convert(const TracedTensor& x, DType dtype) { return unary(x, Convert{dtype}); }
 
 TracedTensor reshape(const TracedTensor& x, std::vector<Dim> shape) { return unary(x, Reshape{std::move(shape)}); }

@@ -119,6 +119,12 @@ TracedTensor cos(const TracedTensor& x);
 TracedTensor tanh(const TracedTensor& x);
 TracedTensor sinh(const TracedTensor& x);
 TracedTensor cosh(const TracedTensor& x);
+TracedTensor slice(const TracedTensor& x, Axes start, std::vector<Dim> size, Axes stride);
+TracedTensor pad(const TracedTensor& x, Axes start, std::vector<Dim> shape, Axes stride);
+TracedTensor abs(const TracedTensor& x);
+TracedTensor sign(const TracedTensor& x);
+TracedTensor stop_gradient(const TracedTensor& x);
+TracedTensor pow(const TracedTensor& x, double exponent);
 TracedTensor convert(const TracedTensor& x, DType dtype);
 
 TracedTensor reshape(const TracedTensor& x, std::vector<Dim> shape);

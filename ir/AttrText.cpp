@@ -11,6 +11,7 @@
 namespace einstage {
 
 std::string format_attr(int64_t v) { return fmt::format("{}", v); }
+std::string format_attr(double v) { return format_float(v); }
 std::string format_attr(const Axes& v) { return fmt::format("[{}]", fmt::join(v, ", ")); }
 std::string format_attr(const std::vector<Dim>& v) { return fmt::format("[{}]", fmt::join(v, ", ")); }
 std::string format_attr(DType v) { return std::string(name(v)); }
@@ -101,6 +102,12 @@ std::string format_attr(const Tensor& v) {
 void parse_attr(std::string_view text, int64_t& out, std::string_view what) {
   auto v = parse_int(trim(text));
   if (!v) fail(ErrorKind::parse, "{}: expected an integer, got '{}'", what, escape_for_message(text, '\''));
+  out = *v;
+}
+
+void parse_attr(std::string_view text, double& out, std::string_view what) {
+  auto v = parse_double(trim(text));
+  if (!v) fail(ErrorKind::parse, "{}: expected a number like 2.5, got '{}'", what, escape_for_message(text, '\''));
   out = *v;
 }
 

@@ -1,7 +1,7 @@
 // Text forms of standard-op attribute values, shared by the printer, the parser and the JSON reader/writer so that
 // each value type has exactly one spelling. Semantic IR (compiler stage); depends on ir/Ops.h.
 //
-//   int list   [0, 1]          dims      [n, 4]        int    3
+//   int list   [0, 1]          dims      [n, 4]        int    3          real   2.5 (shortest round-trip form)
 //   dtype      f32             tensor    f64[2,2]<[1, 2, 3, 4]>   (elements in column-major order;
 //                                        complex elements as (re, im); floats in shortest round-trip form)
 #pragma once
@@ -14,6 +14,7 @@
 namespace einstage {
 
 std::string format_attr(int64_t v);
+std::string format_attr(double v);
 std::string format_attr(const Axes& v);
 std::string format_attr(const std::vector<Dim>& v);
 std::string format_attr(DType v);
@@ -21,6 +22,7 @@ std::string format_attr(const Tensor& v);
 
 /// Readers; each fails (ErrorKind::parse) with a message naming `what` (e.g. "attribute 'perm' of 'transpose'").
 void parse_attr(std::string_view text, int64_t& out, std::string_view what);
+void parse_attr(std::string_view text, double& out, std::string_view what);
 void parse_attr(std::string_view text, Axes& out, std::string_view what);
 void parse_attr(std::string_view text, std::vector<Dim>& out, std::string_view what);
 void parse_attr(std::string_view text, DType& out, std::string_view what);

@@ -37,6 +37,7 @@ template <typename R> json real_to_json(R v) {
   if (std::isfinite(v)) return static_cast<double>(v);
   return std::isnan(v) ? "nan" : v > 0 ? "inf" : "-inf";
 }
+json to_json_attr(double v) { return real_to_json(v); }
 json to_json_attr(const Tensor& t) {
   json data = json::array();
   dispatch_dtype(t.dtype(), [&](auto zero) {
@@ -92,6 +93,7 @@ template <typename R> R real_from_json(const json& e, const std::string& where) 
   }
   malformed(where, fmt::format("{} is not a number", e.dump()));
 }
+void from_json_attr(const json& j, double& out, const std::string& where) { out = real_from_json<double>(j, where); }
 void from_json_attr(const json& j, Tensor& out, const std::string& where) {
   if (!j.is_object() || !j.contains("type") || !j.contains("data") || !j["type"].is_string() || !j["data"].is_array())
     malformed(where, "expected a tensor {\"type\": \"f64[2]\", \"data\": [...]}");

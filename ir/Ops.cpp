@@ -6,6 +6,7 @@
 #include "ir/Extension.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace einstage {
 
@@ -178,6 +179,46 @@ TensorType EmbedDiag::infer(const EmbedDiag& op, Types in, TypeContext& ctx) {
   return out;
 }
 
+namespace {
+// start and stride of slice and pad: one entry per axis, start >= 0, stride >= 1, and `listed` (slice's size, pad's
+// shape) one entry per axis too. Along every axis whose extents are constants, the last of the elements slice takes
+// (pad places), start + (n - 1) * stride, must lie inside the larger side: slice's operand, pad's result.
+void check_strided_window(TypeContext& ctx, const Axes& start, const Axes& stride, const TensorType& operand,
+                          const std::vector<Dim>& listed, bool is_slice) {
+  const size_t rank = static_cast<size_t>(operand.rank());
+  const char* listed_name = is_slice ? "size" : "shape";
+  for (auto [name, n] : {std::pair{"start", start.size()}, std::pair{"stride", stride.size()},
+                         std::pair{listed_name, listed.size()}})
+    if (n != rank)
+      ctx.error(ErrorKind::invalid_argument, "{} has {} entries but operand 0 ({}) has rank {}; give one per axis",
+                name, n, operand.to_string(), rank);
+  const std::vector<Dim>& inner = is_slice ? listed : operand.dims;
+  const std::vector<Dim>& outer = is_slice ? operand.dims : listed;
+  for (size_t i = 0; i < rank; ++i) {
+    if (stride[i] < 1) ctx.error(ErrorKind::invalid_argument, "stride[{}] = {} must be at least 1", i, stride[i]);
+    if (start[i] < 0) ctx.error(ErrorKind::invalid_argument, "start[{}] = {} is negative", i, start[i]);
+    if (!inner[i].is_constant() || !outer[i].is_constant() || inner[i].constant() == 0) continue;
+    const int64_t last = start[i] + (inner[i].constant() - 1) * stride[i];
+    if (last >= outer[i].constant())
+      ctx.error(ErrorKind::shape, "axis {}: start {} + ({} elements - 1) * stride {} = {} is past the extent {}; {}", i,
+                start[i], inner[i].constant(), stride[i], last, outer[i].constant(),
+                is_slice ? "lower start, size or stride" : "lower start or stride, or enlarge shape");
+  }
+}
+}  // namespace
+
+// ---- slice: static start, size and stride per axis ----
+TensorType Slice::infer(const Slice& op, Types in, TypeContext& ctx) {
+  check_strided_window(ctx, op.start, op.stride, in[0], op.size, true);
+  return TensorType{in[0].dtype, op.size};
+}
+
+// ---- pad: the transpose of slice ----
+TensorType Pad::infer(const Pad& op, Types in, TypeContext& ctx) {
+  check_strided_window(ctx, op.start, op.stride, in[0], op.shape, false);
+  return TensorType{in[0].dtype, op.shape};
+}
+
 // ---- elementwise ----
 TensorType Add::infer(const Add&, Types in, TypeContext& ctx) { return binary_type(in, ctx); }
 TensorType Sub::infer(const Sub&, Types in, TypeContext& ctx) { return binary_type(in, ctx); }
@@ -195,6 +236,17 @@ TensorType Cos::infer(const Cos&, Types in, TypeContext& ctx) { return floating_
 TensorType Tanh::infer(const Tanh&, Types in, TypeContext& ctx) { return floating_unary(in, ctx); }
 TensorType Sinh::infer(const Sinh&, Types in, TypeContext& ctx) { return floating_unary(in, ctx); }
 TensorType Cosh::infer(const Cosh&, Types in, TypeContext& ctx) { return floating_unary(in, ctx); }
+TensorType Abs::infer(const Abs&, Types in, TypeContext&) { return {real_part_type(in[0].dtype), in[0].dims}; }
+TensorType Sign::infer(const Sign&, Types in, TypeContext&) { return in[0]; }
+TensorType StopGradient::infer(const StopGradient&, Types in, TypeContext&) { return in[0]; }
+
+// ---- pow by a constant ----
+TensorType Pow::infer(const Pow& op, Types in, TypeContext& ctx) {
+  if (!std::isfinite(op.exponent))
+    ctx.error(ErrorKind::invalid_argument, "exponent = {} is not finite; expected a finite real number",
+              format_float(op.exponent));
+  return floating_unary(in, ctx);
+}
 
 // ---- convert ----
 TensorType Convert::infer(const Convert& op, Types in, TypeContext& ctx) {

@@ -162,6 +162,33 @@ struct EmbedDiag {
   friend bool operator==(const EmbedDiag&, const EmbedDiag&) = default;
 };
 
+/// Every axis i keeps size[i] elements: start[i], start[i] + stride[i], ... (start >= 0, stride >= 1; the last one
+/// must lie inside the operand, checked when the extents are constants, else when the program runs).
+struct Slice {
+  static constexpr std::string_view kName = "slice";
+  static constexpr int kArity = 1;
+  std::vector<Dim> size;
+  Axes start, stride;
+  static constexpr auto attrs() {
+    return std::tuple{attr("size", &Slice::size), attr("start", &Slice::start), attr("stride", &Slice::stride)};
+  }
+  static TensorType infer(const Slice& op, Types in, TypeContext& ctx);
+  friend bool operator==(const Slice&, const Slice&) = default;
+};
+
+/// The transpose of slice: zeros of extents `shape` with operand element k of axis i at start[i] + k * stride[i].
+struct Pad {
+  static constexpr std::string_view kName = "pad";
+  static constexpr int kArity = 1;
+  std::vector<Dim> shape;
+  Axes start, stride;
+  static constexpr auto attrs() {
+    return std::tuple{attr("shape", &Pad::shape), attr("start", &Pad::start), attr("stride", &Pad::stride)};
+  }
+  static TensorType infer(const Pad& op, Types in, TypeContext& ctx);
+  friend bool operator==(const Pad&, const Pad&) = default;
+};
+
 // ---- elementwise ----
 
 #define EIN_ELEMENTWISE_OP(Struct, text, arity)                                      \
@@ -188,7 +215,20 @@ EIN_ELEMENTWISE_OP(Cos, "cos", 1)    // floating dtypes
 EIN_ELEMENTWISE_OP(Tanh, "tanh", 1)  // floating dtypes
 EIN_ELEMENTWISE_OP(Sinh, "sinh", 1)  // floating dtypes
 EIN_ELEMENTWISE_OP(Cosh, "cosh", 1)  // floating dtypes
+EIN_ELEMENTWISE_OP(Abs, "abs", 1)    // any dtype; c64 -> f32, c128 -> f64 (the modulus)
+EIN_ELEMENTWISE_OP(Sign, "sign", 1)  // any dtype; -1, 0 or 1 (nan stays nan); x/|x| for complex, 0 at 0
+EIN_ELEMENTWISE_OP(StopGradient, "stop_gradient", 1)  // any dtype; the identity whose derivative is zero
 #undef EIN_ELEMENTWISE_OP
+
+/// x^exponent elementwise for a constant finite real exponent (std::pow; principal branch for complex).
+struct Pow {
+  static constexpr std::string_view kName = "pow";
+  static constexpr int kArity = 1;
+  double exponent = 1;
+  static constexpr auto attrs() { return std::tuple{attr("exponent", &Pow::exponent)}; }
+  static TensorType infer(const Pow& op, Types in, TypeContext& ctx);
+  friend bool operator==(const Pow&, const Pow&) = default;
+};
 
 /// Element type conversion (as Tensor::astype): complex to real is refused; use real/imag.
 struct Convert {
@@ -215,10 +255,10 @@ struct Constant {
 /// (Struct, enum name). Order = variant index = OpKind value; append new ops anywhere, nothing persists indices.
 #define EIN_STD_OPS(X)                                                                                       \
   X(DotGeneral, dot_general) X(Transpose, transpose) X(Reshape, reshape) X(BroadcastInDim, broadcast_in_dim) \
-  X(ReduceSum, reduce_sum) X(ExtractDiag, extract_diag) X(EmbedDiag, embed_diag) X(Add, add) X(Sub, sub)     \
+  X(ReduceSum, reduce_sum) X(ExtractDiag, extract_diag) X(EmbedDiag, embed_diag) X(Slice, slice) X(Pad, pad) X(Add, add) X(Sub, sub)     \
   X(Mul, mul) X(Div, div) X(Neg, neg) X(Conj, conj) X(Real, real) X(Imag, imag) X(Exp, exp) X(Log, log)      \
-  X(Sqrt, sqrt) X(Sin, sin) X(Cos, cos) X(Tanh, tanh) X(Sinh, sinh) X(Cosh, cosh) X(Convert, convert)        \
-  X(Constant, constant)
+  X(Sqrt, sqrt) X(Sin, sin) X(Cos, cos) X(Tanh, tanh) X(Sinh, sinh) X(Cosh, cosh) X(Abs, abs) X(Sign, sign)  \
+  X(StopGradient, stop_gradient) X(Pow, pow) X(Convert, convert) X(Constant, constant)
 
 #define EIN_OP_TYPE_(Struct, e) Struct,
 using Op = std::variant<EIN_STD_OPS(EIN_OP_TYPE_) ExtensionOp>;

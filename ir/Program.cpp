@@ -265,6 +265,16 @@ Value Builder::cos(const Value& x) { return emit(Cos{}, {x}); }
 Value Builder::tanh(const Value& x) { return emit(Tanh{}, {x}); }
 Value Builder::sinh(const Value& x) { return emit(Sinh{}, {x}); }
 Value Builder::cosh(const Value& x) { return emit(Cosh{}, {x}); }
+Value Builder::slice(const Value& x, Axes start, std::vector<Dim> size, Axes stride) {
+  return emit(Slice{std::move(size), std::move(start), std::move(stride)}, {x});
+}
+Value Builder::pad(const Value& x, Axes start, std::vector<Dim> shape, Axes stride) {
+  return emit(Pad{std::move(shape), std::move(start), std::move(stride)}, {x});
+}
+Value Builder::abs(const Value& x) { return emit(Abs{}, {x}); }
+Value Builder::sign(const Value& x) { return emit(Sign{}, {x}); }
+Value Builder::stop_gradient(const Value& x) { return emit(StopGradient{}, {x}); }
+Value Builder::pow(const Value& x, double exponent) { return emit(Pow{exponent}, {x}); }
 Value Builder::convert(const Value& x, DType dtype) { return emit(Convert{dtype}, {x}); }
 Value Builder::constant(Tensor value) { return emit(Constant{std::move(value)}, {}); }
 

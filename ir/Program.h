@@ -141,6 +141,14 @@ class Builder {
   Value tanh(const Value& x);
   Value sinh(const Value& x);
   Value cosh(const Value& x);
+  /// Elements start[i] + k * stride[i], k < size[i], along every axis i (ir/Ops.h Slice).
+  Value slice(const Value& x, Axes start, std::vector<Dim> size, Axes stride);
+  /// Zeros of extents `shape` with x's elements at start[i] + k * stride[i] (the transpose of slice).
+  Value pad(const Value& x, Axes start, std::vector<Dim> shape, Axes stride);
+  Value abs(const Value& x);
+  Value sign(const Value& x);
+  Value stop_gradient(const Value& x);
+  Value pow(const Value& x, double exponent);
   Value convert(const Value& x, DType dtype);
   Value constant(Tensor value);
   /// A tensor of `type` filled with `value` (a scalar constant broadcast to the possibly symbolic shape).

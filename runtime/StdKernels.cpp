@@ -90,6 +90,27 @@ Tensor kernel(const EmbedDiag& op, const KernelArgs& a) {
   return out;
 }
 
+// `t` narrowed to `extents[i]` elements from start[i] by stride[i] along every axis: a view of t's storage. An
+// empty axis takes nothing, wherever it starts (the type rule does not check its start either).
+Tensor strided_window(Tensor t, const Axes& start, const Shape& extents, const Axes& stride) {
+  for (size_t i = 0; i < extents.size(); ++i) {
+    const int64_t n = extents[i], s = start[i];
+    const int axis = static_cast<int>(i);
+    t = n == 0 ? t.slice(axis, 0, 0) : t.slice(axis, s, s + (n - 1) * stride[i] + 1, stride[i]);
+  }
+  return t;
+}
+
+Tensor kernel(const Slice& op, const KernelArgs& a) {  // a view, like transpose
+  return strided_window(a.in[0], op.start, a.result_shape, op.stride);
+}
+
+Tensor kernel(const Pad& op, const KernelArgs& a) {
+  Tensor out = Tensor::zeros(a.in[0].dtype(), a.result_shape);
+  strided_window(out, op.start, a.in[0].shape(), op.stride).copy_from(a.in[0]);
+  return out;
+}
+
 // ---- elementwise ----
 Tensor binary(kernels::BinaryOp op, const KernelArgs& a) { return kernels::binary(op, a.in[0], a.in[1], a.pool); }
 Tensor unary(kernels::UnaryOp op, const KernelArgs& a) { return kernels::unary(op, a.in[0], a.pool); }
@@ -110,6 +131,10 @@ Tensor kernel(const Cos&, const KernelArgs& a) { return unary(kernels::UnaryOp::
 Tensor kernel(const Tanh&, const KernelArgs& a) { return unary(kernels::UnaryOp::tanh, a); }
 Tensor kernel(const Sinh&, const KernelArgs& a) { return unary(kernels::UnaryOp::sinh, a); }
 Tensor kernel(const Cosh&, const KernelArgs& a) { return unary(kernels::UnaryOp::cosh, a); }
+Tensor kernel(const Abs&, const KernelArgs& a) { return kernels::absolute(a.in[0], a.pool); }
+Tensor kernel(const Sign&, const KernelArgs& a) { return unary(kernels::UnaryOp::sign, a); }
+Tensor kernel(const StopGradient&, const KernelArgs& a) { return a.in[0]; }  // the identity on values
+Tensor kernel(const Pow& op, const KernelArgs& a) { return kernels::power(a.in[0], op.exponent, a.pool); }
 
 // real / imag: one part of each complex element; on real dtypes the identity / zeros (ir/Ops.h).
 Tensor kernel(const Real&, const KernelArgs& a) { return kernels::real_part(a.in[0]); }

@@ -209,6 +209,24 @@ Cotangents embed_diag_transpose(Builder& b, const Instruction& inst, Primals x, 
 template <> constexpr StdAdRules kRulesOf<EmbedDiag>{linear_jvp, embed_diag_transpose};
 }  // namespace
 
+// ---- slice: linear; its adjoint is pad into the operand's extents ----
+namespace {
+Cotangents slice_transpose(Builder& b, const Instruction& inst, Primals x, Linear, const Value& ct) {
+  const auto& op = std::get<Slice>(inst.op);
+  return {b.pad(ct, op.start, x[0].type.dims, op.stride)};
+}
+template <> constexpr StdAdRules kRulesOf<Slice>{linear_jvp, slice_transpose};
+}  // namespace
+
+// ---- pad: linear; its adjoint is the slice that takes the operand's elements back ----
+namespace {
+Cotangents pad_transpose(Builder& b, const Instruction& inst, Primals x, Linear, const Value& ct) {
+  const auto& op = std::get<Pad>(inst.op);
+  return {b.slice(ct, op.start, x[0].type.dims, op.stride)};
+}
+template <> constexpr StdAdRules kRulesOf<Pad>{linear_jvp, pad_transpose};
+}  // namespace
+
 // ---- add: linear in both operands ----
 namespace {
 Tangent add_jvp(Builder& b, const Instruction&, Primals, Tangents t, const Value&) {
@@ -346,6 +364,44 @@ template <> constexpr StdAdRules kRulesOf<Cos>{cos_jvp, nullptr};
 template <> constexpr StdAdRules kRulesOf<Tanh>{tanh_jvp, nullptr};
 template <> constexpr StdAdRules kRulesOf<Sinh>{sinh_jvp, nullptr};
 template <> constexpr StdAdRules kRulesOf<Cosh>{cosh_jvp, nullptr};
+}  // namespace
+
+// ---- abs: d|x| = sign(x) dx on reals, Re(conj(sign z) dz) on complex; sign(0) = 0 picks the zero subgradient ----
+namespace {
+Tangent abs_jvp(Builder& b, const Instruction&, Primals x, Tangents t, const Value&) {
+  if (!t[0]) return std::nullopt;
+  Value s = b.sign(x[0]);
+  if (!is_complex(x[0].type.dtype)) return b.mul(*t[0], s);
+  return b.real(b.mul(b.conj(s), *t[0]));
+}
+template <> constexpr StdAdRules kRulesOf<Abs>{abs_jvp, nullptr};
+}  // namespace
+
+// ---- sign: piecewise constant on reals (zero tangent); on complex d(z/|z|) = (dz - s Re(conj(s) dz)) / |z| ----
+namespace {
+Tangent sign_jvp(Builder& b, const Instruction&, Primals x, Tangents t, const Value& s) {
+  if (!t[0] || !is_complex(x[0].type.dtype)) return std::nullopt;
+  const DType dtype = x[0].type.dtype;
+  Value radial = b.convert(b.real(b.mul(b.conj(s), *t[0])), dtype);
+  return b.div(b.sub(*t[0], b.mul(s, radial)), b.convert(b.abs(x[0]), dtype));
+}
+template <> constexpr StdAdRules kRulesOf<Sign>{sign_jvp, nullptr};
+}  // namespace
+
+// ---- stop_gradient: the identity on values, a zero tangent ----
+namespace {
+template <> constexpr StdAdRules kRulesOf<StopGradient>{zero_jvp, nullptr};
+}  // namespace
+
+// ---- pow by a constant p: d x^p = p x^(p-1) dx ----
+namespace {
+Tangent pow_jvp(Builder& b, const Instruction& inst, Primals x, Tangents t, const Value&) {
+  const double p = std::get<Pow>(inst.op).exponent;
+  if (!t[0] || p == 0) return std::nullopt;
+  if (p == 1) return t[0];
+  return elementwise_jvp(b, t[0], b.mul(b.full(x[0].type, p), p == 2 ? x[0] : b.pow(x[0], p - 1)));
+}
+template <> constexpr StdAdRules kRulesOf<Pow>{pow_jvp, nullptr};
 }  // namespace
 
 // ---- convert: linear between floating dtypes; nothing flows through integers ----

@@ -44,8 +44,24 @@ template <typename T> T apply(UnaryOp op, T x) {
     case UnaryOp::cosh:
       if constexpr (!std::is_same_v<T, int64_t>) return std::cosh(x);
       break;
+    case UnaryOp::sign:
+      if constexpr (kComplex<T>) return x == T(0) ? T(0) : x / std::abs(x);
+      else if constexpr (std::is_same_v<T, int64_t>) return (x > 0) - (x < 0);
+      else return std::isnan(x) ? x : static_cast<T>((x > 0) - (x < 0));
   }
-  return x;  // unreachable: i64 is refused before the loop for every op but neg and conj
+  return x;  // unreachable: i64 is refused before the loop for every op but neg, conj and sign
+}
+
+bool takes_integers(UnaryOp op) { return op == UnaryOp::neg || op == UnaryOp::conj || op == UnaryOp::sign; }
+
+// d[i] = f(s[i]) over same-shape strided tensors; In and Out are the element types of x and out.
+template <typename In, typename Out, typename F> void map_elements(const Tensor& x, Tensor& out, ThreadPool* pool, F f) {
+  auto nest = make_loop_nest<2>(out.shape(), {&out.strides(), &x.strides()});
+  Out* d = static_cast<Out*>(out.raw_data());
+  const In* s = static_cast<const In*>(x.raw_data());
+  parallel_runs(pool, nest, 4096, [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& st) {
+    for (int64_t i = 0; i < n; ++i) d[off[0] + i * st[0]] = f(s[off[1] + i * st[1]]);
+  });
 }
 
 template <typename T> T apply(BinaryOp op, T x, T y) {
@@ -94,6 +110,7 @@ std::string_view name(UnaryOp op) {
     case UnaryOp::tanh: return "tanh";
     case UnaryOp::sinh: return "sinh";
     case UnaryOp::cosh: return "cosh";
+    case UnaryOp::sign: return "sign";
   }
   return "?";
 }
@@ -111,16 +128,11 @@ std::string_view name(BinaryOp op) {
 void unary(UnaryOp op, const Tensor& x, Tensor& out, ThreadPool* pool) {
   if (!out.defined()) fail(ErrorKind::invalid_argument, "{}: the result is undefined", name(op));
   check_operand(x, out, "the operand", name(op));
-  if (x.dtype() == DType::i64 && op != UnaryOp::neg && op != UnaryOp::conj)
+  if (x.dtype() == DType::i64 && !takes_integers(op))
     fail(ErrorKind::dtype, "{}: needs a floating dtype but the operand is i64; convert it to f64 first", name(op));
-  auto nest = make_loop_nest<2>(out.shape(), {&out.strides(), &x.strides()});
   dispatch_dtype(out.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    T* d = static_cast<T*>(out.raw_data());
-    const T* s = static_cast<const T*>(x.raw_data());
-    parallel_runs(pool, nest, 4096, [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& st) {
-      for (int64_t i = 0; i < n; ++i) d[off[0] + i * st[0]] = apply<T>(op, s[off[1] + i * st[1]]);
-    });
+    map_elements<T, T>(x, out, pool, [op](T v) { return apply<T>(op, v); });
   });
 }
 
@@ -154,6 +166,40 @@ void binary(BinaryOp op, const Tensor& x, const Tensor& y, Tensor& out, ThreadPo
       for (int64_t i = 0; i < n; ++i) d[off[0] + i * st[0]] = apply<T>(op, a[off[1] + i * st[1]], b[off[2] + i * st[2]]);
     });
   });
+}
+
+Tensor absolute(const Tensor& x, ThreadPool* pool) {
+  if (!x.defined()) fail(ErrorKind::invalid_argument, "abs: the operand is undefined");
+  Tensor out = Tensor::empty(real_part_type(x.dtype()), x.shape());
+  dispatch_dtype(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (kComplex<T>) {
+      map_elements<T, typename T::value_type>(x, out, pool, [](T v) { return std::abs(v); });
+    } else if constexpr (std::is_same_v<T, int64_t>) {  // wraps like neg: abs(INT64_MIN) is INT64_MIN
+      map_elements<T, T>(x, out, pool, [](T v) { return v < 0 ? static_cast<T>(0u - static_cast<uint64_t>(v)) : v; });
+    } else {
+      map_elements<T, T>(x, out, pool, [](T v) { return std::abs(v); });
+    }
+  });
+  return out;
+}
+
+Tensor power(const Tensor& x, double exponent, ThreadPool* pool) {
+  if (!x.defined()) fail(ErrorKind::invalid_argument, "pow: the operand is undefined");
+  if (!is_floating(x.dtype()))
+    fail(ErrorKind::dtype, "pow: needs a floating dtype but the operand is {}; convert it to f64 first",
+         name(x.dtype()));
+  Tensor out = Tensor::empty(x.dtype(), x.shape());
+  dispatch_dtype(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (kComplex<T>) {
+      using R = typename T::value_type;
+      map_elements<T, T>(x, out, pool, [p = static_cast<R>(exponent)](T v) { return T(std::pow(v, p)); });
+    } else if constexpr (!std::is_same_v<T, int64_t>) {
+      map_elements<T, T>(x, out, pool, [p = static_cast<T>(exponent)](T v) { return std::pow(v, p); });
+    }
+  });
+  return out;
 }
 
 Tensor binary(BinaryOp op, const Tensor& x, const Tensor& y, ThreadPool* pool) {

@@ -2,7 +2,8 @@
 // with its attributes, operand shapes, the dtypes it runs in and its input domain; every (row, dtype, wrt) case goes
 // through jvp vs central differences, the dot-product test and transpose adjointness (AdTestUtil.h). A table check
 // ties the rows to the op table: every standard op has a row, a linearize rule, and a transpose rule unless it is
-// non-linear (exp, log, sqrt, sin, cos, tanh, sinh, cosh) or has no operands (constant).
+// non-linear (exp, log, sqrt, sin, cos, tanh, sinh, cosh, abs, sign, pow), has a zero derivative by definition
+// (stop_gradient, whose row therefore skips the finite differences) or has no operands (constant).
 #include "AdTestUtil.h"
 
 #include "compiler/ad/Rules.h"
@@ -23,6 +24,7 @@ struct OpRow {
   std::vector<DType> dtypes;    // operand dtype of each case
   std::function<Value(Builder&, const std::vector<Value>&)> build;
   bool positive = false;        // inputs in [0.5, 1.5): log, sqrt, divisors
+  bool finite_differences = true;  // false: the rule is not the derivative of the values (stop_gradient)
 };
 
 std::vector<OpRow> op_table() {
@@ -53,6 +55,12 @@ std::vector<OpRow> op_table() {
        [](Builder& b, V x) { return b.extract_diag(x[0], 2, 0); }},
       {"embed_diag", OpKind::embed_diag, {{3, 2}}, fc, [](Builder& b, V x) { return b.embed_diag(x[0], 0, 2); }},
       {"embed_diag first", OpKind::embed_diag, {{3, 2}}, fc, [](Builder& b, V x) { return b.embed_diag(x[0], 1, 0); }},
+      {"slice", OpKind::slice, {{5, 4}}, all, [](Builder& b, V x) { return b.slice(x[0], {1, 0}, {2, 3}, {2, 1}); }},
+      {"slice strided to the last element", OpKind::slice, {{7, 2, 3}}, fc,
+       [](Builder& b, V x) { return b.slice(x[0], {0, 1, 0}, {3, 1, 2}, {3, 1, 2}); }},
+      {"pad", OpKind::pad, {{2, 3}}, all, [](Builder& b, V x) { return b.pad(x[0], {1, 0}, {5, 4}, {2, 1}); }},
+      {"pad of a slice", OpKind::pad, {{4, 3}}, fc,
+       [](Builder& b, V x) { return b.pad(b.slice(x[0], {1, 0}, {2, 3}, {2, 1}), {0, 1}, {3, 5}, {2, 1}); }},
       {"add", OpKind::add, {{2, 3}, {2, 3}}, all, [](Builder& b, V x) { return b.add(x[0], x[1]); }},
       {"add same operand", OpKind::add, {{2, 3}}, fc, [](Builder& b, V x) { return b.add(x[0], x[0]); }},
       {"sub", OpKind::sub, {{2, 3}, {2, 3}}, all, [](Builder& b, V x) { return b.sub(x[0], x[1]); }},
@@ -69,6 +77,18 @@ std::vector<OpRow> op_table() {
       {"tanh", OpKind::tanh, {{2, 3}}, all, [](Builder& b, V x) { return b.tanh(x[0]); }},
       {"sinh", OpKind::sinh, {{2, 3}}, all, [](Builder& b, V x) { return b.sinh(x[0]); }},
       {"cosh", OpKind::cosh, {{2, 3}}, all, [](Builder& b, V x) { return b.cosh(x[0]); }},
+      {"abs", OpKind::abs, {{2, 3}}, all, [](Builder& b, V x) { return b.abs(x[0]); }},
+      {"abs of a product", OpKind::abs, {{2, 3}, {2, 3}}, fc, [](Builder& b, V x) { return b.abs(b.mul(x[0], x[1])); }},
+      {"sign", OpKind::sign, {{2, 3}}, all, [](Builder& b, V x) { return b.sign(x[0]); }},
+      {"sign times x", OpKind::sign, {{2, 3}}, fc, [](Builder& b, V x) { return b.mul(b.sign(x[0]), x[0]); }},
+      {"stop_gradient", OpKind::stop_gradient, {{2, 3}, {2, 3}}, all,
+       [](Builder& b, V x) { return b.mul(b.stop_gradient(x[0]), x[1]); }, false, false},
+      {"pow 2.5", OpKind::pow, {{2, 3}}, all, [](Builder& b, V x) { return b.pow(x[0], 2.5); }, true},
+      {"pow -1.5", OpKind::pow, {{2, 3}}, fc, [](Builder& b, V x) { return b.pow(x[0], -1.5); }, true},
+      {"pow 3", OpKind::pow, {{2, 3}}, all, [](Builder& b, V x) { return b.pow(x[0], 3); }},
+      {"pow 2", OpKind::pow, {{2, 3}}, fc, [](Builder& b, V x) { return b.pow(x[0], 2); }},
+      {"pow 1 and pow 0", OpKind::pow, {{2, 3}}, fc,
+       [](Builder& b, V x) { return b.add(b.pow(x[0], 1), b.pow(x[0], 0)); }},
       {"log", OpKind::log, {{2, 3}}, all, [](Builder& b, V x) { return b.log(x[0]); }, true},
       {"sqrt", OpKind::sqrt, {{2, 3}}, all, [](Builder& b, V x) { return b.sqrt(x[0]); }, true},
       {"convert to f64", OpKind::convert, {{2, 3}}, {DType::f32}, [](Builder& b, V x) { return b.convert(x[0], DType::f64); }},
@@ -98,8 +118,9 @@ Program row_program(const OpRow& row, DType dtype) {
 }  // namespace
 
 TEST_CASE("every standard op has a linearize rule, a transpose rule when linear, and a row in the table") {
-  const std::set<OpKind> nonlinear = {OpKind::exp,  OpKind::log,  OpKind::sqrt, OpKind::sin,     OpKind::cos,
-                                      OpKind::tanh, OpKind::sinh, OpKind::cosh, OpKind::constant};
+  const std::set<OpKind> nonlinear = {OpKind::exp,  OpKind::log,  OpKind::sqrt, OpKind::sin,           OpKind::cos,
+                                      OpKind::tanh, OpKind::sinh, OpKind::cosh, OpKind::abs,           OpKind::sign,
+                                      OpKind::pow,  OpKind::constant, OpKind::stop_gradient};
   std::set<OpKind> covered;
   for (const OpRow& row : op_table()) covered.insert(row.kind);
   for (size_t i = 0; i < kStdOpCount; ++i) {
@@ -127,7 +148,7 @@ TEST_CASE("property table: jvp vs finite differences, dot-product test and adjoi
         for (const Shape& s : row.shapes) inputs.push_back(random_tensor(dtype, s, rng, row.positive));
         std::string context = fmt::format("row '{}', dtype {}, wrt [{}], seed {}", row.name, name(dtype),
                                           fmt::join(wrt, ","), seed);
-        check_derivatives(p, wrt, inputs, rng, tolerance_for(dtype), context);
+        check_derivatives(p, wrt, inputs, rng, tolerance_for(dtype), context, row.finite_differences);
       }
     }
   }
@@ -150,4 +171,15 @@ TEST_CASE("integer values carry no tangent: a converted i64 parameter is a const
   }
   CHECK(err == "vjp: cannot differentiate with respect to parameter 1 (%n: i64[3]): only floating parameters (f32, "
                "f64, c64, c128) have tangents");
+}
+
+TEST_CASE("stop_gradient: the gradient of sum(x * stop_gradient(x)) is x, not 2x; abs picks 0 at 0") {
+  Builder b("half", registry());
+  Value x = b.parameter("x", {DType::f64, {3}});
+  Program p = b.finish({b.reduce_sum(b.add(b.mul(x, b.stop_gradient(x)), b.abs(x)), {0})});
+  Program v = ad::vjp(p, std::vector<int>{0}, registry());
+  std::vector<Tensor> out = run(v, {Tensor::from_col_major<double>({3}, {1.5, -2.0, 0.0}), Tensor::scalar<double>(1)});
+  REQUIRE(out.size() == 2);
+  CHECK(out[0].at<double>({}) == 1.5 * 1.5 + 4.0 + 1.5 + 2.0);
+  CHECK(out[1].to_col_major<double>() == std::vector<double>{1.5 + 1, -2.0 - 1, 0.0});
 }

@@ -221,3 +221,25 @@ TEST_CASE("lower: a symbolic program lowered under bindings computes what the tr
     }
   }
 }
+
+TEST_CASE("lower: slice sizes and pad shapes are specialised to the bindings, like reshape's shape") {
+  const Dim n = Dim::symbol("n");
+  TraceContext ctx("window", &registry());
+  TracedTensor x = ctx.parameter("x", DType::f64, {n, 4});
+  TracedTensor s = slice(x, {0, 1}, {n, 2}, {1, 2});  // every row, columns 1 and 3
+  Program p = ctx.finish({pad(abs(s), {0, 1}, {n, 4}, {1, 2})});
+  Program low = lower_to_standard_ops(p, {{"n", 3}}, registry());
+  for (const Instruction& inst : low.instructions) {
+    CAPTURE(op_name(inst.op));
+    CHECK(inst.result().type.constant_shape().has_value());
+  }
+  CHECK(low.instructions.back().result().type.to_string() == "f64[3,4]");
+  notation_test::SplitMix64 rng{7};
+  std::vector<Tensor> inputs = {random_int_tensor(rng, {3, 4})};
+  std::vector<Tensor> want = evaluate(p, inputs), got = evaluate(low, inputs);
+  REQUIRE(got.size() == 1);
+  CHECK(values_of(got[0]) == values_of(want[0]));
+  for (int64_t i = 0; i < 3; ++i)
+    for (int64_t j = 0; j < 4; ++j)
+      CHECK(got[0].at<double>({i, j}) == (j % 2 == 1 ? std::abs(inputs[0].at<double>({i, j})) : 0.0));
+}

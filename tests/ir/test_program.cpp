@@ -13,6 +13,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 using namespace einstage;
@@ -109,6 +110,11 @@ TEST_CASE("type rules of the standard ops") {
   CHECK(type_of(Conj{}, {f64({2})}) == f64({2}));
   CHECK(type_of(Convert{DType::c64}, {f64({2})}) == TensorType{DType::c64, {2}});
   CHECK(type_of(Constant{Tensor::zeros(DType::i64, {2, 0})}, {}) == TensorType{DType::i64, {2, 0}});
+  CHECK(type_of(Abs{}, {TensorType{DType::c64, {3}}}) == TensorType{DType::f32, {3}});
+  CHECK(type_of(Abs{}, {TensorType{DType::i64, {2}}}) == TensorType{DType::i64, {2}});
+  CHECK(type_of(Sign{}, {TensorType{DType::c128, {2}}}) == TensorType{DType::c128, {2}});
+  CHECK(type_of(StopGradient{}, {f64({2, 3})}) == f64({2, 3}));
+  CHECK(type_of(Pow{-0.5}, {TensorType{DType::c64, {2}}}) == TensorType{DType::c64, {2}});
   // symbolic extents flow through; a constant wins over a symbol it is unified with
   CHECK(type_of(Add{}, {f64({sym("n")}), f64({3})}) == f64({3}));
   CHECK(type_of(DotGeneral{{}, {1}, {}, {0}}, {f64({sym("n"), sym("k")}), f64({3, 4})}) == f64({sym("n"), 4}));
@@ -154,21 +160,47 @@ TEST_CASE("builder errors name the op, the operand and both types") {
   CHECK(message_of([&] { b.exp(b.convert(x, DType::i64)); }) ==
         "'exp' at %1 in @f: operand 0 has type i64[3]; expected a floating dtype (f32, f64, c64, c128): insert a "
         "convert");
+  CHECK(message_of([&] { b.pow(x, std::numeric_limits<double>::quiet_NaN()); }) ==
+        "'pow' at %1 in @f: exponent = nan is not finite; expected a finite real number");
+  CHECK(message_of([&] { b.pow(b.convert(x, DType::i64), 2); }) ==
+        "'pow' at %2 in @f: operand 0 has type i64[3]; expected a floating dtype (f32, f64, c64, c128): insert a "
+        "convert");
   CHECK(message_of([&] { b.convert(b.convert(x, DType::c128), DType::f64); }) ==
-        "'convert' at %2 in @f: cannot convert c128[3] to f64: complex to real would drop the imaginary part; use "
+        "'convert' at %3 in @f: cannot convert c128[3] to f64: complex to real would drop the imaginary part; use "
         "real or imag");
-  CHECK(message_of([&] { b.emit(Add{}, {x}); }) == "'add' at %2 in @f: takes 2 operands but 1 were given");
+  CHECK(message_of([&] { b.emit(Add{}, {x}); }) == "'add' at %3 in @f: takes 2 operands but 1 were given");
   Value stale = x;
   stale.type = f64({4});
   CHECK(message_of([&] { b.neg(stale); }) ==
-        "'neg' at %2 in @f: operand 0 (%x) is given with type f64[4] but was defined with type f64[3]");
+        "'neg' at %3 in @f: operand 0 (%x) is given with type f64[4] but was defined with type f64[3]");
   CHECK(message_of([&] { b.neg(Value{99, f64({3})}); }) ==
-        "'neg' at %2 in @f: operand 0 (value id 99) is not a value of this program; use values returned by this "
+        "'neg' at %3 in @f: operand 0 (value id 99) is not a value of this program; use values returned by this "
         "builder");
   CHECK(message_of([&] { b.parameter("x", f64({})); }) == "@f: parameter '%x' is defined twice");
   // nothing half-written: the failed calls appended nothing
-  CHECK(b.program().instructions.size() == 2);
+  CHECK(b.program().instructions.size() == 3);
   CHECK(b.program().constraints.empty());
+}
+
+TEST_CASE("slice and pad: types, and errors that name the axis, show the arithmetic and suggest the fix") {
+  CHECK(type_of(Slice{{2, 1}, {1, 0}, {2, 1}}, {f64({5, 3})}) == f64({2, 1}));
+  CHECK(type_of(Slice{{0, 3}, {7, 0}, {1, 1}}, {f64({5, 3})}) == f64({0, 3}));  // empty: start is not checked
+  CHECK(type_of(Slice{{2}, {1}, {1}}, {f64({sym("n")})}) == f64({2}));        // checked when the program runs
+  CHECK(type_of(Pad{{5, sym("n")}, {1, 0}, {2, 1}}, {f64({2, 3})}) == f64({5, sym("n")}));
+  Builder b("w");
+  Value m = b.parameter("m", f64({3, 5}));
+  CHECK(message_of([&] { b.slice(m, {0, 4}, {2, 2}, {1, 1}); }) ==
+        "'slice' at %0 in @w: axis 1: start 4 + (2 elements - 1) * stride 1 = 5 is past the extent 5; lower start, "
+        "size or stride");
+  CHECK(message_of([&] { b.slice(m, {0, 0}, {2, 2}, {1, 0}); }) == "'slice' at %0 in @w: stride[1] = 0 must be at least 1");
+  CHECK(message_of([&] { b.slice(m, {0, -1}, {2, 2}, {1, 1}); }) == "'slice' at %0 in @w: start[1] = -1 is negative");
+  CHECK(message_of([&] { b.slice(m, {0}, {2, 2}, {1, 1}); }) ==
+        "'slice' at %0 in @w: start has 1 entries but operand 0 (f64[3,5]) has rank 2; give one per axis");
+  CHECK(message_of([&] { b.pad(m, {0, 0}, {4, 9}, {2, 2}); }) ==
+        "'pad' at %0 in @w: axis 0: start 0 + (3 elements - 1) * stride 2 = 4 is past the extent 4; lower start or "
+        "stride, or enlarge shape");
+  CHECK(message_of([&] { b.pad(m, {0, 0}, {6}, {1, 1}); }) ==
+        "'pad' at %0 in @w: shape has 1 entries but operand 0 (f64[3,5]) has rank 2; give one per axis");
 }
 
 TEST_CASE("symbolic equalities become constraints checked at run time") {
@@ -287,8 +319,9 @@ TEST_CASE("parse errors") {
   };
   CHECK(parse_error("  %0 = matmul(%x, %x) : f64[3]\n  return %0\n") ==
         "line 2: unknown op 'matmul'; standard ops are [dot_general, transpose, reshape, broadcast_in_dim, "
-        "reduce_sum, extract_diag, embed_diag, add, sub, mul, div, neg, conj, real, imag, exp, log, sqrt, sin, cos, "
-        "tanh, sinh, cosh, convert, constant], extension ops are spelled family.name.vN");
+        "reduce_sum, extract_diag, embed_diag, slice, pad, add, sub, mul, div, neg, conj, real, imag, exp, log, sqrt, "
+        "sin, cos, tanh, sinh, cosh, abs, sign, stop_gradient, pow, convert, constant], extension ops are spelled "
+        "family.name.vN");
   CHECK(parse_error("  %0 = acme.fft.v2(%x) {n = 3} : f64[3]\n  return %0\n") ==
         "line 2: unknown extension family 'acme.fft.v2'; register the module that provides it before use (e.g. its "
         "register function on the ExtensionRegistry, or load the module into the Runtime)");
@@ -446,6 +479,11 @@ TEST_CASE("attribute text: tensors, floats, strings") {
   CHECK(split_attribute_text("s = \"x, y = z\", l = [1, 2], t = f64[2]<[1, 2]>") ==
         std::vector<std::pair<std::string, std::string>>{{"s", "\"x, y = z\""}, {"l", "[1, 2]"}, {"t", "f64[2]<[1, 2]>"}});
   CHECK(message_of([] { split_attribute_text("a = 1, a = 2"); }) == "attribute 'a' is given twice");
+  double exponent = 0;
+  parse_attr(format_attr(-1.0 / 3), exponent, "exponent");
+  CHECK(exponent == -1.0 / 3);
+  CHECK(message_of([] { double e; parse_attr("2.5.1", e, "attribute 'exponent' of 'pow'"); }) ==
+        "attribute 'exponent' of 'pow': expected a number like 2.5, got '2.5.1'");
   CHECK(message_of([] { Tensor u; parse_attr("f64[3]<[1, 2]>", u, "value"); }) ==
         "value: a f64[3] literal needs 3 elements but 2 are given");
 }

@@ -119,6 +119,25 @@ Program elementwise() {
   return b.finish({q, b.convert(xm, DType::c64), b.convert(q, DType::c128)});
 }
 
+// The ops tensor-network programs need beside the smooth elementwise ones (issue 16).
+Program nonsmooth() {
+  Builder b("nonsmooth");
+  Value z = b.parameter("z", {DType::c128, {2, sym("n")}});
+  Value x = b.parameter("x", {DType::f64, {3}});
+  Value modulus = b.abs(z);
+  Value phase = b.pow(b.sign(z), -1.5);
+  Value frozen = b.pow(b.stop_gradient(x), 0.1);
+  return b.finish({modulus, phase, frozen});
+}
+
+// slice and pad (its transpose) over a symbolic extent.
+Program slicing() {
+  Builder b("slicing");
+  Value x = b.parameter("x", {DType::f64, {6, sym("n")}});
+  Value s = b.slice(x, {1, 0}, {3, 2}, {2, 1});
+  return b.finish({s, b.pad(s, {1, 0}, {6, sym("n")}, {2, 1})});
+}
+
 Program constants() {
   Builder b("constants");
   Value a = b.constant(Tensor::from_row_major<double>({2, 3}, {1, 2, 3, 4.5, -0.1, 1e300}));
@@ -146,6 +165,8 @@ const std::vector<std::pair<std::string, std::function<Program()>>>& cases() {
       {"diagonal_and_outer", diagonal_and_outer},
       {"symbolic", symbolic},
       {"elementwise", elementwise},
+      {"nonsmooth", nonsmooth},
+      {"slicing", slicing},
       {"constants", constants},
       {"no_outputs", no_outputs},
       {"multi_result", [] { return testing::dup_pairs_program(registry()); }},

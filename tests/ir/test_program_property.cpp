@@ -125,10 +125,26 @@ Op random_op(Rng& r, const std::vector<Value>& pool, std::vector<Value>& operand
       return ops[r.below(4)];
     }
     case 9: case 10: {
-      Op ops[] = {Neg{}, Conj{}, Real{}, Imag{}, Exp{}, Log{}, Sqrt{}, Sin{}, Cos{}, Tanh{}, Sinh{}, Cosh{}};
-      return ops[r.below(12)];
+      Op ops[] = {Neg{}, Conj{}, Real{}, Imag{}, Exp{}, Log{}, Sqrt{}, Sin{}, Cos{}, Tanh{}, Sinh{}, Cosh{},
+                  Abs{}, Sign{}, StopGradient{}, Pow{r.real()}};  // a non-finite exponent is rejected
+      return ops[r.below(16)];
     }
-    case 11: return Convert{kAllDTypes[r.below(5)]};
+    case 11:
+      if (r.coin()) {  // a random window; one past the operand is rejected by the type rule
+        Slice s;
+        Pad p;
+        for (int i = 0; i < rank; ++i) {
+          s.start.push_back(r.below(2));
+          s.stride.push_back(1 + r.below(2));
+          s.size.push_back(Dim(r.below(3)));
+          p.shape.push_back(r.coin() ? random_dim(r) : Dim(4 + r.below(3)));
+        }
+        p.start = s.start;
+        p.stride = s.stride;
+        if (r.coin()) return p;
+        return s;
+      }
+      return Convert{kAllDTypes[r.below(5)]};
     case 12: operands.clear(); return Constant{random_tensor(r)};
     case 13: {
       double f = r.real();  // the test family's JSON holds plain numbers, so keep the factor finite

@@ -7,7 +7,9 @@
 
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 using namespace einstage;
@@ -224,4 +226,63 @@ TEST_CASE("elementwise errors: i64 transcendental and division by zero leave the
   Tensor f = Tensor::zeros(DType::f64, {3});
   CHECK_THROWS_WITH_AS(k::binary(k::BinaryOp::add, x, f), "add: the right operand has dtype f64 but the result has i64",
                        Error);
+}
+
+TEST_CASE_TEMPLATE("abs, sign and pow match their definitions on strided views", T, float, double, c64, c128, int64_t) {
+  constexpr bool kComplex = std::is_same_v<T, c64> || std::is_same_v<T, c128>;
+  kt::Rng r(12);
+  Shape shape{4, 3, 2};
+  Tensor x = random_view<T>(r, shape);
+  Tensor a = k::absolute(x), s = k::unary(k::UnaryOp::sign, x);
+  CHECK(a.dtype() == real_part_type(x.dtype()));
+  for (int64_t i = 0; i < element_count(shape); ++i) {
+    auto idx = multi_index(i, shape);
+    T v = x.at<T>(idx);
+    if constexpr (kComplex) {
+      using R = typename T::value_type;
+      const double modulus = std::sqrt(double(v.real()) * v.real() + double(v.imag()) * v.imag());
+      CHECK(std::abs(a.at<R>(idx) - modulus) <= kt::tolerance<T>() * modulus);
+      const std::complex<double> unit(v.real() / modulus, v.imag() / modulus);
+      CHECK(std::abs(std::complex<double>(s.at<T>(idx)) - unit) <= kt::tolerance<T>());
+    } else {
+      CHECK(a.at<T>(idx) == (v < 0 ? T(-v) : v));
+      CHECK(s.at<T>(idx) == (v > 0 ? T(1) : v < 0 ? T(-1) : T(0)));
+    }
+  }
+  if constexpr (!std::is_same_v<T, int64_t>) {
+    // pow against repeated multiplication (integer exponents, any sign) and exp(p log x) (positive real part).
+    Tensor p3 = k::power(x, 3), pm2 = k::power(x, -2);
+    Tensor shifted = Tensor::empty(x.dtype(), shape);  // real parts in [1, 3): away from the branch cut
+    for (int64_t i = 0; i < element_count(shape); ++i) {
+      auto idx = multi_index(i, shape);
+      shifted.at<T>(idx) = x.at<T>(idx) + T(2);
+    }
+    Tensor p25 = k::power(shifted, 2.5);
+    for (int64_t i = 0; i < element_count(shape); ++i) {
+      auto idx = multi_index(i, shape);
+      auto v = kt::widen(x.at<T>(idx));
+      auto w = kt::widen(shifted.at<T>(idx));
+      auto cube = v * v * v, inverse_square = kt::Wide<T>(1) / (v * v), p = std::exp(kt::Wide<T>(2.5) * std::log(w));
+      CHECK(kt::distance(p3.at<T>(idx), cube) <= kt::tolerance<T>() * (std::abs(cube) + 1));
+      CHECK(kt::distance(pm2.at<T>(idx), inverse_square) <= 10 * kt::tolerance<T>() * (std::abs(inverse_square) + 1));
+      CHECK(kt::distance(p25.at<T>(idx), p) <= kt::tolerance<T>() * (std::abs(p) + 1));
+    }
+  } else {
+    CHECK_THROWS_WITH_AS(k::power(x, 2), "pow: needs a floating dtype but the operand is i64; convert it to f64 first",
+                         Error);
+  }
+}
+
+TEST_CASE("sign keeps nan and gives 0 at 0; abs of the most negative i64 wraps like neg") {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  Tensor s = k::unary(k::UnaryOp::sign, Tensor::from_col_major<double>({4}, {0.0, -0.0, nan, -3.5}));
+  CHECK(s.at<double>({0}) == 0.0);
+  CHECK(s.at<double>({1}) == 0.0);
+  CHECK(std::isnan(s.at<double>({2})));
+  CHECK(s.at<double>({3}) == -1.0);
+  Tensor z = k::unary(k::UnaryOp::sign, Tensor::from_col_major<c128>({2}, {c128(0, 0), c128(0, -2)}));
+  CHECK(z.at<c128>({0}) == c128(0, 0));
+  CHECK(z.at<c128>({1}) == c128(0, -1));
+  Tensor i = k::absolute(Tensor::from_col_major<int64_t>({2}, {INT64_MIN, -4}));
+  CHECK(i.to_col_major<int64_t>() == std::vector<int64_t>{INT64_MIN, 4});
 }
