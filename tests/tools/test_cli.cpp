@@ -40,7 +40,7 @@ TEST_CASE("no arguments and --help print the command list") {
     CHECK(r.status == 0);
     CHECK(r.err.empty());
     CHECK(r.out.find("usage: einstage <command> [arguments]\n") == 0);
-    CHECK(r.out.find("\n  show    print .npy files") != std::string::npos);
+    CHECK(r.out.find("\n  show         print .npy files") != std::string::npos);
   }
 }
 

@@ -4,6 +4,7 @@
 // directories; a saved program's derived constraints checked at run.
 #include "ir/Npy.h"
 #include "runtime/Cpus.h"
+#include "support/Cli.h"
 #include "support/TempDir.h"
 
 #include <doctest/doctest.h>
@@ -25,25 +26,8 @@ using namespace einstage;
 
 namespace {
 
-struct Run {
-  int status = -1;
-  std::string out, err;
-};
-
-// Runs the built binary with the given (already shell-quoted) arguments, in directory `cwd`, under `env` (an `env`
-// command line such as "env -u NAME", or nothing).
-Run run_cli(const std::string& args, const test::TempDir& cwd, const std::string& env = "") {
-  std::string out = cwd.file(".stdout"), err = cwd.file(".stderr");
-  std::string cmd =
-      fmt::format("cd '{}' && {} '{}' {} >'{}' 2>'{}'", cwd.path().string(), env, EINSTAGE_CLI_PATH, args, out, err);
-  int raw = std::system(cmd.c_str());
-  Run r;
-  REQUIRE(WIFEXITED(raw));
-  r.status = WEXITSTATUS(raw);
-  r.out = test::read_file_bytes(out);
-  r.err = test::read_file_bytes(err);
-  return r;
-}
+using Run = test::CliRun;
+using test::run_cli;
 
 // Deterministic small values: element k (column-major) is (k * 7 mod 11) - 5, as doubles.
 Tensor values(Shape shape) {
@@ -262,14 +246,14 @@ TEST_CASE("no arguments: the demonstration traces, plans, lowers and runs, and i
 
 TEST_CASE("einsum, plan, lower, run: --help, and bad arguments or files give one line and a non-zero status") {
   test::TempDir dir;
-  for (std::string cmd : {"einsum", "plan", "lower", "run", "demo"}) {
+  for (std::string cmd : {"einsum", "plan", "lower", "run", "show-program", "demo"}) {
     CAPTURE(cmd);
     Run h = run_cli(cmd + " --help", dir);
     CHECK(h.status == 0);
     CHECK(h.out.rfind("usage: einstage ", 0) == 0);
   }
   Run list = run_cli("--help", dir);
-  for (std::string cmd : {"\n  einsum  ", "\n  plan    ", "\n  lower   ", "\n  run     ", "\n  demo    "})
+  for (std::string cmd : {"\n  einsum  ", "\n  plan    ", "\n  lower   ", "\n  run     ", "\n  show-program ", "\n  demo    "})
     CHECK(list.out.find(cmd) != std::string::npos);
 
   write_npy(dir.file("a.npy"), values({2, 3}));

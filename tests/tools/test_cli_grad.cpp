@@ -2,6 +2,7 @@
 // the test (not through einstage): the reference broadcast case, a three-operand einsum with a cotangent file and
 // --wrt, a complex case (the adjoint cotangent), and the one-line usage errors.
 #include "ir/Npy.h"
+#include "support/Cli.h"
 #include "support/TempDir.h"
 
 #include <doctest/doctest.h>
@@ -18,22 +19,11 @@ using namespace einstage;
 
 namespace {
 
-struct Run {
-  int status = -1;
-  std::string out, err;
-};
+using Run = test::CliRun;
 
-// Runs the built binary in `dir` with the given (already shell-quoted) arguments; `env` prefixes VAR=value pairs.
+// Runs `einstage grad ARGS` in `dir`; `env` prefixes VAR=value pairs.
 Run run_grad_cli(const test::TempDir& dir, const std::string& args, const std::string& env = "") {
-  std::string cmd = fmt::format("cd '{}' && {} '{}' grad {} >'{}' 2>'{}'", dir.path().string(), env, EINSTAGE_CLI_PATH,
-                                args, dir.file("stdout"), dir.file("stderr"));
-  int raw = std::system(cmd.c_str());
-  Run r;
-  REQUIRE(WIFEXITED(raw));
-  r.status = WEXITSTATUS(raw);
-  r.out = test::read_file_bytes(dir.file("stdout"));
-  r.err = test::read_file_bytes(dir.file("stderr"));
-  return r;
+  return test::run_cli("grad " + args, dir, env);
 }
 
 // Deterministic values in [-1, 1).

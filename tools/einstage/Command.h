@@ -49,6 +49,7 @@ int run_einsum(std::span<const std::string_view> args);  // EinsumCommands.cpp
 int run_plan(std::span<const std::string_view> args);    // EinsumCommands.cpp
 int run_lower(std::span<const std::string_view> args);   // EinsumCommands.cpp
 int run_run(std::span<const std::string_view> args);     // Run.cpp
+int run_show_program(std::span<const std::string_view> args);  // Run.cpp
 int run_demo(std::span<const std::string_view> args);    // Demo.cpp (also what `einstage` alone runs)
 int run_grad(std::span<const std::string_view> args);    // Grad.cpp
 

@@ -1,23 +1,20 @@
 // `einstage run PROGRAM.json|PROGRAM.ir --input name=FILE.npy ...`: runs a saved program on a Runtime that has the
 // einsum module linked in (plus any module given with --module), optionally showing the program after each stage:
 // as loaded (traced), lowered to standard ops for the inputs' shapes, and planned (each extension op's prepared
-// form, e.g. the contraction tree).
+// form, e.g. the contraction tree). `einstage show-program PROGRAM` prints the first of those alone, without inputs.
 #include "compiler/Lower.h"
 #include "ir/Quote.h"
 #include "extensions/einsum/Module.h"
-#include "ir/Json.h"
 #include "ir/Npy.h"
-#include "ir/Parser.h"
 #include "ir/Printer.h"
 #include "runtime/Runtime.h"
 #include "tools/einstage/Command.h"
 #include "tools/einstage/EinsumArgs.h"
+#include "tools/einstage/ProgramArgs.h"
 
 #include <fmt/format.h>
 
-#include <fstream>
 #include <map>
-#include <sstream>
 
 namespace einstage::cli {
 
@@ -38,20 +35,41 @@ constexpr std::string_view kRunHelp =
     "  --threads N         kernel threads ({threads})\n"
     "  -h, --help          print this help\n";
 
-std::string read_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(ErrorKind::io, "cannot read program file '{}': no such file or not readable", shown_arg(path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::string first_line(const Error& e) {
-  std::string what = e.what();
-  return what.substr(0, what.find('\n'));
-}
+constexpr std::string_view kShowProgramHelp =
+    "usage: einstage show-program PROGRAM.json|PROGRAM.ir [--module PATH ...]\n"
+    "\n"
+    "Prints a saved program as loaded, before lowering, in the text form of the IR (what 'einstage run' reads from a\n"
+    ".ir file, and the '== traced ==' stage of 'einstage run --print-stages'). The program is parsed and verified\n"
+    "against the extension families of the einsum module and of any --module; no inputs are needed.\n"
+    "\n"
+    "options:\n"
+    "  --module PATH       load an extension module from a shared library first (repeatable)\n"
+    "  -h, --help          print this help\n";
 
 }  // namespace
+
+int run_show_program(std::span<const std::string_view> args) {
+  if (wants_help(args)) {
+    fmt::print("{}", kShowProgramHelp);
+    return 0;
+  }
+  ArgScanner scan("show-program", args);
+  std::string program_path, value;
+  std::vector<std::string> modules;
+  while (scan.next()) {
+    if (scan.option("--module", &value)) { modules.push_back(value); continue; }
+    std::string_view p = scan.positional();
+    if (!program_path.empty()) usage_error("show-program: unexpected argument '{}'; give one program file", p);
+    program_path = std::string(p);
+  }
+  if (program_path.empty())
+    usage_error("show-program: no program file given; usage: einstage show-program PROGRAM.json|PROGRAM.ir");
+  Runtime runtime;
+  runtime.add_module(einsum::module_descriptor());
+  for (const std::string& m : modules) runtime.load_module(m);
+  fmt::print("{}", print_program(load_program_file(program_path, &runtime.registry())));
+  return 0;
+}
 
 int run_run(std::span<const std::string_view> args) {
   if (wants_help(args)) {
@@ -66,11 +84,7 @@ int run_run(std::span<const std::string_view> args) {
   int threads = 0;  // RuntimeOptions' default: default_threads()
   while (scan.next()) {
     if (scan.option("--input", &value)) {
-      auto eq = value.find('=');
-      if (eq == std::string::npos || eq == 0 || eq + 1 == value.size())
-        usage_error("run: bad --input value '{}'; expected NAME=FILE.npy", value);
-      if (!input_files.emplace(value.substr(0, eq), value.substr(eq + 1)).second)
-        usage_error("run: parameter '{}' is given twice with --input", value.substr(0, eq));
+      add_input_arg("run", value, &input_files);
       continue;
     }
     if (scan.option("--output", &value, "-o")) { outputs_to.push_back(value); continue; }
@@ -87,29 +101,8 @@ int run_run(std::span<const std::string_view> args) {
   runtime.add_module(einsum::module_descriptor());
   for (const std::string& m : modules) runtime.load_module(m);
 
-  std::string text = read_text_file(program_path);
-  Program program;
-  try {
-    program = program_path.ends_with(".json") ? program_from_json(text, &runtime.registry())
-                                              : parse_program(text, &runtime.registry());
-  } catch (const Error& e) {
-    throw Error(e.kind(), fmt::format("{}: {}", shown_arg(program_path), first_line(e)));
-  }
-
-  std::vector<Tensor> inputs;
-  std::vector<std::string> names;
-  for (const Parameter& p : program.params) {
-    names.push_back(p.name);
-    auto it = input_files.find(p.name);
-    if (it == input_files.end())
-      usage_error("run: no --input for parameter '{}' ({}) of @{}; give --input {}=FILE.npy", p.name,
-                  p.value.type.to_string(), program.name, p.name);
-    inputs.push_back(read_npy(it->second));
-  }
-  for (const auto& [name, file] : input_files)
-    if (std::find(names.begin(), names.end(), name) == names.end())
-      usage_error("run: --input {}={}: @{} has no parameter '{}' (its parameters: {})", name, file, program.name, name,
-                  fmt::join(names, ", "));
+  Program program = load_program_file(program_path, &runtime.registry());
+  std::vector<Tensor> inputs = read_program_inputs("run", program, input_files);
   if (!outputs_to.empty() && outputs_to.size() != program.outputs.size())
     usage_error("run: @{} has {} output{} but {} -o file{} given", program.name, program.outputs.size(),
                 program.outputs.size() == 1 ? "" : "s", outputs_to.size(), outputs_to.size() == 1 ? " was" : "s were");

@@ -16,8 +16,10 @@ constexpr Command kCommands[] = {
     {"einsum", "contract .npy files: einsum SUBSCRIPTS A.npy B.npy ... [-o OUT.npy]", run_einsum},
     {"plan", "print the contraction plan for given shapes: plan SUBSCRIPTS --shapes 6x2x3,6x3x4", run_plan},
     {"lower", "print an einsum lowered to standard ops: lower SUBSCRIPTS --shapes ...", run_lower},
-    {"grad", "gradients of sum(einsum(...)) as .npy files: grad SUBSCRIPTS A.npy B.npy ... --wrt 0,1", run_grad},
+    {"grad", "gradients as .npy files of sum(einsum(...)), or of a saved program's scalar output (grad --help)",
+     run_grad},
     {"run", "run a saved program: run PROGRAM.json --input NAME=FILE.npy ...", run_run},
+    {"show-program", "print a saved program as loaded, in the IR text form: show-program PROGRAM.ir", run_show_program},
     {"demo", "a short tour of the pipeline (also what 'einstage' alone does)", run_demo},
 };
 
@@ -29,7 +31,7 @@ void print_help() {
       "Tensors are column-major (first index fastest); .npy files are read in either order without a transpose.\n"
       "\n"
       "commands:\n");
-  for (const Command& c : kCommands) fmt::print("  {:<8}{}\n", c.name, c.summary);
+  for (const Command& c : kCommands) fmt::print("  {:<13}{}\n", c.name, c.summary);
   fmt::print("\nRun 'einstage <command> --help' for a command's arguments.\n");
 }
 
