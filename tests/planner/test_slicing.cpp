@@ -4,6 +4,8 @@
 #include "Helpers.h"
 
 #include "extensions/einsum/planner/Report.h"
+#include "extensions/einsum/planner/Search.h"
+#include "extensions/einsum/planner/SliceFinder.h"
 #include "extensions/einsum/planner/Slicing.h"
 #include "ir/Error.h"
 #include "support/ErrorOf.h"
@@ -152,6 +154,86 @@ TEST_CASE("slicing: a budgeted search slices to the same plan at 1 and 2 threads
   CHECK(a.tree == b.tree);
   CHECK(a.sliced == b.sliced);
   check_plan(c, a, 64);
+}
+
+namespace {
+
+// The case with the network's dense labels `dense` at extent 1.
+Case with_sliced(const Case& c, const Network& net, const std::vector<int>& dense) {
+  Case s = c;
+  for (int l : dense) s.extents[net.label[l]] = 1;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("slicing: slice_tree fits any tree, counts like the oracle and keeps only the labels it needs") {
+  for (uint64_t seed = 1; seed <= 40; ++seed) {
+    CAPTURE(seed);
+    Case c = random_case(seed, 6 + static_cast<int>(seed % 10), 5);
+    const Network net = make_network(c.subscripts, c.extents);
+    const ContractionTree tree = resolve(PlanSpec{}, c.subscripts, c.extents);
+    double floor_size = 1;  // an operand or the output: slicing cannot go below it
+    for (const auto& term : c.subscripts.inputs) {
+      double size = 1;
+      for (Label l : term) size *= static_cast<double>(c.extents.at(l));
+      floor_size = std::max(floor_size, size);
+    }
+    double out_size = 1;
+    for (Label l : c.subscripts.output) out_size *= static_cast<double>(c.extents.at(l));
+    floor_size = std::max(floor_size, out_size);
+    const double limit = std::max(floor_size, std::floor(largest(oracle_steps(c, tree.steps())) / 16));
+    CAPTURE(limit);
+    const SliceChoice choice = slice_tree(net, tree, limit);
+    REQUIRE(choice.fits);
+    const Case one = with_sliced(c, net, choice.labels);
+    CHECK(largest(oracle_steps(one, tree.steps())) <= limit);
+    double slices = 1;
+    for (int l : choice.labels) {
+      CHECK_FALSE(net.in_output[l]);
+      slices *= static_cast<double>(net.extent[l]);
+    }
+    CHECK(choice.num_slices == slices);
+    CHECK(close_rel(choice.total_flops, slices * oracle_flops(one, tree.steps())));
+    // Every label is needed: un-slicing any one of them breaks the limit.
+    for (size_t k = 0; k < choice.labels.size(); ++k) {
+      std::vector<int> fewer = choice.labels;
+      fewer.erase(fewer.begin() + static_cast<std::ptrdiff_t>(k));
+      CHECK(largest(oracle_steps(with_sliced(c, net, fewer), tree.steps())) > limit);
+    }
+    // Starting from its own answer changes nothing.
+    const SliceChoice again = slice_tree(net, tree, limit, {}, choice.labels);
+    CHECK(again.labels == choice.labels);
+  }
+}
+
+TEST_CASE("slicing: the slicing-aware search scores trees by their sliced cost and never returns a costlier one") {
+  for (auto [rows, cols] : {std::pair{5, 5}, std::pair{4, 7}}) {
+    CAPTURE(rows);
+    CAPTURE(cols);
+    Case c = grid_case(rows, cols, 2);
+    const Network net = make_network(c.subscripts, c.extents);
+    const ContractionTree base = resolve(PlanSpec{}, c.subscripts, c.extents);
+    const double limit = 8;
+    SearchOptions so;
+    so.budget_s = 0;
+    so.trials = 4;
+    so.seed = 3;
+    so.slice_limit = limit;
+    const SearchResult r = search(net, base, so);
+    CHECK(r.flops <= slice_tree(net, base, limit).total_flops);
+    // The reported labels make the tree fit, and its flops are their sliced total (oracle).
+    const Case one = with_sliced(c, net, r.sliced);
+    CHECK(largest(oracle_steps(one, r.tree.steps())) <= limit);
+    double slices = 1;
+    for (int l : r.sliced) slices *= static_cast<double>(net.extent[l]);
+    CHECK(close_rel(r.flops, slices * oracle_flops(one, r.tree.steps())));
+    // Deterministic, at any thread count.
+    so.threads = 2;
+    const SearchResult t = search(net, base, so);
+    CHECK(t.tree == r.tree);
+    CHECK(t.sliced == r.sliced);
+  }
 }
 
 TEST_CASE("slicing: an operand or output above the limit is an error naming it and the sizes") {

@@ -2,6 +2,7 @@
 
 #include "extensions/einsum/planner/Exact.h"
 #include "extensions/einsum/planner/Random.h"
+#include "extensions/einsum/planner/SliceFinder.h"
 #include "ir/Error.h"
 
 #include <algorithm>
@@ -56,13 +57,15 @@ struct TreeState {
   std::vector<int> left, right, parent;
   std::vector<std::vector<int>> labels;  // sorted dense ids; leaves: all their labels
   std::vector<double> log2_flops;        // internal nodes
+  std::vector<double> log2_size;         // every node: log2 of the product of its labels' extents
 
   TreeState(const Network& network, const ContractionTree& tree) : net(&network), n(network.num_inputs) {
     const size_t m = std::max(0, 2 * n - 1);
     left.assign(m, -1), right.assign(m, -1), parent.assign(m, -1);
     labels.resize(m);
     log2_flops.assign(m, 0.0);
-    for (int i = 0; i < n; ++i) labels[i] = network.inputs[i];
+    log2_size.assign(m, 0.0);
+    for (int i = 0; i < n; ++i) labels[i] = network.inputs[i], log2_size[i] = network.log2_size(labels[i]);
     std::vector<int> live(network.num_carriers);
     std::vector<uint8_t> inside(network.num_labels, 0);
     for (size_t k = 0; k < tree.steps().size(); ++k) {
@@ -81,6 +84,7 @@ struct TreeState {
         else live[l] = remaining;
       }
       log2_flops[r] = network.log2_size(joint);
+      log2_size[r] = network.log2_size(labels[r]);
     }
     root = tree.root();
   }
@@ -90,6 +94,13 @@ struct TreeState {
   double total_flops() const {
     double s = 0;
     for (int r = n; r < 2 * n - 1; ++r) s += std::exp2(log2_flops[r]);
+    return s;
+  }
+
+  // log2 of the largest intermediate (0 without steps).
+  double max_log2_size() const {
+    double s = 0;
+    for (int r = n; r < 2 * n - 1; ++r) s = std::max(s, log2_size[r]);
     return s;
   }
 
@@ -125,8 +136,11 @@ struct TreeState {
   }
 };
 
-// Re-solves the region below `node` with up to k frontier operands; returns true if it improved.
-bool reconfigure_at(TreeState& st, int node, int k, std::vector<int>& frontier, std::vector<int>& region) {
+// Re-solves the region below `node` with up to k frontier operands; returns true if it improved. With a finite
+// `size_cap` (log2 elements) a change is kept only if its largest new intermediate stays at most
+// max(size_cap, the largest intermediate of the region it replaces): the tree search's slicing objective.
+bool reconfigure_at(TreeState& st, int node, int k, std::vector<int>& frontier, std::vector<int>& region,
+                    double size_cap = std::numeric_limits<double>::infinity()) {
   frontier = {st.left[node], st.right[node]};
   region = {node};
   while (static_cast<int>(frontier.size()) < k) {
@@ -149,31 +163,46 @@ bool reconfigure_at(TreeState& st, int node, int k, std::vector<int>& frontier, 
   double new_cost = 0;
   std::vector<Step> steps = solve_small(operands, st.labels[node], st.net->log2_extent, &new_cost);
   if (!(new_cost < old_cost * (1 - 1e-9))) return false;
-  // Rebuild: step j gets region id j+1 (the region root `node` takes the last step).
-  std::vector<int> ids(frontier);
-  std::vector<int> free_ids(region.begin() + 1, region.end());
-  std::vector<std::vector<int>> local(operands);
+  // The new steps' label sets (the kept rule applied inside the region, carriers counted among the frontier).
   const Network& net = *st.net;
-  // Count carriers among the frontier to apply the kept rule inside the region.
   std::vector<int> count_in(net.num_labels, 0);
   for (auto& ls : operands)
     for (int l : ls) ++count_in[l];
   const std::vector<int>& keep = st.labels[node];
-  for (size_t j = 0; j < steps.size(); ++j) {
-    const int a = steps[j].first, b = steps[j].second;
-    const int id = (j + 1 == steps.size()) ? node : free_ids[j];
+  std::vector<std::vector<int>> local(operands);
+  std::vector<double> step_flops;
+  double new_max = 0, old_max = 0;
+  for (const Step& step : steps) {
+    const int a = step.first, b = step.second;
     std::vector<int> joint, out;
     std::set_union(local[a].begin(), local[a].end(), local[b].begin(), local[b].end(), std::back_inserter(joint));
     for (int l : local[a]) --count_in[l];
     for (int l : local[b]) --count_in[l];
     for (int l : joint)
       if (count_in[l] > 0 || std::binary_search(keep.begin(), keep.end(), l)) out.push_back(l), ++count_in[l];
+    step_flops.push_back(net.log2_size(joint));
+    new_max = std::max(new_max, net.log2_size(out));
+    local.push_back(std::move(out));
+  }
+  if (size_cap < std::numeric_limits<double>::infinity()) {
+    for (int id : region) old_max = std::max(old_max, st.log2_size[id]);
+    if (new_max > std::max(size_cap, old_max) + 1e-9) return false;
+  }
+  // Rebuild: step j gets region id j+1 (the region root `node` takes the last step).
+  std::vector<int> ids(frontier);
+  std::vector<int> free_ids(region.begin() + 1, region.end());
+  const size_t first_new = operands.size();
+  for (size_t j = 0; j < steps.size(); ++j) {
+    const int a = steps[j].first, b = steps[j].second;
+    const int id = (j + 1 == steps.size()) ? node : free_ids[j];
     st.left[id] = ids[a], st.right[id] = ids[b];
     st.parent[ids[a]] = id, st.parent[ids[b]] = id;
-    st.log2_flops[id] = net.log2_size(joint);
-    if (id != node) st.labels[id] = out;
+    st.log2_flops[id] = step_flops[j];
+    if (id != node) {
+      st.labels[id] = std::move(local[first_new + j]);
+      st.log2_size[id] = net.log2_size(st.labels[id]);
+    }
     ids.push_back(id);
-    local.push_back(std::move(out));
   }
   return true;
 }
@@ -187,13 +216,14 @@ int64_t reconfigure_units(int k) {
   return kReconfigureUnitsPerCall + kDpUnitsPerPair * (pairs + k * (int64_t{1} << k));
 }
 
-void reconfigure_state(TreeState& st, int k, int max_passes, const Deadline& deadline) {
+void reconfigure_state(TreeState& st, int k, int max_passes, const Deadline& deadline,
+                       double size_cap = std::numeric_limits<double>::infinity()) {
   std::vector<int> frontier, region;
   for (int pass = 0; pass < max_passes; ++pass) {
     bool improved = false;
     for (int node : st.post_order()) {
       if (deadline.expired()) return;
-      improved |= reconfigure_at(st, node, k, frontier, region);
+      improved |= reconfigure_at(st, node, k, frontier, region, size_cap);
       deadline.charge(reconfigure_units(static_cast<int>(frontier.size())));
     }
     if (!improved) return;
@@ -208,7 +238,15 @@ void anneal_state(TreeState& st, const AnnealOptions& opt, const Deadline& deadl
   const int internal = n - 1;
   const int64_t sweeps = std::max<int64_t>(1, opt.moves / internal);
   std::vector<int> cand_new, scratch;
-  double best = st.total_flops();
+  // The energy: log2 of the total flops, plus, with a size target, size_weight bits per bit by which the largest
+  // intermediate exceeds it (TreeSA's objective). A move is priced locally: the change of log2 of its two nodes'
+  // flops plus size_weight times the change of the moved node's own excess over the target.
+  const bool sized = opt.size_target < std::numeric_limits<double>::infinity();
+  auto excess = [&](double log2_size) { return std::max(0.0, log2_size - opt.size_target); };
+  auto energy = [&]() {
+    return std::log2(std::max(st.total_flops(), 1e-300)) + (sized ? opt.size_weight * excess(st.max_log2_size()) : 0.0);
+  };
+  double best = energy();
   std::vector<int> best_structure_left = st.left, best_structure_right = st.right;
   int64_t checked = 0;
   int64_t work = 0;  // units not yet charged
@@ -237,23 +275,25 @@ void anneal_state(TreeState& st, const AnnealOptions& opt, const Deadline& deadl
       const int x = st.left[p] == y ? st.right[p] : st.left[p];
       work += kAnnealUnitsPerLabel * static_cast<int64_t>(st.labels[x].size() + st.labels[b].size() +
                                                          st.labels[p].size() + st.labels[c].size());
-      kept_after_rotation(st.labels[x], st.labels[b], st.labels[p], st.labels[c], w, cand_new, scratch);
+      const double s_n = kept_after_rotation(st.labels[x], st.labels[b], st.labels[p], st.labels[c], w, cand_new, scratch);
       const double f_n = union_weight(st.labels[x], st.labels[b], w);
       const double f_p = union_weight(cand_new, st.labels[c], w);
       const double old_y = st.log2_flops[y], old_p = st.log2_flops[p];
       // dE = log2(2^f_n + 2^f_p) - log2(2^old_y + 2^old_p), computed stably.
       auto lse = [](double u, double v) { const double m = std::max(u, v); return m + std::log2(std::exp2(u - m) + std::exp2(v - m)); };
-      const double de = lse(f_n, f_p) - lse(old_y, old_p);
+      double de = lse(f_n, f_p) - lse(old_y, old_p);
+      if (sized) de += opt.size_weight * (excess(s_n) - excess(st.log2_size[y]));
       if (de > 0 && rng.uniform() >= std::exp2(-beta * de)) continue;
       // Apply: y becomes N = (x, b); p becomes (y, c).
       st.left[y] = x, st.right[y] = b, st.parent[x] = y, st.parent[b] = y;
       st.left[p] = y, st.right[p] = c, st.parent[c] = p;
       st.labels[y].swap(cand_new);
       st.log2_flops[y] = f_n, st.log2_flops[p] = f_p;
+      st.log2_size[y] = s_n;
     }
     {
       work += kAnnealUnitsPerSweepNode * internal;  // the sweep's total
-      const double total = st.total_flops();
+      const double total = energy();
       if (total < best) {
         best = total, best_structure_left = st.left, best_structure_right = st.right;
       }
@@ -320,6 +360,7 @@ struct TrialOutcome {
   bool done = false;
   ContractionTree tree;
   double flops = std::numeric_limits<double>::infinity();
+  std::vector<int> sliced;  // sliced trials: the labels the tree's score slices
 };
 
 // One trial starts from the best of kGreediesPerTrial randomised greedy runs (and, for trial 0 only, `first`)
@@ -329,6 +370,47 @@ struct TrialOutcome {
 // best tree it has (done = false): only budget-bound searches ever use such a tree.
 constexpr int kGreediesPerTrial = 16;
 
+// The slicing-aware part of a trial (SearchOptions::slice_limit): kSlicedRounds rounds of "slice, then anneal the
+// tree on the sliced network": the tree is sliced to fit (SliceFinder.h, from the labels already sliced), then
+// reconfigured and annealed with those labels at extent 1, every intermediate held to the limit by the size penalty
+// and the reconfiguration cap, and sliced again from there (adding labels it still needs, dropping those it no
+// longer needs). The trial's score is the best total sliced flops seen; the anneal moves are split over the rounds.
+constexpr int kSlicedRounds = 4;
+
+TrialOutcome run_sliced_rounds(const Network& net, TrialOutcome start, const SearchOptions& opt, int64_t moves,
+                               SplitMix64& rng, const Deadline& deadline) {
+  const double limit = opt.slice_limit;
+  const double target = std::log2(limit);
+  TrialOutcome out = std::move(start);
+  ContractionTree tree = out.tree;
+  SliceChoice choice = slice_tree(net, tree, limit, deadline);
+  out.flops = choice.total_flops;
+  out.sliced = choice.labels;
+  for (int round = 0; round < kSlicedRounds; ++round) {
+    if (deadline.expired()) return out;
+    SlicedNetwork sn(net);
+    for (int l : choice.labels) sn.set(l, true);
+    TreeState st(sn.net, tree);
+    deadline.charge(evaluate_units(net));
+    if (opt.subtree_size >= 3) reconfigure_state(st, opt.subtree_size, 4, deadline, target);
+    if (moves > 0 && !deadline.expired()) {
+      AnnealOptions a;
+      a.moves = std::max<int64_t>(1, moves / kSlicedRounds);
+      a.seed = rng.next();
+      a.size_target = target;
+      a.size_weight = 2.0;
+      anneal_state(st, a, deadline);
+      if (opt.subtree_size >= 3 && !deadline.expired()) reconfigure_state(st, opt.subtree_size, 4, deadline, target);
+    }
+    tree = st.to_tree();
+    deadline.charge(evaluate_units(net));
+    choice = slice_tree(net, tree, limit, deadline, choice.labels);
+    if (choice.fits && choice.total_flops < out.flops) out.flops = choice.total_flops, out.tree = tree, out.sliced = choice.labels;
+  }
+  out.done = !deadline.expired();
+  return out;
+}
+
 TrialOutcome run_trial(const Network& net, const ContractionTree& first, int index, const SearchOptions& opt,
                        int64_t moves, const Deadline& deadline) {
   SplitMix64 rng(trial_seed(opt.seed, static_cast<uint64_t>(index)));
@@ -336,8 +418,9 @@ TrialOutcome run_trial(const Network& net, const ContractionTree& first, int ind
   out.tree = first;
   out.flops = index == 0 ? evaluate(net, first, false).flops : std::numeric_limits<double>::infinity();
   if (index == 0) deadline.charge(evaluate_units(net));
+  bool cut = false;  // the deadline passed during the greedy starts
   {
-    for (int r = 0; r < kGreediesPerTrial; ++r) {
+    for (int r = 0; r < kGreediesPerTrial && !cut; ++r) {
       GreedyOptions g;
       g.cost = GreedyCost::memory_removed;
       g.alpha = std::exp2(std::log2(0.01) + rng.uniform() * (std::log2(16.0) - std::log2(0.01)));
@@ -345,13 +428,20 @@ TrialOutcome run_trial(const Network& net, const ContractionTree& first, int ind
       g.seed = rng.next();
       g.deadline = &deadline;
       std::optional<ContractionTree> t = greedy_until(net, g);  // abandoned when the deadline passes mid-run
-      if (!t) return out;
+      if (!t) {
+        cut = true;
+        break;
+      }
       const double f = evaluate(net, *t, false).flops;
       deadline.charge(evaluate_units(net));
       if (f < out.flops) out.flops = f, out.tree = std::move(*t);
-      if (deadline.expired()) return out;
+      cut = deadline.expired();
     }
   }
+  // A sliced trial always scores its tree by the sliced total (its rounds stop at once when the deadline passed).
+  if (opt.slice_limit > 0 && out.tree.num_inputs() == net.num_inputs)
+    return run_sliced_rounds(net, std::move(out), opt, moves, rng, deadline);
+  if (cut) return out;
   TreeState st(net, out.tree);
   deadline.charge(evaluate_units(net));
   auto finish = [&](bool done) {
@@ -387,8 +477,14 @@ SearchResult search(const Network& net, const ContractionTree& baseline, const S
       opt.deadline.unlimited() ? Deadline(opt.budget_s, work_for_budget(opt.budget_s, net.num_inputs)) : opt.deadline;
   SearchResult result;
   result.tree = baseline;
-  result.flops = evaluate(net, baseline, false).flops;
-  deadline.charge(evaluate_units(net));
+  if (opt.slice_limit > 0) {
+    SliceChoice c = slice_tree(net, baseline, opt.slice_limit, deadline);
+    result.flops = c.total_flops;
+    result.sliced = std::move(c.labels);
+  } else {
+    result.flops = evaluate(net, baseline, false).flops;
+    deadline.charge(evaluate_units(net));
+  }
   if (net.num_inputs < 3) return result;
   // Moves per anneal trial from the budget (an assumed rate, never a measured one, so the work stays deterministic).
   int64_t moves = opt.anneal_moves;
@@ -491,7 +587,8 @@ SearchResult search(const Network& net, const ContractionTree& baseline, const S
     }
     spent = s;
     const TrialOutcome& o = slots[t].outcome;
-    if (o.tree.num_inputs() == net.num_inputs && o.flops < result.flops) result.flops = o.flops, result.tree = o.tree;
+    if (o.tree.num_inputs() == net.num_inputs && o.flops < result.flops)
+      result.flops = o.flops, result.tree = o.tree, result.sliced = o.sliced;
     ++result.trials_done;
     if (slots[t].clock_cut) break;
     if (spent >= allowance || static_cast<int>(t) + 1 == total) {

@@ -7,7 +7,7 @@
 // (see search()). So a budgeted search returns the same tree in every process and at every thread count. The clock
 // is a guard only: when it stops a search first (a machine much slower or busier than the calibration), the result
 // depends on timing and SearchResult::stopped_by_budget says so.
-// Depends on Network.h, ContractionTree.h, Greedy.h and Exact.h; uses std::thread for trials.
+// Depends on Network.h, ContractionTree.h, Greedy.h, Exact.h and SliceFinder.h; uses std::thread for trials.
 #pragma once
 
 #include "extensions/einsum/planner/ContractionTree.h"
@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <limits>
 
 namespace einstage::einsum {
 
@@ -40,10 +41,14 @@ struct AnnealOptions {
   double beta_start = 1.0;  // inverse temperature per bit of local cost change, linear schedule
   double beta_end = 15.0;
   uint64_t seed = 0;
+  // With a finite size_target (log2 elements), the energy also counts size_weight bits per bit by which the largest
+  // intermediate exceeds it, so the anneal looks for trees that fit (or nearly fit) a memory limit.
+  double size_target = std::numeric_limits<double>::infinity();
+  double size_weight = 1.0;
 };
 /// TreeSA-style annealing: at each internal node, try one of its (up to four) rotations and accept with probability
-/// 2^(-beta * dE), dE the change of log2(local flops) of the two nodes involved. Returns the best tree seen (checked
-/// after every sweep), never a costlier tree than `start`.
+/// 2^(-beta * dE), dE the change of log2(local flops) of the two nodes involved (plus the size penalty). Returns the
+/// tree of lowest energy seen (checked after every sweep); without a size target never a costlier tree than `start`.
 ContractionTree anneal(const Network& network, const ContractionTree& start, const AnnealOptions& options,
                        const Deadline& deadline = {});
 
@@ -57,6 +62,12 @@ struct SearchOptions {
   int subtree_size = 8;      // reconfiguration size per trial (0 = none)
   int64_t anneal_moves = -1; // per trial; -1 = derived from the budget (not from measured speed); 0 = no annealing
   ProgressCallback progress;
+  // > 0: slicing-aware search for this memory limit (elements). A trial's greedy start is sliced to fit
+  // (SliceFinder.h's slice_tree), then in a few rounds reconfigured and annealed on the network with its sliced
+  // labels at extent 1 (a size penalty in the energy and a cap on reconfiguration keep every intermediate at the
+  // limit) and sliced again from there; trials are scored by their total sliced flops, so trees are chosen for the
+  // sliced network. SearchResult::flops is then the sliced total and SearchResult::sliced its labels.
+  double slice_limit = 0;
 };
 
 struct SearchResult {
@@ -65,6 +76,8 @@ struct SearchResult {
   int trials_done = 0;          // trials that count (the prefix within the allowance)
   int64_t work_units = 0;       // their work
   bool stopped_by_budget = false;  // the clock guard ended the search: the tree depends on timing
+  std::vector<int> sliced;      // with slice_limit: the labels (dense ids) `tree` is sliced on to fit, so that
+                                // `flops` is their sliced total
 };
 
 /// Multi-trial search: trial t starts from the best of 16 Gumbel-randomised greedy runs (alpha, temperature and noise

@@ -1,5 +1,8 @@
 #include "extensions/einsum/planner/Slicing.h"
 
+#include "extensions/einsum/planner/Search.h"
+#include "extensions/einsum/planner/SliceFinder.h"
+
 #include "ir/Error.h"
 #include "ir/Quote.h"
 
@@ -45,58 +48,6 @@ std::string term_text(const Subscripts& s, int input) {
   std::string t;
   for (Label l : s.inputs[static_cast<size_t>(input)]) t += label_name(s, l);
   return t;
-}
-
-struct Work {
-  Network net;               // the sliced network: sliced labels at extent 1
-  std::vector<char> sliced;  // dense id -> sliced
-};
-
-void set_sliced(Work& w, const Network& full, int label, bool on) {
-  w.sliced[label] = on;
-  w.net.extent[label] = on ? 1 : full.extent[label];
-  w.net.log2_extent[label] = on ? 0.0 : full.log2_extent[label];
-}
-
-// The label to slice next, among the unsliced summed labels of the intermediates above the limit: the one that
-// costs the fewest bits of total flops (slices x one slice's flops) per bit of excess it removes, the excess being the
-// sum over the intermediates above the limit of log2(size / limit), of which slicing a label of extent d removes
-// min(log2 d, that intermediate's excess) where the intermediate carries it (ties: more excess removed, then the lower
-// dense id). Computed from one per-step evaluation: fixing a label multiplies the slice count by its extent and
-// divides the flops of the steps that contain it by the same.
-int choose_label(const Work& w, const ContractionTree& tree, double limit, const std::map<Label, int>& dense) {
-  const TreeCost cost = evaluate(w.net, tree, true);
-  const int L = w.net.num_labels;
-  std::vector<double> flops_without(L, 0.0);  // sum of flops of the steps that do not contain the label
-  std::vector<double> gain(L, 0.0);           // bits of excess removed
-  std::vector<char> in_joint(L, 0);
-  for (const StepCost& st : cost.steps) {
-    for (Label l : st.left_labels) in_joint[dense.at(l)] = 1;
-    for (Label l : st.right_labels) in_joint[dense.at(l)] = 1;
-    for (int l = 0; l < L; ++l)
-      if (!in_joint[l]) flops_without[l] += st.flops;
-    if (st.result_size > limit) {
-      const double excess = std::log2(st.result_size / limit);
-      for (Label label : st.result_labels) {
-        const int l = dense.at(label);
-        if (!w.net.in_output[l] && !w.sliced[l] && w.net.extent[l] > 1)
-          gain[l] += std::min(w.net.log2_extent[l], excess);
-      }
-    }
-    for (Label l : st.left_labels) in_joint[dense.at(l)] = 0;
-    for (Label l : st.right_labels) in_joint[dense.at(l)] = 0;
-  }
-  int best = -1;
-  double best_score = 0;
-  for (int l = 0; l < L; ++l) {
-    if (!(gain[l] > 0)) continue;
-    const double d = static_cast<double>(w.net.extent[l]);
-    // slices grow by d; every step without l keeps its flops per slice, a step with l loses the factor d.
-    const double total = (cost.flops - flops_without[l]) + flops_without[l] * d;
-    const double score = std::max(0.0, std::log2(total / cost.flops)) / gain[l];
-    if (best < 0 || score < best_score || (score == best_score && gain[l] > gain[best])) best = l, best_score = score;
-  }
-  return best;
 }
 
 }  // namespace
@@ -170,8 +121,6 @@ SlicedPlan plan_sliced(const PlanSpec& spec, const Subscripts& subscripts, const
       spec.kind != PlanKind::path && spec.kind != PlanKind::tree && spec.kind != PlanKind::left_to_right;
   const double budget = spec.budget_s > 0 ? spec.budget_s : 0.0;
   const Deadline deadline(options.clock_guard ? budget : 0.0, work_for_budget(budget, full.num_inputs));
-  std::map<Label, int> dense;
-  for (int l = 0; l < full.num_labels; ++l) dense[full.label[l]] = l;
 
   // One pass of the loop from `start` with the labels `order` already sliced: returns the fitted tree and the sliced
   // labels (after un-slicing what the tree no longer needs) and its total flops.
@@ -184,16 +133,16 @@ SlicedPlan plan_sliced(const PlanSpec& spec, const Subscripts& subscripts, const
   };
   auto slice_pass = [&](ContractionTree tree, std::vector<int> order) {
     Pass pass;
-    Work w{full, std::vector<char>(full.num_labels, 0)};
-    for (int l : order) set_sliced(w, full, l, true);
+    SlicedNetwork w(full);
+    for (int l : order) w.set(l, true);
     TreeCost cost = evaluate(w.net, tree, false);
     while (cost.max_intermediate > cap) {
-      const int l = choose_label(w, tree, cap, dense);
+      const int l = choose_slice_label(w, tree, cap);
       // A candidate always exists: an intermediate above the limit that kept only output labels would be no larger
       // than the output, which fits.
       EIN_ASSERT(l >= 0, "no label to slice with an intermediate of {} elements above the limit {}",
                  cost.max_intermediate, cap);
-      set_sliced(w, full, l, true);
+      w.set(l, true);
       order.push_back(l);
       ++pass.rounds;
       cost = evaluate(w.net, tree, false);
@@ -207,15 +156,8 @@ SlicedPlan plan_sliced(const PlanSpec& spec, const Subscripts& subscripts, const
         }
       }
     }
-    // Un-slice what the final tree no longer needs, last sliced first.
-    for (size_t k = order.size(); k-- > 0;) {
-      set_sliced(w, full, order[k], false);
-      if (evaluate(w.net, tree, false).max_intermediate <= cap) order.erase(order.begin() + static_cast<std::ptrdiff_t>(k));
-      else set_sliced(w, full, order[k], true);
-    }
-    double slices = 1;
-    for (int l : order) slices *= static_cast<double>(full.extent[l]);
-    pass.total = slices * evaluate(w.net, tree, false).flops;
+    unslice_unneeded(w, tree, cap, order);
+    pass.total = w.num_slices() * evaluate(w.net, tree, false).flops;
     pass.tree = std::move(tree);
     pass.order = std::move(order);
     return pass;
@@ -224,8 +166,8 @@ SlicedPlan plan_sliced(const PlanSpec& spec, const Subscripts& subscripts, const
   if (may_reconfigure && !best.order.empty() && !deadline.expired()) {
     // A fresh tree for the sliced extents can route around the sliced labels where local changes cannot: plan one
     // (the greedy rules, reconfigured) and slice it further if needed; keep the cheaper result.
-    Work w{full, std::vector<char>(full.num_labels, 0)};
-    for (int l : best.order) set_sliced(w, full, l, true);
+    SlicedNetwork w(full);
+    for (int l : best.order) w.set(l, true);
     ContractionTree fresh = best_greedy(w.net, nullptr, deadline);
     if (full.num_inputs <= 2000 && !deadline.expired()) fresh = reconfigure(w.net, fresh, 8, 4, deadline);
     Pass again = slice_pass(std::move(fresh), best.order);
@@ -235,13 +177,37 @@ SlicedPlan plan_sliced(const PlanSpec& spec, const Subscripts& subscripts, const
       best = std::move(again);
     }
   }
+  bool searched = false;
+  if (may_reconfigure && !best.order.empty() && budget > 0 && !deadline.expired()) {
+    // Slicing inside the tree search: trials scored by their sliced cost, annealed towards the limit (Search.h).
+    SearchOptions so;
+    so.deadline = deadline;
+    so.budget_s = budget;
+    so.seed = spec.seed;
+    so.threads = options.threads;
+    so.progress = options.progress;
+    so.slice_limit = cap;
+    SearchResult sr = search(full, best.tree, so);
+    out.stopped_by_budget |= sr.stopped_by_budget;
+    if (sr.flops < best.total) {
+      // The search's slices, and a fresh slicing of its tree with reconfiguration between labels: the cheaper.
+      Pass again = slice_pass(sr.tree, sr.sliced);
+      Pass fresh = slice_pass(std::move(sr.tree), {});
+      if (fresh.total < again.total) again = std::move(fresh);
+      if (again.total < best.total) {
+        again.rounds += best.rounds;
+        best = std::move(again);
+        searched = true;
+      }
+    }
+  }
   if (deadline.clock_expired() && !deadline.work_spent()) out.stopped_by_budget = true;
   ContractionTree tree = std::move(best.tree);
   const std::vector<int>& order = best.order;
   const bool reconfigured = best.reconfigured;
   out.rounds = best.rounds;
-  Work w{full, std::vector<char>(full.num_labels, 0)};
-  for (int l : order) set_sliced(w, full, l, true);
+  SlicedNetwork w(full);
+  for (int l : order) w.set(l, true);
   out.tree = std::move(tree);
   for (int l : order) {
     out.sliced.push_back(full.label[l]);
@@ -253,6 +219,7 @@ SlicedPlan plan_sliced(const PlanSpec& spec, const Subscripts& subscripts, const
   out.overhead = out.unsliced_cost.flops > 0 ? out.total_flops / out.unsliced_cost.flops : 1.0;
   if (!order.empty()) out.method += fmt::format("+slice({})", order.size());
   if (reconfigured) out.method += "+reconfigure";
+  if (searched) out.method += "+sliced_search";
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return out;
 }

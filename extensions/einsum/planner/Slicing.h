@@ -9,7 +9,11 @@
 // first), and reconfigure the tree on the sliced extents (ContractionTree.h's cost model with the sliced labels at
 // extent 1), keeping a reconfigured tree only if it is cheaper and its largest intermediate grows no further above
 // the limit. Every sliced label whose slicing the fitted tree no longer needs is then un-sliced, last first; a fresh
-// greedy tree on the sliced extents is sliced the same way from there, and the cheaper result is kept. Only summed
+// greedy tree on the sliced extents is sliced the same way from there, and the cheaper result is kept. With a budget
+// (auto and anneal specs), slicing then also runs inside a tree search (Search.h, SearchOptions::slice_limit): every
+// trial's tree is scored by its sliced total, and annealed on the network with its sliced labels at extent 1 under a
+// size penalty, so the tree is chosen for the sliced network rather than sliced after the fact; the cheaper of that
+// and the loop above is kept (method "+sliced_search"). The label rule is SliceFinder.h's, shared by both. Only summed
 // labels are sliced: a label of the output stays whole, so the output itself must fit the limit. Explicit orders
 // (path, tree, left_to_right) are sliced as given, never reconfigured. The work is fixed by the inputs; with a budget (the spec's, in work units:
 // Deadline.h) reconfiguration stops when it is spent, slicing never does (the result must fit).
