@@ -54,6 +54,18 @@ void check_plan(const Case& c, const SlicedPlan& p, double limit) {
   CHECK(close_rel(p.overhead, slices * slice_flops / unsliced));
 }
 
+// The largest operand or the output: every one is read or written whole, so no limit goes below it.
+double largest_fixed(const Case& c) {
+  double biggest = 1;
+  auto size_of = [&](const std::vector<Label>& term) {
+    double size = 1;
+    for (Label l : term) size *= static_cast<double>(c.extents.at(l));
+    return size;
+  };
+  for (const auto& term : c.subscripts.inputs) biggest = std::max(biggest, size_of(term));
+  return std::max(biggest, size_of(c.subscripts.output));
+}
+
 }  // namespace
 
 TEST_CASE("slicing: memory sizes parse with B, KiB, MiB, GiB and print canonically") {
@@ -96,15 +108,7 @@ TEST_CASE("slicing: random networks fit the limit and the overhead is the oracle
     const int n = 5 + static_cast<int>(seed % 14);
     Case c = random_case(seed, n, 5);
     const TreeCost unsliced = evaluate(c.subscripts, c.extents, resolve(PlanSpec{}, c.subscripts, c.extents));
-    double biggest_fixed = 1;  // an operand or the output: the floor of any limit
-    for (const auto& term : c.subscripts.inputs) {
-      double size = 1;
-      for (Label l : term) size *= static_cast<double>(c.extents.at(l));
-      biggest_fixed = std::max(biggest_fixed, size);
-    }
-    double out_size = 1;
-    for (Label l : c.subscripts.output) out_size *= static_cast<double>(c.extents.at(l));
-    biggest_fixed = std::max(biggest_fixed, out_size);
+    const double biggest_fixed = largest_fixed(c);  // the floor of any limit
     for (double fraction : {1.0, 0.5, 0.1, 0.01}) {
       const double limit = std::max(biggest_fixed, std::floor(unsliced.max_intermediate * fraction));
       CAPTURE(limit);
@@ -173,15 +177,7 @@ TEST_CASE("slicing: slice_tree fits any tree, counts like the oracle and keeps o
     Case c = random_case(seed, 6 + static_cast<int>(seed % 10), 5);
     const Network net = make_network(c.subscripts, c.extents);
     const ContractionTree tree = resolve(PlanSpec{}, c.subscripts, c.extents);
-    double floor_size = 1;  // an operand or the output: slicing cannot go below it
-    for (const auto& term : c.subscripts.inputs) {
-      double size = 1;
-      for (Label l : term) size *= static_cast<double>(c.extents.at(l));
-      floor_size = std::max(floor_size, size);
-    }
-    double out_size = 1;
-    for (Label l : c.subscripts.output) out_size *= static_cast<double>(c.extents.at(l));
-    floor_size = std::max(floor_size, out_size);
+    const double floor_size = largest_fixed(c);  // slicing cannot go below it
     const double limit = std::max(floor_size, std::floor(largest(oracle_steps(c, tree.steps())) / 16));
     CAPTURE(limit);
     const SliceChoice choice = slice_tree(net, tree, limit);
