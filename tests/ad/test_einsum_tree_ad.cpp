@@ -129,6 +129,28 @@ bool check_tree_jvp(const Program& p, const std::vector<int>& wrt, const std::ve
   return print_program(tree).find("mode = jvp") != std::string::npos;
 }
 
+// One random case of the property tests: the einsum, its inputs and the operands to differentiate (operand 0 always,
+// the others all at once or each with probability 0.6).
+struct DrawnCase {
+  EinsumCase c;
+  std::string context;
+  bool single = false;  // an f32 operand: single-precision tolerances
+  std::vector<Tensor> inputs;
+  std::vector<int> wrt;
+};
+
+DrawnCase draw_case(Rng& rng, uint64_t seed) {
+  DrawnCase d;
+  d.c = random_case(rng, seed % 3 == 0);
+  d.context = describe(d.c, seed);
+  d.single = std::find(d.c.dtypes.begin(), d.c.dtypes.end(), DType::f32) != d.c.dtypes.end();
+  for (size_t k = 0; k < d.c.shapes.size(); ++k) d.inputs.push_back(random_tensor(d.c.dtypes[k], d.c.shapes[k], rng));
+  const bool all = rng.chance(0.7);
+  for (size_t k = 0; k < d.c.shapes.size(); ++k)
+    if (all || k == 0 || rng.chance(0.6)) d.wrt.push_back(static_cast<int>(k));
+  return d;
+}
+
 }  // namespace
 
 TEST_CASE("320 random einsums: mode jvp propagates the tangents along the tree and equals the per-operand rule's sum "
@@ -136,16 +158,8 @@ TEST_CASE("320 random einsums: mode jvp propagates the tangents along the tree a
   int walked = 0;
   for (uint64_t seed = 1; seed <= 320; ++seed) {
     Rng rng{seed * 7919};
-    EinsumCase c = random_case(rng, seed % 3 == 0);
-    const std::string context = describe(c, seed);
-    const bool single = std::find(c.dtypes.begin(), c.dtypes.end(), DType::f32) != c.dtypes.end();
-    std::vector<Tensor> inputs;
-    for (size_t k = 0; k < c.shapes.size(); ++k) inputs.push_back(random_tensor(c.dtypes[k], c.shapes[k], rng));
-    std::vector<int> wrt;
-    const bool all = rng.chance(0.7);
-    for (size_t k = 0; k < c.shapes.size(); ++k)
-      if (all || k == 0 || rng.chance(0.6)) wrt.push_back(static_cast<int>(k));
-    walked += check_tree_jvp(einsum_program(c), wrt, inputs, rng, single, context);
+    const DrawnCase d = draw_case(rng, seed);
+    walked += check_tree_jvp(einsum_program(d.c), d.wrt, d.inputs, rng, d.single, d.context);
   }
   MESSAGE("mode jvp in " << walked << " of 320");
   CHECK(walked >= 150);
@@ -156,20 +170,12 @@ TEST_CASE("320 random einsums: the tree walk's cotangents equal the per-operand 
   int walked = 0, with_ellipsis = 0, complex_cases = 0, single_cases = 0, broadcast_cases = 0;
   for (uint64_t seed = 1; seed <= 320; ++seed) {
     Rng rng{seed * 104729};
-    EinsumCase c = random_case(rng, seed % 3 == 0);
-    const std::string context = describe(c, seed);
-    const bool single = std::find(c.dtypes.begin(), c.dtypes.end(), DType::f32) != c.dtypes.end();
-    std::vector<Tensor> inputs;
-    for (size_t k = 0; k < c.shapes.size(); ++k) inputs.push_back(random_tensor(c.dtypes[k], c.shapes[k], rng));
-    std::vector<int> wrt;
-    const bool all = rng.chance(0.7);
-    for (size_t k = 0; k < c.shapes.size(); ++k)
-      if (all || k == 0 || rng.chance(0.6)) wrt.push_back(static_cast<int>(k));
-    walked += check_tree_vjp(einsum_program(c), wrt, inputs, rng, single, context);
-    with_ellipsis += !c.subs.ellipsis.empty();
-    complex_cases += std::find(c.dtypes.begin(), c.dtypes.end(), DType::c128) != c.dtypes.end();
-    single_cases += single;
-    broadcast_cases += c.broadcast;
+    const DrawnCase d = draw_case(rng, seed);
+    walked += check_tree_vjp(einsum_program(d.c), d.wrt, d.inputs, rng, d.single, d.context);
+    with_ellipsis += !d.c.subs.ellipsis.empty();
+    complex_cases += std::find(d.c.dtypes.begin(), d.c.dtypes.end(), DType::c128) != d.c.dtypes.end();
+    single_cases += d.single;
+    broadcast_cases += d.c.broadcast;
   }
   MESSAGE("tree walks " << walked << ", ellipsis " << with_ellipsis << ", complex " << complex_cases << ", f32 "
                         << single_cases << ", broadcast permission " << broadcast_cases << " of 320");
