@@ -124,7 +124,11 @@ SlicedEinsumPlan SlicedEinsumPlan::build(const BoundEinsum& bound, std::span<con
     fail(ErrorKind::invalid_argument, "einsum: a memory limit of {} is smaller than one {} element ({} bytes); give "
          "at least {}B", format_memory_size(max_memory_bytes), name(impl->dtype), element, element);
   const SliceLimit limit{static_cast<double>(max_memory_bytes / element), element};
-  impl->slicing = plan_sliced(spec, bound.subs, bound.extents, limit);
+  // Work-only budget: every process that prepares this plan (the ranks of an MPI job) must get the same slices and
+  // tree, which the clock guard would make depend on how busy each one was.
+  PlanOptions work_only;
+  work_only.clock_guard = false;
+  impl->slicing = plan_sliced(spec, bound.subs, bound.extents, limit, work_only);
   const SlicedPlan& sp = impl->slicing;
 
   // The slice's subscripts and operand shapes: the sliced labels removed.

@@ -1,7 +1,8 @@
 // SlicedEinsumPlan: an einsum under a memory limit, run as a sum of independent slices (planner/Slicing.h).
 //
 // Stage: einsum extension, runtime side. prepare() binds the subscripts to the shapes (bind_einsum), turns the limit
-// in bytes into elements of the promoted dtype, asks plan_sliced() for the sliced labels and the per-slice tree, and
+// in bytes into elements of the promoted dtype, asks plan_sliced() for the sliced labels and the per-slice tree (a
+// budget counts work only, never the clock: PlanOptions::clock_guard off, so every process gets the same plan), and
 // prepares one EinsumPlan (Executor.h) for the subscripts without the sliced labels along that tree. A slice is that
 // plan run on views of the operands with the sliced labels fixed (no copy: a fixed axis is an offset), so it needs
 // only the plan's arena, which the executor keeps per thread and reuses from slice to slice.

@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -499,6 +500,18 @@ TEST_CASE("plan and einsum --max-memory: sliced plan, same result, pinned errors
                      "every operand is read whole, so raise the limit to at least 512B\n");
 }
 
+TEST_CASE("einsum --time: one line on stderr with the read and einsum times; the result is unchanged") {
+  test::TempDir dir;
+  write_npy(dir.file("a.npy"), values({2, 3}));
+  write_npy(dir.file("b.npy"), values({3, 4}));
+  Run plain = run_cli("einsum 'ij,jk->ik' a.npy b.npy", dir);
+  Run timed = run_cli("einsum 'ij,jk->ik' a.npy b.npy --time --threads 2", dir);
+  CHECK(timed.status == 0);
+  CHECK(timed.out == plain.out);
+  CHECK(std::regex_match(timed.err, std::regex("einsum: time: read [0-9.]+ s, plan and contract [0-9.]+ s on 2 "
+                                               "threads\n")));
+}
+
 // The cube graph again with values that make the order of additions visible in the bits.
 std::string cube_files(const test::TempDir& dir) {
   std::string files;
@@ -528,6 +541,12 @@ TEST_CASE("einsum --mpi: mpirun with 1, 2 and 4 ranks gives the bits of the one-
     const Tensor got = read_npy(dir.file("mpi.npy"));
     CHECK(got.to_col_major<double>() == single.to_col_major<double>());
   }
+  // --time: rank 0 alone prints the times, and the result is still written.
+  Run timed = run_cli(cube + " --mpi --threads 1 --time -o timed.npy", dir, fmt::format("{} 2", mpirun));
+  CHECK(timed.status == 0);
+  CHECK(std::regex_match(timed.err, std::regex("einsum: time: read [0-9.]+ s, plan [0-9.]+ s, contract [0-9.]+ s on "
+                                               "2 ranks x 1 threads\n")));
+  CHECK(read_npy(dir.file("timed.npy")).to_col_major<double>() == single.to_col_major<double>());
   // Printing: rank 0 only.
   Run printed = run_cli(cube + " --mpi", dir, fmt::format("{} 2", mpirun));
   CHECK(printed.status == 0);

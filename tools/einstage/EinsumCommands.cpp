@@ -22,6 +22,8 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <chrono>
+
 #include <cstdio>
 
 namespace einstage::cli {
@@ -49,6 +51,8 @@ constexpr std::string_view kEinsumHelp =
     "  --mpi               under mpirun: spread the slices over the MPI ranks (every rank reads the inputs; rank 0\n"
     "                      adds the partial results in a fixed order, so the bits equal the one-process run, and\n"
     "                      only rank 0 prints or writes -o); needs an einstage built with MPI\n"
+    "  --time              print the wall times of reading, planning and contracting to stderr (with --mpi: rank 0,\n"
+    "                      the contraction timed from a barrier of all ranks to the reduced result)\n"
     "  --                  end of options: later arguments are files even if they start with '-' (subscripts\n"
     "                      starting with \"->\", such as NumPy's \"->\" for a scalar, need no --)\n"
     "  -h, --help          print this help\n";
@@ -113,7 +117,7 @@ int run_einsum(std::span<const std::string_view> args) {
   bool have_subscripts = false;
   std::optional<DType> dtype;
   std::optional<int64_t> max_memory;
-  bool mpi = false;
+  bool mpi = false, timing = false;
   einsum::EinsumOptions options;
   while (scan.next()) {
     if (scan.option("--output", &value, "-o")) { output = value; continue; }
@@ -123,6 +127,7 @@ int run_einsum(std::span<const std::string_view> args) {
     if (scan.option("--max-memory", &value)) { max_memory = parse_max_memory("einsum", value); continue; }
     if (scan.flag("--broadcast")) { options.allow_broadcast = true; continue; }
     if (scan.flag("--mpi")) { mpi = true; continue; }
+    if (scan.flag("--time")) { timing = true; continue; }
     std::string_view p = scan.positional(have_subscripts ? nullptr : subscripts_starting_with_dash);
     if (!have_subscripts) {
       subscripts = std::string(p);
@@ -150,34 +155,60 @@ int run_einsum(std::span<const std::string_view> args) {
     if (output) write_npy(*output, result, NpyOrder::fortran);
     else fmt::print("{}\n", result.to_string());
   };
+  using Clock = std::chrono::steady_clock;
+  auto seconds_since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
   if (mpi) {
     return run_in_mpi_job([&](int rank, int ranks) {
+      const auto t0 = Clock::now();
       const std::vector<Tensor> operands = read_operands();
+      const double read_s = seconds_since(t0);
       Tensor result;
+      double plan_s = 0, contract_s = 0;
+      int threads = 1;
       try {
         ExecutionContext context(config);
+        threads = context.threads();
         std::vector<einsum::TensorMeta> metas;
         for (const Tensor& t : operands) metas.push_back(einsum::TensorMeta::of(t));
         // Without --max-memory the job is one slice (rank 0 contracts it); the plan is the same on every rank.
         const int64_t limit = options.plan.max_memory > 0 ? options.plan.max_memory : int64_t{1} << 62;
+        const auto t1 = Clock::now();
         const auto plan = einsum::SlicedEinsumPlan::prepare(subscripts, metas, limit, options);
+        plan_s = seconds_since(t1);
+        // Every rank starts contracting together, so the time is the job's, not one rank's head start.
+        if (timing) mpi_barrier();
+        const auto t2 = Clock::now();
         result = execute_distributed(plan, operands, context, rank, ranks);
+        contract_s = seconds_since(t2);
       } catch (const Error& e) {
         rethrow_one_line(e);
       }
-      if (rank == 0) emit(result);
+      if (rank != 0) return;
+      emit(result);
+      if (timing)
+        fmt::print(stderr, "einsum: time: read {:.6f} s, plan {:.6f} s, contract {:.6f} s on {} ranks x {} threads\n",
+                   read_s, plan_s, contract_s, ranks, threads);
     });
   }
+  const auto t0 = Clock::now();
   const std::vector<Tensor> operands = read_operands();
+  const double read_s = seconds_since(t0);
   Tensor result;
+  int threads = 1;
+  const auto t1 = Clock::now();
   try {
     ExecutionContext context(config);
+    threads = context.threads();
     options.context = &context;
     result = einsum::einsum(subscripts, operands, options);
   } catch (const Error& e) {
     rethrow_one_line(e);
   }
+  const double einsum_s = seconds_since(t1);
   emit(result);
+  if (timing)
+    fmt::print(stderr, "einsum: time: read {:.6f} s, plan and contract {:.6f} s on {} threads\n", read_s, einsum_s,
+               threads);
   return 0;
 }
 

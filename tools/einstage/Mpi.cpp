@@ -32,6 +32,8 @@ int run_in_mpi_job(const std::function<void(int rank, int ranks)>& job) {
   return 0;
 }
 
+void mpi_barrier() { MPI_Barrier(MPI_COMM_WORLD); }
+
 namespace {
 
 // MPI counts are ints: large partials travel in pieces of at most 1 GiB.
@@ -82,6 +84,8 @@ int run_in_mpi_job(const std::function<void(int, int)>&) {
   usage_error("einsum: --mpi distributes the slices over MPI ranks, and this einstage was built without MPI; install "
               "OpenMPI (libopenmpi-dev) and rebuild to use it");
 }
+
+void mpi_barrier() {}
 
 Tensor execute_distributed(const einsum::SlicedEinsumPlan&, std::span<const Tensor>, ExecutionContext&, int, int) {
   usage_error("einsum: distribution needs an einstage built with MPI");

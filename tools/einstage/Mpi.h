@@ -25,6 +25,9 @@ bool have_mpi();
 /// gives (Command.h). Without MPI: a usage error saying that distribution needs an einstage built with MPI.
 int run_in_mpi_job(const std::function<void(int rank, int ranks)>& job);
 
+/// Waits until every rank of the job gets here (MPI_Barrier); what `--time` starts the contraction's clock after.
+void mpi_barrier();
+
 /// The sliced contraction over the job's ranks; rank 0 gets the sum, the others an undefined tensor.
 Tensor execute_distributed(const einsum::SlicedEinsumPlan& plan, std::span<const Tensor> operands,
                            ExecutionContext& context, int rank, int ranks);
