@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -263,6 +264,86 @@ Program split_einsums(const Program& program, const ExtensionRegistry* registry)
   std::vector<Value> outputs;
   for (const Value& v : program.outputs) outputs.push_back(mapped.at(v.id));
   return b.finish(std::move(outputs));
+}
+
+namespace {
+
+// The first (einsum, vjp) pair merge_value_vjp can merge: instruction indices, or nullopt.
+std::optional<std::pair<size_t, size_t>> find_value_vjp_pair(const Program& program, std::set<ValueId>& depends) {
+  const std::vector<Instruction>& insts = program.instructions;
+  for (size_t i = 0; i < insts.size(); ++i) {
+    const auto* ext = std::get_if<ExtensionOp>(&insts[i].op);
+    if (!ext || ext->family() != kEinsumFamily) continue;
+    const EinsumPayload& forward = payload_of(insts[i]);
+    if (forward.plan().max_memory > 0) continue;  // a sliced einsum bounds its memory; the walk would not
+    const size_t n = insts[i].operands.size();
+    depends = {insts[i].result().id};  // the values that depend on the einsum's, up to the vjp
+    for (size_t j = i + 1; j < insts.size(); ++j) {
+      const Instruction& c = insts[j];
+      const auto* e = std::get_if<ExtensionOp>(&c.op);
+      if (e && e->family() == kEinsumAdFamily) {
+        const auto& p = static_cast<const EinsumAdPayload&>(*e->payload);
+        const bool same_operands = c.operands.size() == n + 1 &&
+            std::equal(insts[i].operands.begin(), insts[i].operands.end(), c.operands.begin(),
+                       [](const Value& a, const Value& b) { return a.id == b.id; });
+        const Value& ct = c.operands.back();
+        if (p.mode() == EinsumAdMode::vjp && same_operands && p.forward().equals(forward) && !depends.count(ct.id) &&
+            ct.type.dtype == insts[i].result().type.dtype)
+          return std::pair{i, j};
+      }
+      if (std::any_of(c.operands.begin(), c.operands.end(), [&](const Value& v) { return depends.count(v.id); }))
+        for (const Value& r : c.results) depends.insert(r.id);
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+Program merge_value_vjp(const Program& program, const ExtensionRegistry* registry) {
+  Program current = program;
+  std::set<ValueId> depends;
+  // One pair at a time: a single merge never makes a cycle (the cotangent does not depend on the value, the operands
+  // precede the einsum, and the vjp's results follow everything it reads), so the program stays in order.
+  while (std::optional<std::pair<size_t, size_t>> pair = find_value_vjp_pair(current, depends)) {
+    const auto [i, j] = *pair;
+    Builder b(current.name, registry);
+    std::map<ValueId, Value> mapped;
+    for (const Parameter& p : current.params) mapped[p.value.id] = b.parameter(p.name, p.value.type);
+    for (const ShapeConstraint& c : current.constraints)
+      if (c.at < 0) b.require_equal(c.lhs, c.rhs, c.what);
+    auto emit = [&](const Instruction& inst) {
+      std::vector<Value> ops;
+      for (const Value& v : inst.operands) ops.push_back(mapped.at(v.id));
+      std::vector<Value> rs = b.emit_results(inst.op, std::move(ops));
+      for (size_t r = 0; r < rs.size(); ++r) mapped[inst.results[r].id] = rs[r];
+    };
+    std::vector<size_t> deferred;  // readers of the einsum's value before the vjp: emitted right after the merged op
+    for (size_t k = 0; k < current.instructions.size(); ++k) {
+      const Instruction& inst = current.instructions[k];
+      if (k == i) continue;
+      if (k > i && k < j && depends.count(inst.results[0].id)) {
+        deferred.push_back(k);
+        continue;
+      }
+      if (k != j) {
+        emit(inst);
+        continue;
+      }
+      const auto& vjp = static_cast<const EinsumAdPayload&>(*std::get<ExtensionOp>(inst.op).payload);
+      std::vector<Value> ops;
+      for (const Value& v : inst.operands) ops.push_back(mapped.at(v.id));
+      std::vector<Value> rs = b.extension_results(
+          std::make_shared<EinsumAdPayload>(vjp.forward(), EinsumAdMode::value_vjp, vjp.slots()), std::move(ops));
+      mapped[current.instructions[i].result().id] = rs[0];
+      for (size_t r = 0; r < inst.results.size(); ++r) mapped[inst.results[r].id] = rs[r + 1];
+      for (size_t d : deferred) emit(current.instructions[d]);
+    }
+    std::vector<Value> outputs;
+    for (const Value& v : current.outputs) outputs.push_back(mapped.at(v.id));
+    current = b.finish(std::move(outputs));
+  }
+  return current;
 }
 
 void register_einsum_ad_rules(ExtensionRegistry& registry, EinsumAdPath path) {

@@ -49,6 +49,17 @@ namespace einstage::einsum {
 /// it is. Numerically the same contraction (the same tree the runtime would plan for these shapes with these specs).
 Program split_einsums(const Program& program, const ExtensionRegistry* registry);
 
+/// Shares the forward's intermediates with the reverse pass: every einsum instruction whose value does not feed the
+/// cotangent of an `einstage.einsum_ad.v1` vjp of the same payload and operands becomes, with that vjp, one mode
+/// value_vjp instruction (EinsumAdOp.h) that returns the value and the cotangents from one walk of the planned tree,
+/// so the forward contractions run once instead of twice (the vjp's walk recomputes them otherwise). The readers of
+/// the value move after it; the results have the same bits (the walk's forward steps are the forward's), but for the sign
+/// of a zero imaginary part of a complex value (the walk computes conj(E(conj x))). An einsum
+/// with `max_memory` (sliced) and a cotangent that depends on the value (e.g. the loss sum(y * y)) are left as they
+/// are. For programs about to run (value_and_grad, grad): differentiating the result again works (value_vjp has a
+/// linearize rule), but AD never emits value_vjp itself.
+Program merge_value_vjp(const Program& program, const ExtensionRegistry* registry);
+
 /// How reverse mode treats an einsum of three or more operands: `tree` (one reverse walk of the planned tree for all
 /// operands, the default) or `per_operand` (one reverse einsum per operand, sharing nothing).
 enum class EinsumAdPath : uint8_t { tree, per_operand };

@@ -19,7 +19,7 @@ namespace {
 using json = nlohmann::json;
 
 std::optional<EinsumAdMode> mode_from_name(std::string_view s) {
-  for (EinsumAdMode m : {EinsumAdMode::jvp, EinsumAdMode::vjp, EinsumAdMode::vjp_jvp})
+  for (EinsumAdMode m : {EinsumAdMode::jvp, EinsumAdMode::vjp, EinsumAdMode::vjp_jvp, EinsumAdMode::value_vjp})
     if (mode_name(m) == s) return m;
   return std::nullopt;
 }
@@ -68,6 +68,7 @@ std::string_view mode_name(EinsumAdMode mode) {
     case EinsumAdMode::jvp: return "jvp";
     case EinsumAdMode::vjp: return "vjp";
     case EinsumAdMode::vjp_jvp: return "vjp_jvp";
+    case EinsumAdMode::value_vjp: return "value_vjp";
   }
   return "?";
 }
@@ -115,7 +116,7 @@ std::unique_ptr<EinsumAdPayload> EinsumAdPayload::parse_text(std::string_view at
   for (auto& [key, value] : split_attribute_text(attr_text)) {
     if (key == "mode") {
       mode = mode_from_name(value);
-      if (!mode) fail_ad_attr("mode", value, "expected jvp, vjp or vjp_jvp");
+      if (!mode) fail_ad_attr("mode", value, "expected jvp, vjp, vjp_jvp or value_vjp");
     } else if (key == "slots") {
       slots = slots_from_text(value);
     } else if (key == "tangents") {
@@ -138,7 +139,7 @@ std::unique_ptr<EinsumAdPayload> EinsumAdPayload::parse_json(std::string_view js
     fail(ErrorKind::parse, "'{}' payload: expected a JSON object with \"mode\" and \"slots\" besides einsum's "
          "fields (got {})", kEinsumAdFamily, quote_for_message(json_text));
   std::optional<EinsumAdMode> mode = mode_from_name(j["mode"].get<std::string>());
-  if (!mode) fail_ad_attr("mode", j["mode"].dump(), "expected jvp, vjp or vjp_jvp");
+  if (!mode) fail_ad_attr("mode", j["mode"].dump(), "expected jvp, vjp, vjp_jvp or value_vjp");
   std::vector<int> slots;
   for (const json& v : j["slots"]) {
     if (!v.is_number_integer()) fail_ad_attr("slots", j["slots"].dump(), "expected operand indices");
@@ -197,7 +198,8 @@ std::vector<TensorType> infer_einsum_ad_types(const EinsumAdPayload& p, Types op
                 shown, what, t.to_string(), what, x.to_string());
     for (int a = 0; a < x.rank(); ++a) ctx.unify(t.dims[a], x.dims[a], fmt::format("tangent of {} axis {}", what, a));
   }
-  std::vector<TensorType> out;  // each slot's cotangent has its operand's type
+  std::vector<TensorType> out;  // (value_vjp: the value first) each slot's cotangent has its operand's type
+  if (p.mode() == EinsumAdMode::value_vjp) out.push_back(forward);
   for (int k : p.slots()) out.push_back(primals[static_cast<size_t>(k)]);
   return out;
 }
@@ -407,7 +409,8 @@ std::vector<Value> lower_einsum_ad(Builder& b, const EinsumAdPayload& p, std::sp
   };
   std::vector<Value> out;
   std::span<const Value> x = operands.subspan(0, n);
-  if (p.mode() == EinsumAdMode::vjp) {
+  if (p.mode() == EinsumAdMode::value_vjp) out.push_back(lower_einsum(b, p.forward(), x));
+  if (p.mode() == EinsumAdMode::vjp || p.mode() == EinsumAdMode::value_vjp) {
     for (int k : p.slots()) out.push_back(einsum_cotangent(b, p.forward(), x, static_cast<size_t>(k), operands[n], lower));
     return out;
   }
@@ -466,6 +469,13 @@ void register_einsum_ad_semantics(ExtensionRegistry& registry) {
                              std::span<const std::optional<Value>> tangents) -> std::vector<std::optional<Value>> {
     const EinsumAdPayload& p = ad_payload_of(inst);
     if (p.mode() == EinsumAdMode::vjp) return vjp_linearize(b, p, primals, tangents);
+    if (p.mode() == EinsumAdMode::value_vjp) {  // einsum's rule for the value, vjp's for the cotangents
+      const size_t n = p.forward().subscripts().num_inputs();
+      std::vector<std::optional<Value>> out = {
+          einsum_tangent(b, p.forward(), primals.subspan(0, n), tangents.subspan(0, n), EinsumAdPath::tree)};
+      for (std::optional<Value>& d : vjp_linearize(b, p, primals, tangents)) out.push_back(std::move(d));
+      return out;
+    }
     if (p.mode() == EinsumAdMode::vjp_jvp) return vjp_jvp_linearize(b, p, primals, tangents);
     return {jvp_linearize(b, p, primals, tangents)};
   };

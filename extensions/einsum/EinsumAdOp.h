@@ -16,6 +16,13 @@
 //             inner product; the real part for a real operand of a complex einsum), computed by one reverse walk of
 //             the tree. Symbolic dims are fine: the walk is planned on the concrete shapes.
 //
+//   value_vjp (%x0, ..., %x{n-1}, %ct) -> the forward's type, then one result per slot k, x_k's type
+//             the einsum's value and vjp's results from one walk: the forward phase runs up to the root, so the
+//             intermediates the reverse steps read are the ones the value was computed from (kept under the same
+//             limit, else recomputed). Never emitted by an AD rule: merge_value_vjp (EinsumAd.h) rewrites an einsum
+//             and a vjp of the same operands into it when the cotangent does not depend on the einsum's value.
+//             Its linearize rule is einsum's for the value and vjp's for the rest; like vjp it has no transpose.
+//
 //   vjp_jvp   (%x0, ..., %x{n-1}, %ct, %d_i for i in tangents) -> one result per slot k, x_k's type
 //             the tangent of vjp's results in the directions d_i (i < n: operand i's tangent, i = n: the
 //             cotangent's), by one walk forward then backward along the tree (EinsumVjpPlan::execute_tangent):
@@ -27,7 +34,8 @@
 // the roles of slots and tangents swapped (the mixed second derivative is symmetric); its linearize rule is vjp_jvp
 // in the new directions plus, per tangent operand j, a vjp_jvp over the operands with x_j replaced by its tangent.
 // vjp has no transpose rule (it never occurs in a linearized program). Lowering: jvp is the sum of the lowered
-// einsums, vjp and vjp_jvp each slot's lowered reverse einsum (for vjp_jvp with each tangent in place, summed).
+// einsums, vjp and vjp_jvp each slot's lowered reverse einsum (for vjp_jvp with each tangent in place, summed),
+// value_vjp the lowered einsum and then vjp's lowering.
 //
 // Text form (attributes sorted by key):
 //   %3, %4, %5 = einstage.einsum_ad.v1(%a, %b, %c, %ct) {broadcast = false, mode = vjp, plan = auto,
@@ -43,7 +51,7 @@ namespace einstage::einsum {
 
 inline constexpr std::string_view kEinsumAdFamily = "einstage.einsum_ad.v1";
 
-enum class EinsumAdMode : uint8_t { jvp, vjp, vjp_jvp };
+enum class EinsumAdMode : uint8_t { jvp, vjp, vjp_jvp, value_vjp };
 
 class EinsumAdPayload final : public ExtensionPayload {
  public:

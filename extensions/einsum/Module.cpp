@@ -128,10 +128,11 @@ class EinsumAdExecutor final : public ExtensionExecutor {
         return std::make_shared<PreparedJvp>(
             EinsumJvpPlan::prepare(p.forward().subscripts(), std::span(metas).subspan(0, n), p.slots(), options), n);
       case EinsumAdMode::vjp:
-        return std::make_shared<PreparedVjp>(EinsumVjpPlan::prepare(p.forward().subscripts(),
-                                                                    std::span(metas).subspan(0, n), metas[n],
-                                                                    p.slots(), options,
-                                                                    context.config().ad_keep_bytes), n);
+      case EinsumAdMode::value_vjp:
+        return std::make_shared<PreparedVjp>(
+            EinsumVjpPlan::prepare(p.forward().subscripts(), std::span(metas).subspan(0, n), metas[n], p.slots(),
+                                   options, context.config().ad_keep_bytes, p.mode() == EinsumAdMode::value_vjp),
+            n);
       case EinsumAdMode::vjp_jvp:
         return std::make_shared<PreparedVjpJvp>(EinsumVjpPlan::prepare(p.forward().subscripts(),
                                                                        std::span(metas).subspan(0, n), metas[n],

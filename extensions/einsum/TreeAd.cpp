@@ -111,6 +111,8 @@ struct EinsumVjpPlan::Impl {
   std::vector<bool> forward_phase;             // per node: computed by the forward phase (kept, or feeds a kept one)
   std::vector<int> recomputed;                 // nodes the reverse steps read that are recomputed when read
   int64_t kept = 0;
+  bool with_value = false;                     // the forward phase also computes the root: the einsum's value
+  DType value_dtype = DType::f64;              // the einsum's (the operands' promoted dtype)
 
   int root() const { return 2 * n - 2; }
   void build(const Subscripts& s, std::span<const TensorMeta> metas, const TensorMeta& ct, const EinsumOptions& o);
@@ -124,11 +126,12 @@ void EinsumVjpPlan::Impl::build(const Subscripts& s, std::span<const TensorMeta>
   if (n < 2)
     fail(ErrorKind::invalid_argument, "einsum vjp {}: the tree walk needs two or more operands but the einsum has "
          "{}; differentiate a one-operand einsum per operand (einsum_cotangent)", quote_for_message(einsum::to_string(s)), n);
-  dtype = ct.dtype;
-  for (const TensorMeta& m : metas) dtype = promote(dtype, m.dtype);
+  value_dtype = metas[0].dtype;
+  for (const TensorMeta& m : metas) value_dtype = promote(value_dtype, m.dtype);
+  dtype = promote(ct.dtype, value_dtype);
   std::vector<TensorMeta> promoted;
   for (const TensorMeta& m : metas) promoted.push_back(TensorMeta{dtype, m.shape});
-  PlannedTree tree = plan_tree(s, promoted, options, false);
+  PlannedTree tree = plan_tree(s, promoted, options, with_value);
   forward = std::move(tree.forward);
   if (ct.shape != forward.output_shape())
     fail(ErrorKind::shape, "einsum vjp {}: the output cotangent is {} but the output is {}; pass a cotangent of the "
@@ -178,10 +181,12 @@ void EinsumVjpPlan::Impl::build(const Subscripts& s, std::span<const TensorMeta>
     }
   steps.resize(children.size());
   for (size_t t = 0; t + 1 < children.size(); ++t) steps[t] = *pairs[t];  // the tangent walk reads every value
+  if (with_value) steps.back() = *pairs.back();
   // Memory policy: the values the reverse steps read are kept in step order while they fit under the limit; the
   // others are recomputed from their subtrees when a reverse step reads them (the same plans: the same bits).
   keep.assign(static_cast<size_t>(nodes), false);
   forward_phase.assign(static_cast<size_t>(nodes), false);
+  forward_phase[static_cast<size_t>(root())] = with_value;  // then every node below it is computed once, in order
   for (size_t t = 0; t + 1 < children.size(); ++t) {
     const size_t v = static_cast<size_t>(n) + t;
     if (!sibling_read[v]) continue;
@@ -267,10 +272,11 @@ ReverseStep EinsumVjpPlan::Impl::reverse_step(int node, int parent, int sibling,
 
 EinsumVjpPlan EinsumVjpPlan::prepare(const Subscripts& subscripts, std::span<const TensorMeta> operands,
                                      const TensorMeta& cotangent, std::vector<int> slots,
-                                     const EinsumOptions& options, int64_t keep_limit_bytes) {
+                                     const EinsumOptions& options, int64_t keep_limit_bytes, bool with_value) {
   auto impl = std::make_shared<Impl>();
   impl->slots = std::move(slots);
   impl->keep_limit = keep_limit_bytes;
+  impl->with_value = with_value;
   impl->build(subscripts, operands, cotangent, options);
   EinsumVjpPlan plan;
   plan.impl_ = std::move(impl);
@@ -317,9 +323,15 @@ std::vector<Tensor> EinsumVjpPlan::execute(std::span<const Tensor> operands, con
     cts[static_cast<size_t>(r.node)] = r.plan->execute(ops, context);
     if (im.last_use[static_cast<size_t>(r.parent)] == static_cast<int>(i)) cts[static_cast<size_t>(r.parent)] = Tensor();
   }
-  // Each slot's cotangent in its operand's dtype: the real part for a real operand of a complex walk.
+  // The value first when asked for (the walk's values are conjugated when complex), then each slot's cotangent in
+  // its operand's dtype: the real part for a real operand of a complex walk.
   std::vector<Tensor> out;
-  out.reserve(im.slots.size());
+  out.reserve(im.slots.size() + 1);
+  if (im.with_value) {
+    Tensor& y = values[static_cast<size_t>(im.root())];
+    if (is_complex(im.dtype)) y = kernels::unary(kernels::UnaryOp::conj, y, pool);
+    out.push_back(y.dtype() == im.value_dtype ? std::move(y) : y.astype(im.value_dtype));
+  }
   for (int k : im.slots) {
     Tensor g = std::move(cts[static_cast<size_t>(k)]);
     const DType want = im.operand_dtypes[static_cast<size_t>(k)];
@@ -393,6 +405,7 @@ std::vector<Tensor> EinsumVjpPlan::execute_tangent(std::span<const Tensor> opera
 }
 
 DType EinsumVjpPlan::dtype() const { return impl_->dtype; }
+bool EinsumVjpPlan::with_value() const { return impl_->with_value; }
 int64_t EinsumVjpPlan::kept_bytes() const { return impl_->kept; }
 int EinsumVjpPlan::recomputed_count() const { return static_cast<int>(impl_->recomputed.size()); }
 
@@ -402,7 +415,8 @@ std::string EinsumVjpPlan::to_string() const {
     return fmt::format("{} {}", id < im.n ? fmt::format("operand {}", id) : fmt::format("node {}", id),
                        quote_for_message(label_string(im.subs, im.labels[static_cast<size_t>(id)])));
   };
-  std::string out = fmt::format("einsum vjp {} over operands [{}] dtype {}\n",
+  std::string out = fmt::format("einsum {}vjp {} over operands [{}] dtype {}\n",
+                                im.with_value ? "value (the forward phase runs to the root) and " : "",
                                 quote_for_message(einsum::to_string(im.subs)), fmt::join(im.slots, ", "),
                                 name(im.dtype));
   if (!im.forward.tree().steps().empty()) out += fmt::format("tree {}\n", im.forward.tree().to_string());

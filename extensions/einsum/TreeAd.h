@@ -46,13 +46,16 @@ class EinsumVjpPlan {
   /// computing the cotangents of the operands listed in `slots` (ascending). Needs two or more operands.
   /// `keep_limit_bytes` bounds the forward intermediates kept for the reverse steps (-1: no limit): values the
   /// reverse steps read are kept in step order while they fit, the others are recomputed from their subtrees when
-  /// read (checkpointing); the results are bitwise the same at every limit.
+  /// read (checkpointing); the results are bitwise the same at every limit. `with_value` (mode value_vjp): the
+  /// forward phase runs up to the root, so execute() also returns the einsum's value, computed once and shared with
+  /// the reverse pass instead of by a separate forward einsum that keeps nothing.
   static EinsumVjpPlan prepare(const Subscripts& subscripts, std::span<const TensorMeta> operands,
                                const TensorMeta& cotangent, std::vector<int> slots, const EinsumOptions& options,
-                               int64_t keep_limit_bytes = -1);
+                               int64_t keep_limit_bytes = -1, bool with_value = false);
 
   /// The slots' cotangents, one per slot in slot order, each in its operand's shape and dtype (the real part for a
-  /// real operand of a complex einsum). Runs on `context`'s JIT and threads (the same bits on every context).
+  /// real operand of a complex einsum), after the einsum's value (in the walk's dtype) when prepared `with_value`.
+  /// Runs on `context`'s JIT and threads (the same bits on every context).
   std::vector<Tensor> execute(std::span<const Tensor> operands, const Tensor& cotangent,
                               ExecutionContext& context = default_context()) const;
 
@@ -67,6 +70,8 @@ class EinsumVjpPlan {
 
   /// The dtype the walk computes in (the operands' and the cotangent's promoted dtype).
   DType dtype() const;
+  /// Whether execute() returns the value first (prepared `with_value`).
+  bool with_value() const;
   /// Bytes of the forward intermediates the reverse pass keeps, and how many it recomputes instead.
   int64_t kept_bytes() const;
   int recomputed_count() const;

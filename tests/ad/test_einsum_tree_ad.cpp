@@ -3,7 +3,8 @@
 // per-operand rule (EinsumAdPath::per_operand, the oracle) and finite differences, and are bitwise the same on one
 // and two threads; the same on larger contractions where two threads split the work; the programs it makes, the
 // symbolic dims, the `--print-stages` report and the family's error messages; HVPs (mode vjp_jvp) and their jvp and
-// vjp (third order) against the per-operand rule on 120 seeded random einsums; lowering of every mode.
+// vjp (third order) against the per-operand rule on 120 seeded random einsums; lowering of every mode;
+// merge_value_vjp (the value and the cotangents from one walk) bit for bit against the unmerged programs.
 #include "AdTestUtil.h"
 #include "RandomEinsum.h"
 
@@ -60,10 +61,27 @@ bool same_bits(const Tensor& a, const Tensor& b) {
   return std::memcmp(x.raw_data(), y.raw_data(), x.nbytes()) == 0;
 }
 
+// Equal numbers, where a zero's sign may differ: the value of a complex einsum from the walk is conj(E(conj x)),
+// which can turn a +0 imaginary part into -0 (off-diagonal zeros of a repeated output label, say).
+bool same_values(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
+  if (!is_complex(a.dtype())) return same_bits(a, b);
+  Tensor x = a.contiguous(), y = b.contiguous();
+  const size_t parts = 2 * static_cast<size_t>(x.numel());
+  auto equal = [&](auto zero) {
+    using T = decltype(zero);
+    const T* p = static_cast<const T*>(x.raw_data());
+    return std::equal(p, p + parts, static_cast<const T*>(y.raw_data()));
+  };
+  return a.dtype() == DType::c64 ? equal(0.0f) : equal(0.0);
+}
+
 bool uses_tree_walk(const Program& p) { return print_program(p).find("mode = vjp,") != std::string::npos; }
+bool merged(const Program& p) { return print_program(p).find("mode = value_vjp,") != std::string::npos; }
 
 // Checks the tree walk's vjp of `p` at `inputs` against the per-operand path, finite differences and itself on two
-// threads. Returns whether the program used the tree walk.
+// threads, and the same program after merge_value_vjp (one walk for the value and the cotangents) against it bit
+// for bit on one and two threads. Returns whether the program used the tree walk.
 bool check_tree_vjp(const Program& p, const std::vector<int>& wrt, const std::vector<Tensor>& inputs, Rng& rng,
                     bool single, const std::string& context) {
   INFO(context);
@@ -75,6 +93,16 @@ bool check_tree_vjp(const Program& p, const std::vector<int>& wrt, const std::ve
   Tensor ct = random_tensor(primal[0].dtype(), primal[0].shape(), rng);
   in.push_back(ct);
   std::vector<Tensor> g1 = run_on(1, tree, in), g2 = run_on(2, tree, in), go = run_on(1, old, in);
+  const Program one_walk = einsum::merge_value_vjp(tree, registry());
+  CHECK(merged(one_walk) == uses_tree_walk(tree));  // the vjp program's cotangent is a parameter: always merged
+  CHECK(!uses_tree_walk(one_walk));
+  for (int threads : {1, 2}) {
+    const std::vector<Tensor> gm = run_on(threads, one_walk, in);
+    REQUIRE(gm.size() == g1.size());
+    CHECK_MESSAGE(same_values(gm[0], g1[0]), "merged vs unmerged value, " << threads << " threads");
+    for (size_t o = 1; o < gm.size(); ++o)
+      CHECK_MESSAGE(same_bits(gm[o], g1[o]), "merged vs unmerged, output " << o << ", " << threads << " threads");
+  }
   const Tolerance tol = tolerance_for(single ? DType::f32 : DType::f64);
   double lhs = 0, scale = 0;
   std::vector<Tensor> plus = inputs, minus = inputs;
@@ -334,7 +362,7 @@ TEST_CASE("einsum_ad errors name the attribute, the operand and the fix") {
   CHECK(error_of([] {
           einsum::EinsumAdPayload::parse_text("broadcast = false, mode = hvp, plan = auto, slots = [0, 1], "
                                               "subscripts = \"ij,jk->ik\"");
-        }) == "'einstage.einsum_ad.v1' attribute 'mode': expected jvp, vjp or vjp_jvp (got \"hvp\")");
+        }) == "'einstage.einsum_ad.v1' attribute 'mode': expected jvp, vjp, vjp_jvp or value_vjp (got \"hvp\")");
   CHECK(error_of([] {
           einsum::EinsumAdPayload::parse_text("broadcast = false, mode = vjp, plan = auto, slots = [1, 0], "
                                               "subscripts = \"ij,jk->ik\"");
@@ -432,6 +460,74 @@ TEST_CASE("checkpointing: a Runtime's vjp takes its keep limit from the Runtime'
   const std::vector<Tensor> got = keep_nothing.prepare(v).run(std::span<const Tensor>(inputs));
   REQUIRE(got.size() == expected.size());
   for (size_t k = 0; k < got.size(); ++k) CHECK(same_bits(got[k], expected[k]));
+  // The value and the cotangents from one walk (merge_value_vjp): under the limit too, with the same bits.
+  const Program one_walk = einsum::merge_value_vjp(v, registry());
+  REQUIRE(merged(one_walk));
+  const std::string merged_stages = keep_nothing.prepare(one_walk).describe_prepared(inputs);
+  CHECK(merged_stages.find("einsum value (the forward phase runs to the root) and vjp \"ab,bc,cd,de->ae\"") !=
+        std::string::npos);
+  CHECK(merged_stages.find("recomputes") != std::string::npos);
+  for (const Runtime* rt : {static_cast<const Runtime*>(&keep_nothing), &runtime_with(1), &runtime_with(2)}) {
+    const std::vector<Tensor> m = rt->prepare(one_walk).run(std::span<const Tensor>(inputs));
+    REQUIRE(m.size() == expected.size());
+    for (size_t k = 0; k < m.size(); ++k) CHECK(same_bits(m[k], expected[k]));
+  }
+}
+
+TEST_CASE("merge_value_vjp: the einsum and its vjp become one value_vjp walk when the cotangent does not read the "
+          "value; readers of the value move after it; jvp of the merged program and its lowering stay exact") {
+  TraceContext ctx("loss", registry());
+  std::vector<TracedTensor> params;
+  std::vector<Tensor> inputs;
+  Rng rng{91};
+  const std::vector<Shape> shapes = {{3, 4}, {4, 5}, {5, 3}};
+  for (size_t k = 0; k < shapes.size(); ++k) {
+    params.push_back(ctx.parameter(fmt::format("a{}", k), DType::f64,
+                                   std::vector<Dim>(shapes[k].begin(), shapes[k].end())));
+    inputs.push_back(random_tensor(DType::f64, shapes[k], rng));
+  }
+  TracedTensor y = einsum::einsum(ctx, "ij,jk,kl->il", std::span<const TracedTensor>(params));
+  const Program loss = ctx.finish({sum(y)});
+  const std::vector<int> wrt = {0, 1, 2};
+  const Program vg = ad::value_and_grad(loss, wrt, registry());
+  const Program m = einsum::merge_value_vjp(vg, registry());
+  INFO("value_and_grad:\n" << print_program(vg) << "merged:\n" << print_program(m));
+  REQUIRE(uses_tree_walk(vg));
+  CHECK(merged(m));
+  CHECK(print_program(m).find("einstage.einsum.v1(") == std::string::npos);  // the forward einsum is gone
+  CHECK(print_program(parse_program(print_program(m), registry())) == print_program(m));
+  const std::vector<Tensor> want = run_on(1, vg, inputs), got = run_on(1, m, inputs);
+  REQUIRE(got.size() == want.size());
+  for (size_t o = 0; o < got.size(); ++o) CHECK(same_bits(got[o], want[o]));
+
+  // A loss whose cotangent reads the value (sum(y * y): ct = 2y) keeps the einsum and the vjp apart.
+  TraceContext sq("square", registry());
+  std::vector<TracedTensor> sp;
+  for (size_t k = 0; k < shapes.size(); ++k)
+    sp.push_back(sq.parameter(fmt::format("a{}", k), DType::f64, std::vector<Dim>(shapes[k].begin(), shapes[k].end())));
+  TracedTensor ys = einsum::einsum(sq, "ij,jk,kl->il", std::span<const TracedTensor>(sp));
+  const Program square_vg = ad::value_and_grad(sq.finish({sum(ys * ys)}), wrt, registry());
+  REQUIRE(uses_tree_walk(square_vg));
+  CHECK(print_program(einsum::merge_value_vjp(square_vg, registry())) == print_program(square_vg));
+
+  // Higher order through value_vjp's linearize rule: the jvp of the merged program equals the unmerged one's.
+  std::vector<Tensor> jin = inputs;
+  for (const Shape& s : shapes) jin.push_back(random_tensor(DType::f64, s, rng));
+  const Program jm = ad::jvp(m, wrt, registry()), ju = ad::jvp(vg, wrt, registry());
+  const std::vector<Tensor> jgot = run_on(1, jm, jin), jwant = run_on(1, ju, jin);
+  REQUIRE(jgot.size() == jwant.size());
+  for (size_t o = 0; o < jgot.size(); ++o) {
+    std::string why;
+    CHECK_MESSAGE(close(jgot[o], jwant[o], 1e-12, &why), "jvp output " << o << ": " << why);
+  }
+  // Lowering: the einsum, then each slot's reverse einsum.
+  const Program lowered = lower_to_standard_ops(m, {}, *registry());
+  CHECK(print_program(lowered).find("einstage.") == std::string::npos);
+  const std::vector<Tensor> lgot = run(lowered, inputs);
+  for (size_t o = 0; o < lgot.size(); ++o) {
+    std::string why;
+    CHECK_MESSAGE(close(lgot[o], want[o], 1e-12, &why), "lowered output " << o << ": " << why);
+  }
 }
 
 TEST_CASE("lowering: jvp, vjp and vjp_jvp programs lower to standard ops with the same values") {

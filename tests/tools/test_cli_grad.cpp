@@ -86,11 +86,14 @@ TEST_CASE("grad: three operands, a cotangent file, --wrt and -o") {
         for (int64_t j = 0; j < J; ++j) s += at(a, I, i, j) * at(b, J, j, k) * at(g, I, i, l);
       CHECK(dc.at<double>({k, l}) == doctest::Approx(s).epsilon(1e-13));
     }
-  // The gradients come from one reverse walk of the planned tree; --print-stages shows it, and what it keeps.
+  // The output and the gradients come from one walk of the planned tree (the einsum merged with its vjp, mode
+  // value_vjp); --print-stages shows it, and what it keeps.
   Run stages = run_grad_cli(dir, "'ij,jk,kl->il' a.npy b.npy c.npy --wrt 2,1 --cotangent g.npy -o e_ --print-stages");
   CHECK(stages.status == 0);
-  CHECK(stages.out.find("mode = vjp, plan = auto, slots = [1, 2]") != std::string::npos);
-  CHECK(stages.out.find("einsum vjp \"ij,jk,kl->il\" over operands [1, 2] dtype f64") != std::string::npos);
+  CHECK(stages.out.find("mode = value_vjp, plan = auto, slots = [1, 2]") != std::string::npos);
+  CHECK(stages.out.find("einstage.einsum.v1(") == std::string::npos);
+  CHECK(stages.out.find("einsum value (the forward phase runs to the root) and vjp \"ij,jk,kl->il\" over operands "
+                        "[1, 2] dtype f64") != std::string::npos);
   CHECK(stages.out.find("forward keeps 0 (0 bytes): nothing") != std::string::npos);  // b and c are leaves
   CHECK(stages.out.find("reverse: ct operand 1 \"jk\" = ct node 3 \"jl\" x operand 2 \"kl\"") != std::string::npos);
   CHECK(read_npy(dir.file("e_1.npy")).to_col_major<double>() == db.to_col_major<double>());

@@ -6,23 +6,36 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <ctime>
 #include <functional>
 #include <string>
 #include <vector>
 
 namespace einstage::bench {
 
-/// Best wall time of fn in seconds, after one warm-up call (which plans trees and compiles kernels), over at least
-/// five calls and at least `min_time` seconds of calls. The best of many is the least disturbed by other processes.
-inline double best_time(const std::function<void()>& fn, double min_time) {
+/// The calling thread's CPU time in seconds (CLOCK_THREAD_CPUTIME_ID): on a loaded machine it leaves out the time
+/// the thread waited for a CPU, which wall time charges to whichever call was descheduled. Only for one-thread runs.
+inline double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+/// Best wall time of fn in seconds (with `cpu_time`, best thread CPU time), after one warm-up call (which plans trees
+/// and compiles kernels), over at least five calls and at least `min_time` seconds of calls. The best of many is
+/// the least disturbed by other processes.
+inline double best_time(const std::function<void()>& fn, double min_time, bool cpu_time = false) {
   using Clock = std::chrono::steady_clock;
+  auto now = [cpu_time] {
+    return cpu_time ? thread_cpu_seconds() : std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
+  };
   fn();
   double best = 1e300, total = 0;
   int reps = 0;
   while (total < min_time || reps < 5) {
-    auto t0 = Clock::now();
+    const double t0 = now();
     fn();
-    double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+    double dt = now() - t0;
     best = std::min(best, dt);
     total += dt;
     ++reps;

@@ -3,8 +3,9 @@
 // xwu,yxl,yzd,wzr->uldr at chi = 16 and 32, the loss L = sum(einsum(...)) is traced once, and ad::value_and_grad
 // gives the program that returns L and the gradient with respect to every operand. The programs run on a Runtime
 // with the einsum module (prepared and warm: trees planned and cached), and the table shows the time of the value
-// alone, of value + gradient (the default: the reverse pass walks the planned tree) and their ratio, then value +
-// gradient by the per-operand rule (EinsumAdPath::per_operand: one reverse einsum per operand) and after
+// alone, of value + gradient (the default: the reverse pass walks the planned tree, and einsum::merge_value_vjp
+// merges the forward einsum into it, so one walk gives the value and the gradients) and their ratio, the same
+// without the merge (the walk recomputes the forward intermediates), then value + gradient by the per-operand rule (EinsumAdPath::per_operand: one reverse einsum per operand) and after
 // einsum::split_einsums (the einsum rewritten into the pairwise einsums of its planned tree), and the bytes of
 // forward intermediates the tree walk keeps. The torch columns do the same with torch.autograd through
 // /usr/bin/python3 (when python3-torch is installed; "n/a" and the reason otherwise): "torch+path" contracts
@@ -13,8 +14,10 @@
 // where every label is a letter). f64, seeded data, one thread for both (torch.set_num_threads(1)), best of repeated
 // calls after a warm-up. Not a test: it prints a table and JSON.
 //
-// Usage: einstage_bench_ad [--min-time S] [--json FILE] [--no-torch] [--only TEXT] [--hvp]   (--only: workloads
-// whose name contains TEXT; --hvp also times Hessian-vector products, ad::jvp of ad::grad)
+// Usage: einstage_bench_ad [--min-time S] [--json FILE] [--no-torch] [--only TEXT] [--hvp] [--cpu-time]   (--only:
+// workloads whose name contains TEXT; --hvp also times Hessian-vector products, ad::jvp of ad::grad; --cpu-time
+// takes the best thread CPU time instead of wall time, for both systems, so a loaded machine's waits for a CPU drop
+// out of the ratios)
 #include "tools/bench/BenchUtil.h"
 #include "tools/bench/Machine.h"
 #include "compiler/Trace.h"
@@ -93,11 +96,12 @@ import torch
 torch.set_num_threads(1)
 cfg = json.load(sys.stdin)
 out = {"torch": torch.__version__, "rows": []}
+clock = time.thread_time if cfg["cpu_time"] else time.perf_counter
 def best(fn, min_time):
     fn()
     best, total, reps = 1e300, 0.0, 0
     while total < min_time or reps < 5:
-        t0 = time.perf_counter(); fn(); dt = time.perf_counter() - t0
+        t0 = clock(); fn(); dt = clock() - t0
         best = min(best, dt); total += dt; reps += 1
     return best
 for w in cfg["rows"]:
@@ -169,8 +173,8 @@ int64_t kept_bytes(const Workload& w, const Shape& output) {
 }
 
 // torch.autograd timings; nullopt with a reason when it cannot run.
-std::optional<json> torch_times(const std::vector<Workload>& ws, double min_time, const bench::Machine& machine,
-                                std::string& why) {
+std::optional<json> torch_times(const std::vector<Workload>& ws, double min_time, bool cpu_time,
+                                const bench::Machine& machine, std::string& why) {
   if (!std::filesystem::exists("/usr/bin/python3")) {
     why = "/usr/bin/python3 not found";
     return std::nullopt;
@@ -179,7 +183,7 @@ std::optional<json> torch_times(const std::vector<Workload>& ws, double min_time
     why = "python3-torch is not installed for /usr/bin/python3";
     return std::nullopt;
   }
-  json cfg = {{"min_time", min_time}, {"rows", json::array()}};
+  json cfg = {{"min_time", min_time}, {"cpu_time", cpu_time}, {"rows", json::array()}};
   for (const Workload& w : ws) cfg["rows"].push_back(torch_row(w));
   char script[] = "/tmp/einstage_bench_ad_py_XXXXXX";
   char input[] = "/tmp/einstage_bench_ad_in_XXXXXX";
@@ -211,6 +215,7 @@ int main(int argc, char** argv) {
   bool torch = true;
   std::string only;
   bool hvp = false;
+  bool cpu_time = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--min-time" && i + 1 < argc) min_time = std::atof(argv[++i]);
@@ -218,8 +223,9 @@ int main(int argc, char** argv) {
     else if (a == "--no-torch") torch = false;
     else if (a == "--only" && i + 1 < argc) only = argv[++i];
     else if (a == "--hvp") hvp = true;
+    else if (a == "--cpu-time") cpu_time = true;
     else {
-      std::fprintf(stderr, "usage: einstage_bench_ad [--min-time S] [--json FILE] [--no-torch] [--only TEXT] [--hvp]\n");
+      std::fprintf(stderr, "usage: einstage_bench_ad [--min-time S] [--json FILE] [--no-torch] [--only TEXT] [--hvp] [--cpu-time]\n");
       return 2;
     }
   }
@@ -228,20 +234,22 @@ int main(int argc, char** argv) {
     if (w.name.find(only) != std::string::npos) ws.push_back(std::move(w));
   std::string why = "--no-torch";
   const bench::Machine machine = bench::detect_machine();
-  std::optional<json> tt = torch ? torch_times(ws, min_time, machine, why) : std::nullopt;
+  std::optional<json> tt = torch ? torch_times(ws, min_time, cpu_time, machine, why) : std::nullopt;
 
   Runtime rt(RuntimeOptions{1});  // one thread, like torch here
   rt.add_module(einsum::module_descriptor());
-  json result = {{"machine", machine.to_json()}, {"threads", 1}, {"rows", json::array()}};
+  json result = {{"machine", machine.to_json()}, {"threads", 1}, {"cpu_time", cpu_time}, {"rows", json::array()}};
   if (tt) result["torch"] = (*tt)["torch"];
   else result["torch_failure"] = why;
   fmt::print("{}\n", machine.summary());
-  fmt::print("value vs value + gradient (all operands), f64, 1 thread, best of repeated calls (milliseconds)\n");
-  fmt::print("{:<14} | {:>8} {:>10} {:>6} | {:>10} {:>6} | {:>10} {:>6} | {:>8} | {:>8} {:>10} {:>6} | {:>10} | "
-             "{:>7}\n", "workload", "value", "value+grad", "ratio", "value+grad", "ratio", "value+grad", "ratio",
-             "kept MiB", "value", "value+grad", "ratio", "value+grad", "speedup");
-  fmt::print("{:<14} | {:^26} | {:^17} | {:^17} | {:>8} | {:^26} | {:^10} | {:>7}\n", "", "einstage (tree walk)",
-             "per-operand rule", "split_einsums", "", "torch+path", "torch.einsum", "vs t+p");
+  fmt::print("value vs value + gradient (all operands), f64, 1 thread, best {} of repeated calls (milliseconds)\n",
+             cpu_time ? "thread CPU time" : "wall time");
+  fmt::print("{:<14} | {:>8} {:>10} {:>6} | {:>10} {:>6} | {:>10} {:>6} | {:>10} {:>6} | {:>8} | {:>8} {:>10} {:>6} | "
+             "{:>10} | {:>7}\n", "workload", "value", "value+grad", "ratio", "value+grad", "ratio", "value+grad",
+             "ratio", "value+grad", "ratio", "kept MiB", "value", "value+grad", "ratio", "value+grad", "speedup");
+  fmt::print("{:<14} | {:^26} | {:^17} | {:^17} | {:^17} | {:>8} | {:^26} | {:^10} | {:>7}\n", "",
+             "einstage (tree walk)", "walk, no merge", "per-operand rule", "split_einsums", "", "torch+path",
+             "torch.einsum", "vs t+p");
   ExtensionRegistry per_operand = rt.registry();
   einsum::register_einsum_ad_rules(per_operand, einsum::EinsumAdPath::per_operand);
   for (const Workload& w : ws) {
@@ -257,18 +265,20 @@ int main(int argc, char** argv) {
     Shape out_shape;
     for (const Dim& d : y.type().dims) out_shape.push_back(d.constant());
     Program loss = ctx.finish({y.rank() == 0 ? y : sum(y)});
-    Program vg = ad::value_and_grad(loss, wrt, &rt.registry());
+    Program unmerged_vg = ad::value_and_grad(loss, wrt, &rt.registry());
+    Program vg = einsum::merge_value_vjp(unmerged_vg, &rt.registry());
     Program old_vg = ad::value_and_grad(loss, wrt, &per_operand);
     // The same loss with the einsum split into the pairwise einsums of its planned tree first (EinsumAd.h).
     Program split_vg = ad::value_and_grad(einsum::split_einsums(loss, &rt.registry()), wrt, &rt.registry());
     Executable value_exe = rt.prepare(loss), grad_exe = rt.prepare(vg), old_exe = rt.prepare(old_vg),
-               split_exe = rt.prepare(split_vg);
+               split_exe = rt.prepare(split_vg), unmerged_exe = rt.prepare(unmerged_vg);
     std::vector<Tensor> ops = operands(w);
     std::span<const Tensor> in(ops);
-    const double tv = best_time([&] { value_exe.run(in); }, min_time);
-    const double tg = best_time([&] { grad_exe.run(in); }, min_time);
-    const double to = best_time([&] { old_exe.run(in); }, min_time);
-    const double ts = best_time([&] { split_exe.run(in); }, min_time);
+    const double tv = best_time([&] { value_exe.run(in); }, min_time, cpu_time);
+    const double tg = best_time([&] { grad_exe.run(in); }, min_time, cpu_time);
+    const double tu = best_time([&] { unmerged_exe.run(in); }, min_time, cpu_time);
+    const double to = best_time([&] { old_exe.run(in); }, min_time, cpu_time);
+    const double ts = best_time([&] { split_exe.run(in); }, min_time, cpu_time);
     const int64_t kept = kept_bytes(w, out_shape);
     // Hessian-vector products: jvp of the gradient program (forward over reverse), tangents for every operand.
     double th = -1;
@@ -277,7 +287,7 @@ int main(int argc, char** argv) {
       Executable hvp_exe = rt.prepare(hv);
       std::vector<Tensor> hin = ops;
       for (const Tensor& t : ops) hin.push_back(t);
-      th = best_time([&] { hvp_exe.run(std::span<const Tensor>(hin)); }, min_time);
+      th = best_time([&] { hvp_exe.run(std::span<const Tensor>(hin)); }, min_time, cpu_time);
       fmt::print("{:<14} | hvp (jvp of grad) {} ms = {} value\n", w.name, ms(th), ratio(th, tv));
     }
     double pv = -1, pg = -1, ev = -1, eg = -1;
@@ -291,8 +301,9 @@ int main(int argc, char** argv) {
             eg = r["value_and_grad_s"].get<double>();
           }
         }
-    fmt::print("{:<14} | {:>8} {:>10} {:>6} | {:>10} {:>6} | {:>10} {:>6} | {:>8.2f} | {:>8} {:>10} {:>6} | {:>10} | "
-               "{:>7}\n", w.name, ms(tv), ms(tg), ratio(tg, tv), ms(to), ratio(to, tv), ms(ts), ratio(ts, tv),
+    fmt::print("{:<14} | {:>8} {:>10} {:>6} | {:>10} {:>6} | {:>10} {:>6} | {:>10} {:>6} | {:>8.2f} | {:>8} {:>10} "
+               "{:>6} | {:>10} | {:>7}\n", w.name, ms(tv), ms(tg), ratio(tg, tv), ms(tu), ratio(tu, tv), ms(to),
+               ratio(to, tv), ms(ts), ratio(ts, tv),
                static_cast<double>(kept) / (1 << 20), ms(pv), ms(pg), ratio(pg, pv), ms(eg), ratio(pg, tg));
     auto count_ext = [](const Program& p) {
       return std::count_if(p.instructions.begin(), p.instructions.end(),
@@ -302,6 +313,7 @@ int main(int argc, char** argv) {
                               {"spec", w.spec},
                               {"instructions_in_value_and_grad", vg.instructions.size()},
                               {"einstage", {{"value_s", tv}, {"value_and_grad_s", tg},
+                                            {"value_and_grad_unmerged_s", tu},
                                             {"value_and_grad_per_operand_s", to},
                                             {"value_and_grad_split_s", ts},
                                             {"kept_intermediate_bytes", kept},
