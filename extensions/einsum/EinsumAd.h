@@ -54,7 +54,8 @@ Program split_einsums(const Program& program, const ExtensionRegistry* registry)
 /// value_vjp instruction (EinsumAdOp.h) that returns the value and the cotangents from one walk of the planned tree,
 /// so the forward contractions run once instead of twice (the vjp's walk recomputes them otherwise). The readers of
 /// the value move after it; the results have the same bits (the walk's forward steps are the forward's), but for the sign
-/// of a zero imaginary part of a complex value (the walk computes conj(E(conj x))). An einsum
+/// of a zero imaginary part of a complex value (the walk computes conj(E(conj x))) and the rounding of the value
+/// when real and complex operands are mixed (the walk promotes the real ones). An einsum
 /// with `max_memory` (sliced) and a cotangent that depends on the value (e.g. the loss sum(y * y)) are left as they
 /// are. For programs about to run (value_and_grad, grad): differentiating the result again works (value_vjp has a
 /// linearize rule), but AD never emits value_vjp itself.

@@ -94,12 +94,18 @@ bool check_tree_vjp(const Program& p, const std::vector<int>& wrt, const std::ve
   in.push_back(ct);
   std::vector<Tensor> g1 = run_on(1, tree, in), g2 = run_on(2, tree, in), go = run_on(1, old, in);
   const Program one_walk = einsum::merge_value_vjp(tree, registry());
+  const bool one_dtype = std::all_of(inputs.begin(), inputs.end(),
+                                     [&](const Tensor& x) { return x.dtype() == inputs[0].dtype(); });
   CHECK(merged(one_walk) == uses_tree_walk(tree));  // the vjp program's cotangent is a parameter: always merged
   CHECK(!uses_tree_walk(one_walk));
   for (int threads : {1, 2}) {
     const std::vector<Tensor> gm = run_on(threads, one_walk, in);
     REQUIRE(gm.size() == g1.size());
-    CHECK_MESSAGE(same_values(gm[0], g1[0]), "merged vs unmerged value, " << threads << " threads");
+    // The value: the same numbers when every operand has one dtype; with real and complex operands mixed the walk
+    // multiplies the promoted real operand as complex, the einsum as real, so the two round differently.
+    std::string why;
+    if (one_dtype) CHECK_MESSAGE(same_values(gm[0], g1[0]), "merged vs unmerged value, " << threads << " threads");
+    CHECK_MESSAGE(close(gm[0], g1[0], single ? 1e-5 : 1e-13, &why), "merged vs unmerged value: " << why);
     for (size_t o = 1; o < gm.size(); ++o)
       CHECK_MESSAGE(same_bits(gm[o], g1[o]), "merged vs unmerged, output " << o << ", " << threads << " threads");
   }
