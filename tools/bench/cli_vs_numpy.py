@@ -1,9 +1,13 @@
 #!/usr/bin/python3
-"""Whole-process GEMM: `einstage einsum ij,jk->ik A.npy B.npy -o C.npy` against the NumPy script
-`np.save(out, np.load(A) @ np.load(B))`, each a fresh process, interleaved (einstage, NumPy, einstage, ...) so both
+"""Whole-process einsums: `einstage einsum SUBSCRIPTS A.npy B.npy -o C.npy` against the NumPy script that loads
+the same files and saves the same result, each a fresh process, interleaved (einstage, NumPy, einstage, ...) so both
 see the same load on a shared machine. Not a test: it prints a table.
 
-Usage: tools/bench/cli_vs_numpy.py build/tools/einstage [--n 2048] [--runs 7] [--dtype f64]
+Usage: tools/bench/cli_vs_numpy.py build/tools/einstage [--case gemm|aebf|kac] [--n 2048] [--runs 7] [--dtype f64]
+
+Cases (issue 14's whole-process targets): `gemm` is ij,jk->ik at n² against `np.load(A) @ np.load(B)`; `aebf` is
+aebf,dfce->abcd with every extent 48 and `kac` is kac,bk->abc with k=16, a=4096, c=64, b=64 (A 16×4096×64, B 64×16),
+both against `np.einsum(subscripts, A, B, optimize="greedy")`.
 
 Rows: einstage at the default thread count and at --threads 1; NumPy with OpenBLAS's own threads and core pick,
 and at OPENBLAS_NUM_THREADS=1; when tools/bench/Machine.h's rule applies (an AVX-512 CPU that OpenBLAS does not
@@ -51,6 +55,7 @@ def run(cmd, env):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("einstage")
+    ap.add_argument("--case", default="gemm", choices=["gemm", "aebf", "kac"])
     ap.add_argument("--n", type=int, default=2048)
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--dtype", default="f64", choices=["f64", "f32"])
@@ -62,11 +67,17 @@ def main():
         rng = np.random.default_rng(1)
         dt = np.float64 if args.dtype == "f64" else np.float32
         a_path, b_path = os.path.join(d, "A.npy"), os.path.join(d, "B.npy")
-        np.save(a_path, rng.standard_normal((args.n, args.n)).astype(dt))
-        np.save(b_path, rng.standard_normal((args.n, args.n)).astype(dt))
+        subscripts, a_shape, b_shape = {"gemm": ("ij,jk->ik", (args.n, args.n), (args.n, args.n)),
+                                        "aebf": ("aebf,dfce->abcd", (48,) * 4, (48,) * 4),
+                                        "kac": ("kac,bk->abc", (16, 4096, 64), (64, 16))}[args.case]
+        np.save(a_path, rng.standard_normal(a_shape).astype(dt))
+        np.save(b_path, rng.standard_normal(b_shape).astype(dt))
         out_path = os.path.join(d, "C_np.npy")
-        script = f"import numpy as np; np.save({out_path!r}, np.load({a_path!r}) @ np.load({b_path!r}))"
-        ours = [args.einstage, "einsum", "ij,jk->ik", a_path, b_path, "-o", os.path.join(d, "C.npy")]
+        load = f"np.load({a_path!r}), np.load({b_path!r})"
+        expr = (f"np.matmul({load})" if args.case == "gemm"
+                else f"np.einsum({subscripts!r}, {load}, optimize='greedy')")
+        script = f"import numpy as np; np.save({out_path!r}, {expr})"
+        ours = [args.einstage, "einsum", subscripts, a_path, b_path, "-o", os.path.join(d, "C.npy")]
         numpy = ["/usr/bin/python3", "-c", script]
         rows = [("einstage (default threads)", ours, {}, "default"),
                 ("einstage --threads 1", ours + ["--threads", "1"], {}, "1"),
@@ -87,7 +98,8 @@ def main():
         err = float(np.max(np.abs(got - want)) / np.max(np.abs(want)))
     with open("/proc/cpuinfo") as f:
         model = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), "unknown")
-    print(f"cpu: {model}; {os.cpu_count()} CPUs; OpenBLAS own pick {own}; {args.n}^2 {args.dtype} GEMM, "
+    what = f"{args.n}^2 GEMM" if args.case == "gemm" else f"{subscripts} {a_shape} x {b_shape}"
+    print(f"cpu: {model}; {os.cpu_count()} CPUs; OpenBLAS own pick {own}; {what} {args.dtype}, "
           f"{args.runs} interleaved runs after one warm-up round; load average {os.getloadavg()[0]:.2f}")
     ref = {}
     print(f"{'process':<48} {'best s':>8} {'median s':>9} {'peak MiB':>9} {'x einstage':>11}")
