@@ -5,7 +5,10 @@
 // The analytic model (BLIS; Low et al., "Analytical modeling is enough for high-performance BLIS", 2016), in real
 // elements of s bytes with an mr x nr micro-tile:
 //   KC  the B sliver (nr x KC) that every A sliver of a block is multiplied with stays in L1 next to the A sliver
-//       streaming through and the C tile: the B sliver takes a third of L1d. KC = L1d / (3 nr s), a multiple of 8.
+//       streaming through and the C tile: the B sliver takes a third of L1d. KC = L1d / (3 nr s), a multiple of 8,
+//       raised to kMinKc (256) when the sliver then still fits in half of L1d: each KC block passes the whole of C
+//       through memory once more, and on a 32 KiB L1d (Zen 3, Zen 4) the third-of-L1 rule alone gave f64 KC 168
+//       (Zen 4), measured 10% slower on 1024² DGEMM than KC 256 (docs/performance.md, Zen 4 section).
 //   MC  the packed A block (MC x KC) stays in L2 while B slivers stream through it: half of L2 less two B slivers.
 //       MC = (L2 / 2 - 2 nr KC s) / (KC s), a multiple of mr.
 //   NC  the packed B panel (KC x NC), shared by all threads, within half of L3 (NC = L3 / 2 / (KC s), a multiple
@@ -14,7 +17,8 @@
 //       lane kernels' A and B slivers together take as much.
 // On the Xeon these were first tuned on (48 KiB L1d, 2 MiB L2, 12-way L1), the model gives exactly the tuned values:
 // f64 MC 480 KC 256 NC 4096, f32 MC 480 KC 512 NC 4096, direct A <= 40 KiB. A Zen 3 core (32 KiB L1d, 512 KiB L2,
-// 32 MiB L3 per CCX, AVX2 8 x 6 f64 tiles) gets f64 MC 128 KC 224 NC 4096. Cache sizes come from Linux's sysfs
+// 32 MiB L3 per CCX, AVX2 8 x 6 f64 tiles) gets f64 MC 112 KC 256 NC 4092; a Zen 4 core (32 KiB L1d, 1 MiB L2,
+// AVX-512 24 x 8 f64 tiles) f64 MC 240 KC 256 NC 4096. Cache sizes come from Linux's sysfs
 // (cpu0's cache/index*/{level,type,size}); a level that cannot be read gets a conservative fallback (32 KiB L1d,
 // 256 KiB L2, 8 MiB L3), read once per process.
 #pragma once
@@ -30,6 +34,9 @@ namespace einstage {
 struct CacheInfo {
   int64_t l1d = 0, l2 = 0, l3 = 0;
 };
+
+/// The smallest KC the model raises a third-of-L1 KC to, when the B sliver still fits in half of L1d.
+inline constexpr int64_t kMinKc = 256;
 
 /// The fallback for a level sysfs does not report.
 inline constexpr CacheInfo kFallbackCaches{32 * 1024, 256 * 1024, 8 * 1024 * 1024};

@@ -51,8 +51,8 @@ TEST_CASE("blocking: Sapphire-Rapids-like and Zen-3-like cores get sensible, dis
   // 32 KiB L1d, 512 KiB L2, 32 MiB L3 per CCX, AVX2 tiles 8 x 6 (f64) and 16 x 6 (f32).
   const CacheInfo zen3{32 * KiB, 512 * KiB, 32 * MiB};
   const GettBlocking zen64 = for_default_tile(zen3, DType::f64, false);
-  CHECK(zen64.mc == 128);
-  CHECK(zen64.kc == 224);
+  CHECK(zen64.mc == 112);
+  CHECK(zen64.kc == 256);  // the third-of-L1 rule's 224, raised to kMinKc
   CHECK(zen64.nc == 4092);  // 4096 rounded down to a multiple of NR = 6
   const GettBlocking zen32 = for_default_tile(zen3, DType::f32, false);
   CHECK(zen32.mc == 128);
@@ -61,8 +61,16 @@ TEST_CASE("blocking: Sapphire-Rapids-like and Zen-3-like cores get sensible, dis
   CHECK(lane_kc(zen3, 32, 3, 4) == 120);  // 3 x 4 ymm lane tiles
   CHECK_FALSE(same(zen64, spr64));
 
+  // 32 KiB L1d, 1 MiB L2, 32 MiB L3, AVX-512 tiles: the third-of-L1 KC (168 f64) is raised to 256; f32 keeps 336.
+  const CacheInfo zen4{32 * KiB, 1 * MiB, 32 * MiB};
+  const GettBlocking zen4_64 = for_default_tile(zen4, DType::f64, true);
+  CHECK(zen4_64.kc == 256);
+  CHECK(zen4_64.mc == 240);
+  CHECK(zen4_64.nc == 4096);
+  CHECK(for_default_tile(zen4, DType::f32, true).kc == 336);
+
   // Every block holds what the model says it holds.
-  for (const CacheInfo& c : {spr, zen3}) {
+  for (const CacheInfo& c : {spr, zen3, zen4}) {
     for (DType real : {DType::f32, DType::f64}) {
       for (bool avx512 : {false, true}) {
         const MicroKernelSpec tile = default_micro_kernel(real, avx512);
@@ -72,7 +80,8 @@ TEST_CASE("blocking: Sapphire-Rapids-like and Zen-3-like cores get sensible, dis
         CAPTURE(avx512);
         CHECK(b.mc % tile.mr == 0);
         CHECK(b.nc % tile.nr == 0);
-        CHECK(tile.nr * b.kc * s <= c.l1d / 3);       // the B sliver in a third of L1
+        // The B sliver in a third of L1, or at KC = kMinKc in half of it.
+        CHECK(tile.nr * b.kc * s <= (b.kc == kMinKc ? c.l1d / 2 : c.l1d / 3));
         CHECK(b.mc * b.kc * s <= c.l2 / 2);           // the A block in half of L2
         CHECK(b.kc * b.nc * s <= c.l3 / 2);           // the B panel in half of L3
       }
