@@ -17,8 +17,10 @@ namespace einstage {
 
 namespace {
 
-constexpr size_t kHuge = size_t(2) << 20;  // huge-page size and the alignment of large blocks
-constexpr size_t kLargeBytes = 2 * kHuge;  // storage from here on is a large block
+constexpr size_t kHuge = size_t(2) << 20;   // huge-page size and the alignment of large blocks
+constexpr size_t kLargeBytes = 2 * kHuge;   // storage from here on is a large block
+constexpr size_t kPage = size_t(4) << 10;
+constexpr size_t kMediumBytes = 16 * kPage;  // storage from here on (64 KiB) is a medium block
 
 void* aligned(size_t alignment, size_t bytes, int64_t requested, std::string_view what) {
   void* p = std::aligned_alloc(alignment, bytes);
@@ -63,7 +65,12 @@ struct ScratchAllocator::State {
   // The last few freed large blocks (the newest kept, the oldest evicted), for an allocation of exactly the same
   // (2 MiB-rounded) size: the blocks worth keeping are those of the einsum running now (a suite that went from 32 MB
   // to 128 MB outputs kept two stale 32 MB blocks and faulted in every 128 MB output afresh: 11 ms -> 77 ms per call).
-  static constexpr size_t kBlocks = 2;
+  // Medium blocks (64 KiB to 4 MiB, 4 KiB-rounded) have a tier of their own: a program run frees and asks again for
+  // many of them (a gradient's outputs and intermediates), and malloc gives such sizes back to the system when
+  // they are freed (heap trimming, munmap), so every run faulted their pages in afresh.
+  static constexpr size_t kLargeBlocks = 2, kMediumBlocks = 32, kBlocks = kLargeBlocks + kMediumBlocks;
+  static size_t tier_begin(size_t bytes) { return bytes >= kLargeBytes ? 0 : kLargeBlocks; }
+  static size_t tier_end(size_t bytes) { return bytes >= kLargeBytes ? kLargeBlocks : kBlocks; }
 
   explicit State(size_t limit_bytes) : limit(limit_bytes) {}
 
@@ -87,12 +94,12 @@ struct ScratchAllocator::State {
     for (void* p : block) std::free(p);
   }
 
-  // Under the lock: the oldest kept block, removed (nullptr when none is kept).
-  void* evict_oldest() {
-    size_t oldest = kBlocks;
-    for (size_t i = 0; i < kBlocks; ++i)
-      if (block[i] && (oldest == kBlocks || age[i] < age[oldest])) oldest = i;
-    if (oldest == kBlocks) return nullptr;
+  // Under the lock: the oldest kept block among [begin, end), removed (nullptr when none is kept).
+  void* evict_oldest(size_t begin = 0, size_t end = kBlocks) {
+    size_t oldest = end;
+    for (size_t i = begin; i < end; ++i)
+      if (block[i] && (oldest == end || age[i] < age[oldest])) oldest = i;
+    if (oldest == end) return nullptr;
     void* p = block[oldest];
     block_bytes -= size[oldest];
     block[oldest] = nullptr;
@@ -101,7 +108,7 @@ struct ScratchAllocator::State {
 
   void* take_block(size_t bytes) {
     std::lock_guard lock(mutex);
-    for (size_t i = 0; i < kBlocks; ++i)
+    for (size_t i = tier_begin(bytes); i < tier_end(bytes); ++i)
       if (block[i] && size[i] == bytes) {
         void* p = block[i];
         block[i] = nullptr;
@@ -111,7 +118,7 @@ struct ScratchAllocator::State {
     return nullptr;
   }
 
-  // The freed block replaces the oldest kept ones when the slots or the limit are full.
+  // The freed block replaces the oldest kept ones when its tier's slots or the limit are full.
   void give_block(void* p, size_t bytes) {
     std::vector<void*> to_free;
     {
@@ -120,14 +127,15 @@ struct ScratchAllocator::State {
         to_free.push_back(p);
       } else {
         for (;;) {
-          size_t free_slot = kBlocks;
-          for (size_t i = 0; i < kBlocks && free_slot == kBlocks; ++i)
+          const size_t begin = tier_begin(bytes), end = tier_end(bytes);
+          size_t free_slot = end;
+          for (size_t i = begin; i < end && free_slot == end; ++i)
             if (!block[i]) free_slot = i;
-          if (free_slot != kBlocks && retained() + bytes <= limit) {
+          if (free_slot != end && retained() + bytes <= limit) {
             block[free_slot] = p, size[free_slot] = bytes, age[free_slot] = ++clock, block_bytes += bytes;
             break;
           }
-          void* evicted = evict_oldest();
+          void* evicted = free_slot == end ? evict_oldest(begin, end) : evict_oldest();
           if (!evicted) {  // the idle slots' buffers leave no room: not kept
             to_free.push_back(p);
             break;
@@ -175,7 +183,7 @@ std::shared_ptr<std::byte> ScratchAllocator::allocate(size_t bytes, const char* 
   const auto requested = static_cast<int64_t>(bytes);
   if (!fits_in_memory(requested)) fail_out_of_memory(requested, what);
   size_t rounded = std::max<size_t>(64, (bytes + 63) / 64 * 64);
-  if (rounded < kLargeBytes) {
+  if (rounded < kMediumBytes) {
     state_->fresh.fetch_add(1, std::memory_order_relaxed);
     return std::shared_ptr<std::byte>(static_cast<std::byte*>(aligned(64, rounded, requested, what)),
                                       [](std::byte* q) { std::free(q); });
@@ -184,15 +192,18 @@ std::shared_ptr<std::byte> ScratchAllocator::allocate(size_t bytes, const char* 
   // (an elementwise or outer product into a new output) the faults cost more than the arithmetic. Align to 2 MiB
   // and ask for transparent huge pages (as NumPy's allocator does); with THP set to "madvise" that is 512x fewer
   // faults. Only a hint: nothing depends on it succeeding.
-  rounded = (rounded + kHuge - 1) / kHuge * kHuge;
+  // Medium blocks (kept in a tier of their own, State) are rounded to whole pages.
+  const bool large = rounded >= kLargeBytes;
+  const size_t unit = large ? kHuge : kPage;
+  rounded = (rounded + unit - 1) / unit * unit;
   void* p = state_->take_block(rounded);
   if (p) {
     state_->reuses.fetch_add(1, std::memory_order_relaxed);
   } else {
     state_->fresh.fetch_add(1, std::memory_order_relaxed);
-    p = aligned(kHuge, rounded, requested, what);
+    p = aligned(large ? kHuge : 64, rounded, requested, what);
 #if defined(__linux__)
-    (void)madvise(p, rounded, MADV_HUGEPAGE);
+    if (large) (void)madvise(p, rounded, MADV_HUGEPAGE);
 #endif
   }
   return std::shared_ptr<std::byte>(static_cast<std::byte*>(p),
@@ -248,7 +259,7 @@ ScratchStats ScratchAllocator::stats() const {
   ScratchStats s;
   s.limit_bytes = state_->limit;
   s.retained_bytes = state_->retained();
-  for (void* p : state_->block) s.kept_blocks += p != nullptr;
+  for (size_t i = 0; i < State::kLargeBlocks; ++i) s.kept_blocks += state_->block[i] != nullptr;
   s.reuses = state_->reuses.load();
   s.fresh = state_->fresh.load();
   return s;

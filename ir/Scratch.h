@@ -1,6 +1,8 @@
 // ScratchAllocator: the one place that keeps freed memory for reuse, under one byte limit. It hands out tensor
 // storage (large blocks of 4 MiB and more are 2 MiB-aligned with a huge-page hint, and the last two freed are kept
-// for a later allocation of the same size) and per-call scratch leases (the einsum executor's arena and problem, the
+// for a later allocation of the same size; medium blocks of 64 KiB to 4 MiB are rounded to 4 KiB pages and the last
+// 32 freed kept likewise, since malloc hands such sizes back to the system and a program's next run faults their
+// pages in again) and per-call scratch leases (the einsum executor's arena and problem, the
 // JIT GETT's packing buffers), whose buffers stay with the lease's slot between calls. Stage: ir (tensor storage
 // lives here); an ExecutionContext (runtime/Context.h) owns one and routes its kernels' scratch and its einsum
 // outputs through it. Depends on ir/Error.h.
@@ -35,7 +37,7 @@ namespace einstage {
 struct ScratchStats {
   size_t limit_bytes = 0;     // the limit it was made with
   size_t retained_bytes = 0;  // kept now while unused (kept blocks + idle slots' buffers), <= limit_bytes
-  size_t kept_blocks = 0;     // large blocks kept now
+  size_t kept_blocks = 0;     // large blocks kept now (medium ones count in retained_bytes only)
   uint64_t reuses = 0;        // requests served from retained memory (a kept block, a slot buffer large enough)
   uint64_t fresh = 0;         // requests that took new memory from the system
 };

@@ -1,10 +1,11 @@
-// ScratchAllocator (ir/Scratch.h): one byte limit over kept large blocks and idle slots' buffers, reuse counted,
-// leases exclusive, two allocators independent, storage that outlives its allocator still freed safely.
+// ScratchAllocator (ir/Scratch.h): one byte limit over kept large and medium blocks and idle slots' buffers, reuse
+// counted, leases exclusive, two allocators independent, storage that outlives its allocator still freed safely.
 #include "ir/Scratch.h"
 #include "ir/Tensor.h"
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -106,4 +107,38 @@ TEST_CASE("scratch: storage outlives its allocator") {
   }
   CHECK(survivor.at<double>({1023, 1023}) == 2.5);
   survivor = Tensor();  // its block goes back to the system, not to the destroyed allocator's cache
+}
+
+TEST_CASE("scratch: freed medium blocks (64 KiB to 4 MiB) come back for the same page-rounded size, under the limit") {
+  ScratchAllocator scratch(64 * kMiB);
+  std::vector<const void*> freed;
+  {
+    std::vector<Tensor> outputs;  // a gradient's outputs, say: seven 512 KiB matrices
+    for (int k = 0; k < 7; ++k) outputs.push_back(Tensor::empty(DType::f64, {256, 256}, scratch));
+    for (const Tensor& t : outputs) freed.push_back(t.raw_data());
+  }
+  CHECK(scratch.stats().retained_bytes == 7 * 512 * 1024);
+  CHECK(scratch.stats().kept_blocks == 0);  // kept_blocks counts the large ones
+  const ScratchStats before = scratch.stats();
+  std::vector<Tensor> again;
+  for (int k = 0; k < 7; ++k) {
+    again.push_back(Tensor::empty(DType::f64, {256, 256}, scratch));
+    CHECK(std::find(freed.begin(), freed.end(), again.back().raw_data()) != freed.end());
+  }
+  CHECK(scratch.stats().reuses == before.reuses + 7);
+  CHECK(scratch.stats().fresh == before.fresh);
+  CHECK(scratch.stats().retained_bytes == 0);
+  { Tensor other = Tensor::empty(DType::f64, {300, 256}, scratch); }  // another size: fresh, then kept too
+  CHECK(scratch.stats().fresh == before.fresh + 1);
+  CHECK(scratch.stats().retained_bytes == 600 * 1024);  // 300 * 256 * 8 bytes, a whole number of 4 KiB pages
+
+  ScratchAllocator small(1 * kMiB);  // the limit holds for medium blocks too
+  {
+    std::vector<Tensor> ts;
+    for (int k = 0; k < 3; ++k) ts.push_back(Tensor::empty(DType::f64, {256, 256}, small));
+  }
+  CHECK(small.stats().retained_bytes <= 1 * kMiB);
+  ScratchAllocator none(0);
+  { Tensor t = Tensor::empty(DType::f64, {256, 256}, none); }
+  CHECK(none.stats().retained_bytes == 0);
 }
