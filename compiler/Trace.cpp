@@ -143,11 +143,16 @@ TracedTensor broadcast_in_dim(const TracedTensor& x, Axes dims, std::vector<Dim>
   return unary(x, BroadcastInDim{std::move(dims), std::move(shape)});
 }
 TracedTensor reduce_sum(const TracedTensor& x, Axes axes) { return unary(x, ReduceSum{std::move(axes)}); }
-TracedTensor sum(const TracedTensor& x) {
+namespace {
+Axes all_axes(const TracedTensor& x) {
   Axes all;
   for (int i = 0; i < x.rank(); ++i) all.push_back(i);
-  return reduce_sum(x, std::move(all));
+  return all;
 }
+}  // namespace
+TracedTensor sum(const TracedTensor& x) { return reduce_sum(x, all_axes(x)); }
+TracedTensor reduce_max(const TracedTensor& x, Axes axes) { return unary(x, ReduceMax{std::move(axes)}); }
+TracedTensor max(const TracedTensor& x) { return reduce_max(x, all_axes(x)); }
 TracedTensor extract_diag(const TracedTensor& x, int64_t a, int64_t b) { return unary(x, ExtractDiag{a, b}); }
 TracedTensor embed_diag(const TracedTensor& x, int64_t a, int64_t b) { return unary(x, EmbedDiag{a, b}); }
 TracedTensor dot_general(const TracedTensor& lhs, const TracedTensor& rhs, Axes lhs_contracting,

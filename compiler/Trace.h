@@ -133,6 +133,10 @@ TracedTensor broadcast_in_dim(const TracedTensor& x, Axes dims, std::vector<Dim>
 TracedTensor reduce_sum(const TracedTensor& x, Axes axes);
 /// The sum over every axis (a scalar).
 TracedTensor sum(const TracedTensor& x);
+/// The maximum over `axes` (real dtypes); its derivative is the tangent at the first maximum (ir/Ops.h ReduceMax).
+TracedTensor reduce_max(const TracedTensor& x, Axes axes);
+/// The maximum over every axis (a scalar).
+TracedTensor max(const TracedTensor& x);
 TracedTensor extract_diag(const TracedTensor& x, int64_t axis_a, int64_t axis_b);
 TracedTensor embed_diag(const TracedTensor& x, int64_t axis_a, int64_t axis_b);
 TracedTensor dot_general(const TracedTensor& lhs, const TracedTensor& rhs, Axes lhs_contracting,

@@ -142,13 +142,42 @@ TensorType BroadcastInDim::infer(const BroadcastInDim& op, Types in, TypeContext
   return TensorType{x.dtype, op.shape};
 }
 
+namespace {
+// The type of a reduction of `x` over `axes`: those axes removed, the others in order.
+TensorType reduced_type(const TensorType& x, const Axes& axes) {
+  TensorType out{x.dtype, {}};
+  for (int a = 0; a < x.rank(); ++a)
+    if (!contains(axes, a)) out.dims.push_back(x.dims[a]);
+  return out;
+}
+}  // namespace
+
 // ---- reduce_sum ----
 TensorType ReduceSum::infer(const ReduceSum& op, Types in, TypeContext& ctx) {
   check_axes(ctx, op.axes, in[0].rank(), "axes", true);
-  TensorType out{in[0].dtype, {}};
-  for (int a = 0; a < in[0].rank(); ++a)
-    if (!contains(op.axes, a)) out.dims.push_back(in[0].dims[a]);
-  return out;
+  return reduced_type(in[0], op.axes);
+}
+
+namespace {
+// reduce_max and first_max_mask: strictly increasing axes of a real operand (maxima of complex numbers are undefined).
+void check_max_operand(TypeContext& ctx, const Axes& axes, const TensorType& x) {
+  check_axes(ctx, axes, x.rank(), "axes", true);
+  if (is_complex(x.dtype))
+    ctx.error(ErrorKind::dtype, "operand 0 has type {}; expected a real dtype (f32, f64, i64): complex numbers have no "
+              "maximum (take abs or real first)", x.to_string());
+}
+}  // namespace
+
+// ---- reduce_max ----
+TensorType ReduceMax::infer(const ReduceMax& op, Types in, TypeContext& ctx) {
+  check_max_operand(ctx, op.axes, in[0]);
+  return reduced_type(in[0], op.axes);
+}
+
+// ---- first_max_mask: the operand's type ----
+TensorType FirstMaxMask::infer(const FirstMaxMask& op, Types in, TypeContext& ctx) {
+  check_max_operand(ctx, op.axes, in[0]);
+  return in[0];
 }
 
 namespace {

@@ -135,6 +135,29 @@ struct ReduceSum {
   friend bool operator==(const ReduceSum&, const ReduceSum&) = default;
 };
 
+/// The maximum over `axes` (strictly increasing), which are removed from the result; real dtypes (f32, f64, i64).
+/// nan when a reduced slice holds a nan; an empty reduced extent gives -inf (the lowest i64).
+struct ReduceMax {
+  static constexpr std::string_view kName = "reduce_max";
+  static constexpr int kArity = 1;
+  Axes axes;
+  static constexpr auto attrs() { return std::tuple{attr("axes", &ReduceMax::axes)}; }
+  static TensorType infer(const ReduceMax& op, Types in, TypeContext& ctx);
+  friend bool operator==(const ReduceMax&, const ReduceMax&) = default;
+};
+
+/// The operand's type, 1 at the element reduce_max(x) {axes} takes from every reduced slice and 0 elsewhere: the
+/// first maximum in column-major order over `axes` (the lowest-numbered axis fastest), or the first nan. Real dtypes.
+/// reduce_max's derivative is the tangent there; this op's own derivative is zero (piecewise constant).
+struct FirstMaxMask {
+  static constexpr std::string_view kName = "first_max_mask";
+  static constexpr int kArity = 1;
+  Axes axes;
+  static constexpr auto attrs() { return std::tuple{attr("axes", &FirstMaxMask::axes)}; }
+  static TensorType infer(const FirstMaxMask& op, Types in, TypeContext& ctx);
+  friend bool operator==(const FirstMaxMask&, const FirstMaxMask&) = default;
+};
+
 /// The diagonal over operand axes axis_a and axis_b (distinct, equal extents): the result is the operand with
 /// axis_b removed, and out[.., i (at axis_a), ..] = in[.., i (at axis_a), .., i (at axis_b), ..].
 struct ExtractDiag {
@@ -255,7 +278,8 @@ struct Constant {
 /// (Struct, enum name). Order = variant index = OpKind value; append new ops anywhere, nothing persists indices.
 #define EIN_STD_OPS(X)                                                                                       \
   X(DotGeneral, dot_general) X(Transpose, transpose) X(Reshape, reshape) X(BroadcastInDim, broadcast_in_dim) \
-  X(ReduceSum, reduce_sum) X(ExtractDiag, extract_diag) X(EmbedDiag, embed_diag) X(Slice, slice) X(Pad, pad) X(Add, add) X(Sub, sub)     \
+  X(ReduceSum, reduce_sum) X(ReduceMax, reduce_max) X(FirstMaxMask, first_max_mask)                          \
+  X(ExtractDiag, extract_diag) X(EmbedDiag, embed_diag) X(Slice, slice) X(Pad, pad) X(Add, add) X(Sub, sub)     \
   X(Mul, mul) X(Div, div) X(Neg, neg) X(Conj, conj) X(Real, real) X(Imag, imag) X(Exp, exp) X(Log, log)      \
   X(Sqrt, sqrt) X(Sin, sin) X(Cos, cos) X(Tanh, tanh) X(Sinh, sinh) X(Cosh, cosh) X(Abs, abs) X(Sign, sign)  \
   X(StopGradient, stop_gradient) X(Pow, pow) X(Convert, convert) X(Constant, constant)

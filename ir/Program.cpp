@@ -247,6 +247,8 @@ Value Builder::broadcast_in_dim(const Value& x, Axes dims, std::vector<Dim> shap
   return emit(BroadcastInDim{std::move(dims), std::move(shape)}, {x});
 }
 Value Builder::reduce_sum(const Value& x, Axes axes) { return emit(ReduceSum{std::move(axes)}, {x}); }
+Value Builder::reduce_max(const Value& x, Axes axes) { return emit(ReduceMax{std::move(axes)}, {x}); }
+Value Builder::first_max_mask(const Value& x, Axes axes) { return emit(FirstMaxMask{std::move(axes)}, {x}); }
 Value Builder::extract_diag(const Value& x, int64_t a, int64_t b) { return emit(ExtractDiag{a, b}, {x}); }
 Value Builder::embed_diag(const Value& x, int64_t a, int64_t b) { return emit(EmbedDiag{a, b}, {x}); }
 Value Builder::add(const Value& a, const Value& b) { return emit(Add{}, {a, b}); }

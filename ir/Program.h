@@ -123,6 +123,9 @@ class Builder {
   Value reshape(const Value& x, std::vector<Dim> shape);
   Value broadcast_in_dim(const Value& x, Axes dims, std::vector<Dim> shape);
   Value reduce_sum(const Value& x, Axes axes);
+  /// The maximum over `axes` (real dtypes), and the mask of the element it takes (ir/Ops.h ReduceMax, FirstMaxMask).
+  Value reduce_max(const Value& x, Axes axes);
+  Value first_max_mask(const Value& x, Axes axes);
   Value extract_diag(const Value& x, int64_t axis_a, int64_t axis_b);
   Value embed_diag(const Value& x, int64_t axis_a, int64_t axis_b);
   Value add(const Value& a, const Value& b);

@@ -80,6 +80,16 @@ Tensor kernel(const ReduceSum& op, const KernelArgs& a) {
   return kernels::reduce_sum(a.in[0], axes, a.pool);
 }
 
+Tensor kernel(const ReduceMax& op, const KernelArgs& a) {
+  std::vector<int> axes = to_int(op.axes);
+  return kernels::reduce_max(a.in[0], axes, a.pool);
+}
+
+Tensor kernel(const FirstMaxMask& op, const KernelArgs& a) {
+  std::vector<int> axes = to_int(op.axes);
+  return kernels::first_max_mask(a.in[0], axes, a.pool);
+}
+
 Tensor kernel(const ExtractDiag& op, const KernelArgs& a) {
   return kernels::extract_diag(a.in[0], static_cast<int>(op.axis_a), static_cast<int>(op.axis_b), a.pool);
 }

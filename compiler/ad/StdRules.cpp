@@ -191,6 +191,23 @@ Cotangents reduce_sum_transpose(Builder& b, const Instruction& inst, Primals x, 
 template <> constexpr StdAdRules kRulesOf<ReduceSum>{linear_jvp, reduce_sum_transpose};
 }  // namespace
 
+// ---- reduce_max: the tangent at the first maximum, reduce_sum(first_max_mask(x) * dx) (a subgradient at ties).
+// Not linear, so no transpose rule: its tangent is mul and reduce_sum, which have theirs. ----
+namespace {
+Tangent reduce_max_jvp(Builder& b, const Instruction& inst, Primals x, Tangents t, const Value&) {
+  if (!t[0]) return std::nullopt;
+  const Axes& axes = std::get<ReduceMax>(inst.op).axes;
+  Value picked = b.mul(*t[0], b.first_max_mask(x[0], axes));
+  return axes.empty() ? picked : b.reduce_sum(picked, axes);
+}
+template <> constexpr StdAdRules kRulesOf<ReduceMax>{reduce_max_jvp, nullptr};
+}  // namespace
+
+// ---- first_max_mask: piecewise constant, a zero tangent ----
+namespace {
+template <> constexpr StdAdRules kRulesOf<FirstMaxMask>{zero_jvp, nullptr};
+}  // namespace
+
 // ---- extract_diag: linear; its adjoint is embed_diag with the same attributes ----
 namespace {
 Cotangents extract_diag_transpose(Builder& b, const Instruction& inst, Primals x, Linear, const Value& ct) {

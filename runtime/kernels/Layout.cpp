@@ -5,6 +5,7 @@
 #include "runtime/kernels/Strided.h"
 
 #include <algorithm>
+#include <limits>
 #include <type_traits>
 
 namespace einstage::kernels {
@@ -124,6 +125,89 @@ int normalise_axis(int axis, int rank, const char* op) {
   return axis;
 }
 
+// Which src axes `axes` names (distinct, in range), for the reductions.
+std::vector<bool> reduced_axes(const Tensor& src, std::span<const int> axes, const char* op) {
+  if (!src.defined()) fail(ErrorKind::invalid_argument, "{}: the tensor is undefined", op);
+  std::vector<bool> reduced(static_cast<size_t>(src.rank()), false);
+  for (int a : axes) {
+    normalise_axis(a, src.rank(), op);
+    if (reduced[a]) fail(ErrorKind::invalid_argument, "{}: axis {} is listed twice", op, a);
+    reduced[a] = true;
+  }
+  return reduced;
+}
+
+// v replaces the running maximum m: larger, or the first nan (which then stays).
+template <typename T> bool beats(T v, T m) {
+  if constexpr (std::is_floating_point_v<T>) return v > m || (v != v && m == m);
+  else return v > m;
+}
+
+// reduce_max (mask == false: dst has the kept axes) or first_max_mask (mask == true: dst has src's shape, zeros,
+// and gets a 1 at each maximum). Work splits over kept elements; each slice is scanned in one fixed order.
+template <typename T>
+void max_typed(const Tensor& src, const std::vector<bool>& reduced, Tensor& dst, bool mask, ThreadPool* pool) {
+  Shape kept_shape;
+  Strides kept_src, kept_dst, red_ext, red_src, red_dst;
+  int kd = 0;
+  for (int a = 0; a < src.rank(); ++a) {
+    if (reduced[a]) {
+      red_ext.push_back(src.shape()[a]);
+      red_src.push_back(src.strides()[a]);
+      if (mask) red_dst.push_back(dst.strides()[a]);
+    } else {
+      kept_shape.push_back(src.shape()[a]);
+      kept_src.push_back(src.strides()[a]);
+      kept_dst.push_back(dst.strides()[mask ? a : kd++]);
+    }
+  }
+  const int64_t R = checked_product(red_ext, "reduce_max: reduced axes");
+  auto nest = make_loop_nest<2>(kept_shape, {&kept_dst, &kept_src});
+  T* d = static_cast<T*>(dst.raw_data());
+  const T* s = static_cast<const T*>(src.raw_data());
+  const std::vector<int64_t> rtab = offset_table(red_ext, red_src);
+  const std::vector<int64_t> mtab = mask ? offset_table(red_ext, red_dst) : std::vector<int64_t>{};
+  constexpr T kLowest = std::is_floating_point_v<T> ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::lowest();
+  parallel_runs(pool, nest, kPiece, [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& st) {
+    T best[kPiece];
+    int64_t at[kPiece];
+    std::fill(best, best + n, kLowest);
+    std::fill(at, at + n, int64_t(-1));
+    for (int64_t r = 0; r < R; ++r) {
+      const T* sp = s + off[1] + rtab[r];
+      for (int64_t i = 0; i < n; ++i) {
+        const T v = sp[i * st[1]];
+        if (at[i] < 0 || beats(v, best[i])) {
+          best[i] = v;
+          at[i] = r;
+        }
+      }
+    }
+    T* dp = d + off[0];
+    for (int64_t i = 0; i < n; ++i) {
+      if (!mask) dp[i * st[0]] = best[i];
+      else if (at[i] >= 0) dp[i * st[0] + mtab[at[i]]] = T(1);
+    }
+  });
+}
+
+template <bool kMask> Tensor max_reduction(const Tensor& src, std::span<const int> axes, ThreadPool* pool) {
+  const char* op = kMask ? "first_max_mask" : "reduce_max";
+  std::vector<bool> reduced = reduced_axes(src, axes, op);
+  if (is_complex(src.dtype()))
+    fail(ErrorKind::dtype, "{}: the tensor has dtype {}; expected a real dtype (f32, f64, i64)", op, name(src.dtype()));
+  Shape shape;
+  for (int a = 0; a < src.rank(); ++a)
+    if (kMask || !reduced[a]) shape.push_back(src.shape()[a]);
+  Tensor out = kMask ? Tensor::zeros(src.dtype(), shape) : Tensor::empty(src.dtype(), shape);
+  dispatch_dtype(src.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, c64> || std::is_same_v<T, c128>) return;
+    else max_typed<T>(src, reduced, out, kMask, pool);
+  });
+  return out;
+}
+
 }  // namespace
 
 void copy(const Tensor& src, Tensor& dst, ThreadPool* pool) {
@@ -154,12 +238,7 @@ void reduce_sum(const Tensor& src, std::span<const int> axes, Tensor& dst, bool 
   if (!src.defined() || !dst.defined()) fail(ErrorKind::invalid_argument, "reduce_sum: a tensor is undefined");
   if (src.dtype() != dst.dtype())
     fail(ErrorKind::dtype, "reduce_sum: source has dtype {} but destination has {}", name(src.dtype()), name(dst.dtype()));
-  std::vector<bool> reduced(static_cast<size_t>(src.rank()), false);
-  for (int a : axes) {
-    normalise_axis(a, src.rank(), "reduce_sum");
-    if (reduced[a]) fail(ErrorKind::invalid_argument, "reduce_sum: axis {} is listed twice", a);
-    reduced[a] = true;
-  }
+  std::vector<bool> reduced = reduced_axes(src, axes, "reduce_sum");
   Shape want;
   for (int a = 0; a < src.rank(); ++a)
     if (!reduced[a]) want.push_back(src.shape()[a]);
@@ -167,6 +246,14 @@ void reduce_sum(const Tensor& src, std::span<const int> axes, Tensor& dst, bool 
     fail(ErrorKind::shape, "reduce_sum: destination has shape {} but reducing {} gives {}", shape_to_string(dst.shape()),
          shape_to_string(src.shape()), shape_to_string(want));
   dispatch_dtype(src.dtype(), [&](auto tag) { reduce_typed<decltype(tag)>(src, reduced, dst, accumulate, pool); });
+}
+
+Tensor reduce_max(const Tensor& src, std::span<const int> axes, ThreadPool* pool) {
+  return max_reduction<false>(src, axes, pool);
+}
+
+Tensor first_max_mask(const Tensor& src, std::span<const int> axes, ThreadPool* pool) {
+  return max_reduction<true>(src, axes, pool);
 }
 
 Tensor reduce_sum(const Tensor& src, std::span<const int> axes, ThreadPool* pool) {

@@ -37,6 +37,14 @@ void reduce_sum(const Tensor& src, std::span<const int> axes, Tensor& dst, bool 
 /// Same, into a fresh column-major tensor.
 Tensor reduce_sum(const Tensor& src, std::span<const int> axes, ThreadPool* pool = nullptr);
 
+/// The maximum of src over `axes` (distinct, any order) into a fresh column-major tensor of src's shape without
+/// those axes; real dtypes (f32, f64, i64). A slice holding a nan gives nan; an empty reduced extent gives -inf (the
+/// lowest i64). Each maximum is the first in the reduced axes' column-major order (as reduce_sum's summation order).
+Tensor reduce_max(const Tensor& src, std::span<const int> axes, ThreadPool* pool = nullptr);
+/// A fresh column-major tensor of src's shape and dtype: 1 at the element reduce_max takes for each output element
+/// (the first maximum, or the first nan), 0 elsewhere.
+Tensor first_max_mask(const Tensor& src, std::span<const int> axes, ThreadPool* pool = nullptr);
+
 /// The shape of extract_diag(src, a, b): src's shape without axis_b. Fails if the two extents differ.
 Shape diag_shape(const Shape& src, int axis_a, int axis_b);
 /// The element strides of the diagonal view: src's strides without axis_b, with axis_a's stride + axis_b's stride.

@@ -2,7 +2,7 @@
 // with its attributes, operand shapes, the dtypes it runs in and its input domain; every (row, dtype, wrt) case goes
 // through jvp vs central differences, the dot-product test and transpose adjointness (AdTestUtil.h). A table check
 // ties the rows to the op table: every standard op has a row, a linearize rule, and a transpose rule unless it is
-// non-linear (exp, log, sqrt, sin, cos, tanh, sinh, cosh, abs, sign, pow), has a zero derivative by definition
+// non-linear (exp, log, sqrt, sin, cos, tanh, sinh, cosh, abs, sign, pow, reduce_max, first_max_mask), has a zero derivative by definition
 // (stop_gradient, whose row therefore skips the finite differences) or has no operands (constant).
 #include "AdTestUtil.h"
 
@@ -50,6 +50,12 @@ std::vector<OpRow> op_table() {
        [](Builder& b, V x) { return b.broadcast_in_dim(x[0], {0, 1}, {2, 3, 5}); }},
       {"reduce_sum", OpKind::reduce_sum, {{2, 3, 4}}, all, [](Builder& b, V x) { return b.reduce_sum(x[0], {0, 2}); }},
       {"reduce_sum all", OpKind::reduce_sum, {{2, 3}}, fc, [](Builder& b, V x) { return b.reduce_sum(x[0], {0, 1}); }},
+      {"reduce_max", OpKind::reduce_max, {{2, 3, 4}}, real, [](Builder& b, V x) { return b.reduce_max(x[0], {0, 2}); }},
+      {"reduce_max all of a product", OpKind::reduce_max, {{2, 3}, {2, 3}}, real,
+       [](Builder& b, V x) { return b.reduce_max(b.mul(x[0], x[1]), {0, 1}); }},
+      {"reduce_max over no axes", OpKind::reduce_max, {{2, 3}}, real, [](Builder& b, V x) { return b.reduce_max(x[0], {}); }},
+      {"first_max_mask times x", OpKind::first_max_mask, {{3, 4}}, real,
+       [](Builder& b, V x) { return b.mul(b.first_max_mask(x[0], {1}), x[0]); }},
       {"extract_diag", OpKind::extract_diag, {{3, 2, 3}}, fc, [](Builder& b, V x) { return b.extract_diag(x[0], 0, 2); }},
       {"extract_diag reversed", OpKind::extract_diag, {{3, 2, 3}}, fc,
        [](Builder& b, V x) { return b.extract_diag(x[0], 2, 0); }},
@@ -120,7 +126,8 @@ Program row_program(const OpRow& row, DType dtype) {
 TEST_CASE("every standard op has a linearize rule, a transpose rule when linear, and a row in the table") {
   const std::set<OpKind> nonlinear = {OpKind::exp,  OpKind::log,  OpKind::sqrt, OpKind::sin,           OpKind::cos,
                                       OpKind::tanh, OpKind::sinh, OpKind::cosh, OpKind::abs,           OpKind::sign,
-                                      OpKind::pow,  OpKind::constant, OpKind::stop_gradient};
+                                      OpKind::pow,  OpKind::constant, OpKind::stop_gradient, OpKind::reduce_max,
+                                      OpKind::first_max_mask};
   std::set<OpKind> covered;
   for (const OpRow& row : op_table()) covered.insert(row.kind);
   for (size_t i = 0; i < kStdOpCount; ++i) {
@@ -182,4 +189,26 @@ TEST_CASE("stop_gradient: the gradient of sum(x * stop_gradient(x)) is x, not 2x
   REQUIRE(out.size() == 2);
   CHECK(out[0].at<double>({}) == 1.5 * 1.5 + 4.0 + 1.5 + 2.0);
   CHECK(out[1].to_col_major<double>() == std::vector<double>{1.5 + 1, -2.0 - 1, 0.0});
+}
+
+TEST_CASE("reduce_max: the gradient goes to the first of tied maxima, and grad of grad goes through it") {
+  // f(x) = max_i x_i^2 at x = (-3, 1, 3): x_0^2 = x_2^2 = 9 tie, the first (i = 0) is taken: df/dx = (2 x_0, 0, 0)
+  // and d2f/dx_0^2 = 2, the Hessian's only non-zero entry.
+  Builder b("tied", registry());
+  Value x = b.parameter("x", {DType::f64, {3}});
+  Program p = b.finish({b.reduce_max(b.mul(x, x), {0})});
+  Program g = ad::grad(p, std::vector<int>{0}, registry());
+  Tensor x0 = Tensor::from_col_major<double>({3}, {-3.0, 1.0, 3.0});
+  CHECK(run(g, {x0})[0].to_col_major<double>() == std::vector<double>{-6.0, 0.0, 0.0});
+  // Hessian columns: jvp of the gradient along each unit vector.
+  Program h = ad::jvp(g, std::vector<int>{0}, registry());
+  for (int j = 0; j < 3; ++j) {
+    std::vector<double> e(3, 0.0);
+    e[static_cast<size_t>(j)] = 1;
+    std::vector<Tensor> out = run(h, {x0, Tensor::from_col_major<double>({3}, e)});
+    REQUIRE(out.size() == 2);
+    std::vector<double> want(3, 0.0);
+    if (j == 0) want[0] = 2;
+    CHECK(out[1].to_col_major<double>() == want);
+  }
 }

@@ -319,7 +319,7 @@ TEST_CASE("parse errors") {
   };
   CHECK(parse_error("  %0 = matmul(%x, %x) : f64[3]\n  return %0\n") ==
         "line 2: unknown op 'matmul'; standard ops are [dot_general, transpose, reshape, broadcast_in_dim, "
-        "reduce_sum, extract_diag, embed_diag, slice, pad, add, sub, mul, div, neg, conj, real, imag, exp, log, sqrt, "
+        "reduce_sum, reduce_max, first_max_mask, extract_diag, embed_diag, slice, pad, add, sub, mul, div, neg, conj, real, imag, exp, log, sqrt, "
         "sin, cos, tanh, sinh, cosh, abs, sign, stop_gradient, pow, convert, constant], extension ops are spelled "
         "family.name.vN");
   CHECK(parse_error("  %0 = acme.fft.v2(%x) {n = 3} : f64[3]\n  return %0\n") ==
@@ -486,6 +486,19 @@ TEST_CASE("attribute text: tensors, floats, strings") {
         "attribute 'exponent' of 'pow': expected a number like 2.5, got '2.5.1'");
   CHECK(message_of([] { Tensor u; parse_attr("f64[3]<[1, 2]>", u, "value"); }) ==
         "value: a f64[3] literal needs 3 elements but 2 are given");
+}
+
+TEST_CASE("reduce_max and first_max_mask: real operands, increasing axes, the reduced type") {
+  Builder b("f");
+  Value m = b.parameter("m", f64({3, 5}));
+  CHECK(message_of([&] { b.reduce_max(m, {1, 1}); }) == "'reduce_max' at %0 in @f: axes = [1, 1] names axis 1 twice");
+  Value z = b.convert(m, DType::c128);
+  CHECK(message_of([&] { b.first_max_mask(z, {0}); }) ==
+        "'first_max_mask' at %1 in @f: operand 0 has type c128[3,5]; expected a real dtype (f32, f64, i64): complex "
+        "numbers have no maximum (take abs or real first)");
+  CHECK(kind_of([&] { b.reduce_max(z, {}); }) == ErrorKind::dtype);
+  CHECK(b.reduce_max(m, {1}).type.to_string() == "f64[3]");
+  CHECK(b.first_max_mask(m, {0, 1}).type.to_string() == "f64[3,5]");
 }
 
 TEST_CASE("docs/ir.md documents every standard op") {

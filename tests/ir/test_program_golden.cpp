@@ -138,6 +138,14 @@ Program slicing() {
   return b.finish({s, b.pad(s, {1, 0}, {6, sym("n")}, {2, 1})});
 }
 
+// reduce_max and the mask its derivative uses, over a symbolic extent.
+Program maxima() {
+  Builder b("maxima");
+  Value x = b.parameter("x", {DType::f64, {3, sym("n")}});
+  Value i = b.parameter("i", {DType::i64, {4}});
+  return b.finish({b.reduce_max(x, {0, 1}), b.first_max_mask(x, {1}), b.reduce_max(i, {0})});
+}
+
 Program constants() {
   Builder b("constants");
   Value a = b.constant(Tensor::from_row_major<double>({2, 3}, {1, 2, 3, 4.5, -0.1, 1e300}));
@@ -167,6 +175,7 @@ const std::vector<std::pair<std::string, std::function<Program()>>>& cases() {
       {"elementwise", elementwise},
       {"nonsmooth", nonsmooth},
       {"slicing", slicing},
+      {"maxima", maxima},
       {"constants", constants},
       {"no_outputs", no_outputs},
       {"multi_result", [] { return testing::dup_pairs_program(registry()); }},

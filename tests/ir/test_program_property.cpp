@@ -116,7 +116,14 @@ Op random_op(Rng& r, const std::vector<Value>& pool, std::vector<Value>& operand
       }
       return BroadcastInDim{dims, shape};
     }
-    case 4: return ReduceSum{random_subset(r, rank, false)};
+    case 4: {
+      Axes axes = random_subset(r, rank, false);  // complex operands are rejected by the max ops' type rules
+      switch (r.below(3)) {
+        case 0: return ReduceMax{axes};
+        case 1: return FirstMaxMask{axes};
+        default: return ReduceSum{axes};
+      }
+    }
     case 5: return ExtractDiag{r.below(std::max(rank, 1)), r.below(std::max(rank, 1))};
     case 6: return EmbedDiag{r.below(rank + 1), r.below(rank + 1)};
     case 7: case 8: {

@@ -58,6 +58,37 @@ Shape random_shape(kt::Rng& r, int rank) {
 
 template <typename T> bool same_bits(const T& a, const T& b) { return std::memcmp(&a, &b, sizeof(T)) == 0; }
 
+// A random reduction for the reduce kernels' tests: a strided source, reduced axes in descending order (deliberately
+// not sorted), and the kept and reduced extents.
+struct Reduction {
+  Shape shape;
+  Tensor src;
+  std::vector<int> axes;
+  std::vector<bool> reduced;
+  Shape kept, rshape;
+  // The source index of kept element ko and reduced element rq.
+  std::vector<int64_t> index(const std::vector<int64_t>& ko, const std::vector<int64_t>& rq) const {
+    std::vector<int64_t> idx;
+    size_t ik = 0, ir = 0;
+    for (size_t a = 0; a < shape.size(); ++a) idx.push_back(reduced[a] ? rq[ir++] : ko[ik++]);
+    return idx;
+  }
+};
+
+template <typename T> Reduction random_reduction(kt::Rng& r, uint64_t seed) {
+  Reduction c;
+  const int rank = static_cast<int>(r.uniform(0, 4));
+  c.shape = random_shape(r, rank);
+  if (seed % 7 == 0 && rank > 0) c.shape[0] = 300;  // long runs, several pieces
+  c.src = random_view<T>(r, c.shape);
+  for (int a = rank - 1; a >= 0; --a)
+    if (r.uniform(0, 1)) c.axes.push_back(a);
+  c.reduced.assign(static_cast<size_t>(rank), false);
+  for (int a : c.axes) c.reduced[a] = true;
+  for (int a = 0; a < rank; ++a) (c.reduced[a] ? c.rshape : c.kept).push_back(c.shape[a]);
+  return c;
+}
+
 }  // namespace
 
 TEST_CASE_TEMPLATE("copy and permute_copy reproduce every element", T, float, double, c64, c128, int64_t) {
@@ -90,18 +121,10 @@ TEST_CASE_TEMPLATE("reduce_sum sums in the documented order, at any thread count
   for (uint64_t seed = 1; seed <= 60; ++seed) {
     CAPTURE(seed);
     kt::Rng r(seed * 31);
-    const int rank = static_cast<int>(r.uniform(0, 4));
-    Shape shape = random_shape(r, rank);
-    if (seed % 7 == 0 && rank > 0) shape[0] = 300;  // long runs, several pieces
-    Tensor src = random_view<T>(r, shape);
-    std::vector<int> axes;
-    for (int a = rank - 1; a >= 0; --a)
-      if (r.uniform(0, 1)) axes.push_back(a);  // deliberately not sorted
-    Shape kept;
-    std::vector<bool> red(static_cast<size_t>(rank), false);
-    for (int a : axes) red[a] = true;
-    for (int a = 0; a < rank; ++a)
-      if (!red[a]) kept.push_back(shape[a]);
+    const Reduction c = random_reduction<T>(r, seed);
+    const Tensor& src = c.src;
+    const std::vector<int>& axes = c.axes;
+    const Shape &kept = c.kept, &rshape = c.rshape;
     const bool accumulate = seed % 3 == 0;
     Tensor init = random_view<T>(r, kept);
     Tensor d1 = init.clone(), d2 = init.clone();
@@ -110,20 +133,12 @@ TEST_CASE_TEMPLATE("reduce_sum sums in the documented order, at any thread count
     k::reduce_sum(src, axes, d2, accumulate, &pool);
     CHECK(bitwise_equal(d1, d2));
     // The oracle sums in the documented order (lowest reduced axis fastest, from zero), in T, so bits must agree.
-    Shape rshape;
-    for (int a = 0; a < rank; ++a)
-      if (red[a]) rshape.push_back(shape[a]);
     for (int64_t o = 0; o < element_count(kept); ++o) {
       auto ko = multi_index(o, kept);
       using A = std::conditional_t<std::is_same_v<T, int64_t>, uint64_t, T>;
       A sum = A(0);
-      for (int64_t q = 0; q < element_count(rshape); ++q) {
-        auto rq = multi_index(q, rshape);
-        std::vector<int64_t> idx;
-        size_t ik = 0, ir = 0;
-        for (int a = 0; a < rank; ++a) idx.push_back(red[a] ? rq[ir++] : ko[ik++]);
-        sum += static_cast<A>(src.at<T>(idx));
-      }
+      for (int64_t q = 0; q < element_count(rshape); ++q)
+        sum += static_cast<A>(src.at<T>(c.index(ko, multi_index(q, rshape))));
       T want = accumulate ? static_cast<T>(static_cast<A>(init.at<T>(ko)) + sum) : static_cast<T>(sum);
       REQUIRE(same_bits(d1.at<T>(ko), want));
     }
@@ -285,4 +300,62 @@ TEST_CASE("sign keeps nan and gives 0 at 0; abs of the most negative i64 wraps l
   CHECK(z.at<c128>({1}) == c128(0, -1));
   Tensor i = k::absolute(Tensor::from_col_major<int64_t>({2}, {INT64_MIN, -4}));
   CHECK(i.to_col_major<int64_t>() == std::vector<int64_t>{INT64_MIN, 4});
+}
+
+TEST_CASE_TEMPLATE("reduce_max and first_max_mask take the first maximum, at any thread count", T, float, double,
+                   int64_t) {
+  for (uint64_t seed = 1; seed <= 60; ++seed) {
+    CAPTURE(seed);
+    kt::Rng r(seed * 17);
+    Reduction c = random_reduction<T>(r, seed);
+    const Tensor& src = c.src;
+    const Shape &shape = c.shape, &kept = c.kept, &rshape = c.rshape;
+    if (seed % 2 == 0)  // small integers in the values: ties, so "first" is tested
+      for (int64_t i = 0; i < element_count(shape); ++i)
+        c.src.at<T>(multi_index(i, shape)) = static_cast<T>(r.uniform(-2, 2));
+    ThreadPool pool(2);
+    Tensor m1 = k::reduce_max(src, c.axes, nullptr), m2 = k::reduce_max(src, c.axes, &pool);
+    Tensor f1 = k::first_max_mask(src, c.axes, nullptr), f2 = k::first_max_mask(src, c.axes, &pool);
+    CHECK(bitwise_equal(m1, m2));
+    CHECK(bitwise_equal(f1, f2));
+    REQUIRE(m1.shape() == kept);
+    REQUIRE(f1.shape() == shape);
+    // Oracle: scan each slice in column-major order of the reduced axes; a strictly larger value replaces the best.
+    Tensor want_mask = Tensor::zeros(src.dtype(), shape);
+    for (int64_t o = 0; o < element_count(kept); ++o) {
+      auto ko = multi_index(o, kept);
+      T best = std::is_floating_point_v<T> ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::lowest();
+      std::vector<int64_t> best_idx;
+      bool found = false;  // (a rank-0 slice's index is the empty vector)
+      for (int64_t q = 0; q < element_count(rshape); ++q) {
+        const std::vector<int64_t> idx = c.index(ko, multi_index(q, rshape));
+        if (!found || src.at<T>(idx) > best) {
+          best = src.at<T>(idx);
+          best_idx = idx;
+          found = true;
+        }
+      }
+      REQUIRE(same_bits(m1.at<T>(ko), best));
+      if (found) want_mask.at<T>(best_idx) = T(1);
+    }
+    CHECK(bitwise_equal(f1, want_mask));
+  }
+}
+
+TEST_CASE("reduce_max: nan wins and its first position is marked; an empty extent gives -inf; complex is refused") {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  Tensor x = Tensor::from_col_major<double>({2, 3}, {1.0, 5.0, nan, 2.0, 7.0, 3.0});
+  std::vector<int> cols{1};
+  Tensor m = k::reduce_max(x, cols);
+  CHECK(std::isnan(m.at<double>({0})));  // row 0 is 1, nan, 7
+  CHECK(m.at<double>({1}) == 5.0);        // row 1 is 5, 2, 3
+  CHECK(k::first_max_mask(x, cols).to_col_major<double>() == std::vector<double>{0, 1, 1, 0, 0, 0});
+  std::vector<int> first{0};
+  Tensor e = k::reduce_max(Tensor::zeros(DType::f64, {0, 2}), first);
+  CHECK(e.to_col_major<double>() == std::vector<double>{-INFINITY, -INFINITY});
+  CHECK(k::reduce_max(Tensor::zeros(DType::i64, {0}), first).at<int64_t>({}) == INT64_MIN);
+  CHECK_THROWS_WITH_AS(k::reduce_max(Tensor::zeros(DType::c128, {2}), first),
+                       "reduce_max: the tensor has dtype c128; expected a real dtype (f32, f64, i64)", Error);
+  std::vector<int> twice{0, 0};
+  CHECK_THROWS_WITH_AS(k::first_max_mask(x, twice), "first_max_mask: axis 0 is listed twice", Error);
 }
