@@ -52,5 +52,6 @@ int run_run(std::span<const std::string_view> args);     // Run.cpp
 int run_show_program(std::span<const std::string_view> args);  // Run.cpp
 int run_demo(std::span<const std::string_view> args);    // Demo.cpp (also what `einstage` alone runs)
 int run_grad(std::span<const std::string_view> args);    // Grad.cpp
+int run_example(std::span<const std::string_view> args); // Example.cpp
 
 }  // namespace einstage::cli

@@ -20,6 +20,7 @@ constexpr Command kCommands[] = {
      run_grad},
     {"run", "run a saved program: run PROGRAM.json --input NAME=FILE.npy ...", run_run},
     {"show-program", "print a saved program as loaded, in the IR text form: show-program PROGRAM.ir", run_show_program},
+    {"example", "worked examples: example ising-trg --beta B (the 2D Ising model by TRG vs Onsager)", run_example},
     {"demo", "a short tour of the pipeline (also what 'einstage' alone does)", run_demo},
 };
 

@@ -1,0 +1,103 @@
+#include "examples/ising/Trg.h"
+
+#include "compiler/Trace.h"
+#include "compiler/ad/Ad.h"
+#include "extensions/einsum/TraceEinsum.h"
+#include "extensions/linalg/TraceLinalg.h"
+#include "ir/Error.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+
+namespace einstage::ising {
+namespace {
+
+void check_sizes(int chi, int steps) {
+  if (chi < 1) fail(ErrorKind::invalid_argument, "ising-trg: chi = {} must be at least 1", chi);
+  if (steps < 1 || steps > 60)
+    fail(ErrorKind::invalid_argument, "ising-trg: steps = {} must be in 1..60 (the lattice has 2^steps sites)", steps);
+}
+
+// T[i,j,k,l] = √(λ_i λ_j λ_k λ_l)/2 for even i+j+k+l: the outer product of v = (√(2 cosh β), √(2 sinh β)) with
+// itself four times, times the parity mask / 2.
+TracedTensor initial_tensor(TraceContext& ctx, const TracedTensor& beta) {
+  TracedTensor e0 = ctx.constant(Tensor::from_col_major<double>({2}, {1, 0}));
+  TracedTensor e1 = ctx.constant(Tensor::from_col_major<double>({2}, {0, 1}));
+  TracedTensor v = sqrt(2.0 * cosh(beta)) * e0 + sqrt(2.0 * sinh(beta)) * e1;
+  std::vector<double> parity(16);
+  for (size_t k = 0; k < parity.size(); ++k) parity[k] = std::popcount(k) % 2 == 0 ? 0.5 : 0.0;
+  TracedTensor half_even = ctx.constant(Tensor::from_col_major<double>({2, 2, 2, 2}, parity));
+  return einsum::einsum(ctx, "i,j,k,l->ijkl", {v, v, v, v}) * half_even;
+}
+
+// 1 where s > threshold, 0 where s < threshold (sign's 0 gives ½ at exact equality), with a zero derivative.
+TracedTensor above_threshold(const TracedTensor& s) {
+  return stop_gradient((sign(s - kSingularThreshold) + 1.0) * 0.5);
+}
+
+// The first `k` columns of u [rows, n]; the first `k` rows of vh [n, cols], transposed to [cols, k] (Va = Vhᵀ).
+TracedTensor first_columns(const TracedTensor& u, int64_t k) {
+  return slice(u, {0, 0}, {u.dims()[0], Dim(k)}, {1, 1});
+}
+TracedTensor first_rows_transposed(const TracedTensor& vh, int64_t k) {
+  return transpose(slice(vh, {0, 0}, {Dim(k), vh.dims()[1]}, {1, 1}), {1, 0});
+}
+
+// u [D², D'] times root [D'] along its columns, split to (D, D, D').
+TracedTensor split_scaled(const TracedTensor& u, const TracedTensor& root, int64_t d, int64_t dn) {
+  return reshape(u * broadcast_in_dim(root, {1}, u.dims()), {Dim(d), Dim(d), Dim(dn)});
+}
+
+}  // namespace
+
+std::vector<int64_t> bond_schedule(int chi, int steps) {
+  check_sizes(chi, steps);
+  std::vector<int64_t> d{2};
+  for (int n = 0; n < steps; ++n) d.push_back(std::min<int64_t>(d.back() * d.back(), chi));
+  return d;
+}
+
+Program trace_ising_trg(const ExtensionRegistry* registry, int chi, int steps) {
+  const std::vector<int64_t> dims = bond_schedule(chi, steps);
+  TraceContext ctx("ising_trg", registry);
+  TracedTensor beta = ctx.parameter("beta", DType::f64, {});
+  TracedTensor t = initial_tensor(ctx, beta);
+  TracedTensor lnz = ctx.full(TensorType{DType::f64, {}}, 0.0);
+  for (int n = 0; n < steps; ++n) {
+    const int64_t d = dims[static_cast<size_t>(n)], dn = dims[static_cast<size_t>(n) + 1];
+    TracedTensor m = stop_gradient(max(abs(t)));
+    t = t / m;
+    lnz = lnz + std::ldexp(1.0, -n) * log(m);
+    TracedTensor ma = reshape(t, {Dim(d * d), Dim(d * d)});
+    TracedTensor mb = reshape(transpose(t, {1, 2, 0, 3}), {Dim(d * d), Dim(d * d)});
+    linalg::SvdFactors a = linalg::svd(ctx, ma), b = linalg::svd(ctx, mb);
+    TracedTensor sa = slice(a.s, {0}, {Dim(dn)}, {1}), sb = slice(b.s, {0}, {Dim(dn)}, {1});
+    // D' = min(D², χ) statically; modes at or below the threshold in either spectrum become exact zeros.
+    TracedTensor keep = above_threshold(sa) * above_threshold(sb);
+    TracedTensor ra = sqrt(sa * keep + (1.0 - keep)) * keep, rb = sqrt(sb * keep + (1.0 - keep)) * keep;
+    TracedTensor s1 = split_scaled(first_columns(a.u, dn), ra, d, dn);
+    TracedTensor s3 = split_scaled(first_rows_transposed(a.vh, dn), ra, d, dn);
+    TracedTensor s2 = split_scaled(first_columns(b.u, dn), rb, d, dn);
+    TracedTensor s4 = split_scaled(first_rows_transposed(b.vh, dn), rb, d, dn);
+    t = einsum::einsum(ctx, "xwu,yxl,yzd,wzr->uldr", {s2, s3, s4, s1});
+  }
+  lnz = lnz + std::ldexp(1.0, -steps) * log(einsum::einsum(ctx, "xyxy->", {t}));
+  return ctx.finish({lnz});
+}
+
+IsingTrg::IsingTrg(const Runtime& runtime, int chi, int steps)
+    : program_(trace_ising_trg(&runtime.registry(), chi, steps)),
+      derivatives_(runtime.prepare(
+          ad::jvp(ad::value_and_grad(program_, {0}, &runtime.registry()), {0}, &runtime.registry()))) {}
+
+TrgValues IsingTrg::evaluate(double beta) const {
+  if (!(beta > 0) || !std::isfinite(beta))
+    fail(ErrorKind::invalid_argument, "ising-trg: beta = {} must be positive and finite", beta);
+  // Outputs (f, f', then their tangents along dβ = 1: f', f'').
+  std::vector<Tensor> out = derivatives_.run({Tensor::scalar<double>(beta), Tensor::scalar<double>(1.0)});
+  const double lnz = out.at(0).at<double>({}), d1 = out.at(1).at<double>({}), d2 = out.at(3).at<double>({});
+  return {lnz, -d1, beta * beta * d2};
+}
+
+}  // namespace einstage::ising
