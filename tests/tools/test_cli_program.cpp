@@ -183,3 +183,40 @@ TEST_CASE("show-program: prints a saved program as loaded, before lowering, from
   CHECK(help.status == 0);
   CHECK(help.out.rfind("usage: einstage show-program ", 0) == 0);
 }
+
+TEST_CASE("a saved program with an svd: show-program, run and grad use the linalg module linked into the CLI") {
+  // The nuclear norm sum(S) of a 3x2 matrix; its gradient is U Vh (the thin factors), here from NumPy's
+  // np.linalg.svd of the same matrix: u, s, vh = svd(A, full_matrices=False); s.sum(), u @ vh.
+  test::TempDir dir;
+  const std::string text =
+      "program @nuclear(%a: f64[3,2]) -> (f64[]) {\n"
+      "  %0, %1, %2 = einstage.linalg.v1(%a) {eps = 1e-12, full = false, op = svd} : f64[3,2], f64[2], f64[2,2]\n"
+      "  %3 = reduce_sum(%1) {axes = [0]} : f64[]\n"
+      "  return %3\n"
+      "}\n";
+  std::ofstream(dir.file("nuclear.ir")) << text;
+  write_npy(dir.file("a.npy"), Tensor::from_row_major<double>({3, 2}, {2, 1, 0.5, 3, 1, -1}));
+
+  test::CliRun shown = test::run_cli("show-program nuclear.ir", dir);
+  CHECK(shown.status == 0);
+  CHECK(shown.err.empty());
+  CHECK(shown.out == text);
+
+  test::CliRun value = test::run_cli("run nuclear.ir --input a=a.npy", dir);
+  CHECK(value.status == 0);
+  CHECK(value.err.empty());
+  const std::string head = "output 0 (%3): f64[]\n";  // then the value; LAPACK's last bits may vary by CPU
+  REQUIRE(value.out.starts_with(head));
+  CHECK(std::stod(value.out.substr(head.size())) == doctest::Approx(5.531970724290515).epsilon(1e-13));
+
+  test::CliRun grad = test::run_cli("grad nuclear.ir --input a=a.npy -o g_", dir);
+  CHECK(grad.status == 0);
+  CHECK(grad.err.empty());
+  CHECK(grad.out == "g_a.npy: d/d a (a.npy), f64[3,2]\n");
+  const Tensor g = read_npy(dir.file("g_a.npy"));
+  REQUIRE(g.shape() == Shape{3, 2});
+  const std::vector<double> want = {0.8527266304979054,  0.18706473737662455, 0.04000505521687054,
+                                    0.9075474169450855,  0.520823280198556,   -0.375984667275831};  // row-major
+  for (int64_t i = 0; i < 3; ++i)
+    for (int64_t j = 0; j < 2; ++j) CHECK(g.at<double>({i, j}) == doctest::Approx(want[i * 2 + j]).epsilon(1e-12));
+}

@@ -4,12 +4,11 @@
 // saved program with one scalar output, naming parameters instead of operand indices. Both go through one path:
 // the einsum is traced into a program, and either program is differentiated with ad::vjp (compiler/ad/Ad.h), its
 // einsums merged with their vjps (einsum::merge_value_vjp: one tree walk gives the value and the gradients) and run
-// on the einsum module (plus any --module), so the command exercises exactly the path a traced program takes.
-// Everything is read and checked before anything is written.
+// on the einsum and linalg modules (plus any --module), so the command exercises exactly the path a traced program
+// takes. Everything is read and checked before anything is written.
 #include "compiler/Trace.h"
 #include "compiler/ad/Ad.h"
 #include "extensions/einsum/EinsumAd.h"
-#include "extensions/einsum/Module.h"
 #include "extensions/einsum/TraceEinsum.h"
 #include "ir/Npy.h"
 #include "ir/Printer.h"
@@ -51,7 +50,7 @@ constexpr std::string_view kGradHelp =
     "  --wrt LIST          operand indices, comma-separated (default: every operand); for a program, parameter\n"
     "                      names (default: every floating-point parameter)\n"
     "  --input NAME=FILE   a program's parameter NAME (repeat for each parameter)\n"
-    "  --module PATH       load an extension module from a shared library first (repeatable; e.g. linalg's)\n"
+    "  --module PATH       load an extension module from a shared library first (repeatable)\n"
     "  --cotangent FILE    the output cotangent C (default: ones, the gradient of the sum)\n"
     "  -o, --output PREFIX prefix of the written files (default grad_)\n"
     "  --broadcast         allow length-1 axes of named labels to broadcast (as '...' axes always do)\n"
@@ -217,7 +216,7 @@ int run_grad(std::span<const std::string_view> args) {
     usage_error("grad: the output prefix (-o) is empty; give one such as grad_ (the files are PREFIX0.npy, "
                 "PREFIX1.npy, ...) or a directory such as out/");
   Runtime rt;
-  rt.add_module(einsum::module_descriptor());
+  add_linked_modules(rt);
   for (const std::string& m : modules) rt.load_module(m);
 
   if (!positional.empty() && is_program_file(positional[0])) {

@@ -1,11 +1,14 @@
 // Reading a saved program and its inputs from the command line (see ProgramArgs.h).
 #include "tools/einstage/ProgramArgs.h"
 
+#include "extensions/einsum/Module.h"
+#include "extensions/linalg/Module.h"
 #include "ir/Error.h"
 #include "ir/Json.h"
 #include "ir/Npy.h"
 #include "ir/Parser.h"
 #include "ir/Quote.h"
+#include "runtime/Runtime.h"
 #include "tools/einstage/Command.h"
 
 #include <fmt/format.h>
@@ -27,6 +30,11 @@ std::string read_text_file(const std::string& path) {
 }
 
 }  // namespace
+
+void add_linked_modules(Runtime& runtime) {
+  runtime.add_module(einsum::module_descriptor());
+  runtime.add_module(linalg::module_descriptor());
+}
 
 std::string first_line(const Error& e) {
   std::string what = e.what();

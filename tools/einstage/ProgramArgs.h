@@ -1,6 +1,6 @@
 // Reading a saved program and its inputs from the command line, shared by the commands that take PROGRAM.json or
-// PROGRAM.ir (`run`, `grad PROGRAM`, `show-program`): loading the file with the runtime's registry (the error names
-// the file), collecting --input NAME=FILE pairs, and reading one .npy per parameter with errors that name the
+// PROGRAM.ir (`run`, `grad PROGRAM`, `show-program`): the modules linked into the command line (einsum and linalg),
+// loading the file with the runtime's registry (the error names the file), collecting --input NAME=FILE pairs, and reading one .npy per parameter with errors that name the
 // parameter and list the program's own. Part of tools/; may use every layer.
 #pragma once
 
@@ -14,7 +14,15 @@
 #include <string_view>
 #include <vector>
 
+namespace einstage {
+class Runtime;
+}
+
 namespace einstage::cli {
+
+/// Adds the extension modules linked into the command line to `runtime`: einsum (einstage.einsum.v1) and linalg
+/// (einstage.linalg.v1), so saved programs using either load, run and differentiate without --module.
+void add_linked_modules(Runtime& runtime);
 
 /// True for a file name the program commands read: it ends in .json (the JSON form) or .ir (the IR text form).
 bool is_program_file(std::string_view path);

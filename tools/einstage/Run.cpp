@@ -1,10 +1,9 @@
 // `einstage run PROGRAM.json|PROGRAM.ir --input name=FILE.npy ...`: runs a saved program on a Runtime that has the
-// einsum module linked in (plus any module given with --module), optionally showing the program after each stage:
+// einsum and linalg modules linked in (plus any module given with --module), optionally showing the program after each stage:
 // as loaded (traced), lowered to standard ops for the inputs' shapes, and planned (each extension op's prepared
 // form, e.g. the contraction tree). `einstage show-program PROGRAM` prints the first of those alone, without inputs.
 #include "compiler/Lower.h"
 #include "ir/Quote.h"
-#include "extensions/einsum/Module.h"
 #include "ir/Npy.h"
 #include "ir/Printer.h"
 #include "runtime/Runtime.h"
@@ -40,7 +39,7 @@ constexpr std::string_view kShowProgramHelp =
     "\n"
     "Prints a saved program as loaded, before lowering, in the text form of the IR (what 'einstage run' reads from a\n"
     ".ir file, and the '== traced ==' stage of 'einstage run --print-stages'). The program is parsed and verified\n"
-    "against the extension families of the einsum module and of any --module; no inputs are needed.\n"
+    "against the extension families of the einsum and linalg modules and of any --module; no inputs are needed.\n"
     "\n"
     "options:\n"
     "  --module PATH       load an extension module from a shared library first (repeatable)\n"
@@ -65,7 +64,7 @@ int run_show_program(std::span<const std::string_view> args) {
   if (program_path.empty())
     usage_error("show-program: no program file given; usage: einstage show-program PROGRAM.json|PROGRAM.ir");
   Runtime runtime;
-  runtime.add_module(einsum::module_descriptor());
+  add_linked_modules(runtime);
   for (const std::string& m : modules) runtime.load_module(m);
   fmt::print("{}", print_program(load_program_file(program_path, &runtime.registry())));
   return 0;
@@ -98,7 +97,7 @@ int run_run(std::span<const std::string_view> args) {
   if (program_path.empty()) usage_error("run: no program file given; usage: einstage run PROGRAM.json --input NAME=FILE.npy");
 
   Runtime runtime(RuntimeOptions{threads});
-  runtime.add_module(einsum::module_descriptor());
+  add_linked_modules(runtime);
   for (const std::string& m : modules) runtime.load_module(m);
 
   Program program = load_program_file(program_path, &runtime.registry());
