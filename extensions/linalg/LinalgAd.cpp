@@ -77,6 +77,30 @@ struct Mat {
     Value c = b.constant(Tensor::from_col_major<double>({n, n}, std::span<const double>(mask)));
     return b.broadcast_in_dim(as(c, like), {0, 1}, like.type.dims);
   }
+  /// Columns [start, start + count) of a batched matrix x [P, Q, B...].
+  Value columns(const Value& x, int64_t start, const Dim& count) const {
+    std::vector<Dim> size = x.type.dims;
+    size[1] = count;
+    Axes from(size.size(), 0), stride(size.size(), 1);
+    from[1] = start;
+    return b.slice(x, from, size, stride);
+  }
+  /// x [P, K, B...] placed at columns [start, start + K) of zeros [P, Q, B...] (the shape of `like`).
+  Value place_columns(const Value& x, int64_t start, const Value& like) const {
+    Axes from(like.type.dims.size(), 0), stride(like.type.dims.size(), 1);
+    from[1] = start;
+    return b.pad(x, from, like.type.dims, stride);
+  }
+  /// The tangent of a square unitary q = [q_K, q_⊥] [P, P, B...] whose first K columns have the tangent dq_k
+  /// [P, K, B...]: the completion q_⊥ is not determined by the matrix, so it takes the gauge q_⊥ᴴ dq_⊥ = 0, i.e.
+  /// dq_⊥ = −q_K dq_Kᴴ q_⊥ (qᴴ dq stays anti-Hermitian: q_Kᴴ dq_⊥ = −(q_⊥ᴴ dq_K)ᴴ).
+  Value complete_unitary(const Value& q, const Value& dq_k, int64_t k) const {
+    const int64_t p = q.type.dims[0].constant();
+    if (p == k) return dq_k;
+    const Value q_k = columns(q, 0, Dim(k)), q_perp = columns(q, k, Dim(p - k));
+    const Value dq_perp = b.neg(mm(q_k, mm(adj(dq_k), q_perp)));
+    return b.add(place_columns(dq_k, 0, q), place_columns(dq_perp, k, q));
+  }
   /// inv_upper(r), the differentiable R⁻¹.
   Value inv_upper(const Value& r) const {
     return b.extension_results(std::make_shared<LinalgPayload>(LinalgKind::inv_upper), {r})[0];
@@ -87,15 +111,28 @@ bool known_greater(const Dim& a, const Dim& bdim) {
   return !(a == bdim) && !(a.is_constant() && bdim.is_constant() && a.constant() <= bdim.constant());
 }
 
+// The constant extent of a matrix axis, or an error naming what needs it.
+int64_t constant_extent(const Value& a, int axis, std::string_view what) {
+  const Dim& d = a.type.dims[static_cast<size_t>(axis)];
+  if (!d.is_constant())
+    fail(ErrorKind::unsupported, "the derivative of {} needs constant matrix extents (got {}); give the matrix "
+         "constant extents", what, a.type.to_string());
+  return d.constant();
+}
+
 std::vector<std::optional<Value>> svd_tangents(Builder& b, const Instruction& inst, const LinalgPayload& p,
                                                const Value& a, const Value& da) {
-  if (p.full())
-    fail(ErrorKind::unsupported, "svd with full = true has no derivative rule (the columns past min(M, N) are not "
-         "determined by the matrix); differentiate the thin svd (full = false) instead");
   Mat m{b};
   std::vector<Value> f = b.extension_results(std::get<ExtensionOp>(inst.op).payload, {a});
-  const Value &u = f[0], &s = f[1], &vh = f[2];
-  const Value v = m.adj(vh);
+  // full = true: the thin rule on the first K columns of U and V, then the completions in the gauge of
+  // complete_unitary (which keeps every function of the first K triplets, and of the projectors on the rest, exact).
+  int64_t k = 0;
+  if (p.full()) {
+    k = std::min(constant_extent(a, 0, "svd with full = true"), constant_extent(a, 1, "svd with full = true"));
+  }
+  const Value u = p.full() ? m.columns(f[0], 0, Dim(k)) : f[0], &s = f[1];
+  const Value vh_full_adj = m.adj(f[2]);
+  const Value v = p.full() ? m.columns(vh_full_adj, 0, Dim(k)) : vh_full_adj;
   const Value dav = m.mm(da, v);        // dA V        [M, K, B...]
   const Value dp = m.mm(m.adj(u), dav);  // Uᴴ dA V    [K, K, B...]
   const Value dph = m.adj(dp);
@@ -112,6 +149,10 @@ std::vector<std::optional<Value>> svd_tangents(Builder& b, const Instruction& in
     du = b.add(du, m.scale_columns(b.sub(dav, m.mm(u, dp)), sinv));
   if (known_greater(cols, rows))  // (I − V Vᴴ) dAᴴ U S⁻¹
     dv = b.add(dv, m.scale_columns(b.sub(m.mm(m.adj(da), u), m.mm(v, dph)), sinv));
+  if (p.full()) {
+    du = m.complete_unitary(f[0], du, k);
+    dv = m.complete_unitary(vh_full_adj, dv, k);
+  }
   return {du, m.real_diag(dp), m.adj(dv)};
 }
 
@@ -128,15 +169,16 @@ std::vector<std::optional<Value>> eigh_tangents(Builder& b, const Instruction& i
 
 // Thin qr, M >= N (K = N): with C = Qᴴ dA R⁻¹ and Ω = tril(C, −1) − tril(C, −1)ᴴ + i Im diag(C) (Qᴴ dQ, the
 // gauge that keeps diag(R) real), dQ = Q (Ω − C) + dA R⁻¹ and dR = (C − Ω) R.
+// Wide qr, M < N (K = M): A = [A₁ A₂] with A₁ square, Q R₁ = A₁ and R₂ = Qᴴ A₂. C and Ω are those of A₁'s qr
+// (C = Qᴴ dA₁ R₁⁻¹); Q is square, so dQ = Q Ω, and dR = Qᴴ dA − Ω R (whose first M columns are (C − Ω) R₁).
 std::vector<std::optional<Value>> qr_tangents(Builder& b, const Instruction& inst, const Value& a, const Value& da) {
   const Dim &rows = a.type.dims[0], &cols = a.type.dims[1];
-  if (known_greater(cols, rows))
-    fail(ErrorKind::unsupported, "qr of a wide matrix ({}, M < N) has no derivative rule yet; differentiate the qr "
-         "of a tall or square matrix (M >= N), e.g. of its conjugate transpose", a.type.to_string());
+  const bool wide = known_greater(cols, rows);
   Mat m{b};
   std::vector<Value> f = b.extension_results(std::get<ExtensionOp>(inst.op).payload, {a});
   const Value &q = f[0], &r = f[1];
-  const Value dar = m.mm(da, m.inv_upper(r));
+  const Value da_square = wide ? m.columns(da, 0, rows) : da;
+  const Value dar = m.mm(da_square, m.inv_upper(wide ? m.columns(r, 0, rows) : r));
   const Value c = m.mm(m.adj(q), dar);
   const Value lower = b.mul(c, m.triangle(c, false, false, "qr"));
   Value omega = b.sub(lower, m.adj(lower));
@@ -144,6 +186,7 @@ std::vector<std::optional<Value>> qr_tangents(Builder& b, const Instruction& ins
     const Value d = b.extract_diag(c, 0, 1);
     omega = b.add(omega, b.embed_diag(b.sub(d, b.convert(b.real(d), d.type.dtype)), 0, 1));
   }
+  if (wide) return {m.mm(q, omega), b.sub(m.mm(m.adj(q), da), m.mm(omega, r))};
   return {b.add(m.mm(q, b.sub(omega, c)), dar), m.mm(b.sub(c, omega), r)};
 }
 

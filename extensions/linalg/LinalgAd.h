@@ -18,8 +18,9 @@
 // The diagonal of every F is zero by a mask, not by 0 / eps (whose derivative, 1/eps, would spoil second order).
 // qr (M >= N): C = Qᴴ dA R⁻¹, Ω = tril(C, −1) − tril(C, −1)ᴴ + i Im diag(C), dQ = Q (Ω − C) + dA R⁻¹,
 // dR = (C − Ω) R, with R⁻¹ the family's own differentiable inv_upper op (dX = −X triu(dR) X). The triangle masks
-// need a constant N. svd with full = true (the columns past K are not determined by A) and qr of a wide matrix have
-// no rule: both fail, naming the op.
+// need a constant K. Wide qr (M < N): the rule of the square qr of the first M columns, dQ = Q Ω, dR = Qᴴ dA − Ω R.
+// svd with full = true: the thin rule for the first K columns, and the completions U_⊥, V_⊥ (not determined by A)
+// in the gauge U_⊥ᴴ dU_⊥ = 0, dU_⊥ = −U_K dU_Kᴴ U_⊥; it needs constant M and N.
 #pragma once
 
 #include "ir/Extension.h"

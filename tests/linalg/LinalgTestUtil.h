@@ -99,4 +99,47 @@ inline Tensor random_hermitian(DType dtype, int64_t n, const Shape& batch, Rng& 
   return tensor_of(dtype, shape, v);
 }
 
+// ---- building programs over batched matrices [M, N, B...] ----
+
+inline std::vector<Value> decompose(Builder& b, linalg::LinalgKind kind, const Value& a) {
+  return b.extension_results(std::make_shared<linalg::LinalgPayload>(kind), {a});
+}
+
+inline Axes batch_axes(const Value& x) {
+  Axes axes;
+  for (int64_t a = 2; a < x.type.rank(); ++a) axes.push_back(a);
+  return axes;
+}
+
+inline Value mm(Builder& b, const Value& x, const Value& y) {
+  return b.dot_general(x, y, {1}, {0}, batch_axes(x), batch_axes(y));
+}
+
+inline Value adj(Builder& b, const Value& x) {
+  Axes perm{1, 0};
+  for (int64_t a = 2; a < x.type.rank(); ++a) perm.push_back(a);
+  return b.conj(b.transpose(x, perm));
+}
+
+/// x diag(c) xᴴ with fixed distinct weights c_j = j + 1: invariant under x -> x diag(phases).
+inline Value weighted_projector(Builder& b, const Value& x) {
+  const int64_t k = x.type.dims[1].constant();
+  std::vector<double> c;
+  for (int64_t j = 0; j < k; ++j) c.push_back(1.0 + static_cast<double>(j));
+  Value w = b.constant(Tensor::from_col_major<double>({k}, std::span<const double>(c)));
+  if (x.type.dtype != DType::f64) w = b.convert(w, x.type.dtype);
+  return mm(b, b.mul(x, b.broadcast_in_dim(w, {1}, x.type.dims)), adj(b, x));
+}
+
+inline Tolerance loose(DType dtype) {
+  Tolerance t = tolerance_for(dtype);
+  if (dtype == DType::f32 || dtype == DType::c64) t.fd = 6e-2;
+  return t;
+}
+
+inline Shape with_batch(Shape head, const Shape& batch) {
+  head.insert(head.end(), batch.begin(), batch.end());
+  return head;
+}
+
 }  // namespace einstage::linalg_test

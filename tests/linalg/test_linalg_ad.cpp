@@ -1,64 +1,16 @@
 // The linalg family's AD rules against finite differences, the dot-product test and transpose adjointness
 // (ad/AdTestUtil.h's check_derivatives) on random, well-separated spectra: svd of square, tall, wide and batched
 // matrices (real: every factor; complex and f32: gauge-invariant functions of the factors), eigh of the Hermitian
-// part, qr and inv_upper, second order (the jvp of a gradient through svd and qr), a nearly degenerate spectrum
-// (gauge-invariant functions only), and the pinned errors of full svd and wide qr.
+// part, qr (tall, square and wide) and inv_upper, second order (the jvp of a gradient through svd and qr), and a nearly
+// degenerate spectrum (gauge-invariant functions only). Truncated and full svd: test_linalg_truncated.cpp.
 #include "LinalgTestUtil.h"
-
-#include "support/ErrorOf.h"
 
 #include <doctest/doctest.h>
 
 using namespace einstage;
 using namespace einstage::linalg_test;
-using einstage::test::error_of;
-
-namespace {
 
 using linalg::LinalgKind;
-
-std::vector<Value> decompose(Builder& b, LinalgKind kind, const Value& a) {
-  return b.extension_results(std::make_shared<linalg::LinalgPayload>(kind), {a});
-}
-
-Axes batch_axes(const Value& x) {
-  Axes axes;
-  for (int64_t a = 2; a < x.type.rank(); ++a) axes.push_back(a);
-  return axes;
-}
-
-Value mm(Builder& b, const Value& x, const Value& y) {
-  return b.dot_general(x, y, {1}, {0}, batch_axes(x), batch_axes(y));
-}
-
-Value adj(Builder& b, const Value& x) {
-  Axes perm{1, 0};
-  for (int64_t a = 2; a < x.type.rank(); ++a) perm.push_back(a);
-  return b.conj(b.transpose(x, perm));
-}
-
-// x diag(c) xᴴ with fixed distinct weights c_j = j + 1: invariant under x -> x diag(phases).
-Value weighted_projector(Builder& b, const Value& x) {
-  const int64_t k = x.type.dims[1].constant();
-  std::vector<double> c;
-  for (int64_t j = 0; j < k; ++j) c.push_back(1.0 + static_cast<double>(j));
-  Value w = b.constant(Tensor::from_col_major<double>({k}, std::span<const double>(c)));
-  if (x.type.dtype != DType::f64) w = b.convert(w, x.type.dtype);
-  return mm(b, b.mul(x, b.broadcast_in_dim(w, {1}, x.type.dims)), adj(b, x));
-}
-
-Tolerance loose(DType dtype) {
-  Tolerance t = tolerance_for(dtype);
-  if (dtype == DType::f32 || dtype == DType::c64) t.fd = 6e-2;
-  return t;
-}
-
-Shape with_batch(Shape head, const Shape& batch) {
-  head.insert(head.end(), batch.begin(), batch.end());
-  return head;
-}
-
-}  // namespace
 
 TEST_CASE("linalg ad: svd of real matrices, every factor") {
   // f64 only: in f32 the finite-difference step (1e-2) is large enough that LAPACK flips the sign of some singular
@@ -129,21 +81,11 @@ TEST_CASE("linalg ad: second order: the gradient of a function of svd is differe
   }
 }
 
-TEST_CASE("linalg ad: full svd has no rule, and says which form has one") {
-  Builder c("full", registry());
-  Value x = c.parameter("a", {DType::f64, {3, 2}});
-  std::vector<Value> f = c.extension_results(std::make_shared<linalg::LinalgPayload>(LinalgKind::svd, true), {x});
-  Program p = c.finish({f[0]});
-  CHECK(error_of([&] { ad::jvp(p, std::vector<int>{0}, registry()); }) ==
-        "svd with full = true has no derivative rule (the columns past min(M, N) are not determined by the matrix); "
-        "differentiate the thin svd (full = false) instead");
-}
-
-TEST_CASE("linalg ad: qr of tall and square matrices, both factors, real and complex") {
+TEST_CASE("linalg ad: qr of tall, square and wide matrices, both factors, real and complex") {
   // LAPACK keeps diag(R) real, the gauge of the rule, so Q and R themselves are checked in every dtype.
   Rng rng{164};
   for (DType dtype : {DType::f64, DType::c128, DType::f32, DType::c64}) {
-    for (auto [m, n] : {std::pair<int64_t, int64_t>{4, 4}, {5, 3}}) {
+    for (auto [m, n] : {std::pair<int64_t, int64_t>{4, 4}, {5, 3}, {3, 5}}) {
       std::string where = fmt::format("{} [{}, {}] batch 2, seed 164", name(dtype), m, n);
       Builder c("qr", registry());
       Value x = c.parameter("a", {dtype, {m, n, 2}});
@@ -172,15 +114,6 @@ TEST_CASE("linalg ad: inv_upper, and the second order of qr") {
     Program grad = ad::grad(g.finish({loss}), {0}, registry());
     check_derivatives(grad, {0}, {random_tensor(dtype, {4, 3}, rng)}, rng, loose(dtype), where + ", grad of qr");
   }
-}
-
-TEST_CASE("linalg ad: qr of a wide matrix has no rule, and says what has one") {
-  Builder c("wide", registry());
-  Value x = c.parameter("a", {DType::f64, {2, 3}});
-  Program p = c.finish({decompose(c, LinalgKind::qr, x)[0]});
-  CHECK(error_of([&] { ad::jvp(p, std::vector<int>{0}, registry()); }) ==
-        "qr of a wide matrix (f64[2,3], M < N) has no derivative rule yet; differentiate the qr of a tall or square "
-        "matrix (M >= N), e.g. of its conjugate transpose");
 }
 
 TEST_CASE("linalg ad: nearly degenerate singular values: sum(S) and the projector on the pair's span") {

@@ -55,11 +55,6 @@ std::string type_error(linalg::LinalgKind kind, TensorType type) {
   });
 }
 
-Shape with_batch(Shape head, const Shape& batch) {
-  head.insert(head.end(), batch.begin(), batch.end());
-  return head;
-}
-
 }  // namespace
 
 TEST_CASE("linalg: golden text, parse and JSON round trips") {
