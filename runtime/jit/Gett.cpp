@@ -237,10 +237,22 @@ struct Gett {
   void gemm(const T* a, const T* b, T* c, ThreadPool* pool, ScratchAllocator::Lease& lease) const {
     const int64_t M = m.size, N = n.size, K = k.size;
     const int64_t nc_max = std::min(nc, (N + nr - 1) / nr * nr);
-    const int64_t mc_max = std::min(mc_e, (M + mrc - 1) / mrc * mrc);
     const int64_t kc_max = std::min(kc_e, K);
+    const int64_t row_tiles = (M + mrc - 1) / mrc;
+    const int row_chunks = gemm_row_chunks(M, mrc, pool ? pool->size() : 1);
+    const int64_t chunk_tiles = (row_tiles + row_chunks - 1) / row_chunks;
+    // The row chunks' A buffers, for the whole call: chunk 0 uses `lease` (which holds the B panel), the others
+    // their own, so a call's scratch traffic does not depend on how its KC steps were timed.
+    const int chunks = row_chunks > 1 ? pool->chunk_count(row_tiles, chunk_tiles) : 1;
+    std::vector<std::optional<ScratchAllocator::Lease>> own(static_cast<size_t>(chunks));
+    std::vector<R*> apack(static_cast<size_t>(chunks));
+    const int64_t mc_max = std::min(mc_e, row_tiles * mrc);
+    for (int ch = 0; ch < chunks; ++ch) {
+      if (ch > 0) own[ch].emplace(scratch->lease());
+      ScratchAllocator::Lease& l = ch == 0 ? lease : *own[ch];
+      apack[ch] = reinterpret_cast<R*>(l.buffer(kPackA, sizeof(R) * size_t(mc_max / mrc * mr * kc_max * cf)));
+    }
     R* bpack = reinterpret_cast<R*>(lease.buffer(kPackB, sizeof(R) * size_t(nc_max * kc_max * cf)));
-    R* apack = reinterpret_cast<R*>(lease.buffer(kPackA, sizeof(R) * size_t(mc_max / mrc * mr * kc_max * cf)));
     for (int64_t jc = 0; jc < N; jc += nc) {
       const int64_t ncur = std::min(nc, N - jc);
       const int64_t nslivers = (ncur + nr - 1) / nr;
@@ -254,29 +266,51 @@ struct Gett {
             pack_b_sliver(bpack + s * nr * kc_real, b, j0, std::min(nr, N - j0), pc, kc);
           }
         });
-        for (int64_t ic = 0; ic < M; ic += mc_e) {
-          const int64_t mcur = std::min(mc_e, M - ic);
-          const int64_t mslivers = (mcur + mrc - 1) / mrc;
-          parallel_for(pool, mslivers, [&](int64_t s0, int64_t s1) {
-            for (int64_t s = s0; s < s1; ++s) {
-              int64_t i0 = ic + s * mrc;
-              pack_a_sliver(apack + s * mr * kc_real, a, i0, std::min(mrc, M - i0), pc, kc);
-            }
-          });
-          // Tiles are independent: split the columns (B slivers) between threads; each tile's k order is fixed.
-          parallel_for(pool, nslivers, [&](int64_t s0, int64_t s1) {
-            for (int64_t s = s0; s < s1; ++s) {
-              int64_t j0 = jc + s * nr;
-              int64_t cols = std::min(nr, N - j0);
-              for (int64_t t = 0; t < mslivers; ++t) {
-                int64_t i0 = ic + t * mrc;
-                tile(apack + t * mr * kc_real, bpack + s * nr * kc_real, kc_real, c, i0, std::min(mrc, M - i0), j0,
-                     cols, beta);
-              }
-            }
-          });
+        if (row_chunks > 1) {
+          // Each thread takes a range of whole row tiles, packs its own A blocks (in its core's L2) and runs them
+          // against every column of the shared B panel: two pool barriers per KC step, not two per MC block.
+          pool->parallel_for(row_tiles, [&](int64_t t0, int64_t t1) {
+            int ch = 0;  // this chunk's number: chunk ch starts at ch * row_tiles / chunks (ThreadPool.h)
+            while (ch + 1 < chunks && (ch + 1) * row_tiles / chunks <= t0) ++ch;
+            rows_block(a, bpack, c, apack[ch], t0 * mrc, std::min(M, t1 * mrc), jc, nslivers, pc, kc, beta, nullptr);
+          }, chunk_tiles);
+        } else {
+          rows_block(a, bpack, c, apack[0], 0, M, jc, nslivers, pc, kc, beta, pool);
         }
       }
+    }
+  }
+
+  // Rows [r0, r1) (r0 a multiple of mrc) of one KC step against the packed B panel of columns [jc, jc + nslivers*nr),
+  // in MC blocks of equal size (so a thread's last block is not a sliver): pack A into `apack` (MC x KC), then the
+  // tiles. With a pool, each block's packing and its column slivers are split between threads (the small-M fallback
+  // of gemm_row_chunks).
+  void rows_block(const T* a, const R* bpanel, T* c, R* apack, int64_t r0, int64_t r1,
+                  int64_t jc, int64_t nslivers, int64_t pc, int64_t kc, int64_t beta, ThreadPool* pool) const {
+    const int64_t N = n.size, kc_real = kc * cf;
+    const int64_t blocks = (r1 - r0 + mc_e - 1) / mc_e;
+    const int64_t mc_cur = ((r1 - r0 + blocks - 1) / blocks + mrc - 1) / mrc * mrc;
+    for (int64_t ic = r0; ic < r1; ic += mc_cur) {
+      const int64_t mcur = std::min(mc_cur, r1 - ic);
+      const int64_t mslivers = (mcur + mrc - 1) / mrc;
+      parallel_for(pool, mslivers, [&](int64_t s0, int64_t s1) {
+        for (int64_t s = s0; s < s1; ++s) {
+          int64_t i0 = ic + s * mrc;
+          pack_a_sliver(apack + s * mr * kc_real, a, i0, std::min(mrc, r1 - i0), pc, kc);
+        }
+      });
+      // Tiles are independent: split the columns (B slivers) between threads; each tile's k order is fixed.
+      parallel_for(pool, nslivers, [&](int64_t s0, int64_t s1) {
+        for (int64_t s = s0; s < s1; ++s) {
+          int64_t j0 = jc + s * nr;
+          int64_t cols = std::min(nr, N - j0);
+          for (int64_t t = 0; t < mslivers; ++t) {
+            int64_t i0 = ic + t * mrc;
+            tile(apack + t * mr * kc_real, bpanel + s * nr * kc_real, kc_real, c, i0, std::min(mrc, r1 - i0), j0, cols,
+                 beta);
+          }
+        }
+      });
     }
   }
 
@@ -406,7 +440,7 @@ struct Gett {
     }
     const bool threaded = pool && pool->size() > 1;
     const double work = double(m.size) * double(n.size) * double(k.size);
-    if (!threaded || work * std::max<int64_t>(lane_extent, 1) < 32.0 * 32 * 32) pool = nullptr;
+    if (!threaded || work * std::max<int64_t>(lane_extent, 1) < kMinThreadedMacs) pool = nullptr;
     if (lane_kernel) return run_lanes(a, b, c, pool);
     if (pool && batch.size >= pool->size()) {
       // Enough batch entries: each thread runs whole entries with its own packing buffers.
@@ -739,6 +773,11 @@ void run_gett(const ContractionProblem& p, ThreadPool* pool, KernelCache& cache,
 }
 
 }  // namespace
+
+int gemm_row_chunks(int64_t M, int64_t tile_rows, int threads) {
+  const int64_t tiles = (M + std::max<int64_t>(tile_rows, 1) - 1) / std::max<int64_t>(tile_rows, 1);
+  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, tiles / kMinRowTilesPerThread)));
+}
 
 bool direct_schedule(const ContractionProblem& p, bool avx512, DirectSchedule& out) {
   switch (p.dtype) {

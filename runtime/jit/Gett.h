@@ -49,6 +49,18 @@ struct GettBlocking {
 /// this host's cache sizes (Blocking.h: 480 x 256 x 4096 for f64 on a 48 KiB L1d / 2 MiB L2 core).
 GettBlocking default_blocking(DType real_dtype, bool avx512);
 
+/// Fewest MR-row tiles a thread gets when contract_jit splits one packed GEMM's rows between threads.
+inline constexpr int64_t kMinRowTilesPerThread = 4;
+/// How many row ranges contract_jit's packed GEMM of M rows (tiles of `tile_rows` rows) runs on `threads` threads:
+/// each range, whole tiles, packs its own A blocks against the shared B panel, so a KC step costs two pool barriers
+/// whatever M is (per-MC-block splitting cost two per block: kac,bk->abc ran slower on 2 threads than on 1).
+/// min(threads, tiles / kMinRowTilesPerThread), at least 1; 1 means the columns of each MC block are split instead.
+int gemm_row_chunks(int64_t M, int64_t tile_rows, int threads);
+
+/// Fewest multiply-adds (all batch entries) for which a contraction is worth splitting between threads: below it a
+/// pool wake-up costs more than the work.
+inline constexpr double kMinThreadedMacs = 32.0 * 32 * 32;
+
 /// A problem that contract_jit runs on the direct path, as one shape-specialised kernel per batch entry plus the
 /// entries' element offsets (Specialise.h compiles it).
 struct DirectSchedule {

@@ -405,3 +405,46 @@ TEST_CASE_TEMPLATE("jit gett: broadcast products without k run as elementwise lo
     }
   }
 }
+
+TEST_CASE("jit gett: row split between threads gives each thread its minimum and the same bits") {
+  // The rule: never more chunks than threads, never a chunk under kMinRowTilesPerThread whole tiles, and no thread
+  // left idle that could have had its minimum.
+  for (int64_t tile_rows : {8, 16, 24})
+    for (int threads : {1, 2, 3, 4})
+      for (int64_t M = 0; M < 40 * tile_rows; M += 7) {
+        INFO("M " << M << ", tile rows " << tile_rows << ", threads " << threads);
+        const int chunks = gemm_row_chunks(M, tile_rows, threads);
+        const int64_t tiles = (M + tile_rows - 1) / tile_rows;
+        CHECK(chunks >= 1);
+        CHECK(chunks <= threads);
+        if (chunks > 1) CHECK(tiles / chunks >= kMinRowTilesPerThread);  // the smallest chunk of c*n/C cuts
+        if (chunks < threads) CHECK(tiles < (chunks + 1) * kMinRowTilesPerThread);
+      }
+  CHECK(gemm_row_chunks(128 * 128, 24, 2) == 2);  // kac,bk->abc at a=b=c=128: M = a*c
+  CHECK(gemm_row_chunks(3 * 24, 24, 2) == 1);
+
+  // kac,bk->abc: m = (c, a), n = b, k; many MC blocks and (tiny blocking) several KC and NC blocks, on 2 threads
+  // against 1 thread and the oracle.
+  ThreadPool two(2);
+  for (const GettBlocking* blocking : {static_cast<const GettBlocking*>(nullptr), &kTiny}) {
+    SplitMix64 rng(1414);
+    OwnedProblem base;
+    base.p.dtype = DType::f64;
+    const int64_t kk = 20, a = 37, b = 21, c = 40;
+    base.p.m = {{c, 1, 0, 1}, {a, c, 0, b * c}};
+    base.p.n = {{b, 0, kk, c}};
+    base.p.k = {{kk, a * c, 1, 0}};
+    base.a.elements = kk * a * c;
+    base.b.elements = b * kk;
+    base.c.elements = a * b * c;
+    allocate_and_fill<double>(base, rng, /*fill_c=*/false);
+    OwnedProblem x = base, y = base;
+    x.bind();
+    y.bind();
+    INFO(describe(x.p));
+    contract_jit(x.p, nullptr, &memory_cache(), blocking);
+    contract_jit(y.p, &two, &memory_cache(), blocking);
+    CHECK(x.c.bytes == y.c.bytes);
+    check_against_oracle<double>(y);
+  }
+}
