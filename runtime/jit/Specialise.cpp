@@ -2,6 +2,7 @@
 
 #include "ir/Error.h"
 #include "runtime/Context.h"
+#include "runtime/ThreadPool.h"
 #include "runtime/jit/Dispatch.h"
 #include "runtime/jit/Gett.h"
 #include "runtime/jit/KernelCache.h"
@@ -23,6 +24,7 @@ struct StepKernel::Shared {
   ContractionProblem signature;
   DirectSchedule schedule;
   int64_t element_bytes = 0;
+  double macs = 0;          // multiply-adds of one call, all batch entries
   uint64_t context_id = 0;  // ExecutionContext::id() of the context whose JIT holds `kernel`
   std::atomic<SpecialisedKernelFn> kernel{nullptr};
 };
@@ -160,9 +162,16 @@ void StepKernel::run(const ContractionProblem& p, ExecutionContext& context, Thr
     if (p.a == nullptr || p.b == nullptr || p.c == nullptr) p.check("contract");  // contract() would refuse it too
     const DirectSchedule& d = s.schedule;
     const int64_t elt = s.element_bytes;
-    for (size_t bt = 0; bt < d.batch_a.size(); ++bt)
-      call_jit(fn, static_cast<const char*>(p.a) + d.batch_a[bt] * elt,
-               static_cast<const char*>(p.b) + d.batch_b[bt] * elt, static_cast<char*>(p.c) + d.batch_c[bt] * elt);
+    // Batch entries are independent (contract_jit splits them the same way): bij,bjk->bik at b=64, 64^2 ran on one
+    // thread here at any pool size.
+    auto entries = [&](int64_t b0, int64_t b1) {
+      for (int64_t bt = b0; bt < b1; ++bt)
+        call_jit(fn, static_cast<const char*>(p.a) + d.batch_a[bt] * elt,
+                 static_cast<const char*>(p.b) + d.batch_b[bt] * elt, static_cast<char*>(p.c) + d.batch_c[bt] * elt);
+    };
+    const auto batch = static_cast<int64_t>(d.batch_a.size());
+    if (s.macs >= kMinThreadedMacs) parallel_for(pool, batch, entries);
+    else entries(0, batch);
     // A statistic, not a synchronisation: a plain load and store (no locked add, which would wait for the kernel's
     // stores to drain: ~5% of a 16x16 call). Concurrent calls of one step may undercount.
     s.specialised.store(s.specialised.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
@@ -186,6 +195,9 @@ void StepKernel::run(const ContractionProblem& p, ExecutionContext& context, Thr
       s.signature.c = nullptr;
       s.schedule = std::move(schedule);
       s.element_bytes = static_cast<int64_t>(size_of(p.dtype));
+      s.macs = 1;
+      for (const auto* group : {&p.m, &p.n, &p.k, &p.batch})
+        s.macs *= double(ContractionProblem::group_size(*group, "contract: axis group"));
       s.context_id = context.id();
       s.state.store(int(State::queued));
       queue(context, shared_);
