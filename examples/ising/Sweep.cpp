@@ -1,6 +1,7 @@
 #include "examples/ising/Sweep.h"
 
 #include "ir/Error.h"
+#include "ir/Quote.h"
 
 #include <fmt/format.h>
 
@@ -11,11 +12,14 @@
 namespace einstage::ising {
 namespace {
 
+// The user's text as messages echo it between single quotes (escaped, shortened: ir/Quote.h).
+std::string shown(std::string_view text) { return escape_for_message(text, '\''); }
+
 double parse_part(std::string_view text, std::string_view part, std::string_view whole) {
   double v = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (text.empty() || ec != std::errc() || end != text.data() + text.size() || !std::isfinite(v))
-    fail(ErrorKind::invalid_argument, "--sweep '{}': {} '{}' is not a finite number", whole, part, text);
+    fail(ErrorKind::invalid_argument, "--sweep '{}': {} '{}' is not a finite number", shown(whole), part, shown(text));
   return v;
 }
 
@@ -89,15 +93,15 @@ void panel(std::string& svg, double y0, const Axis& x, const std::vector<std::pa
 std::vector<double> parse_sweep(std::string_view text) {
   const size_t a = text.find(':'), b = a == std::string_view::npos ? a : text.find(':', a + 1);
   if (b == std::string_view::npos || text.find(':', b + 1) != std::string_view::npos)
-    fail(ErrorKind::invalid_argument, "--sweep '{}': expected START:STOP:STEP, e.g. 0.40:0.50:0.002", text);
+    fail(ErrorKind::invalid_argument, "--sweep '{}': expected START:STOP:STEP, e.g. 0.40:0.50:0.002", shown(text));
   const double start = parse_part(text.substr(0, a), "START", text);
   const double stop = parse_part(text.substr(a + 1, b - a - 1), "STOP", text);
   const double step = parse_part(text.substr(b + 1), "STEP", text);
-  if (start <= 0) fail(ErrorKind::invalid_argument, "--sweep '{}': START must be positive (it is an inverse temperature)", text);
-  if (stop < start) fail(ErrorKind::invalid_argument, "--sweep '{}': STOP is below START", text);
-  if (step <= 0) fail(ErrorKind::invalid_argument, "--sweep '{}': STEP must be positive", text);
+  if (start <= 0) fail(ErrorKind::invalid_argument, "--sweep '{}': START must be positive (it is an inverse temperature)", shown(text));
+  if (stop < start) fail(ErrorKind::invalid_argument, "--sweep '{}': STOP is below START", shown(text));
+  if (step <= 0) fail(ErrorKind::invalid_argument, "--sweep '{}': STEP must be positive", shown(text));
   const double count = std::round((stop - start) / step) + 1;
-  if (count > 10001) fail(ErrorKind::invalid_argument, "--sweep '{}': {} points; at most 10001", text, count);
+  if (count > 10001) fail(ErrorKind::invalid_argument, "--sweep '{}': {} points; at most 10001", shown(text), count);
   std::vector<double> betas;
   for (int64_t k = 0; k < static_cast<int64_t>(count); ++k) betas.push_back(start + static_cast<double>(k) * step);
   return betas;

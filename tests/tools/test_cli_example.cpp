@@ -67,6 +67,8 @@ TEST_CASE("example ising-trg: bad flags are usage errors naming the flag") {
       {"--beta 0.4 --chi 0", "example ising-trg: --chi must be a whole number of at least 1, got '0'"},
       {"--beta 0.4 --steps 0", "example ising-trg: --steps must be a whole number from 1 to 60, got '0'"},
       {"--beta 0.4 --steps 61", "example ising-trg: --steps must be a whole number from 1 to 60, got '61'"},
+      {"--chi 4 --sweep 0.5:0.4:0.01", "example ising-trg: --sweep '0.5:0.4:0.01': STOP is below START"},
+      {"--chi 4 --sweep 0.4:0.5:x", "example ising-trg: --sweep '0.4:0.5:x': STEP 'x' is not a finite number"},
       {"--chi 4", "example ising-trg: --beta is required (the inverse temperature, e.g. --beta 0.44), or --sweep"},
       {"--beta 0.4 --size 3", "example ising-trg: unknown option '--size'; run 'einstage example ising-trg --help'"},
   };

@@ -114,7 +114,7 @@ int run_ising_trg(std::span<const std::string_view> args) {
       try {
         sweep = ising::parse_sweep(value);
       } catch (const Error& e) {
-        usage_error("{}: {}", kCommand, e.what());
+        throw UsageError(fmt::format("{}: {}", kCommand, e.what()));  // parse_sweep escaped the user's text
       }
       continue;
     }
