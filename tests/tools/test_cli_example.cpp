@@ -13,6 +13,9 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 
 using namespace einstage;
@@ -81,4 +84,23 @@ TEST_CASE("example ising-trg: bad flags are usage errors naming the flag") {
   }
   test::CliRun r = test::run_cli("example frobnicate", dir);
   CHECK(r.err == "einstage: example: unknown example 'frobnicate'; the examples are [ising-trg]\n");
+}
+
+TEST_CASE("example ising-trg --sweep writes the SVG plot, and a plot that cannot be written leaves no file") {
+  test::TempDir dir;
+  test::CliRun ok = test::run_cli("example ising-trg --chi 2 --steps 2 --sweep 0.40:0.42:0.02 --plot p.svg --threads 1",
+                                  dir);
+  REQUIRE(ok.status == 0);
+  CHECK(ok.out.find("\n0.4 ") != std::string::npos);
+  CHECK(ok.out.find("\n0.42 ") != std::string::npos);
+  std::ifstream svg(dir.path() / "p.svg");
+  const std::string text((std::istreambuf_iterator<char>(svg)), std::istreambuf_iterator<char>());
+  CHECK(text.find("<svg") != std::string::npos);
+  CHECK(text.find("</svg>") != std::string::npos);
+
+  test::CliRun bad = test::run_cli("example ising-trg --chi 2 --steps 2 --sweep 0.40:0.42:0.02 --plot missing/p.svg", dir);
+  CHECK(bad.status != 0);
+  CHECK(bad.out.empty());
+  CHECK(bad.err.find("einstage: cannot write 'missing/p.svg': ") == 0);
+  CHECK_FALSE(std::filesystem::exists(dir.path() / "missing"));
 }

@@ -6,6 +6,7 @@
 #include "examples/ising/Sweep.h"
 #include "examples/ising/Trg.h"
 #include "extensions/einsum/Module.h"
+#include "ir/FileIO.h"
 #include "extensions/linalg/Module.h"
 #include "runtime/Runtime.h"
 #include "tools/einstage/Command.h"
@@ -16,7 +17,6 @@
 
 #include <charconv>
 #include <cmath>
-#include <fstream>
 #include <optional>
 
 namespace einstage::cli {
@@ -79,11 +79,8 @@ int run_sweep(const ising::IsingTrg& trg, const std::vector<double>& betas, int 
               const std::string& plot) {
   std::vector<ising::SweepPoint> points;
   for (double b : betas) points.push_back({b, trg.evaluate(b), ising::onsager(b)});
-  {
-    std::ofstream out(plot, std::ios::binary);
-    out << ising::sweep_svg(points, chi, steps);
-    if (!out.good()) fail(ErrorKind::io, "example ising-trg: cannot write the plot to '{}'", plot);
-  }
+  // Replaced in one rename: a failed write leaves no half-written plot (and an older plot untouched).
+  write_file_atomically(plot, ising::sweep_svg(points, chi, steps));
   if (json) {
     nlohmann::json all = nlohmann::json::array();
     for (const ising::SweepPoint& p : points) all.push_back(values_json(p.beta, chi, steps, p.trg, p.exact));
