@@ -1,0 +1,451 @@
+// The loops of one GETT (runtime/jit/Gett.h) for one dtype: the fused m/n/k/batch offset tables, packing of A blocks
+// and B panels straight from strides (1m for complex), the BLIS macro-kernel over NC x KC x MC blocks, the direct
+// (no-pack) and lane-kernel loops, and how threads split them. Internal to runtime/jit/Gett.cpp, which chooses the
+// mode, the micro-tile and the blocking and then fills a Gett<T>; nothing else includes this header.
+#pragma once
+
+#include "ir/Error.h"
+#include "ir/Scratch.h"
+#include "runtime/ThreadPool.h"
+#include "runtime/jit/Gett.h"
+#include "runtime/jit/Jit.h"
+#include "runtime/kernels/Strided.h"
+
+#include <algorithm>
+#include <cmath>
+#include <complex>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <tuple>
+#include <type_traits>
+#include <vector>
+
+namespace einstage::gett_detail {
+
+using Axis = ContractionProblem::Axis;
+
+template <typename T> struct real_of { using type = T; };
+template <typename R> struct real_of<std::complex<R>> { using type = R; };
+template <typename T> inline constexpr bool is_complex_v = !std::is_same_v<typename real_of<T>::type, T>;
+
+// One fused index space: offsets (elements) of each position in the tensors that carry the group.
+struct Fused {
+  int64_t size = 1;
+  std::vector<int64_t> a, b, c;
+};
+
+// Builds the offset tables of a group (kernels::offset_table, the odometer): axes are ordered by `key` (ascending, ties by position),
+// the first one varying fastest, so a unit-stride axis gives contiguous runs.
+// Which tensors' tables a group needs (m: A and C, n: B and C, k: A and B, batch: all three).
+enum Need : unsigned { kNeedA = 1, kNeedB = 2, kNeedC = 4 };
+
+inline Fused fuse(const std::vector<Axis>& group, int64_t Axis::*key, int64_t Axis::*tie, unsigned need) {
+  // Insertion sort on a few axes: no allocation beyond the tables (this runs on every call).
+  std::vector<Axis> axes;
+  axes.reserve(group.size());
+  for (const Axis& ax : group)
+    if (ax.extent != 1) axes.push_back(ax);
+  auto before = [&](const Axis& x, const Axis& y) {
+    auto kx = std::abs(x.*key), ky = std::abs(y.*key);
+    if (kx != ky) return kx < ky;
+    return std::abs(x.*tie) < std::abs(y.*tie);
+  };
+  for (size_t i = 1; i < axes.size(); ++i)
+    for (size_t j = i; j > 0 && before(axes[j], axes[j - 1]); --j) std::swap(axes[j], axes[j - 1]);
+  std::vector<int64_t> extent(axes.size()), stride(axes.size());
+  Fused f;
+  f.size = ContractionProblem::group_size(group, "contract: axis group");
+  for (size_t i = 0; i < axes.size(); ++i) extent[i] = axes[i].extent;
+  for (auto [bit, table, member] : {std::tuple{kNeedA, &f.a, &Axis::stride_a}, std::tuple{kNeedB, &f.b, &Axis::stride_b},
+                                    std::tuple{kNeedC, &f.c, &Axis::stride_c}}) {
+    if (!(need & bit)) continue;
+    for (size_t i = 0; i < axes.size(); ++i) stride[i] = axes[i].*member;
+    *table = kernels::offset_table(extent, stride);
+  }
+  return f;
+}
+
+inline bool unit_run(const std::vector<int64_t>& table, int64_t begin, int64_t count) {
+  const int64_t* t = table.data() + begin;
+  for (int64_t r = 1; r < count; ++r)
+    if (t[r] != t[0] + r) return false;
+  return true;
+}
+
+// The packing buffers of one gemm: A's block and B's panel, in a lease of the context's ScratchAllocator (ir/Scratch.h)
+// that keeps them for the next call, so packing does not pay for fresh pages every contraction.
+enum PackBuffer : int { kPackA = 0, kPackB = 1 };
+
+template <typename T>
+struct Gett {
+  using R = typename real_of<T>::type;
+  static constexpr int64_t cf = is_complex_v<T> ? 2 : 1;  // reals per element
+
+  MicroKernelFn kernel = nullptr;
+  DirectKernelFn direct = nullptr;  // small problems: no packing (MicroKernel.h)
+  int64_t k_inner = 0;              // direct: inner k steps and the k geometry (DirectKernelFn)
+  int64_t k_geometry[6] = {};
+  int64_t mr, nr;     // micro-tile in reals (rows) / columns
+  int64_t mrc;        // element rows per micro-tile
+  int64_t kc_e, mc_e, nc;  // blocks in elements
+  Fused m, n, k, batch;
+  std::vector<int64_t> cn_real;  // cf * n.c, padded with nr zeros (the kernel reads nr column offsets)
+  bool b_k_unit = false;         // B's k offsets are 0,1,2,... relative to the first
+  bool a_k_unit = false;
+  bool accumulate = false;
+  ScratchAllocator* scratch = nullptr;  // where packing buffers come from
+
+  // Lane mode (real dtypes, a batch axis with unit stride in A, B and C): vectors run along that axis.
+  LaneKernelFn lane_kernel = nullptr;
+  int64_t lanes = 0, lane_extent = 0;
+  std::vector<int64_t> cm_pad, cn_pad;  // m.c / n.c padded with a tile's worth of zeros
+
+  // ---- packing ----
+
+  // Packs element rows [i0, i0+rows) x k [p0, p0+kc) of A into a sliver of kc*cf columns of mr reals.
+  void pack_a_sliver(R* dst, const T* a, int64_t i0, int64_t rows, int64_t p0, int64_t kc) const {
+    const int64_t* am = m.a.data() + i0;
+    const int64_t* ak = k.a.data() + p0;
+    if constexpr (!is_complex_v<T>) {
+      if (unit_run(m.a, i0, rows)) {
+        for (int64_t p = 0; p < kc; ++p) {
+          const T* src = a + am[0] + ak[p];
+          R* d = dst + p * mr;
+          for (int64_t r = 0; r < rows; ++r) d[r] = src[r];
+          for (int64_t r = rows; r < mr; ++r) d[r] = 0;
+        }
+      } else if (a_k_unit) {  // k contiguous: read each row sequentially
+        for (int64_t r = 0; r < rows; ++r) {
+          const T* src = a + am[r] + ak[0];
+          for (int64_t p = 0; p < kc; ++p) dst[p * mr + r] = src[p];
+        }
+        for (int64_t p = 0; p < kc; ++p)
+          for (int64_t r = rows; r < mr; ++r) dst[p * mr + r] = 0;
+      } else {
+        for (int64_t p = 0; p < kc; ++p) {
+          const T* col = a + ak[p];
+          R* d = dst + p * mr;
+          for (int64_t r = 0; r < rows; ++r) d[r] = col[am[r]];
+          for (int64_t r = rows; r < mr; ++r) d[r] = 0;
+        }
+      }
+    } else {
+      // 1m: element a = x + iy becomes real column 2p = (x, y) per row and column 2p+1 = (-y, x).
+      for (int64_t p = 0; p < kc; ++p) {
+        const T* col = a + ak[p];
+        R* d0 = dst + (2 * p) * mr;
+        R* d1 = d0 + mr;
+        for (int64_t r = 0; r < rows; ++r) {
+          T v = col[am[r]];
+          d0[2 * r] = v.real();
+          d0[2 * r + 1] = v.imag();
+          d1[2 * r] = -v.imag();
+          d1[2 * r + 1] = v.real();
+        }
+        for (int64_t r = 2 * rows; r < mr; ++r) d0[r] = d1[r] = 0;
+      }
+    }
+  }
+
+  // Packs k [p0, p0+kc) x columns [j0, j0+cols) of B into a sliver of kc*cf rows of nr reals.
+  void pack_b_sliver(R* dst, const T* b, int64_t j0, int64_t cols, int64_t p0, int64_t kc) const {
+    const int64_t* bn = n.b.data() + j0;
+    const int64_t* bk = k.b.data() + p0;
+    if constexpr (!is_complex_v<T>) {
+      if (b_k_unit) {  // k contiguous (e.g. a column-major B[k, n]): read 4 columns side by side, write rows
+        int64_t j = 0;
+        for (; j + 4 <= cols; j += 4) {
+          const T* s0 = b + bn[j] + bk[0];
+          const T* s1 = b + bn[j + 1] + bk[0];
+          const T* s2 = b + bn[j + 2] + bk[0];
+          const T* s3 = b + bn[j + 3] + bk[0];
+          R* d = dst + j;
+          for (int64_t p = 0; p < kc; ++p, d += nr) {
+            d[0] = s0[p];
+            d[1] = s1[p];
+            d[2] = s2[p];
+            d[3] = s3[p];
+          }
+        }
+        for (; j < cols; ++j) {
+          const T* src = b + bn[j] + bk[0];
+          for (int64_t p = 0; p < kc; ++p) dst[p * nr + j] = src[p];
+        }
+      } else if (unit_run(n.b, j0, cols)) {
+        for (int64_t p = 0; p < kc; ++p) {
+          const T* src = b + bk[p] + bn[0];
+          for (int64_t j = 0; j < cols; ++j) dst[p * nr + j] = src[j];
+        }
+      } else {
+        for (int64_t p = 0; p < kc; ++p)
+          for (int64_t j = 0; j < cols; ++j) dst[p * nr + j] = b[bk[p] + bn[j]];
+      }
+      if (cols < nr)
+        for (int64_t p = 0; p < kc; ++p)
+          for (int64_t j = cols; j < nr; ++j) dst[p * nr + j] = 0;
+    } else {
+      // 1m: element b = x + iy becomes real row 2p = x and row 2p+1 = y.
+      for (int64_t p = 0; p < kc; ++p) {
+        R* d0 = dst + (2 * p) * nr;
+        R* d1 = d0 + nr;
+        for (int64_t j = 0; j < cols; ++j) {
+          T v = b[bk[p] + bn[j]];
+          d0[j] = v.real();
+          d1[j] = v.imag();
+        }
+        for (int64_t j = cols; j < nr; ++j) d0[j] = d1[j] = 0;
+      }
+    }
+  }
+
+  // ---- the tile ----
+
+  void tile(const R* ap, const R* bp, int64_t kc_real, T* c, int64_t i0, int64_t rows, int64_t j0, int64_t cols,
+            int64_t beta) const {
+    if (unit_run(m.c, i0, rows)) {
+      R* base = reinterpret_cast<R*>(c + m.c[i0]);
+      call_jit(kernel, kc_real, ap, bp, base, cn_real.data() + j0, rows * cf, cols, beta);
+      return;
+    }
+    // C's rows are not contiguous here: compute into a tile buffer (beta 0) and scatter through the offset tables.
+    alignas(64) R buffer[64 * 16];
+    int64_t offsets[32];
+    EIN_ASSERT(mr * nr <= 64 * 16 && nr <= 32, "micro-tile larger than the scatter buffer");
+    for (int64_t j = 0; j < nr; ++j) offsets[j] = j * mr;
+    call_jit(kernel, kc_real, ap, bp, buffer, offsets, rows * cf, cols, int64_t(0));
+    for (int64_t j = 0; j < cols; ++j) {
+      const T* src = reinterpret_cast<const T*>(buffer + j * mr);
+      T* col = c + n.c[j0 + j];
+      const int64_t* cm = m.c.data() + i0;
+      if (beta)
+        for (int64_t r = 0; r < rows; ++r) col[cm[r]] += src[r];
+      else
+        for (int64_t r = 0; r < rows; ++r) col[cm[r]] = src[r];
+    }
+  }
+
+  // ---- one batch entry ----
+
+  void gemm(const T* a, const T* b, T* c, ThreadPool* pool, ScratchAllocator::Lease& lease) const {
+    const int64_t M = m.size, N = n.size, K = k.size;
+    const int64_t nc_max = std::min(nc, (N + nr - 1) / nr * nr);
+    const int64_t kc_max = std::min(kc_e, K);
+    const int64_t row_tiles = (M + mrc - 1) / mrc;
+    const int row_chunks = gemm_row_chunks(M, mrc, pool ? pool->size() : 1);
+    const int64_t chunk_tiles = (row_tiles + row_chunks - 1) / row_chunks;
+    // The row chunks' A buffers, for the whole call: chunk 0 uses `lease` (which holds the B panel), the others
+    // their own, so a call's scratch traffic does not depend on how its KC steps were timed.
+    const int chunks = row_chunks > 1 ? pool->chunk_count(row_tiles, chunk_tiles) : 1;
+    std::vector<std::optional<ScratchAllocator::Lease>> own(static_cast<size_t>(chunks));
+    std::vector<R*> apack(static_cast<size_t>(chunks));
+    const int64_t mc_max = std::min(mc_e, row_tiles * mrc);
+    for (int ch = 0; ch < chunks; ++ch) {
+      if (ch > 0) own[ch].emplace(scratch->lease());
+      ScratchAllocator::Lease& l = ch == 0 ? lease : *own[ch];
+      apack[ch] = reinterpret_cast<R*>(l.buffer(kPackA, sizeof(R) * size_t(mc_max / mrc * mr * kc_max * cf)));
+    }
+    R* bpack = reinterpret_cast<R*>(lease.buffer(kPackB, sizeof(R) * size_t(nc_max * kc_max * cf)));
+    for (int64_t jc = 0; jc < N; jc += nc) {
+      const int64_t ncur = std::min(nc, N - jc);
+      const int64_t nslivers = (ncur + nr - 1) / nr;
+      for (int64_t pc = 0; pc < K; pc += kc_e) {
+        const int64_t kc = std::min(kc_e, K - pc);
+        const int64_t kc_real = kc * cf;
+        const int64_t beta = (pc > 0 || accumulate) ? 1 : 0;
+        parallel_for(pool, nslivers, [&](int64_t s0, int64_t s1) {
+          for (int64_t s = s0; s < s1; ++s) {
+            int64_t j0 = jc + s * nr;
+            pack_b_sliver(bpack + s * nr * kc_real, b, j0, std::min(nr, N - j0), pc, kc);
+          }
+        });
+        if (row_chunks > 1) {
+          // Each thread takes a range of whole row tiles, packs its own A blocks (in its core's L2) and runs them
+          // against every column of the shared B panel: two pool barriers per KC step, not two per MC block.
+          pool->parallel_for(row_tiles, [&](int64_t t0, int64_t t1) {
+            int ch = 0;  // this chunk's number: chunk ch starts at ch * row_tiles / chunks (ThreadPool.h)
+            while (ch + 1 < chunks && (ch + 1) * row_tiles / chunks <= t0) ++ch;
+            rows_block(a, bpack, c, apack[ch], t0 * mrc, std::min(M, t1 * mrc), jc, nslivers, pc, kc, beta, nullptr);
+          }, chunk_tiles);
+        } else {
+          rows_block(a, bpack, c, apack[0], 0, M, jc, nslivers, pc, kc, beta, pool);
+        }
+      }
+    }
+  }
+
+  // Rows [r0, r1) (r0 a multiple of mrc) of one KC step against the packed B panel of columns [jc, jc + nslivers*nr),
+  // in MC blocks of equal size (so a thread's last block is not a sliver): pack A into `apack` (MC x KC), then the
+  // tiles. With a pool, each block's packing and its column slivers are split between threads (the small-M fallback
+  // of gemm_row_chunks).
+  void rows_block(const T* a, const R* bpanel, T* c, R* apack, int64_t r0, int64_t r1,
+                  int64_t jc, int64_t nslivers, int64_t pc, int64_t kc, int64_t beta, ThreadPool* pool) const {
+    const int64_t N = n.size, kc_real = kc * cf;
+    const int64_t blocks = (r1 - r0 + mc_e - 1) / mc_e;
+    const int64_t mc_cur = ((r1 - r0 + blocks - 1) / blocks + mrc - 1) / mrc * mrc;
+    for (int64_t ic = r0; ic < r1; ic += mc_cur) {
+      const int64_t mcur = std::min(mc_cur, r1 - ic);
+      const int64_t mslivers = (mcur + mrc - 1) / mrc;
+      parallel_for(pool, mslivers, [&](int64_t s0, int64_t s1) {
+        for (int64_t s = s0; s < s1; ++s) {
+          int64_t i0 = ic + s * mrc;
+          pack_a_sliver(apack + s * mr * kc_real, a, i0, std::min(mrc, r1 - i0), pc, kc);
+        }
+      });
+      // Tiles are independent: split the columns (B slivers) between threads; each tile's k order is fixed.
+      parallel_for(pool, nslivers, [&](int64_t s0, int64_t s1) {
+        for (int64_t s = s0; s < s1; ++s) {
+          int64_t j0 = jc + s * nr;
+          int64_t cols = std::min(nr, N - j0);
+          for (int64_t t = 0; t < mslivers; ++t) {
+            int64_t i0 = ic + t * mrc;
+            tile(apack + t * mr * kc_real, bpanel + s * nr * kc_real, kc_real, c, i0, std::min(mrc, r1 - i0), j0, cols,
+                 beta);
+          }
+        }
+      });
+    }
+  }
+
+  // ---- direct mode (small real problems): no packing, the kernel reads A and B through the offset tables ----
+
+  void gemm_direct(const T* a, const T* b, T* c, ThreadPool* pool) const {
+    const int64_t M = m.size, N = n.size;
+    const int64_t nslivers = (N + nr - 1) / nr, mslivers = (M + mr - 1) / mr;
+    const int64_t beta = accumulate ? 1 : 0;
+    // Tiles are independent and each sums k in order, so any split gives the same bits. Work items run column
+    // sliver by column sliver (tile order s * mslivers + t), so a matrix-vector step (one sliver) splits too.
+    parallel_for(pool, nslivers * mslivers, [&](int64_t w0, int64_t w1) {
+      int64_t b_coff[32];
+      int64_t sliver = -1;
+      for (int64_t w = w0; w < w1; ++w) {
+        const int64_t s = w / mslivers, t = w % mslivers;
+        const int64_t j0 = s * nr, cols = std::min(nr, N - j0);
+        if (s != sliver) {
+          for (int64_t j = 0; j < nr; ++j) b_coff[j] = n.b[j0 + std::min(j, cols - 1)];
+          sliver = s;
+        }
+        const int64_t i0 = t * mr;
+        call_jit(direct, k_inner, a + m.a[i0], b, c + m.c[i0], cn_real.data() + j0, std::min(mr, M - i0), cols, beta,
+                 k_geometry, b_coff);
+      }
+    });
+  }
+
+  // One batch entry; `lease` holds the packing buffers (unused on the direct path, which packs nothing).
+  void entry(const T* a, const T* b, T* c, ThreadPool* pool, std::optional<ScratchAllocator::Lease>& lease) const {
+    if constexpr (!is_complex_v<T>) {
+      if (direct) return gemm_direct(a, b, c, pool);
+    }
+    if (!lease) lease.emplace(scratch->lease());
+    gemm(a, b, c, pool, *lease);
+  }
+
+  // ---- lane mode: one block of `lanes` consecutive entries of the lane axis ----
+
+  void lane_gemm(const T* a, const T* b, T* c, int64_t lane_rem, ScratchAllocator::Lease& lease) const {
+    const int64_t M = m.size, N = n.size, K = k.size, V = lanes;
+    const int64_t nc_max = std::min(nc, (N + nr - 1) / nr * nr);
+    const int64_t mc_max = std::min(mc_e, (M + mr - 1) / mr * mr);
+    const int64_t kc_max = std::min(kc_e, K);
+    R* bpack = reinterpret_cast<R*>(lease.buffer(kPackB, sizeof(R) * size_t(nc_max * kc_max * V)));
+    R* apack = reinterpret_cast<R*>(lease.buffer(kPackA, sizeof(R) * size_t(mc_max * kc_max * V)));
+    // One vector's worth per (k, row): a fixed-size copy for the usual full block (a memcpy call per 64 bytes
+    // would cost more than the copy).
+    auto copy_lanes = [&](R* dst, const T* src) {
+      if constexpr (is_complex_v<T>) {
+        EIN_ASSERT(false, "lane kernels are real");  // complex problems never take the lane path
+      } else if (lane_rem == V && V * sizeof(R) == 64) {
+        std::memcpy(dst, src, 64);  // a fixed-size copy: vector moves, where the element loop stayed scalar
+      } else {
+        for (int64_t l = 0; l < lane_rem; ++l) dst[l] = src[l];
+        for (int64_t l = lane_rem; l < V; ++l) dst[l] = 0;
+      }
+    };
+    for (int64_t jc = 0; jc < N; jc += nc) {
+      const int64_t ncur = std::min(nc, N - jc);
+      for (int64_t pc = 0; pc < K; pc += kc_e) {
+        const int64_t kc = std::min(kc_e, K - pc);
+        const int64_t beta = (pc > 0 || accumulate) ? 1 : 0;
+        for (int64_t s = 0; s * nr < ncur; ++s) {
+          const int64_t j0 = jc + s * nr, cols = std::min(nr, N - j0);
+          R* dst = bpack + s * nr * kc * V;
+          for (int64_t p = 0; p < kc; ++p)
+            for (int64_t j = 0; j < nr; ++j, dst += V) {
+              if (j < cols) copy_lanes(dst, b + k.b[pc + p] + n.b[j0 + j]);
+              else std::memset(dst, 0, sizeof(R) * size_t(V));
+            }
+        }
+        for (int64_t ic = 0; ic < M; ic += mc_e) {
+          const int64_t mcur = std::min(mc_e, M - ic);
+          for (int64_t t = 0; t * mr < mcur; ++t) {
+            const int64_t i0 = ic + t * mr, rows = std::min(mr, M - i0);
+            R* dst = apack + t * mr * kc * V;
+            for (int64_t p = 0; p < kc; ++p)
+              for (int64_t i = 0; i < mr; ++i, dst += V) {
+                if (i < rows) copy_lanes(dst, a + k.a[pc + p] + m.a[i0 + i]);
+                else std::memset(dst, 0, sizeof(R) * size_t(V));
+              }
+          }
+          for (int64_t s = 0; s * nr < ncur; ++s) {
+            const int64_t j0 = jc + s * nr, cols = std::min(nr, N - j0);
+            for (int64_t t = 0; t * mr < mcur; ++t) {
+              const int64_t i0 = ic + t * mr, rows = std::min(mr, M - i0);
+              call_jit(lane_kernel, kc, apack + t * mr * kc * V, bpack + s * nr * kc * V, c, cm_pad.data() + i0,
+                       cn_pad.data() + j0, lane_rem, rows, cols, beta);
+            }
+          }
+        }
+      }
+    }
+  }
+
+  void run_lanes(const T* a, const T* b, T* c, ThreadPool* pool) const {
+    const int64_t blocks = (lane_extent + lanes - 1) / lanes;
+    // Lane blocks and batch entries are independent: split them between threads.
+    parallel_for(pool, batch.size * blocks, [&](int64_t w0, int64_t w1) {
+      ScratchAllocator::Lease lease = scratch->lease();  // one per chunk: chunks run at the same time
+      for (int64_t w = w0; w < w1; ++w) {
+        int64_t bt = w / blocks, l0 = (w % blocks) * lanes;
+        lane_gemm(a + batch.a[bt] + l0, b + batch.b[bt] + l0, c + batch.c[bt] + l0, std::min(lanes, lane_extent - l0),
+                  lease);
+      }
+    });
+  }
+
+  void zero_fill(T* c, ThreadPool* pool) const {
+    parallel_for(pool, batch.size, [&](int64_t b0, int64_t b1) {
+      for (int64_t bt = b0; bt < b1; ++bt)
+        for (int64_t j = 0; j < n.size; ++j)
+          for (int64_t i = 0; i < m.size; ++i)
+            for (int64_t l = 0; l < std::max<int64_t>(lane_extent, 1); ++l) c[batch.c[bt] + n.c[j] + m.c[i] + l] = T(0);
+    });
+  }
+
+  void run(const ContractionProblem& p, ThreadPool* pool) const {
+    const T* a = static_cast<const T*>(p.a);
+    const T* b = static_cast<const T*>(p.b);
+    T* c = static_cast<T*>(p.c);
+    if (m.size == 0 || n.size == 0 || batch.size == 0 || (lane_kernel && lane_extent == 0)) return;
+    if (k.size == 0) {
+      if (!accumulate) zero_fill(c, pool);
+      return;
+    }
+    const bool threaded = pool && pool->size() > 1;
+    const double work = double(m.size) * double(n.size) * double(k.size);
+    if (!threaded || work * std::max<int64_t>(lane_extent, 1) < kMinThreadedMacs) pool = nullptr;
+    if (lane_kernel) return run_lanes(a, b, c, pool);
+    if (pool && batch.size >= pool->size()) {
+      // Enough batch entries: each thread runs whole entries with its own packing buffers.
+      parallel_for(pool, batch.size, [&](int64_t b0, int64_t b1) {
+        std::optional<ScratchAllocator::Lease> lease;  // one per chunk: chunks run at the same time
+        for (int64_t bt = b0; bt < b1; ++bt) entry(a + batch.a[bt], b + batch.b[bt], c + batch.c[bt], nullptr, lease);
+      });
+      return;
+    }
+    std::optional<ScratchAllocator::Lease> lease;
+    for (int64_t bt = 0; bt < batch.size; ++bt) entry(a + batch.a[bt], b + batch.b[bt], c + batch.c[bt], pool, lease);
+  }
+};
+
+}  // namespace einstage::gett_detail
