@@ -3,6 +3,11 @@
 (Levin-Nave TRG, max|T| normalisation, full SVDs, D' = min(D^2, chi, #(S > 1e-15))), with u and c by
 torch.autograd.grad(..., create_graph=True) twice, as in Liao et al.'s code. f64, CPU.
 
+The SVD is a torch.autograd.Function whose backward is the Lorentzian-broadened rule (1/x -> x / (x^2 + 1e-12)), as
+in the paper's code and as einstage's linalg AD (docs/ad.md): torch.linalg.svd's own backward divides by the gaps
+between singular values, and the rank-deficient TRG steps have many equal (zero) ones, so u and c came out NaN. The
+backward is written in differentiable torch ops, so the second grad differentiates it again.
+
 usage: ising_trg_peer.py CHI STEPS BETA MIN_SECONDS THREADS   prints one JSON object:
   {"lnz", "energy", "specific_heat", "seconds"}  (seconds: best wall time of one value+u+c evaluation)
 """
@@ -11,6 +16,37 @@ import sys
 import time
 
 import torch
+
+EPS = 1e-12
+
+
+def broadened_inverse(x):
+    return x / (x * x + EPS)
+
+
+class BroadenedSvd(torch.autograd.Function):
+    """Full SVD of a square matrix, A = U diag(S) Vh, with the broadened reverse rule."""
+
+    @staticmethod
+    def forward(ctx, a):
+        u, s, vh = torch.linalg.svd(a)
+        ctx.save_for_backward(u, s, vh)
+        return u, s, vh
+
+    @staticmethod
+    def backward(ctx, gu, gs, gvh):
+        u, s, vh = ctx.saved_tensors
+        v = vh.T
+        f = broadened_inverse(s[None, :] - s[:, None])  # 1/(s_j - s_i), zero on the diagonal
+        f = f * (1 - torch.eye(s.shape[0], dtype=s.dtype))
+        g = broadened_inverse(s[None, :] + s[:, None])  # 1/(s_j + s_i)
+        au = u.T @ gu if gu is not None else torch.zeros_like(f)
+        av = v.T @ gvh.T if gvh is not None else torch.zeros_like(f)
+        ju, jv = (au - au.T) / 2, (av - av.T) / 2
+        inner = (f + g) * ju + (f - g) * jv
+        if gs is not None:
+            inner = inner + torch.diag(gs)
+        return u @ inner @ vh
 
 
 def lnz_per_site(beta, chi, steps):
@@ -32,8 +68,8 @@ def lnz_per_site(beta, chi, steps):
         # Column-major merges as einstage's (the result does not depend on the convention).
         ma = t.permute(3, 2, 1, 0).reshape(d * d, d * d).T
         mb = t.permute(1, 2, 0, 3).permute(3, 2, 1, 0).reshape(d * d, d * d).T
-        ua, sa, vha = torch.linalg.svd(ma)
-        ub, sb, vhb = torch.linalg.svd(mb)
+        ua, sa, vha = BroadenedSvd.apply(ma)
+        ub, sb, vhb = BroadenedSvd.apply(mb)
         dn = min(d * d, chi, int((sa > 1e-15).sum()), int((sb > 1e-15).sum()))
         ra, rb = torch.sqrt(sa[:dn]), torch.sqrt(sb[:dn])
 
