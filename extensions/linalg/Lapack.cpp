@@ -6,9 +6,13 @@
 #define lapack_complex_double std::complex<double>
 #include <lapacke.h>
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <cmath>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
 
 namespace einstage::linalg {
 
@@ -18,42 +22,78 @@ template <typename T> struct Real { using type = T; };
 template <typename T> struct Real<std::complex<T>> { using type = T; };
 template <typename T> using real_t = typename Real<T>::type;
 
-// The LAPACKE routines of one element type (column-major layout throughout).
+lapack_int ld(int64_t rows) { return static_cast<lapack_int>(std::max<int64_t>(1, rows)); }
+
+// The LAPACKE `_work` routines of one element type (column-major throughout). Every routine takes the real workspace
+// `rwork` of the complex routines; the real ones ignore it.
 template <typename T> struct Lapack;
-#define EINSTAGE_LAPACK_TRAITS(T, P, ORGQR, EVD)                                                                \
-  template <> struct Lapack<T> {                                                                                \
-    static lapack_int gesdd(char jobz, lapack_int m, lapack_int n, T* a, real_t<T>* s, T* u, lapack_int ldu,   \
-                            T* vt, lapack_int ldvt) {                                                          \
-      return LAPACKE_##P##gesdd(LAPACK_COL_MAJOR, jobz, m, n, a, std::max<lapack_int>(1, m), s, u, ldu, vt,     \
-                                ldvt);                                                                          \
-    }                                                                                                           \
-    static lapack_int gesvd(char job, lapack_int m, lapack_int n, T* a, real_t<T>* s, T* u, lapack_int ldu,    \
-                            T* vt, lapack_int ldvt, real_t<T>* superb) {                                       \
-      return LAPACKE_##P##gesvd(LAPACK_COL_MAJOR, job, job, m, n, a, std::max<lapack_int>(1, m), s, u, ldu, vt, \
-                                ldvt, superb);                                                                  \
-    }                                                                                                           \
-    static lapack_int geqrf(lapack_int m, lapack_int n, T* a, T* tau) {                                         \
-      return LAPACKE_##P##geqrf(LAPACK_COL_MAJOR, m, n, a, std::max<lapack_int>(1, m), tau);                    \
-    }                                                                                                           \
-    static lapack_int orgqr(lapack_int m, lapack_int k, T* a, const T* tau) {                                   \
-      return LAPACKE_##P##ORGQR(LAPACK_COL_MAJOR, m, k, k, a, std::max<lapack_int>(1, m), tau);                 \
-    }                                                                                                           \
-    static lapack_int evd(lapack_int n, T* a, real_t<T>* w) {                                                   \
-      return LAPACKE_##P##EVD(LAPACK_COL_MAJOR, 'V', 'L', n, a, std::max<lapack_int>(1, n), w);                 \
-    }                                                                                                           \
-    static lapack_int trtri(lapack_int n, T* a) {                                                               \
-      return LAPACKE_##P##trtri(LAPACK_COL_MAJOR, 'U', 'N', n, a, std::max<lapack_int>(1, n));                  \
-    }                                                                                                           \
+#define EINSTAGE_LAPACK_COMMON(T, P, ORGQR)                                                                      \
+  static lapack_int geqrf(lapack_int m, lapack_int n, T* a, T* tau, T* work, lapack_int lwork) {                 \
+    return LAPACKE_##P##geqrf_work(LAPACK_COL_MAJOR, m, n, a, ld(m), tau, work, lwork);                          \
+  }                                                                                                              \
+  static lapack_int orgqr(lapack_int m, lapack_int n, lapack_int k, T* a, const T* tau, T* work,                 \
+                          lapack_int lwork) {                                                                    \
+    return LAPACKE_##P##ORGQR##_work(LAPACK_COL_MAJOR, m, n, k, a, ld(m), tau, work, lwork);                     \
+  }                                                                                                              \
+  static lapack_int trtri(lapack_int n, T* a) {                                                                  \
+    return LAPACKE_##P##trtri_work(LAPACK_COL_MAJOR, 'U', 'N', n, a, ld(n));                                     \
+  }
+#define EINSTAGE_LAPACK_REAL(T, P)                                                                               \
+  template <> struct Lapack<T> {                                                                                 \
+    EINSTAGE_LAPACK_COMMON(T, P, orgqr)                                                                          \
+    static lapack_int gesdd(char jobz, lapack_int m, lapack_int n, T* a, T* s, T* u, lapack_int ldu, T* vt,      \
+                            lapack_int ldvt, T* work, lapack_int lwork, T*, lapack_int* iwork) {                 \
+      return LAPACKE_##P##gesdd_work(LAPACK_COL_MAJOR, jobz, m, n, a, ld(m), s, u, ldu, vt, ldvt, work, lwork,   \
+                                     iwork);                                                                     \
+    }                                                                                                            \
+    static lapack_int gesvd(char job, lapack_int m, lapack_int n, T* a, T* s, T* u, lapack_int ldu, T* vt,       \
+                            lapack_int ldvt, T* work, lapack_int lwork, T*) {                                    \
+      return LAPACKE_##P##gesvd_work(LAPACK_COL_MAJOR, job, job, m, n, a, ld(m), s, u, ldu, vt, ldvt, work,      \
+                                     lwork);                                                                     \
+    }                                                                                                            \
+    static lapack_int evd(lapack_int n, T* a, T* w, T* work, lapack_int lwork, T*, lapack_int,                   \
+                          lapack_int* iwork, lapack_int liwork) {                                                \
+      return LAPACKE_##P##syevd_work(LAPACK_COL_MAJOR, 'V', 'L', n, a, ld(n), w, work, lwork, iwork, liwork);    \
+    }                                                                                                            \
   };
-EINSTAGE_LAPACK_TRAITS(float, s, orgqr, syevd)
-EINSTAGE_LAPACK_TRAITS(double, d, orgqr, syevd)
-EINSTAGE_LAPACK_TRAITS(std::complex<float>, c, ungqr, heevd)
-EINSTAGE_LAPACK_TRAITS(std::complex<double>, z, ungqr, heevd)
-#undef EINSTAGE_LAPACK_TRAITS
+#define EINSTAGE_LAPACK_COMPLEX(T, P)                                                                            \
+  template <> struct Lapack<T> {                                                                                 \
+    using R = real_t<T>;                                                                                         \
+    EINSTAGE_LAPACK_COMMON(T, P, ungqr)                                                                          \
+    static lapack_int gesdd(char jobz, lapack_int m, lapack_int n, T* a, R* s, T* u, lapack_int ldu, T* vt,      \
+                            lapack_int ldvt, T* work, lapack_int lwork, R* rwork, lapack_int* iwork) {           \
+      return LAPACKE_##P##gesdd_work(LAPACK_COL_MAJOR, jobz, m, n, a, ld(m), s, u, ldu, vt, ldvt, work, lwork,   \
+                                     rwork, iwork);                                                              \
+    }                                                                                                            \
+    static lapack_int gesvd(char job, lapack_int m, lapack_int n, T* a, R* s, T* u, lapack_int ldu, T* vt,       \
+                            lapack_int ldvt, T* work, lapack_int lwork, R* rwork) {                              \
+      return LAPACKE_##P##gesvd_work(LAPACK_COL_MAJOR, job, job, m, n, a, ld(m), s, u, ldu, vt, ldvt, work,      \
+                                     lwork, rwork);                                                              \
+    }                                                                                                            \
+    static lapack_int evd(lapack_int n, T* a, R* w, T* work, lapack_int lwork, R* rwork, lapack_int lrwork,      \
+                          lapack_int* iwork, lapack_int liwork) {                                                \
+      return LAPACKE_##P##heevd_work(LAPACK_COL_MAJOR, 'V', 'L', n, a, ld(n), w, work, lwork, rwork, lrwork,     \
+                                     iwork, liwork);                                                             \
+    }                                                                                                            \
+  };
+EINSTAGE_LAPACK_REAL(float, s)
+EINSTAGE_LAPACK_REAL(double, d)
+EINSTAGE_LAPACK_COMPLEX(std::complex<float>, c)
+EINSTAGE_LAPACK_COMPLEX(std::complex<double>, z)
+#undef EINSTAGE_LAPACK_REAL
+#undef EINSTAGE_LAPACK_COMPLEX
+#undef EINSTAGE_LAPACK_COMMON
 
 template <typename T> bool finite(const T& x) {
   if constexpr (std::is_same_v<T, real_t<T>>) return std::isfinite(x);
   else return std::isfinite(x.real()) && std::isfinite(x.imag());
+}
+
+// A size LAPACK's workspace query returned in a floating-point slot; single precision may round it below the exact
+// count, so it is rounded up with a margin.
+template <typename T> lapack_int queried(const T& value) {
+  const double v = static_cast<double>(std::real(value));
+  return static_cast<lapack_int>(std::max(1.0, std::ceil(v * (1 + 1e-6)) + 1));
 }
 
 // Sets a cols x cols column-major block to the identity.
@@ -67,55 +107,209 @@ template <typename T> void identity(T* out, int64_t n) {
        "badly scaled or nearly singular in a way LAPACK cannot resolve", name(kind), routine, batch, info);
 }
 
+// OpenBLAS's process-wide thread count, when the LAPACK in use is OpenBLAS's (found at run time in the already loaded
+// libopenblas.so.0: nothing here links OpenBLAS itself, and with the reference LAPACK there is nothing to set). A batch
+// needs it at 1, a single matrix at OpenBLAS's own count (read when first seen: OPENBLAS_NUM_THREADS or every CPU).
+// Calls that need the same count run together; the other kind waits until they are done, so no call ever sees a
+// count it did not ask for (its bits do not depend on what runs beside it). The last call to leave restores the own
+// count.
+class OpenBlasThreads {
+ public:
+  static OpenBlasThreads& instance() {
+    static OpenBlasThreads* blas = new OpenBlasThreads();  // never destroyed: calls may run while the process exits
+    return *blas;
+  }
+  int own() const { return own_; }
+
+  // Holds OpenBLAS at `threads` (1 or own()) until the returned guard is destroyed.
+  class Scope {
+   public:
+    Scope(OpenBlasThreads& blas, int threads) : blas_(blas) { blas_.enter(threads); }
+    ~Scope() { blas_.leave(); }
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+
+   private:
+    OpenBlasThreads& blas_;
+  };
+
+ private:
+  OpenBlasThreads() {
+    void* lib = ::dlopen("libopenblas.so.0", RTLD_NOW | RTLD_NOLOAD);  // loaded as liblapack.so.3's dependency
+    if (!lib) return;  // the handle is kept: OpenBLAS stays loaded for the process anyway
+    set_ = reinterpret_cast<void (*)(int)>(::dlsym(lib, "openblas_set_num_threads"));
+    auto get = reinterpret_cast<int (*)()>(::dlsym(lib, "openblas_get_num_threads"));
+    if (!set_ || !get) {
+      set_ = nullptr;
+      return;
+    }
+    own_ = current_ = std::max(1, get());
+  }
+  void enter(int threads) {
+    if (!set_) return;
+    std::unique_lock lock(mutex_);
+    turn_.wait(lock, [&] { return active_ == 0 || current_ == threads; });
+    if (current_ != threads) set_(current_ = threads);
+    ++active_;
+  }
+  void leave() {
+    if (!set_) return;
+    std::lock_guard lock(mutex_);
+    if (--active_ > 0) return;
+    if (current_ != own_) set_(current_ = own_);
+    turn_.notify_all();
+  }
+
+  void (*set_)(int) = nullptr;
+  int own_ = 1, current_ = 1;
+  std::mutex mutex_;
+  std::condition_variable turn_;
+  int active_ = 0;
+};
+
+// Element counts of one matrix's LAPACK workspace (queried once per call) and its carving out of one scratch buffer:
+// a copy of the operand (svd only), tau (qr only), work, rwork (complex svd and eigh), iwork (svd and eigh).
+template <typename T> struct Workspace {
+  int64_t copy = 0, tau = 0, work = 1, rwork = 1, iwork = 1;
+
+  static constexpr size_t align(size_t bytes) { return (bytes + 63) / 64 * 64; }
+  size_t bytes() const {
+    return align(sizeof(T) * copy) + align(sizeof(T) * tau) + align(sizeof(T) * work) +
+           align(sizeof(real_t<T>) * rwork) + align(sizeof(lapack_int) * iwork);
+  }
+  struct Buffers {
+    T* copy;
+    T* tau;
+    T* work;
+    real_t<T>* rwork;
+    lapack_int* iwork;
+  };
+  Buffers carve(std::byte* base) const {
+    Buffers b{};
+    b.copy = reinterpret_cast<T*>(base), base += align(sizeof(T) * copy);
+    b.tau = reinterpret_cast<T*>(base), base += align(sizeof(T) * tau);
+    b.work = reinterpret_cast<T*>(base), base += align(sizeof(T) * work);
+    b.rwork = reinterpret_cast<real_t<T>*>(base), base += align(sizeof(real_t<T>) * rwork);
+    b.iwork = reinterpret_cast<lapack_int*>(base);
+    return b;
+  }
+};
+
 template <typename T> struct Job {
+  using R = real_t<T>;
   const LinalgPayload& p;
   int64_t m, n, k;
   const T* a;                // the operand, column-major, batch after batch
   std::vector<Tensor>& out;  // the results, column-major
+  Workspace<T> ws;
+
+  char jobz() const { return p.full() ? 'A' : 'S'; }
+  int64_t ucols() const { return p.full() ? m : k; }
+  int64_t vrows() const { return p.full() ? n : k; }
+  lapack_int lm() const { return static_cast<lapack_int>(m); }
+  lapack_int ln() const { return static_cast<lapack_int>(n); }
+  lapack_int lk() const { return static_cast<lapack_int>(k); }
 
   template <typename U> U* result(size_t r, int64_t batch, int64_t size) const {
     return out[r].data<U>() + batch * size;
   }
 
-  void svd(int64_t b) const {
+  // The workspace sizes of this call's shape (LAPACK's queries with lwork = -1 touch only the size slots).
+  void query() {
+    T work{}, tau{}, x{};
+    R rwork{}, s{};
+    lapack_int iwork = 0;
+    switch (p.kind()) {
+      case LinalgKind::svd: {
+        if (k == 0) return;
+        ws.copy = m * n;
+        lapack_int info = Lapack<T>::gesdd(jobz(), lm(), ln(), &x, &s, &x, lm(), &x, ld(vrows()), &work, -1, &rwork,
+                                           &iwork);
+        EIN_ASSERT(info == 0, "svd: ?gesdd workspace query returned info {}", info);
+        ws.work = queried(work);
+        ws.iwork = 8 * k;
+        // LAPACKE's own rwork size for ?gesdd with U and V (the larger of LAPACK's two bounds)
+        if constexpr (!std::is_same_v<T, R>) ws.rwork = k * std::max(5 * k + 7, 2 * std::max(m, n) + 2 * k + 1);
+        return;
+      }
+      case LinalgKind::qr: {
+        if (k == 0) return;
+        ws.tau = k;
+        lapack_int info = Lapack<T>::geqrf(lm(), ln(), &x, &tau, &work, -1);
+        EIN_ASSERT(info == 0, "qr: ?geqrf workspace query returned info {}", info);
+        ws.work = queried(work);
+        info = Lapack<T>::orgqr(lm(), lk(), lk(), &x, &tau, &work, -1);
+        EIN_ASSERT(info == 0, "qr: ?orgqr/?ungqr workspace query returned info {}", info);
+        ws.work = std::max<int64_t>(ws.work, queried(work));
+        return;
+      }
+      case LinalgKind::eigh: {
+        if (n == 0) return;
+        lapack_int info = Lapack<T>::evd(ln(), &x, &s, &work, -1, &rwork, -1, &iwork, -1);
+        EIN_ASSERT(info == 0, "eigh: ?syevd/?heevd workspace query returned info {}", info);
+        ws.work = queried(work);
+        ws.rwork = queried(rwork);
+        ws.iwork = std::max<lapack_int>(1, iwork);
+        return;
+      }
+      case LinalgKind::inv_upper: return;
+    }
+  }
+
+  void svd(int64_t b, const typename Workspace<T>::Buffers& w) const {
     const bool full = p.full();
-    const int64_t ucols = full ? m : k, vrows = full ? n : k;
-    std::vector<T> work(a + b * m * n, a + (b + 1) * m * n);
-    T* u = result<T>(0, b, m * ucols);
-    real_t<T>* s = result<real_t<T>>(1, b, k);
-    T* vt = result<T>(2, b, vrows * n);
+    T* u = result<T>(0, b, m * ucols());
+    R* s = result<R>(1, b, k);
+    T* vt = result<T>(2, b, vrows() * n);
     if (k == 0) {  // no singular values; a full factor is the identity
       if (full) identity(u, m), identity(vt, n);
       return;
     }
-    const char jobz = full ? 'A' : 'S';
-    const auto lm = static_cast<lapack_int>(m), ln = static_cast<lapack_int>(n);
-    lapack_int info = Lapack<T>::gesdd(jobz, lm, ln, work.data(), s, u, lm, vt, static_cast<lapack_int>(vrows));
+    const T* ab = a + b * m * n;
+    std::copy(ab, ab + m * n, w.copy);
+    lapack_int info = Lapack<T>::gesdd(jobz(), lm(), ln(), w.copy, s, u, lm(), vt, ld(vrows()), w.work,
+                                       static_cast<lapack_int>(ws.work), w.rwork, w.iwork);
     EIN_ASSERT(info >= 0, "svd: ?gesdd argument {} is illegal", -info);
     if (info == 0) return;
-    std::copy(a + b * m * n, a + (b + 1) * m * n, work.begin());
-    std::vector<real_t<T>> superb(static_cast<size_t>(std::max<int64_t>(1, k)));
-    info = Lapack<T>::gesvd(jobz, lm, ln, work.data(), s, u, lm, vt, static_cast<lapack_int>(vrows), superb.data());
+    gesvd_fallback(b, u, s, vt, w.copy);
+  }
+
+  // The rare matrix ?gesdd does not converge on: ?gesvd with a workspace of its own.
+  void gesvd_fallback(int64_t b, T* u, R* s, T* vt, T* copy) const {
+    const T* ab = a + b * m * n;
+    std::copy(ab, ab + m * n, copy);
+    T query{}, x{};
+    R rx{};
+    lapack_int info = Lapack<T>::gesvd(jobz(), lm(), ln(), &x, &rx, &x, lm(), &x, ld(vrows()), &query, -1, &rx);
+    EIN_ASSERT(info == 0, "svd: ?gesvd workspace query returned info {}", info);
+    std::vector<T> work(static_cast<size_t>(queried(query)));
+    std::vector<R> rwork(static_cast<size_t>(5 * k));
+    info = Lapack<T>::gesvd(jobz(), lm(), ln(), copy, s, u, lm(), vt, ld(vrows()), work.data(),
+                            static_cast<lapack_int>(work.size()), rwork.data());
     EIN_ASSERT(info >= 0, "svd: ?gesvd argument {} is illegal", -info);
     if (info > 0) fail_converge(LinalgKind::svd, "?gesdd and then ?gesvd", b, info);
   }
 
-  void qr(int64_t b) const {
-    std::vector<T> work(a + b * m * n, a + (b + 1) * m * n);
+  // A is factored in place in whichever result has its shape: Q [M, K] when M >= N, else R [K, N] (K = M).
+  void qr(int64_t b, const typename Workspace<T>::Buffers& w) const {
     T* q = result<T>(0, b, m * k);
     T* r = result<T>(1, b, k * n);
-    if (k == 0) {
-      std::fill(r, r + k * n, T(0));
-      return;
-    }
-    std::vector<T> tau(static_cast<size_t>(k));
-    lapack_int info = Lapack<T>::geqrf(static_cast<lapack_int>(m), static_cast<lapack_int>(n), work.data(), tau.data());
+    if (k == 0) return;
+    const T* ab = a + b * m * n;
+    T* x = m >= n ? q : r;
+    std::copy(ab, ab + m * n, x);
+    const auto lwork = static_cast<lapack_int>(ws.work);
+    lapack_int info = Lapack<T>::geqrf(lm(), ln(), x, w.tau, w.work, lwork);
     EIN_ASSERT(info == 0, "qr: ?geqrf returned info {}", info);
-    for (int64_t j = 0; j < n; ++j)
-      for (int64_t i = 0; i < k; ++i) r[j * k + i] = i <= j ? work[static_cast<size_t>(j * m + i)] : T(0);
-    info = Lapack<T>::orgqr(static_cast<lapack_int>(m), static_cast<lapack_int>(k), work.data(), tau.data());
+    if (m >= n) {
+      for (int64_t j = 0; j < n; ++j)
+        for (int64_t i = 0; i < k; ++i) r[j * k + i] = i <= j ? q[j * m + i] : T(0);
+    } else {
+      std::copy(r, r + m * m, q);
+      for (int64_t j = 0; j < m; ++j) std::fill(r + j * m + j + 1, r + (j + 1) * m, T(0));
+    }
+    info = Lapack<T>::orgqr(lm(), lk(), lk(), q, w.tau, w.work, lwork);
     EIN_ASSERT(info == 0, "qr: ?orgqr/?ungqr returned info {}", info);
-    std::copy(work.begin(), work.begin() + m * k, q);
   }
 
   void inv_upper(int64_t b) const {
@@ -123,20 +317,35 @@ template <typename T> struct Job {
     for (int64_t j = 0; j < n; ++j)
       for (int64_t i = 0; i < n; ++i) r[j * n + i] = i <= j ? a[b * n * n + j * n + i] : T(0);
     if (n == 0) return;
-    lapack_int info = Lapack<T>::trtri(static_cast<lapack_int>(n), r);
+    lapack_int info = Lapack<T>::trtri(ln(), r);
     EIN_ASSERT(info >= 0, "inv_upper: ?trtri argument {} is illegal", -info);
     if (info > 0)
       fail(ErrorKind::invalid_argument, "inv_upper: matrix {} of the batch is singular (its diagonal entry {} is "
            "zero; LAPACK ?trtri info {}); a qr of a rank-deficient matrix has no derivative", b, info - 1, info);
   }
 
-  void eigh(int64_t b) const {
+  void eigh(int64_t b, const typename Workspace<T>::Buffers& w) const {
     T* v = result<T>(1, b, n * n);
     std::copy(a + b * n * n, a + (b + 1) * n * n, v);
     if (n == 0) return;
-    lapack_int info = Lapack<T>::evd(static_cast<lapack_int>(n), v, result<real_t<T>>(0, b, n));
+    lapack_int info = Lapack<T>::evd(ln(), v, result<R>(0, b, n), w.work, static_cast<lapack_int>(ws.work), w.rwork,
+                                     static_cast<lapack_int>(ws.rwork), w.iwork, static_cast<lapack_int>(ws.iwork));
     EIN_ASSERT(info >= 0, "eigh: ?syevd/?heevd argument {} is illegal", -info);
     if (info > 0) fail_converge(LinalgKind::eigh, is_complex(dtype_v<T>) ? "?heevd" : "?syevd", b, info);
+  }
+
+  // Matrices [begin, end) with one workspace, leased from the context's scratch (kept there for the next call).
+  void run(int64_t begin, int64_t end, ScratchAllocator& scratch) const {
+    ScratchAllocator::Lease lease = scratch.lease();
+    const auto w = ws.carve(lease.buffer(0, ws.bytes()));
+    for (int64_t b = begin; b < end; ++b) {
+      switch (p.kind()) {
+        case LinalgKind::svd: svd(b, w); break;
+        case LinalgKind::qr: qr(b, w); break;
+        case LinalgKind::eigh: eigh(b, w); break;
+        case LinalgKind::inv_upper: inv_upper(b); break;
+      }
+    }
   }
 };
 
@@ -152,24 +361,19 @@ std::vector<Tensor> decompose(const LinalgPayload& payload, const Tensor& a_in, 
     s.insert(s.end(), rest.begin(), rest.end());
     return s;
   };
+  ScratchAllocator& scratch = context.scratch();
+  auto empty = [&](DType dtype, std::initializer_list<int64_t> head) { return Tensor::empty(dtype, shaped(head), scratch); };
   const DType real = real_part_type(a.dtype());
   std::vector<Tensor> out;
   switch (payload.kind()) {
     case LinalgKind::svd: {
       const bool full = payload.full();
-      out = {Tensor::empty(a.dtype(), shaped({m, full ? m : k})), Tensor::empty(real, shaped({k})),
-             Tensor::empty(a.dtype(), shaped({full ? n : k, n}))};
+      out = {empty(a.dtype(), {m, full ? m : k}), empty(real, {k}), empty(a.dtype(), {full ? n : k, n})};
       break;
     }
-    case LinalgKind::qr:
-      out = {Tensor::empty(a.dtype(), shaped({m, k})), Tensor::empty(a.dtype(), shaped({k, n}))};
-      break;
-    case LinalgKind::eigh:
-      out = {Tensor::empty(real, shaped({n})), Tensor::empty(a.dtype(), shaped({n, n}))};
-      break;
-    case LinalgKind::inv_upper:
-      out = {Tensor::empty(a.dtype(), shaped({n, n}))};
-      break;
+    case LinalgKind::qr: out = {empty(a.dtype(), {m, k}), empty(a.dtype(), {k, n})}; break;
+    case LinalgKind::eigh: out = {empty(real, {n}), empty(a.dtype(), {n, n})}; break;
+    case LinalgKind::inv_upper: out = {empty(a.dtype(), {n, n})}; break;
   }
   dispatch_dtype(a.dtype(), [&](auto zero) {
     using T = decltype(zero);
@@ -182,17 +386,17 @@ std::vector<Tensor> decompose(const LinalgPayload& payload, const Tensor& a_in, 
         if (!finite(data[i]))
           fail(ErrorKind::invalid_argument, "{}: operand 0 has a non-finite element (nan or inf) at flat index {} "
                "(column-major); LAPACK was not called; check the input for nan or inf", name(payload.kind()), i);
-      Job<T> job{payload, m, n, k, data, out};
-      context.pool().parallel_for(batches, [&](int64_t begin, int64_t end) {
-        for (int64_t b = begin; b < end; ++b) {
-          switch (payload.kind()) {
-            case LinalgKind::svd: job.svd(b); break;
-            case LinalgKind::qr: job.qr(b); break;
-            case LinalgKind::eigh: job.eigh(b); break;
-            case LinalgKind::inv_upper: job.inv_upper(b); break;
-          }
-        }
-      });
+      if (batches == 0) return;
+      Job<T> job{payload, m, n, k, data, out, {}};
+      job.query();
+      OpenBlasThreads& blas = OpenBlasThreads::instance();
+      if (batches > 1) {  // whole matrices per pool thread (or all inline), each on one OpenBLAS thread
+        OpenBlasThreads::Scope one(blas, 1);
+        context.pool().parallel_for(batches, [&](int64_t begin, int64_t end) { job.run(begin, end, scratch); });
+      } else {  // one matrix, on this thread with OpenBLAS's own threads
+        OpenBlasThreads::Scope own(blas, blas.own());
+        job.run(0, 1, scratch);
+      }
     }
   });
   return out;

@@ -1,5 +1,5 @@
-// The runtime half of `einstage.linalg.v1`: each decomposition of a batch [M, N, B...] computed by LAPACK, one
-// matrix per task on the execution context's pool. Stage: runtime kernels of the linalg extension; depends on the
+// The runtime half of `einstage.linalg.v1`: each decomposition of a batch [M, N, B...] computed by LAPACK, whole
+// matrices per thread of the execution context's pool. Stage: runtime kernels of the linalg extension; depends on the
 // public kernel API (extensions/api/Kernels.h), LinalgOp.h and LAPACKE (Debian's liblapacke-dev, whose liblapack.so.3
 // is OpenBLAS's LAPACK when libopenblas0 is installed, else the reference LAPACK; docs/linalg.md).
 //
@@ -8,10 +8,19 @@
 // - qr: ?geqrf, then ?orgqr / ?ungqr for Q; R is the upper triangle of the first K rows.
 // - eigh: ?syevd / ?heevd on the lower triangle.
 // - inv_upper: ?trtri on the upper triangle (a zero diagonal entry is an error naming the matrix).
-// Before LAPACK sees anything the operand is checked to be finite (an error naming the op and operand 0 otherwise).
-// Each matrix is one LAPACK call by one task whatever the thread count. Unlike the einsum kernels, the results are
-// not promised bitwise equal across runs: OpenBLAS's rounding may depend on the alignment of a matrix in memory and
-// on its own threads; they agree to rounding (tests/linalg checks 1 against 3 threads).
+// These are NumPy's drivers too (np.linalg svd, qr 'reduced', eigh). Before LAPACK sees anything the operand is
+// checked to be finite (an error naming the op and operand 0 otherwise). The routines are called through LAPACKE's
+// `_work` entry points: the workspace sizes are queried once per call (one shape), and each thread of the pool takes
+// a contiguous range of the batch with one workspace from a lease of the context's scratch, so a matrix costs no
+// allocation and no second finiteness check. Threads: a batch of two or more matrices is split over the pool in
+// whole matrices, each one LAPACK call with OpenBLAS held to one thread of its own, so the two levels never
+// oversubscribe the CPUs or queue on OpenBLAS's lock; a single matrix runs on the calling thread with OpenBLAS's own
+// threads (OPENBLAS_NUM_THREADS, else every CPU). OpenBLAS's count is process-wide: batch calls and single-matrix
+// calls take turns (calls of one kind run together), and it is restored when the last leaves; it is found with dlopen
+// at run time, and with another LAPACK nothing is set. So results are bitwise the same at any thread count of the
+// context, like einsum's: a batch's matrices are single-threaded LAPACK calls on 64-byte-aligned buffers wherever they
+// run, and a single matrix never depends on the context's threads (its bits may depend on OPENBLAS_NUM_THREADS, which
+// einstage leaves alone; a matrix alone and the same matrix in a batch agree to rounding).
 #pragma once
 
 #include "extensions/api/Kernels.h"

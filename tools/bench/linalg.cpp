@@ -4,12 +4,16 @@
 // (prepared and warm); the peers run /usr/bin/python3 tools/bench/linalg_peers.py on matrices of the same shapes. The
 // table shows the best time per call and the ratios einstage / NumPy and einstage / torch (below 1: einstage is
 // faster), plus, for svd, value + gradient of sum(S) (ad::value_and_grad, the rule of extensions/linalg/LinalgAd.h)
-// over the value alone. Every column uses the same OpenBLAS (Debian's LAPACK alternative) with its own choice of core:
-// OPENBLAS_CORETYPE is never forced here (the line above the table names the core). Threads: einstage's context runs
-// one matrix of a batch per task on its pool (default: every available CPU), NumPy and torch their defaults. Not a
-// test: it prints a table and JSON.
+// over the value alone. Every column uses the same OpenBLAS (Debian's LAPACK alternative) on the same core: on a CPU
+// with AVX-512 where OpenBLAS would pick a core without it (Debian's 0.3.21 on newer Xeons picks Prescott), the program
+// re-executes itself with OPENBLAS_CORETYPE=SkylakeX and gives the peers the same (tools/bench/Machine.h; the line
+// above the table names the core). Threads (--threads N, default every available CPU): einstage's context has N
+// threads (a batch: one matrix per task on its pool, OpenBLAS on one thread inside each; a single matrix: OpenBLAS on
+// N threads, extensions/linalg/Lapack.h), and the peers run with OPENBLAS_NUM_THREADS=N and torch.set_num_threads(N).
+// Not a test: it prints a table and JSON.
 //
-// Usage: einstage_bench_linalg [--min-time S] [--json FILE] [--no-peers] [--only TEXT]
+// Usage: einstage_bench_linalg [--min-time S] [--threads N] [--json FILE] [--no-peers] [--only TEXT]
+//   e.g. flock /work/bench.lock chrt -f 50 build/tools/einstage_bench_linalg --threads 1 --json linalg-1.json
 #include "tools/bench/BenchUtil.h"
 #include "tools/bench/Machine.h"
 #include "compiler/Trace.h"
@@ -86,12 +90,13 @@ Program trace(const Workload& w, const ExtensionRegistry& registry, bool loss) {
   return ctx.finish({ev, v});
 }
 
-std::optional<json> peer_times(const std::vector<Workload>& ws, double min_time, std::string& why) {
+std::optional<json> peer_times(const std::vector<Workload>& ws, double min_time, int threads,
+                               const bench::Machine& machine, std::string& why) {
   if (!std::filesystem::exists("/usr/bin/python3")) {
     why = "/usr/bin/python3 not found";
     return std::nullopt;
   }
-  json cfg = {{"min_time", min_time}, {"rows", json::array()}};
+  json cfg = {{"min_time", min_time}, {"threads", threads}, {"rows", json::array()}};
   for (const Workload& w : ws)
     cfg["rows"].push_back({{"name", w.name}, {"op", w.op}, {"m", w.m}, {"n", w.n}, {"batch", w.batch}});
   char input[] = "/tmp/einstage_bench_linalg_in_XXXXXX";
@@ -102,7 +107,8 @@ std::optional<json> peer_times(const std::vector<Workload>& ws, double min_time,
   }
   close(fd);
   std::ofstream(input) << cfg.dump();
-  const std::string cmd = fmt::format("/usr/bin/python3 '{}' < '{}'", EINSTAGE_BENCH_LINALG_PEERS, input);
+  const std::string cmd = fmt::format("{}OPENBLAS_NUM_THREADS={} OMP_NUM_THREADS={} /usr/bin/python3 '{}' < '{}'",
+                                      machine.peer_env(), threads, threads, EINSTAGE_BENCH_LINALG_PEERS, input);
   std::optional<json> out = bench::run_peer_json(cmd, "the NumPy/torch script", why);
   std::filesystem::remove(input);
   return out;
@@ -116,16 +122,23 @@ double seconds(const json& row, const char* key) { return row.contains(key) && r
 
 int main(int argc, char** argv) {
   double min_time = 1.0;
+  int threads = 0;
   std::string json_file, only;
   bool peers = true;
+  const char* usage = "usage: einstage_bench_linalg [--min-time S] [--threads N] [--json FILE] [--no-peers] "
+                      "[--only TEXT]\n";
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--min-time" && i + 1 < argc) min_time = std::atof(argv[++i]);
+    else if (a == "--threads" && i + 1 < argc) threads = std::atoi(argv[++i]);
     else if (a == "--json" && i + 1 < argc) json_file = argv[++i];
     else if (a == "--no-peers") peers = false;
     else if (a == "--only" && i + 1 < argc) only = argv[++i];
-    else {
-      std::fprintf(stderr, "usage: einstage_bench_linalg [--min-time S] [--json FILE] [--no-peers] [--only TEXT]\n");
+    else if (a == "--help" || a == "-h") {
+      std::printf("%s", usage);
+      return 0;
+    } else {
+      std::fprintf(stderr, "%s", usage);
       return 2;
     }
   }
@@ -134,18 +147,20 @@ int main(int argc, char** argv) {
     if (w.name.find(only) != std::string::npos) ws.push_back(std::move(w));
 
   const bench::Machine machine = bench::detect_machine();
+  if (threads <= 0) threads = machine.cores;
+  bench::reexec_with_openblas_env(machine, threads, argv);  // this process's OpenBLAS: the peers' core and threads
   std::string why = "--no-peers";
-  const std::optional<json> pt = peers ? peer_times(ws, min_time, why) : std::nullopt;
+  const std::optional<json> pt = peers ? peer_times(ws, min_time, threads, machine, why) : std::nullopt;
 
-  Runtime rt;
+  RuntimeOptions options;
+  options.threads = threads;
+  Runtime rt(options);
   rt.add_module(linalg::module_descriptor());
-  const std::string openblas = machine.openblas ? *machine.openblas + " (its own pick; not forced)" : "not found";
-  fmt::print("cpu: {}; ISA {}; {} cores available; OpenBLAS core {}\n", machine.cpu_model,
-             bench::isa_text(machine.isa), machine.cores, openblas);
+  fmt::print("{}; {} thread(s)\n", machine.summary(), threads);
   fmt::print("f64, best of repeated calls (milliseconds); ratios are einstage / peer (below 1: einstage faster)\n");
   fmt::print("{:<16} | {:>9} | {:>9} {:>7} | {:>9} {:>7} | {:>10} {:>6}\n", "workload", "einstage", "numpy",
              "ratio", "torch", "ratio", "value+grad", "/value");
-  json result = {{"machine", machine.to_json()}, {"openblas_forced", false}, {"rows", json::array()}};
+  json result = {{"machine", machine.to_json()}, {"threads", threads}, {"rows", json::array()}};
   if (pt) {
     result["numpy"] = (*pt)["numpy"];
     result["torch"] = (*pt)["torch"];

@@ -1,11 +1,12 @@
 #!/usr/bin/python3
 """Peer timings for einstage_bench_linalg: np.linalg and torch.linalg svd (thin), qr (reduced) and eigh.
 
-Reads one JSON object on stdin: {"min_time": S, "rows": [{"name", "op": "svd"|"qr"|"eigh", "m", "n", "batch"}]}.
+Reads one JSON object on stdin: {"min_time": S, "threads": N, "rows": [{"name", "op": "svd"|"qr"|"eigh", "m", "n", "batch"}]}.
 Each row is a batch of `batch` f64 matrices m x n (batch 1: a single matrix), seeded normal values; eigh gets the
 symmetric part. Writes one JSON object to stdout: {"numpy": version, "torch": version or null, "torch_threads",
 "rows": [{"name", "numpy_s", "torch_s"}]} with the best seconds per call (after a warm-up, at least five calls and
-min_time seconds). Run with /usr/bin/python3 (Debian's numpy and torch); OPENBLAS_CORETYPE is left as the caller's.
+min_time seconds). Run with /usr/bin/python3 (Debian's numpy and torch); OPENBLAS_CORETYPE and OPENBLAS_NUM_THREADS
+are left as the caller's (einstage_bench_linalg sets both), torch gets torch.set_num_threads(threads) when given.
 """
 import json
 import sys
@@ -49,6 +50,8 @@ CALLS = {
 
 def main():
     cfg = json.load(sys.stdin)
+    if torch is not None and cfg.get("threads"):
+        torch.set_num_threads(cfg["threads"])
     out = {"numpy": np.__version__, "torch": torch.__version__ if torch else None,
            "torch_threads": torch.get_num_threads() if torch else None, "rows": []}
     for row in cfg["rows"]:
