@@ -9,6 +9,7 @@
 #include "support/ErrorOf.h"
 #include "support/Golden.h"
 #include "support/TempDir.h"
+#include "tests/Paths.h"
 
 #include <doctest/doctest.h>
 

@@ -4,6 +4,7 @@
 #include "ir/Config.h"
 
 #include "support/ErrorOf.h"
+#include "tests/Paths.h"
 
 #include <doctest/doctest.h>
 

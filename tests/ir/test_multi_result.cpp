@@ -9,6 +9,7 @@
 #include "support/DupFamily.h"
 #include "support/ErrorOf.h"
 #include "support/Golden.h"
+#include "tests/Paths.h"
 
 #include <doctest/doctest.h>
 

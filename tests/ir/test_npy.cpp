@@ -4,6 +4,7 @@
 #include "support/ErrorOf.h"
 #include "support/Random.h"
 #include "support/TempDir.h"
+#include "tests/Paths.h"
 
 #include <doctest/doctest.h>
 

@@ -8,6 +8,7 @@
 #include "ir/Printer.h"
 #include "ir/Verifier.h"
 #include "test_program_family.h"
+#include "tests/Paths.h"
 
 #include <doctest/doctest.h>
 

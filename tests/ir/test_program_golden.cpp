@@ -8,6 +8,7 @@
 #include "support/DupFamily.h"
 #include "support/Golden.h"
 #include "test_program_family.h"
+#include "tests/Paths.h"
 
 #include <doctest/doctest.h>
 

@@ -4,6 +4,7 @@
 
 #include "support/ErrorOf.h"
 #include "support/TempDir.h"
+#include "tests/Paths.h"
 
 #include <doctest/doctest.h>
 #include <fmt/format.h>

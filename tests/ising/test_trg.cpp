@@ -10,6 +10,7 @@
 #include "extensions/einsum/Module.h"
 #include "extensions/linalg/Module.h"
 #include "support/ErrorOf.h"
+#include "tests/Paths.h"
 
 #include <doctest/doctest.h>
 #include <fmt/format.h>

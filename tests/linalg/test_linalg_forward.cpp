@@ -10,6 +10,7 @@
 #include "ir/Parser.h"
 #include "support/ErrorOf.h"
 #include "support/Golden.h"
+#include "tests/Paths.h"
 
 #include <doctest/doctest.h>
 

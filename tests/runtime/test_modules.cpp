@@ -7,6 +7,7 @@
 #include "ir/Parser.h"
 #include "ir/Printer.h"
 #include "support/TempDir.h"
+#include "tests/Paths.h"
 
 #include <doctest/doctest.h>
 

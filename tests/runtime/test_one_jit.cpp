@@ -11,6 +11,7 @@
 #include "extensions/einsum/Module.h"
 #include "extensions/einsum/TraceEinsum.h"
 #include "runtime/jit/Dispatch.h"
+#include "tests/Paths.h"
 
 #include <doctest/doctest.h>
 

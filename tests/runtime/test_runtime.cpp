@@ -14,6 +14,7 @@
 #include "extensions/einsum/TraceEinsum.h"
 #include "ir/Json.h"
 #include "ir/Printer.h"
+#include "tests/Paths.h"
 
 #include <doctest/doctest.h>
 

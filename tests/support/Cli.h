@@ -3,6 +3,7 @@
 #pragma once
 
 #include "support/TempDir.h"
+#include "tests/Paths.h"
 
 #include <doctest/doctest.h>
 #include <fmt/format.h>

@@ -1,5 +1,6 @@
 // The `einstage` command line, run as a separate process on the .npy fixtures: stdout, stderr and exit status.
 #include "support/TempDir.h"
+#include "tests/Paths.h"
 
 #include <doctest/doctest.h>
 #include <fmt/format.h>

@@ -6,6 +6,7 @@
 #include "runtime/Cpus.h"
 #include "support/Cli.h"
 #include "support/TempDir.h"
+#include "tests/Paths.h"
 
 #include <doctest/doctest.h>
 #include <fmt/format.h>
