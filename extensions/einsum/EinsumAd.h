@@ -61,6 +61,14 @@ Program split_einsums(const Program& program, const ExtensionRegistry* registry)
 /// linearize rule), but AD never emits value_vjp itself.
 Program merge_value_vjp(const Program& program, const ExtensionRegistry* registry);
 
+/// Walks a Hessian-vector product's tree once: every `einstage.einsum_ad.v1` vjp and a later vjp_jvp of the same
+/// payload, operands and cotangent (over some of its slots, and not reading its results) become one mode
+/// vjp_with_jvp instruction (EinsumAdOp.h) that returns the cotangents and their tangents from the vjp_jvp walk,
+/// which computes every node's cotangent anyway. The cotangents have the same bits; readers of them move after it.
+/// The program jvp(grad(f)) has exactly such a pair per einsum of three or more operands. Like merge_value_vjp,
+/// for programs about to run; differentiating the result again works (vjp_with_jvp has a linearize rule).
+Program merge_vjp_jvp(const Program& program, const ExtensionRegistry* registry);
+
 /// How reverse mode treats an einsum of three or more operands: `tree` (one reverse walk of the planned tree for all
 /// operands, the default) or `per_operand` (one reverse einsum per operand, sharing nothing).
 enum class EinsumAdPath : uint8_t { tree, per_operand };

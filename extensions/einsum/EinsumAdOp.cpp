@@ -19,10 +19,13 @@ namespace {
 using json = nlohmann::json;
 
 std::optional<EinsumAdMode> mode_from_name(std::string_view s) {
-  for (EinsumAdMode m : {EinsumAdMode::jvp, EinsumAdMode::vjp, EinsumAdMode::vjp_jvp, EinsumAdMode::value_vjp})
+  for (EinsumAdMode m : {EinsumAdMode::jvp, EinsumAdMode::vjp, EinsumAdMode::vjp_jvp, EinsumAdMode::value_vjp,
+                         EinsumAdMode::vjp_with_jvp})
     if (mode_name(m) == s) return m;
   return std::nullopt;
 }
+
+bool takes_tangents(EinsumAdMode mode) { return mode == EinsumAdMode::vjp_jvp || mode == EinsumAdMode::vjp_with_jvp; }
 
 [[noreturn]] void fail_ad_attr(std::string_view attr, std::string_view text, std::string_view what) {
   fail(ErrorKind::parse, "'{}' attribute '{}': {} (got {})", kEinsumAdFamily, attr, what, quote_for_message(text));
@@ -39,10 +42,10 @@ void check_payload(const EinsumAdPayload& p) {
       fail_ad_attr("slots", slots, "expected distinct operand indices in ascending order");
   }
   std::string tangents = fmt::format("[{}]", fmt::join(p.tangents(), ", "));
-  if (p.mode() != EinsumAdMode::vjp_jvp) {
+  if (!takes_tangents(p.mode())) {
     if (!p.tangents().empty())
-      fail_ad_attr("tangents", tangents, fmt::format("only mode vjp_jvp takes tangents, this is mode {}",
-                                                     mode_name(p.mode())));
+      fail_ad_attr("tangents", tangents, fmt::format("only modes vjp_jvp and vjp_with_jvp take tangents, this is "
+                                                     "mode {}", mode_name(p.mode())));
     return;
   }
   if (p.tangents().empty()) fail_ad_attr("tangents", tangents, "expected at least one index");
@@ -69,6 +72,7 @@ std::string_view mode_name(EinsumAdMode mode) {
     case EinsumAdMode::vjp: return "vjp";
     case EinsumAdMode::vjp_jvp: return "vjp_jvp";
     case EinsumAdMode::value_vjp: return "value_vjp";
+    case EinsumAdMode::vjp_with_jvp: return "vjp_with_jvp";
   }
   return "?";
 }
@@ -84,7 +88,7 @@ std::string EinsumAdPayload::to_text() const {
   auto attrs = split_attribute_text(forward_.to_text());
   attrs.emplace_back("mode", std::string(mode_name(mode_)));
   attrs.emplace_back("slots", format_attr(Axes(slots_.begin(), slots_.end())));
-  if (mode_ == EinsumAdMode::vjp_jvp) attrs.emplace_back("tangents", format_attr(Axes(tangents_.begin(), tangents_.end())));
+  if (takes_tangents(mode_)) attrs.emplace_back("tangents", format_attr(Axes(tangents_.begin(), tangents_.end())));
   std::sort(attrs.begin(), attrs.end());
   std::string out;
   for (const auto& [key, value] : attrs) out += (out.empty() ? "" : ", ") + key + " = " + value;
@@ -95,7 +99,7 @@ std::string EinsumAdPayload::to_json() const {
   json j = json::parse(forward_.to_json());
   j["mode"] = std::string(mode_name(mode_));
   j["slots"] = slots_;
-  if (mode_ == EinsumAdMode::vjp_jvp) j["tangents"] = tangents_;
+  if (takes_tangents(mode_)) j["tangents"] = tangents_;
   return j.dump();
 }
 
@@ -116,7 +120,7 @@ std::unique_ptr<EinsumAdPayload> EinsumAdPayload::parse_text(std::string_view at
   for (auto& [key, value] : split_attribute_text(attr_text)) {
     if (key == "mode") {
       mode = mode_from_name(value);
-      if (!mode) fail_ad_attr("mode", value, "expected jvp, vjp, vjp_jvp or value_vjp");
+      if (!mode) fail_ad_attr("mode", value, "expected jvp, vjp, vjp_jvp, value_vjp or vjp_with_jvp");
     } else if (key == "slots") {
       slots = slots_from_text(value);
     } else if (key == "tangents") {
@@ -139,7 +143,7 @@ std::unique_ptr<EinsumAdPayload> EinsumAdPayload::parse_json(std::string_view js
     fail(ErrorKind::parse, "'{}' payload: expected a JSON object with \"mode\" and \"slots\" besides einsum's "
          "fields (got {})", kEinsumAdFamily, quote_for_message(json_text));
   std::optional<EinsumAdMode> mode = mode_from_name(j["mode"].get<std::string>());
-  if (!mode) fail_ad_attr("mode", j["mode"].dump(), "expected jvp, vjp, vjp_jvp or value_vjp");
+  if (!mode) fail_ad_attr("mode", j["mode"].dump(), "expected jvp, vjp, vjp_jvp, value_vjp or vjp_with_jvp");
   std::vector<int> slots;
   for (const json& v : j["slots"]) {
     if (!v.is_number_integer()) fail_ad_attr("slots", j["slots"].dump(), "expected operand indices");
@@ -201,6 +205,8 @@ std::vector<TensorType> infer_einsum_ad_types(const EinsumAdPayload& p, Types op
   std::vector<TensorType> out;  // (value_vjp: the value first) each slot's cotangent has its operand's type
   if (p.mode() == EinsumAdMode::value_vjp) out.push_back(forward);
   for (int k : p.slots()) out.push_back(primals[static_cast<size_t>(k)]);
+  if (p.mode() == EinsumAdMode::vjp_with_jvp)  // then the tangent of each
+    for (int k : p.slots()) out.push_back(primals[static_cast<size_t>(k)]);
   return out;
 }
 
@@ -410,9 +416,9 @@ std::vector<Value> lower_einsum_ad(Builder& b, const EinsumAdPayload& p, std::sp
   std::vector<Value> out;
   std::span<const Value> x = operands.subspan(0, n);
   if (p.mode() == EinsumAdMode::value_vjp) out.push_back(lower_einsum(b, p.forward(), x));
-  if (p.mode() == EinsumAdMode::vjp || p.mode() == EinsumAdMode::value_vjp) {
+  if (p.mode() != EinsumAdMode::vjp_jvp) {
     for (int k : p.slots()) out.push_back(einsum_cotangent(b, p.forward(), x, static_cast<size_t>(k), operands[n], lower));
-    return out;
+    if (p.mode() != EinsumAdMode::vjp_with_jvp) return out;
   }
   std::vector<std::optional<Value>> d(n + 1);
   for (size_t i = 0; i < p.tangents().size(); ++i) d[static_cast<size_t>(p.tangents()[i])] = operands[n + 1 + i];
@@ -477,6 +483,11 @@ void register_einsum_ad_semantics(ExtensionRegistry& registry) {
       return out;
     }
     if (p.mode() == EinsumAdMode::vjp_jvp) return vjp_jvp_linearize(b, p, primals, tangents);
+    if (p.mode() == EinsumAdMode::vjp_with_jvp) {  // vjp's rule for the cotangents, vjp_jvp's for their tangents
+      std::vector<std::optional<Value>> out = vjp_linearize(b, p, primals, tangents);
+      for (std::optional<Value>& d : vjp_jvp_linearize(b, p, primals, tangents)) out.push_back(std::move(d));
+      return out;
+    }
     return {jvp_linearize(b, p, primals, tangents)};
   };
   sem.transpose_results = [](Builder& b, const Instruction& inst, std::span<const Value> operands,

@@ -29,13 +29,22 @@
 //             vjp's linearize rule, so a Hessian-vector product (jvp of grad) costs about two value-and-gradient
 //             walks instead of one tangent pass per operand over each reverse einsum.
 //
+//   vjp_with_jvp (%x0, ..., %x{n-1}, %ct, %d_i for i in tangents) -> one result per slot k (vjp's), then one per
+//             slot k (vjp_jvp's), each x_k's type
+//             vjp's results and vjp_jvp's from the one walk vjp_jvp makes (it computes every node's cotangent on
+//             the way: the slots' are one more reverse step each), so a Hessian-vector product program (the
+//             gradient and its tangent) walks the tree once instead of twice. The cotangents have vjp's bits.
+//             Never emitted by an AD rule: merge_vjp_jvp (EinsumAd.h) rewrites a vjp and a vjp_jvp of the same
+//             operands and cotangent into it. Its linearize rule is vjp's for the first half and vjp_jvp's for the
+//             second; like vjp it has no transpose.
+//
 // Higher derivatives stay exact and stay in the family: vjp_jvp is linear in its tangents jointly; its transpose
 // gives the cotangent's tangent the cotangent of mode jvp over the slots, and operand j's tangent mode vjp_jvp with
 // the roles of slots and tangents swapped (the mixed second derivative is symmetric); its linearize rule is vjp_jvp
 // in the new directions plus, per tangent operand j, a vjp_jvp over the operands with x_j replaced by its tangent.
 // vjp has no transpose rule (it never occurs in a linearized program). Lowering: jvp is the sum of the lowered
 // einsums, vjp and vjp_jvp each slot's lowered reverse einsum (for vjp_jvp with each tangent in place, summed),
-// value_vjp the lowered einsum and then vjp's lowering.
+// value_vjp the lowered einsum and then vjp's lowering, vjp_with_jvp vjp's lowering and then vjp_jvp's.
 //
 // Text form (attributes sorted by key):
 //   %3, %4, %5 = einstage.einsum_ad.v1(%a, %b, %c, %ct) {broadcast = false, mode = vjp, plan = auto,
@@ -51,12 +60,12 @@ namespace einstage::einsum {
 
 inline constexpr std::string_view kEinsumAdFamily = "einstage.einsum_ad.v1";
 
-enum class EinsumAdMode : uint8_t { jvp, vjp, vjp_jvp, value_vjp };
+enum class EinsumAdMode : uint8_t { jvp, vjp, vjp_jvp, value_vjp, vjp_with_jvp };
 
 class EinsumAdPayload final : public ExtensionPayload {
  public:
-  /// `slots`: distinct operand indices, ascending. `tangents` (mode vjp_jvp only, non-empty): distinct indices in
-  /// [0, n], ascending, n standing for the cotangent.
+  /// `slots`: distinct operand indices, ascending. `tangents` (modes vjp_jvp and vjp_with_jvp only, non-empty):
+  /// distinct indices in [0, n], ascending, n standing for the cotangent.
   EinsumAdPayload(EinsumPayload forward, EinsumAdMode mode, std::vector<int> slots, std::vector<int> tangents = {});
 
   const EinsumPayload& forward() const { return forward_; }

@@ -151,7 +151,9 @@ struct EinsumPlan::Impl {
 
   void build(const BoundEinsum& bound, std::span<const TensorMeta> metas_in, const PlanSpec& spec,
              const ContractionTree* given_tree);
-  void run(std::span<const Tensor> operands, Tensor& out, ExecutionContext& context, ThreadPool* pool) const;
+  /// `accumulate`: out += the einsum (the last step adds into out; nothing else writes it).
+  void run(std::span<const Tensor> operands, Tensor& out, ExecutionContext& context, ThreadPool* pool,
+           bool accumulate = false) const;
 };
 
 // ---- prepare ----
@@ -484,9 +486,9 @@ ContractionProblem::Axis& problem_axis(ContractionProblem& p, uint8_t group, int
 }  // namespace
 
 void EinsumPlan::Impl::run(std::span<const Tensor> operands, Tensor& out, ExecutionContext& context,
-                           ThreadPool* pool) const {
+                           ThreadPool* pool, bool accumulate) const {
   if (zero_operand) {  // a sum over no terms (or an empty output): zeros, no kernel, no scratch
-    kernels::fill_zero(out, pool);
+    if (!accumulate) kernels::fill_zero(out, pool);
     return;
   }
   const int n = static_cast<int>(metas.size());
@@ -498,7 +500,8 @@ void EinsumPlan::Impl::run(std::span<const Tensor> operands, Tensor& out, Execut
       if (needs_convert[i]) converted[i] = operands[i].astype(dtype);
   }
   auto input = [&](int i) -> const Tensor& { return needs_convert[i] ? converted[i] : operands[i]; };
-  if (repeated_output) kernels::fill_zero(out, pool);  // off-diagonal zeros; the steps write the diagonal
+  // Off-diagonal zeros; the steps write the diagonal (accumulating: out's off-diagonal entries stay as they are).
+  if (repeated_output && !accumulate) kernels::fill_zero(out, pool);
 
   if (n == 1) {
     const StepPlan& s = steps[0];
@@ -520,7 +523,7 @@ void EinsumPlan::Impl::run(std::span<const Tensor> operands, Tensor& out, Execut
     for (size_t d = 0; d < v.labels.size(); ++d)
       if (std::find(s.lhs.summed.begin(), s.lhs.summed.end(), v.labels[d]) != s.lhs.summed.end())
         axes.push_back(static_cast<int>(d));
-    kernels::reduce_sum(src, axes, dst, false, pool);
+    kernels::reduce_sum(src, axes, dst, accumulate, pool);
     return;
   }
 
@@ -558,6 +561,7 @@ void EinsumPlan::Impl::run(std::span<const Tensor> operands, Tensor& out, Execut
     p.a = a;
     p.b = b;
     p.c = e.dst_offset >= 0 ? static_cast<void*>(arena_base + e.dst_offset) : out.raw_data();
+    p.accumulate = accumulate && e.dst_offset < 0;  // set on every step: the thread's problem is reused
     for (const StrideTerm& t : e.terms) {
       const Tensor& src = t.tensor == CallTensor::lhs ? *lhs : t.tensor == CallTensor::rhs ? *rhs : out;
       int64_t& stride = problem_axis(p, t.group, t.index).*t.field;
@@ -638,6 +642,16 @@ void EinsumPlan::execute_into(std::span<const Tensor> operands, Tensor& out, Thr
 
 void EinsumPlan::execute_into(std::span<const Tensor> operands, Tensor& out, ExecutionContext& context,
                               ThreadPool* pool) const {
+  check_call(operands, out);
+  impl_->run(operands, out, context, pool);
+}
+
+void EinsumPlan::accumulate_into(std::span<const Tensor> operands, Tensor& out, ExecutionContext& context) const {
+  check_call(operands, out);
+  impl_->run(operands, out, context, &context.pool(), true);
+}
+
+void EinsumPlan::check_call(std::span<const Tensor> operands, const Tensor& out) const {
   EIN_ASSERT(impl_, "execute on an empty EinsumPlan");
   const Impl& im = *impl_;
   if (operands.size() != im.metas.size())
@@ -654,7 +668,6 @@ void EinsumPlan::execute_into(std::span<const Tensor> operands, Tensor& out, Exe
   if (out.dtype() != im.dtype || out.shape() != im.output_shape)
     fail(ErrorKind::shape, "einsum: the output tensor is {}{} but the result is {}{}", name(out.dtype()),
          shape_to_string(out.shape()), name(im.dtype), shape_to_string(im.output_shape));
-  im.run(operands, out, context, pool);
 }
 
 Tensor EinsumPlan::execute(std::span<const Tensor> operands, ThreadPool* pool) const {

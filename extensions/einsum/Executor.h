@@ -86,6 +86,9 @@ class EinsumPlan {
   void execute_into(std::span<const Tensor> operands, Tensor& out, ExecutionContext& context,
                     ThreadPool* pool) const;
   void execute_into(std::span<const Tensor> operands, Tensor& out, ThreadPool* pool = nullptr) const;
+  /// out += the einsum of `operands` (out as for execute_into), on `context`'s pool: the last step's kernel adds
+  /// into out (C += A.B) instead of a separate result and an add pass. Same bits at every thread count.
+  void accumulate_into(std::span<const Tensor> operands, Tensor& out, ExecutionContext& context) const;
 
   DType dtype() const;                 // the promoted dtype of the result and of every step
   const Shape& output_shape() const;
@@ -111,6 +114,7 @@ class EinsumPlan {
   struct Impl;
 
  private:
+  void check_call(std::span<const Tensor> operands, const Tensor& out) const;  // fails naming the mismatch
   std::shared_ptr<const Impl> impl_;
 };
 

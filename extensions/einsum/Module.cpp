@@ -93,25 +93,29 @@ class PreparedVjp final : public PreparedOp {
   size_t n_;
 };
 
-// Mode vjp_jvp: operands (x, ct, the tangents listed in `tangents`, n standing for ct's).
+// Modes vjp_jvp and vjp_with_jvp (`with_cotangents`): operands (x, ct, the tangents listed in `tangents`, n standing
+// for ct's).
 class PreparedVjpJvp final : public PreparedOp {
  public:
-  PreparedVjpJvp(EinsumVjpPlan plan, size_t n, std::vector<int> tangents)
-      : plan_(std::move(plan)), n_(n), tangents_(std::move(tangents)) {}
+  PreparedVjpJvp(EinsumVjpPlan plan, size_t n, std::vector<int> tangents, bool with_cotangents)
+      : plan_(std::move(plan)), n_(n), tangents_(std::move(tangents)), with_cotangents_(with_cotangents) {}
   std::vector<Tensor> run_results(std::span<const Tensor> operands, ExecutionContext& context) const override {
     std::vector<Tensor> d(n_ + 1);
     for (size_t i = 0; i < tangents_.size(); ++i) d[static_cast<size_t>(tangents_[i])] = operands[n_ + 1 + i];
-    return plan_.execute_tangent(operands.subspan(0, n_), operands[n_], std::span(d).subspan(0, n_), d[n_], context);
+    return plan_.execute_tangent(operands.subspan(0, n_), operands[n_], std::span(d).subspan(0, n_), d[n_], context,
+                                 with_cotangents_);
   }
   std::string describe() const override {
-    return fmt::format("tangent of the walk in the directions [{}] ({} for the cotangent):\n{}",
-                       fmt::join(tangents_, ", "), n_, plan_.to_string());
+    return fmt::format("{}tangent of the walk in the directions [{}] ({} for the cotangent):\n{}",
+                       with_cotangents_ ? "the cotangents and the " : "", fmt::join(tangents_, ", "), n_,
+                       plan_.to_string());
   }
 
  private:
   EinsumVjpPlan plan_;
   size_t n_;
   std::vector<int> tangents_;
+  bool with_cotangents_;
 };
 
 class EinsumAdExecutor final : public ExtensionExecutor {
@@ -134,9 +138,11 @@ class EinsumAdExecutor final : public ExtensionExecutor {
                                    options, context.config().ad_keep_bytes, p.mode() == EinsumAdMode::value_vjp),
             n);
       case EinsumAdMode::vjp_jvp:
-        return std::make_shared<PreparedVjpJvp>(EinsumVjpPlan::prepare(p.forward().subscripts(),
-                                                                       std::span(metas).subspan(0, n), metas[n],
-                                                                       p.slots(), options), n, p.tangents());
+      case EinsumAdMode::vjp_with_jvp:
+        return std::make_shared<PreparedVjpJvp>(
+            EinsumVjpPlan::prepare(p.forward().subscripts(), std::span(metas).subspan(0, n), metas[n], p.slots(),
+                                   options),
+            n, p.tangents(), p.mode() == EinsumAdMode::vjp_with_jvp);
     }
     EIN_ASSERT(false, "einsum_ad: unknown mode");
   }

@@ -90,6 +90,13 @@ PlannedTree plan_tree(const Subscripts& s, std::span<const TensorMeta> promoted,
 // Operands in the walk's dtype.
 Tensor promoted_to(const Tensor& x, DType dtype) { return x.dtype() == dtype ? x : x.astype(dtype); }
 
+// sum += plan(operands), or sum = plan(operands) when sum is undefined: a tangent's second term dA.B + A.dB (or a
+// cotangent tangent's) is added by the kernel into the first term's tensor, not computed apart and added after.
+void sum_into(Tensor& sum, const EinsumPlan& plan, std::span<const Tensor> operands, ExecutionContext& context) {
+  if (sum.defined()) plan.accumulate_into(operands, sum, context);
+  else sum = plan.execute(operands, context);
+}
+
 }  // namespace
 
 struct EinsumVjpPlan::Impl {
@@ -343,7 +350,7 @@ std::vector<Tensor> EinsumVjpPlan::execute(std::span<const Tensor> operands, con
 
 std::vector<Tensor> EinsumVjpPlan::execute_tangent(std::span<const Tensor> operands, const Tensor& cotangent,
                                                    std::span<const Tensor> tangents, const Tensor& cotangent_tangent,
-                                                   ExecutionContext& context) const {
+                                                   ExecutionContext& context, bool with_cotangents) const {
   const Impl& im = *impl_;
   ThreadPool* pool = &context.pool();
   EIN_ASSERT(static_cast<int>(operands.size()) == im.n && static_cast<int>(tangents.size()) == im.n,
@@ -353,10 +360,6 @@ std::vector<Tensor> EinsumVjpPlan::execute_tangent(std::span<const Tensor> opera
   auto walk_input = [&](const Tensor& x, size_t i) {
     Tensor v = promoted_to(x, im.dtype);
     return is_complex(im.dtype) && im.complex_inputs[i] ? kernels::unary(kernels::UnaryOp::conj, v, pool) : v;
-  };
-  auto add = [&](Tensor a, Tensor b) {
-    if (!a.defined()) return b;
-    return b.defined() ? kernels::binary(kernels::BinaryOp::add, a, b, pool) : a;
   };
   for (size_t i = 0; i < static_cast<size_t>(im.n); ++i) {
     values[i] = walk_input(operands[i], i);
@@ -372,7 +375,7 @@ std::vector<Tensor> EinsumVjpPlan::execute_tangent(std::span<const Tensor> opera
     const Tensor& db = dvalues[static_cast<size_t>(b)];
     values[v] = im.steps[t]->execute(std::array{va, vb}, context);
     if (da.defined()) dvalues[v] = im.steps[t]->execute(std::array{da, vb}, context);
-    if (db.defined()) dvalues[v] = add(dvalues[v], im.steps[t]->execute(std::array{va, db}, context));
+    if (db.defined()) sum_into(dvalues[v], *im.steps[t], std::array{va, db}, context);
   }
   // Reverse: ct_child = P(ct_parent, V_sibling); its tangent P(dct_parent, V_sibling) + P(ct_parent, dV_sibling).
   cts[static_cast<size_t>(im.root())] = promoted_to(cotangent, im.dtype);
@@ -380,27 +383,31 @@ std::vector<Tensor> EinsumVjpPlan::execute_tangent(std::span<const Tensor> opera
   for (const ReverseStep& r : im.reverse) {
     const size_t node = static_cast<size_t>(r.node), parent = static_cast<size_t>(r.parent),
                  sibling = static_cast<size_t>(r.sibling);
-    auto reverse = [&](const Tensor& ct, const Tensor& value) {
+    auto operands_of = [&](const Tensor& ct, const Tensor& value) {
       std::vector<Tensor> ops = {ct, value};
       ops.insert(ops.end(), r.ones.begin(), r.ones.end());
-      return r.plan->execute(ops, context);
+      return ops;
     };
-    if (r.node >= im.n) cts[node] = reverse(cts[parent], values[sibling]);
-    if (dcts[parent].defined()) dcts[node] = reverse(dcts[parent], values[sibling]);
-    if (dvalues[sibling].defined()) dcts[node] = add(dcts[node], reverse(cts[parent], dvalues[sibling]));
+    if (r.node >= im.n || with_cotangents) cts[node] = r.plan->execute(operands_of(cts[parent], values[sibling]), context);
+    if (dcts[parent].defined()) dcts[node] = r.plan->execute(operands_of(dcts[parent], values[sibling]), context);
+    if (dvalues[sibling].defined()) sum_into(dcts[node], *r.plan, operands_of(cts[parent], dvalues[sibling]), context);
   }
+  // The slots' cotangents first when asked for (mode vjp_with_jvp), then their tangents; each in its operand's dtype
+  // (the real part for a real operand of a complex walk), as execute() gives them.
   std::vector<Tensor> out;
-  out.reserve(im.slots.size());
-  for (int k : im.slots) {
+  out.reserve(2 * im.slots.size());
+  auto give = [&](Tensor g, int k) {
     const DType want = im.operand_dtypes[static_cast<size_t>(k)];
-    Tensor g = std::move(dcts[static_cast<size_t>(k)]);
     if (!g.defined()) {  // no tangent reaches this slot's cotangent
       out.push_back(Tensor::zeros(want, im.shapes[static_cast<size_t>(k)]));
-      continue;
+      return;
     }
     if (is_complex(g.dtype()) && !is_complex(want)) g = kernels::real_part(g);
     out.push_back(g.dtype() == want ? std::move(g) : g.astype(want));
-  }
+  };
+  if (with_cotangents)
+    for (int k : im.slots) give(std::move(cts[static_cast<size_t>(k)]), k);
+  for (int k : im.slots) give(std::move(dcts[static_cast<size_t>(k)]), k);
   return out;
 }
 
@@ -490,7 +497,6 @@ EinsumJvpPlan EinsumJvpPlan::prepare(const Subscripts& subscripts, std::span<con
 Tensor EinsumJvpPlan::execute(std::span<const Tensor> operands, std::span<const Tensor> tangents,
                               ExecutionContext& context) const {
   const Impl& im = *impl_;
-  ThreadPool* pool = &context.pool();
   EIN_ASSERT(static_cast<int>(operands.size()) == im.n && tangents.size() == im.slots.size(),
              "einsum jvp: {} operands and {} tangents for a plan of {} and {}", operands.size(), tangents.size(), im.n,
              im.slots.size());
@@ -515,10 +521,7 @@ Tensor EinsumJvpPlan::execute(std::span<const Tensor> operands, std::span<const 
       Tensor& db = dvalues[static_cast<size_t>(b)];
       Tensor sum;
       if (da.defined()) sum = step.execute(std::array{da, vb}, context);
-      if (db.defined()) {
-        Tensor term = step.execute(std::array{va, db}, context);
-        sum = sum.defined() ? kernels::binary(kernels::BinaryOp::add, sum, term, pool) : std::move(term);
-      }
+      if (db.defined()) sum_into(sum, step, std::array{va, db}, context);
       dvalues[v] = std::move(sum);
     }
     va = vb = dvalues[static_cast<size_t>(a)] = dvalues[static_cast<size_t>(b)] = Tensor();

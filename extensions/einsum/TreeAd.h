@@ -62,11 +62,14 @@ class EinsumVjpPlan {
   /// The tangent of execute() in the directions `tangents` (one per operand, undefined: zero) and
   /// `cotangent_tangent` (undefined: zero), by one walk forward then backward along the same tree: every value below
   /// the root and its tangent are computed (all kept, whatever the limit), then each reverse step gives its child
-  /// the cotangent P(ct, V) and its tangent P(dct, V) + P(ct, dV), P the step's reverse pairwise einsum. So a
-  /// Hessian-vector product costs about two value-and-gradient walks. One result per slot, as execute().
+  /// the cotangent P(ct, V) and its tangent P(dct, V) + P(ct, dV), P the step's reverse pairwise einsum (the second
+  /// term added by the kernel into the first's tensor; the same for dA.B + A.dB). So a Hessian-vector product costs
+  /// about two value-and-gradient walks. One result per slot, as execute(); `with_cotangents` (mode vjp_with_jvp):
+  /// first the slots' cotangents, bitwise what execute() gives (the same plans on the same values), then the tangents.
   std::vector<Tensor> execute_tangent(std::span<const Tensor> operands, const Tensor& cotangent,
                                       std::span<const Tensor> tangents, const Tensor& cotangent_tangent,
-                                      ExecutionContext& context = default_context()) const;
+                                      ExecutionContext& context = default_context(),
+                                      bool with_cotangents = false) const;
 
   /// The dtype the walk computes in (the operands' and the cotangent's promoted dtype).
   DType dtype() const;

@@ -4,7 +4,8 @@
 // and two threads; the same on larger contractions where two threads split the work; the programs it makes, the
 // symbolic dims, the `--print-stages` report and the family's error messages; HVPs (mode vjp_jvp) and their jvp and
 // vjp (third order) against the per-operand rule on 120 seeded random einsums; lowering of every mode;
-// merge_value_vjp (the value and the cotangents from one walk) bit for bit against the unmerged programs.
+// merge_value_vjp (the value and the cotangents from one walk) and merge_vjp_jvp (an HVP program's gradient and its
+// tangent from one walk) bit for bit against the unmerged programs.
 #include "AdTestUtil.h"
 #include "RandomEinsum.h"
 
@@ -239,7 +240,7 @@ TEST_CASE("120 random einsums: HVPs walk the tree once (mode vjp_jvp); their jvp
       CHECK_MESSAGE(close(got[o], want[o], tol, &why), what << " output " << o << ": " << why);
     }
   };
-  int fused = 0;
+  int fused = 0, merged_walks = 0;
   for (uint64_t seed = 1; seed <= 120; ++seed) {
     Rng rng{seed * 15485863};
     EinsumCase c = random_case(rng, seed % 3 == 0);
@@ -260,6 +261,17 @@ TEST_CASE("120 random einsums: HVPs walk the tree once (mode vjp_jvp); their jvp
     compare(got, run_on(1, h_old, in), tol, "jvp of vjp");
     const std::vector<Tensor> got2 = run_on(2, h_tree, in);
     for (size_t o = 0; o < got.size(); ++o) CHECK_MESSAGE(same_bits(got[o], got2[o]), "one and two threads differ");
+    // The vjp and its tangent from one walk (merge_vjp_jvp): every output has the unmerged program's bits.
+    const Program h_one = einsum::merge_vjp_jvp(h_tree, registry());
+    const bool merges = print_program(h_one).find("mode = vjp_with_jvp") != std::string::npos;
+    CHECK(merges == (walks && uses_tree_walk(h_tree)));
+    merged_walks += merges;
+    for (int threads : {1, 2}) {
+      const std::vector<Tensor> one = run_on(threads, h_one, in);
+      REQUIRE(one.size() == got.size());
+      for (size_t o = 0; o < got.size(); ++o)
+        CHECK_MESSAGE(same_bits(one[o], got[o]), "merged vs unmerged, output " << o << ", " << threads << " threads");
+    }
     if (!walks || seed % 2) continue;  // third order on the cases that fuse, every other one (they grow quickly)
     const Program j3_tree = ad::jvp(h_tree, all_params(h_tree), registry());
     const Program j3_old = ad::jvp(h_old, all_params(h_old), per_operand_registry());
@@ -269,9 +281,136 @@ TEST_CASE("120 random einsums: HVPs walk the tree once (mode vjp_jvp); their jvp
     const Program v3_old = ad::vjp(h_old, all_params(h_old), per_operand_registry());
     const std::vector<Tensor> vin3 = inputs_for(v3_tree, rng);
     compare(run_on(1, v3_tree, vin3), run_on(1, v3_old, vin3), tol, "vjp of jvp of vjp");
+    if (!merges) continue;  // third order through vjp_with_jvp's linearize rule
+    const Program j3_one = ad::jvp(h_one, all_params(h_one), registry());
+    compare(run_on(1, j3_one, in3), run_on(1, j3_old, in3), tol, "jvp of the merged jvp of vjp");
   }
-  MESSAGE("mode vjp_jvp in " << fused << " of 120 HVP programs");
+  MESSAGE("mode vjp_jvp in " << fused << " of 120 HVP programs, merged with the vjp in " << merged_walks);
   CHECK(fused >= 60);
+  CHECK(merged_walks >= 60);
+}
+
+TEST_CASE("EinsumPlan::accumulate_into adds the einsum into its output (the tangent walks' second terms), also for "
+          "repeated output labels and one operand, with the same bits on one and two threads") {
+  struct Row {
+    std::string subscripts;
+    std::vector<Shape> shapes;
+  };
+  const std::vector<Row> rows = {{"ij,jk->ik", {{5, 4}, {4, 6}}},
+                                 {"ij,jk,kl->il", {{5, 4}, {4, 6}, {6, 3}}},
+                                 {"i,i->ii", {{4}, {4}}},
+                                 {"ijk->kj", {{3, 4, 5}}},
+                                 {"ab,b->a", {{300, 200}, {200}}}};
+  Rng rng{606};
+  static ExecutionContext one(ConfigOptions{.threads = 1}), two(ConfigOptions{.threads = 2});
+  for (const Row& r : rows) {
+    CAPTURE(r.subscripts);
+    std::vector<einsum::TensorMeta> metas;
+    std::vector<Tensor> ops;
+    for (const Shape& sh : r.shapes) {
+      metas.push_back({DType::f64, sh});
+      ops.push_back(random_tensor(DType::f64, sh, rng));
+    }
+    const einsum::EinsumPlan plan = einsum::EinsumPlan::prepare(r.subscripts, metas);
+    const Tensor start = random_tensor(DType::f64, plan.output_shape(), rng);
+    const Tensor want = axpy(start, 1, plan.execute(ops, one));
+    Tensor got1 = start.clone(), got2 = start.clone();
+    plan.accumulate_into(ops, got1, one);
+    plan.accumulate_into(ops, got2, two);
+    std::string why;
+    CHECK_MESSAGE(close(got1, want, 1e-13, &why), why);
+    CHECK(same_bits(got1, got2));
+  }
+}
+
+TEST_CASE("merge_vjp_jvp: the HVP program jvp(grad(f)) walks the tree once; the Hessian is symmetric (dot-product "
+          "test), matches finite differences of the gradient, and the bits are the unmerged program's at 1 and 2 "
+          "threads") {
+  struct Row {
+    std::string subscripts;
+    std::vector<Shape> shapes;
+  };
+  const std::vector<Row> rows = {{"ij,jk,kl,l->i", {{6, 5}, {5, 7}, {7, 4}, {4}}},
+                                 {"xwu,yxl,yzd,wzr->uldr", {{3, 4, 2}, {3, 3, 2}, {3, 2, 4}, {4, 2, 3}}},
+                                 {"ab,bc,cd,da->", {{4, 5}, {5, 6}, {6, 3}, {3, 4}}}};
+  Rng rng{4242};
+  for (const Row& r : rows) {
+    CAPTURE(r.subscripts);
+    TraceContext ctx("loss", registry());
+    std::vector<TracedTensor> params;
+    std::vector<Tensor> x;
+    std::vector<int> wrt;
+    for (size_t k = 0; k < r.shapes.size(); ++k) {
+      params.push_back(ctx.parameter(fmt::format("a{}", k), DType::f64,
+                                     std::vector<Dim>(r.shapes[k].begin(), r.shapes[k].end())));
+      x.push_back(random_tensor(DType::f64, r.shapes[k], rng));
+      wrt.push_back(static_cast<int>(k));
+    }
+    TracedTensor y = einsum::einsum(ctx, r.subscripts, std::span<const TracedTensor>(params));
+    const Program loss = ctx.finish({y.rank() == 0 ? y : sum(y)});
+    const Program g = ad::grad(loss, wrt, registry());
+    const Program h = ad::jvp(g, wrt, registry());
+    const Program hm = einsum::merge_vjp_jvp(h, registry());
+    const std::string text = print_program(hm);
+    INFO("merged:\n" << text);
+    CHECK(text.find("mode = vjp_with_jvp") != std::string::npos);
+    CHECK(text.find("mode = vjp,") == std::string::npos);
+    CHECK(text.find("mode = vjp_jvp,") == std::string::npos);
+    CHECK(print_program(parse_program(text, registry())) == text);
+    const size_t n = r.shapes.size();
+    auto hvp = [&](const std::vector<Tensor>& t, int threads) {
+      std::vector<Tensor> in = x;
+      in.insert(in.end(), t.begin(), t.end());
+      return run_on(threads, hm, in);  // the gradient, then H t
+    };
+    std::vector<Tensor> s, t;
+    for (const Shape& sh : r.shapes) {
+      s.push_back(random_tensor(DType::f64, sh, rng));
+      t.push_back(random_tensor(DType::f64, sh, rng));
+    }
+    const std::vector<Tensor> ht = hvp(t, 1), hs = hvp(s, 1), ht2 = hvp(t, 2);
+    std::vector<Tensor> in = x;
+    in.insert(in.end(), t.begin(), t.end());
+    const std::vector<Tensor> unmerged = run_on(1, h, in);
+    REQUIRE(ht.size() == 2 * n);
+    REQUIRE(unmerged.size() == ht.size());
+    for (size_t o = 0; o < ht.size(); ++o) {
+      CHECK_MESSAGE(same_bits(ht[o], unmerged[o]), "merged vs unmerged, output " << o);
+      CHECK_MESSAGE(same_bits(ht[o], ht2[o]), "one and two threads differ, output " << o);
+    }
+    // Dot-product test: <s, H t> = <H s, t> (the Hessian of a real scalar is symmetric).
+    double st = 0, hst = 0, scale = 0;
+    for (size_t k = 0; k < n; ++k) {
+      st += inner(s[k], ht[n + k]);
+      hst += inner(hs[n + k], t[k]);
+      scale += norm(s[k]) * norm(ht[n + k]) + norm(hs[n + k]) * norm(t[k]);
+    }
+    CHECK_MESSAGE(std::abs(st - hst) <= 1e-12 * scale, "<s, Ht> = " << st << " but <Hs, t> = " << hst);
+    // Finite differences of the gradient along t.
+    const Tolerance tol = tolerance_for(DType::f64);
+    std::vector<Tensor> plus = x, minus = x;
+    for (size_t k = 0; k < n; ++k) {
+      plus[k] = axpy(x[k], tol.h, t[k]);
+      minus[k] = axpy(x[k], -tol.h, t[k]);
+    }
+    const std::vector<Tensor> gp = run_on(1, g, plus), gm = run_on(1, g, minus);
+    for (size_t k = 0; k < n; ++k) {
+      Tensor fd = axpy(Tensor::zeros(DType::f64, r.shapes[k]), 1 / (2 * tol.h), axpy(gp[k], -1, gm[k]));
+      std::string why;
+      CHECK_MESSAGE(close(ht[n + k], fd, tol.fd, &why), "H t vs finite differences, operand " << k << ": " << why);
+    }
+    // Lowering: vjp's reverse einsums, then vjp_jvp's.
+    const Program lowered = lower_to_standard_ops(hm, {}, *registry());
+    CHECK(print_program(lowered).find("einstage.") == std::string::npos);
+    const std::vector<Tensor> low = run(lowered, in);
+    for (size_t o = 0; o < low.size(); ++o) {
+      std::string why;
+      CHECK_MESSAGE(close(low[o], ht[o], 1e-12, &why), "lowered output " << o << ": " << why);
+    }
+    // --print-stages names the merged walk.
+    CHECK(runtime().prepare(hm).describe_prepared(in).find("the cotangents and the tangent of the walk") !=
+          std::string::npos);
+  }
 }
 
 TEST_CASE("larger contractions: two threads split the work and the bits stay the same") {
@@ -368,7 +507,8 @@ TEST_CASE("einsum_ad errors name the attribute, the operand and the fix") {
   CHECK(error_of([] {
           einsum::EinsumAdPayload::parse_text("broadcast = false, mode = hvp, plan = auto, slots = [0, 1], "
                                               "subscripts = \"ij,jk->ik\"");
-        }) == "'einstage.einsum_ad.v1' attribute 'mode': expected jvp, vjp, vjp_jvp or value_vjp (got \"hvp\")");
+        }) == "'einstage.einsum_ad.v1' attribute 'mode': expected jvp, vjp, vjp_jvp, value_vjp or vjp_with_jvp (got "
+              "\"hvp\")");
   CHECK(error_of([] {
           einsum::EinsumAdPayload::parse_text("broadcast = false, mode = vjp, plan = auto, slots = [1, 0], "
                                               "subscripts = \"ij,jk->ik\"");

@@ -15,7 +15,8 @@
 // calls after a warm-up. Not a test: it prints a table and JSON.
 //
 // Usage: einstage_bench_ad [--min-time S] [--json FILE] [--no-torch] [--only TEXT] [--hvp] [--cpu-time]   (--only:
-// workloads whose name contains TEXT; --hvp also times Hessian-vector products, ad::jvp of ad::grad; --cpu-time
+// workloads whose name contains TEXT; --hvp also times Hessian-vector products, ad::jvp of ad::grad, with and
+// without einsum::merge_vjp_jvp (the gradient and its tangent from one walk); --cpu-time
 // takes the best thread CPU time instead of wall time, for both systems, so a loaded machine's waits for a CPU drop
 // out of the ratios)
 #include "tools/bench/BenchUtil.h"
@@ -281,14 +282,18 @@ int main(int argc, char** argv) {
     const double ts = best_time([&] { split_exe.run(in); }, min_time, cpu_time);
     const int64_t kept = kept_bytes(w, out_shape);
     // Hessian-vector products: jvp of the gradient program (forward over reverse), tangents for every operand.
-    double th = -1;
+    double th = -1, thu = -1;
     if (hvp) {
-      Program hv = ad::jvp(ad::grad(loss, wrt, &rt.registry()), wrt, &rt.registry());
-      Executable hvp_exe = rt.prepare(hv);
+      // The gradient and its tangent from one walk (einsum::merge_vjp_jvp), and the two walks unmerged.
+      Program unmerged_hv = ad::jvp(ad::grad(loss, wrt, &rt.registry()), wrt, &rt.registry());
+      Program hv = einsum::merge_vjp_jvp(unmerged_hv, &rt.registry());
+      Executable hvp_exe = rt.prepare(hv), unmerged_hvp_exe = rt.prepare(unmerged_hv);
       std::vector<Tensor> hin = ops;
       for (const Tensor& t : ops) hin.push_back(t);
       th = best_time([&] { hvp_exe.run(std::span<const Tensor>(hin)); }, min_time, cpu_time);
-      fmt::print("{:<14} | hvp (jvp of grad) {} ms = {} value\n", w.name, ms(th), ratio(th, tv));
+      thu = best_time([&] { unmerged_hvp_exe.run(std::span<const Tensor>(hin)); }, min_time, cpu_time);
+      fmt::print("{:<14} | hvp (jvp of grad) {} ms = {} value; without merge_vjp_jvp {} ms = {}\n", w.name, ms(th),
+                 ratio(th, tv), ms(thu), ratio(thu, tv));
     }
     double pv = -1, pg = -1, ev = -1, eg = -1;
     if (tt)
@@ -318,6 +323,7 @@ int main(int argc, char** argv) {
                                             {"value_and_grad_split_s", ts},
                                             {"kept_intermediate_bytes", kept},
                                             {"hvp_s", th},
+                                            {"hvp_unmerged_s", thu},
                                             {"extension_ops_in_value_and_grad", count_ext(vg)},
                                             {"extension_ops_per_operand", count_ext(old_vg)},
                                             {"extension_ops_split", count_ext(split_vg)}}},
