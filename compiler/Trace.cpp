@@ -136,6 +136,27 @@ TracedTensor sign(const TracedTensor& x) { return unary(x, Sign{}); }
 TracedTensor stop_gradient(const TracedTensor& x) { return unary(x, StopGradient{}); }
 TracedTensor pow(const TracedTensor& x, double exponent) { return unary(x, Pow{exponent}); }
 TracedTensor convert(const TracedTensor& x, DType dtype) { return unary(x, Convert{dtype}); }
+TracedTensor select(Comparison cmp, const TracedTensor& a, const TracedTensor& b, const TracedTensor& x,
+                    const TracedTensor& y) {
+  TraceContext& ctx = a.context();
+  TracedTensor ops[] = {a, b, x, y};
+  for (const TracedTensor& t : ops)
+    if (&t.context() != &ctx)
+      fail(ErrorKind::invalid_argument, "'select': operands belong to different TraceContexts");
+  for (size_t pair : {size_t{0}, size_t{2}}) {
+    DType t = promote(ops[pair].dtype(), ops[pair + 1].dtype());
+    for (size_t k = pair; k < pair + 2; ++k)
+      if (ops[k].dtype() != t) ops[k] = convert(ops[k], t);
+  }
+  for (const TracedTensor& shaped : ops)
+    if (shaped.rank() > 0) {
+      std::vector<Dim> dims = shaped.dims();
+      for (TracedTensor& t : ops)
+        if (t.rank() == 0) t = broadcast_in_dim(t, {}, dims);
+      break;
+    }
+  return ctx.emit(Select{cmp}, ops);
+}
 
 TracedTensor reshape(const TracedTensor& x, std::vector<Dim> shape) { return unary(x, Reshape{std::move(shape)}); }
 TracedTensor transpose(const TracedTensor& x, Axes perm) { return unary(x, Transpose{std::move(perm)}); }

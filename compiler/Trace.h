@@ -126,6 +126,11 @@ TracedTensor sign(const TracedTensor& x);
 TracedTensor stop_gradient(const TracedTensor& x);
 TracedTensor pow(const TracedTensor& x, double exponent);
 TracedTensor convert(const TracedTensor& x, DType dtype);
+/// (a <cmp> b) ? x : y elementwise (ir/Ops.h Select), e.g. select(Comparison::gt, v, zero, v, zero) for max(v, 0).
+/// a and b are promoted to a common dtype, x and y to another; rank-0 operands are broadcast to the shape of the
+/// first operand that has axes. The gradient goes to x where the comparison holds and to y elsewhere, none to a or b.
+TracedTensor select(Comparison cmp, const TracedTensor& a, const TracedTensor& b, const TracedTensor& x,
+                    const TracedTensor& y);
 
 TracedTensor reshape(const TracedTensor& x, std::vector<Dim> shape);
 TracedTensor transpose(const TracedTensor& x, Axes perm);

@@ -15,6 +15,7 @@ std::string format_attr(double v) { return format_float(v); }
 std::string format_attr(const Axes& v) { return fmt::format("[{}]", fmt::join(v, ", ")); }
 std::string format_attr(const std::vector<Dim>& v) { return fmt::format("[{}]", fmt::join(v, ", ")); }
 std::string format_attr(DType v) { return std::string(name(v)); }
+std::string format_attr(Comparison v) { return std::string(name(v)); }
 
 namespace {
 template <typename T> std::string format_element(T v) {
@@ -144,6 +145,13 @@ void parse_attr(std::string_view text, DType& out, std::string_view what) {
   if (!d) fail(ErrorKind::parse, "{}: '{}' is not a dtype; expected f32, f64, c64, c128 or i64", what,
                     escape_for_message(text, '\''));
   out = *d;
+}
+
+void parse_attr(std::string_view text, Comparison& out, std::string_view what) {
+  auto c = parse_comparison(trim(text));
+  if (!c) fail(ErrorKind::parse, "{}: '{}' is not a comparison; expected lt, le, gt, ge, eq or ne", what,
+                    escape_for_message(text, '\''));
+  out = *c;
 }
 
 void parse_attr(std::string_view text, Tensor& out, std::string_view what) {

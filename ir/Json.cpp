@@ -28,6 +28,7 @@ constexpr int kVersion = 1;
 json to_json_attr(int64_t v) { return v; }
 json to_json_attr(const Axes& v) { return v; }
 json to_json_attr(DType v) { return std::string(name(v)); }
+json to_json_attr(Comparison v) { return std::string(name(v)); }
 json to_json_attr(const std::vector<Dim>& v) {
   json a = json::array();
   for (const Dim& d : v) a.push_back(d.is_constant() ? json(d.constant()) : json(d.to_string()));
@@ -70,6 +71,11 @@ void from_json_attr(const json& j, DType& out, const std::string& where) {
   auto d = j.is_string() ? parse_dtype(j.get<std::string>()) : std::nullopt;
   if (!d) malformed(where, fmt::format("{} is not a dtype (f32, f64, c64, c128, i64)", j.dump()));
   out = *d;
+}
+void from_json_attr(const json& j, Comparison& out, const std::string& where) {
+  auto c = j.is_string() ? parse_comparison(j.get<std::string>()) : std::nullopt;
+  if (!c) malformed(where, fmt::format("{} is not a comparison (lt, le, gt, ge, eq, ne)", j.dump()));
+  out = *c;
 }
 void from_json_attr(const json& j, std::vector<Dim>& out, const std::string& where) {
   if (!j.is_array()) malformed(where, "expected an array of extents");

@@ -269,6 +269,33 @@ TensorType Abs::infer(const Abs&, Types in, TypeContext&) { return {real_part_ty
 TensorType Sign::infer(const Sign&, Types in, TypeContext&) { return in[0]; }
 TensorType StopGradient::infer(const StopGradient&, Types in, TypeContext&) { return in[0]; }
 
+// ---- select: a and b compared, x and y selected; one shape for all four ----
+TensorType Select::infer(const Select& op, Types in, TypeContext& ctx) {
+  const TensorType &a = in[0], &b = in[1], &x = in[2], &y = in[3];
+  if (a.dtype != b.dtype)
+    ctx.error(ErrorKind::dtype, "operand 1 (b) has type {} but operand 0 (a) has {}; the compared operands must have "
+              "equal dtypes (insert a convert)", b.to_string(), a.to_string());
+  if (x.dtype != y.dtype)
+    ctx.error(ErrorKind::dtype, "operand 3 (y) has type {} but operand 2 (x) has {}; the selected operands must have "
+              "equal dtypes (insert a convert)", y.to_string(), x.to_string());
+  if (is_ordered(op.cmp) && is_complex(a.dtype))
+    ctx.error(ErrorKind::dtype, "cmp = {} needs real compared operands but operand 0 (a) has type {}: complex numbers "
+              "have no order (compare their abs or real parts, or use eq or ne)", name(op.cmp), a.to_string());
+  constexpr const char* kNames[] = {"a", "b", "x", "y"};
+  TensorType out{x.dtype, a.dims};
+  for (size_t k = 1; k < 4; ++k) {
+    const TensorType& t = in[k];
+    if (t.rank() != a.rank())
+      ctx.error(ErrorKind::shape, "operand {} ({}) has type {} but operand 0 (a) has {}; all four operands must have "
+                "equal shapes (insert a broadcast_in_dim)", k, kNames[k], t.to_string(), a.to_string());
+    for (int i = 0; i < a.rank(); ++i)
+      out.dims[i] = ctx.unify(out.dims[i], t.dims[i], fmt::format("operand {} ({}) axis {} (operand 0 is {}, operand {} "
+                                                                  "is {})", k, kNames[k], i, a.to_string(), k,
+                                                                  t.to_string()));
+  }
+  return out;
+}
+
 // ---- pow by a constant ----
 TensorType Pow::infer(const Pow& op, Types in, TypeContext& ctx) {
   if (!std::isfinite(op.exponent))

@@ -15,6 +15,7 @@
 // op = one struct here + one type rule block in ir/Ops.cpp + one section in docs/ir.md (a test checks the docs).
 #pragma once
 
+#include "ir/Comparison.h"
 #include "ir/ExtensionOp.h"
 #include "ir/Tensor.h"
 #include "ir/Type.h"
@@ -243,6 +244,20 @@ EIN_ELEMENTWISE_OP(Sign, "sign", 1)  // any dtype; -1, 0 or 1 (nan stays nan); x
 EIN_ELEMENTWISE_OP(StopGradient, "stop_gradient", 1)  // any dtype; the identity whose derivative is zero
 #undef EIN_ELEMENTWISE_OP
 
+/// select(a, b, x, y) {cmp}: out = (a <cmp> b) ? x : y elementwise (NumPy's where(a < b, x, y), XLA's compare +
+/// select in one op). a and b have equal dtypes, x and y equal dtypes (the result's), and all four equal shapes; the
+/// compared and the selected dtypes may differ (compare reals, select complex numbers). Ordered comparisons (lt, le,
+/// gt, ge) need real a and b; eq and ne take any dtype. nan compares false except under ne (ir/Comparison.h).
+/// Linear in x and y for fixed a and b; no derivative flows to a or b (the predicate is piecewise constant).
+struct Select {
+  static constexpr std::string_view kName = "select";
+  static constexpr int kArity = 4;
+  Comparison cmp = Comparison::lt;
+  static constexpr auto attrs() { return std::tuple{attr("cmp", &Select::cmp)}; }
+  static TensorType infer(const Select& op, Types in, TypeContext& ctx);
+  friend bool operator==(const Select&, const Select&) = default;
+};
+
 /// x^exponent elementwise for a constant finite real exponent (std::pow; principal branch for complex).
 struct Pow {
   static constexpr std::string_view kName = "pow";
@@ -276,13 +291,13 @@ struct Constant {
 // ---- the table ----
 
 /// (Struct, enum name). Order = variant index = OpKind value; append new ops anywhere, nothing persists indices.
-#define EIN_STD_OPS(X)                                                                                       \
-  X(DotGeneral, dot_general) X(Transpose, transpose) X(Reshape, reshape) X(BroadcastInDim, broadcast_in_dim) \
-  X(ReduceSum, reduce_sum) X(ReduceMax, reduce_max) X(FirstMaxMask, first_max_mask)                          \
-  X(ExtractDiag, extract_diag) X(EmbedDiag, embed_diag) X(Slice, slice) X(Pad, pad) X(Add, add) X(Sub, sub)     \
-  X(Mul, mul) X(Div, div) X(Neg, neg) X(Conj, conj) X(Real, real) X(Imag, imag) X(Exp, exp) X(Log, log)      \
-  X(Sqrt, sqrt) X(Sin, sin) X(Cos, cos) X(Tanh, tanh) X(Sinh, sinh) X(Cosh, cosh) X(Abs, abs) X(Sign, sign)  \
-  X(StopGradient, stop_gradient) X(Pow, pow) X(Convert, convert) X(Constant, constant)
+#define EIN_STD_OPS(X)                                                                                        \
+  X(DotGeneral, dot_general) X(Transpose, transpose) X(Reshape, reshape) X(BroadcastInDim, broadcast_in_dim)  \
+  X(ReduceSum, reduce_sum) X(ReduceMax, reduce_max) X(FirstMaxMask, first_max_mask)                           \
+  X(ExtractDiag, extract_diag) X(EmbedDiag, embed_diag) X(Slice, slice) X(Pad, pad) X(Add, add) X(Sub, sub)   \
+  X(Mul, mul) X(Div, div) X(Select, select) X(Neg, neg) X(Conj, conj) X(Real, real) X(Imag, imag) X(Exp, exp) \
+  X(Log, log) X(Sqrt, sqrt) X(Sin, sin) X(Cos, cos) X(Tanh, tanh) X(Sinh, sinh) X(Cosh, cosh) X(Abs, abs)     \
+  X(Sign, sign) X(StopGradient, stop_gradient) X(Pow, pow) X(Convert, convert) X(Constant, constant)
 
 #define EIN_OP_TYPE_(Struct, e) Struct,
 using Op = std::variant<EIN_STD_OPS(EIN_OP_TYPE_) ExtensionOp>;

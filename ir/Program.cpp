@@ -255,6 +255,9 @@ Value Builder::add(const Value& a, const Value& b) { return emit(Add{}, {a, b});
 Value Builder::sub(const Value& a, const Value& b) { return emit(Sub{}, {a, b}); }
 Value Builder::mul(const Value& a, const Value& b) { return emit(Mul{}, {a, b}); }
 Value Builder::div(const Value& a, const Value& b) { return emit(Div{}, {a, b}); }
+Value Builder::select(Comparison cmp, const Value& a, const Value& b, const Value& x, const Value& y) {
+  return emit(Select{cmp}, {a, b, x, y});
+}
 Value Builder::neg(const Value& x) { return emit(Neg{}, {x}); }
 Value Builder::conj(const Value& x) { return emit(Conj{}, {x}); }
 Value Builder::real(const Value& x) { return emit(Real{}, {x}); }

@@ -132,6 +132,8 @@ class Builder {
   Value sub(const Value& a, const Value& b);
   Value mul(const Value& a, const Value& b);
   Value div(const Value& a, const Value& b);
+  /// (a <cmp> b) ? x : y elementwise (ir/Ops.h Select).
+  Value select(Comparison cmp, const Value& a, const Value& b, const Value& x, const Value& y);
   Value neg(const Value& x);
   Value conj(const Value& x);
   Value real(const Value& x);

@@ -129,6 +129,9 @@ Tensor kernel(const Add&, const KernelArgs& a) { return binary(kernels::BinaryOp
 Tensor kernel(const Sub&, const KernelArgs& a) { return binary(kernels::BinaryOp::sub, a); }
 Tensor kernel(const Mul&, const KernelArgs& a) { return binary(kernels::BinaryOp::mul, a); }
 Tensor kernel(const Div&, const KernelArgs& a) { return binary(kernels::BinaryOp::div, a); }
+Tensor kernel(const Select& op, const KernelArgs& a) {
+  return kernels::select(op.cmp, a.in[0], a.in[1], a.in[2], a.in[3], a.pool);
+}
 Tensor kernel(const Neg&, const KernelArgs& a) { return unary(kernels::UnaryOp::neg, a); }
 Tensor kernel(const Conj&, const KernelArgs& a) {
   return is_complex(a.in[0].dtype()) ? unary(kernels::UnaryOp::conj, a) : a.in[0];  // identity on reals

@@ -299,6 +299,29 @@ Cotangents div_transpose(Builder& b, const Instruction& inst, Primals x, Linear 
 template <> constexpr StdAdRules kRulesOf<Div>{div_jvp, div_transpose};
 }  // namespace
 
+// ---- select: linear in x and y for fixed a and b (the predicate is piecewise constant: no tangent for a or b).
+// The tangent selects the tangents with the same predicate; a zero branch is materialised, as JAX's select_n does
+// (the other branch needs a value where the predicate picks it). The transpose routes the cotangent to x where the
+// predicate holds and to y where it does not. ----
+namespace {
+Tangent select_jvp(Builder& b, const Instruction& inst, Primals x, Tangents t, const Value& out) {
+  if (!t[2] && !t[3]) return std::nullopt;
+  const Comparison cmp = std::get<Select>(inst.op).cmp;
+  return b.select(cmp, x[0], x[1], t[2] ? *t[2] : b.full(out.type, 0.0), t[3] ? *t[3] : b.full(out.type, 0.0));
+}
+Cotangents select_transpose(Builder& b, const Instruction& inst, Primals x, Linear linear, const Value& ct) {
+  if (linear[0] || linear[1])
+    fail(ErrorKind::invalid_argument, "'{}' is not linear in its compared operands (0 and 1); transpose needs a "
+         "program whose comparisons do not depend on its linear inputs", op_name(inst.op));
+  const Comparison cmp = std::get<Select>(inst.op).cmp;
+  Cotangents out(4);
+  if (linear[2]) out[2] = b.select(cmp, x[0], x[1], ct, b.full(ct.type, 0.0));
+  if (linear[3]) out[3] = b.select(cmp, x[0], x[1], b.full(ct.type, 0.0), ct);
+  return out;
+}
+template <> constexpr StdAdRules kRulesOf<Select>{select_jvp, select_transpose};
+}  // namespace
+
 // ---- neg: linear ----
 namespace {
 Cotangents neg_transpose(Builder& b, const Instruction&, Primals, Linear, const Value& ct) { return {b.neg(ct)}; }

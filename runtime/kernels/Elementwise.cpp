@@ -202,6 +202,41 @@ Tensor power(const Tensor& x, double exponent, ThreadPool* pool) {
   return out;
 }
 
+Tensor select(Comparison cmp, const Tensor& a, const Tensor& b, const Tensor& x, const Tensor& y, ThreadPool* pool) {
+  for (auto [t, what] : {std::pair{&a, "a"}, std::pair{&b, "b"}, std::pair{&x, "x"}, std::pair{&y, "y"}})
+    if (!t->defined()) fail(ErrorKind::invalid_argument, "select: operand {} is undefined", what);
+  if (b.dtype() != a.dtype())
+    fail(ErrorKind::dtype, "select: b has dtype {} but a has {}; the compared operands share a dtype", name(b.dtype()),
+         name(a.dtype()));
+  if (is_ordered(cmp) && is_complex(a.dtype()))
+    fail(ErrorKind::dtype, "select: cmp = {} needs real compared operands but a is {}", name(cmp), name(a.dtype()));
+  Tensor out = Tensor::empty(x.dtype(), x.shape());
+  check_operand(y, out, "y", "select");
+  for (auto [t, what] : {std::pair{&a, "a"}, std::pair{&b, "b"}})
+    if (t->shape() != out.shape())
+      fail(ErrorKind::shape, "select: {} has shape {} but x has {}", what, shape_to_string(t->shape()),
+           shape_to_string(out.shape()));
+  auto nest = make_loop_nest<5>(out.shape(), {&out.strides(), &a.strides(), &b.strides(), &x.strides(), &y.strides()});
+  dispatch_dtype(a.dtype(), [&](auto compared) {
+    using C = decltype(compared);  // complex only under eq and ne (checked above)
+    dispatch_dtype(out.dtype(), [&](auto selected) {
+      using T = decltype(selected);
+      const C* pa = static_cast<const C*>(a.raw_data());
+      const C* pb = static_cast<const C*>(b.raw_data());
+      const T* px = static_cast<const T*>(x.raw_data());
+      const T* py = static_cast<const T*>(y.raw_data());
+      T* d = static_cast<T*>(out.raw_data());
+      parallel_runs(pool, nest, 4096,
+                    [&](const std::array<int64_t, 5>& off, int64_t n, const std::array<int64_t, 5>& st) {
+        for (int64_t i = 0; i < n; ++i)
+          d[off[0] + i * st[0]] = compare(cmp, pa[off[1] + i * st[1]], pb[off[2] + i * st[2]])
+                                      ? px[off[3] + i * st[3]] : py[off[4] + i * st[4]];
+      });
+    });
+  });
+  return out;
+}
+
 Tensor binary(BinaryOp op, const Tensor& x, const Tensor& y, ThreadPool* pool) {
   if (!x.defined()) fail(ErrorKind::invalid_argument, "{}: the left operand is undefined", name(op));
   Tensor out = Tensor::empty(x.dtype(), x.shape());

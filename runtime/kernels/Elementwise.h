@@ -1,6 +1,7 @@
 // Elementwise kernels over same-shape strided Tensors: neg, conj, exp, log, sqrt, sin, cos, tanh, sinh, cosh, sign,
-// add, sub, mul, div, abs, pow by a constant, and the real or imaginary part of complex elements.
-// Stage: runtime (the standard ops' kernels for the IR interpreter). Depends on ir/Tensor.h only.
+// add, sub, mul, div, abs, pow by a constant, select by a comparison, and the real or imaginary part of complex
+// elements. Stage: runtime (the standard ops' kernels for the IR interpreter). Depends on ir/Tensor.h and
+// ir/Comparison.h only.
 //
 // Operands share dtype and shape; broadcasting is expressed by the caller as stride-0 views (BroadcastInDim), so
 // these kernels never reshape. The destination may be one of the operands when it has the same strides (in place).
@@ -10,6 +11,7 @@
 // real is a copy; sign is -1, 0 or 1 (nan stays nan) and x/|x| for complex (0 at 0); abs of i64 wraps like neg.
 #pragma once
 
+#include "ir/Comparison.h"
 #include "ir/Tensor.h"
 
 #include <string_view>
@@ -38,6 +40,11 @@ Tensor binary(BinaryOp op, const Tensor& x, const Tensor& y, ThreadPool* pool = 
 Tensor absolute(const Tensor& x, ThreadPool* pool = nullptr);
 /// x^exponent elementwise (std::pow with the exponent in x's precision; principal branch for complex); floating x.
 Tensor power(const Tensor& x, double exponent, ThreadPool* pool = nullptr);
+
+/// out = (a <cmp> b) ? x : y elementwise (ir/Comparison.h's compare, so nan compares false except under ne). a and b
+/// share a dtype (real for lt, le, gt, ge), x and y share the result's dtype, and all four share one shape.
+Tensor select(Comparison cmp, const Tensor& a, const Tensor& b, const Tensor& x, const Tensor& y,
+              ThreadPool* pool = nullptr);
 
 /// The real (imaginary) part of each element of x, as a fresh column-major tensor of the real dtype (c64 -> f32,
 /// c128 -> f64) and x's shape. On a real dtype, real_part is x itself and imag_part zeros of x's dtype.

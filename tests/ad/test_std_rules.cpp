@@ -2,14 +2,16 @@
 // with its attributes, operand shapes, the dtypes it runs in and its input domain; every (row, dtype, wrt) case goes
 // through jvp vs central differences, the dot-product test and transpose adjointness (AdTestUtil.h). A table check
 // ties the rows to the op table: every standard op has a row, a linearize rule, and a transpose rule unless it is
-// non-linear (exp, log, sqrt, sin, cos, tanh, sinh, cosh, abs, sign, pow, reduce_max, first_max_mask), has a zero derivative by definition
-// (stop_gradient, whose row therefore skips the finite differences) or has no operands (constant).
+// non-linear (exp, log, sqrt, sin, cos, tanh, sinh, cosh, abs, sign, pow, reduce_max, first_max_mask), has a zero
+// derivative by definition (stop_gradient, whose row therefore skips the finite differences) or has no operands
+// (constant). select is linear in its selected operands, so it has a transpose rule.
 #include "AdTestUtil.h"
 
 #include "compiler/ad/Rules.h"
 
 #include <doctest/doctest.h>
 
+#include <limits>
 #include <set>
 
 using namespace einstage;
@@ -73,6 +75,14 @@ std::vector<OpRow> op_table() {
       {"mul", OpKind::mul, {{2, 3}, {2, 3}}, all, [](Builder& b, V x) { return b.mul(x[0], x[1]); }},
       {"mul square", OpKind::mul, {{4}}, fc, [](Builder& b, V x) { return b.mul(x[0], x[0]); }},
       {"div", OpKind::div, {{2, 3}, {2, 3}}, all, [](Builder& b, V x) { return b.div(x[0], x[1]); }, true},
+      {"select lt", OpKind::select, {{2, 3}, {2, 3}, {2, 3}, {2, 3}}, real,
+       [](Builder& b, V x) { return b.select(Comparison::lt, x[0], x[1], x[2], x[3]); }},
+      {"select ge of its own operands (a maximum)", OpKind::select, {{2, 3}, {2, 3}}, real,
+       [](Builder& b, V x) { return b.select(Comparison::ge, x[0], x[1], x[0], x[1]); }},
+      {"select complex values by their real parts", OpKind::select, {{2, 3}, {2, 3}}, fc,
+       [](Builder& b, V x) { return b.select(Comparison::gt, b.real(x[0]), b.real(x[1]), x[0], b.mul(x[1], x[1])); }},
+      {"select ne of complex operands", OpKind::select, {{2, 3}, {2, 3}}, fc,
+       [](Builder& b, V x) { return b.select(Comparison::ne, x[0], x[1], x[1], b.neg(x[0])); }},
       {"neg", OpKind::neg, {{2, 3}}, all, [](Builder& b, V x) { return b.neg(x[0]); }},
       {"conj", OpKind::conj, {{2, 3}}, fc, [](Builder& b, V x) { return b.conj(x[0]); }},
       {"real", OpKind::real, {{2, 3}}, fc, [](Builder& b, V x) { return b.real(x[0]); }},
@@ -189,6 +199,39 @@ TEST_CASE("stop_gradient: the gradient of sum(x * stop_gradient(x)) is x, not 2x
   REQUIRE(out.size() == 2);
   CHECK(out[0].at<double>({}) == 1.5 * 1.5 + 4.0 + 1.5 + 2.0);
   CHECK(out[1].to_col_major<double>() == std::vector<double>{1.5 + 1, -2.0 - 1, 0.0});
+}
+
+TEST_CASE("select: the gradient goes to x where the comparison holds, to y elsewhere, and never to a or b") {
+  // f = sum(c * select(a < b, x, y)): df/dx = c where a < b, df/dy = c elsewhere (nan and -0.0 < 0.0 are false).
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  Builder b("routed", registry());
+  std::vector<Value> in;
+  for (const char* n : {"a", "b", "x", "y"}) in.push_back(b.parameter(n, {DType::f64, {4}}));
+  Value c = b.constant(Tensor::from_col_major<double>({4}, {1.5, -2.0, 3.0, 0.5}));
+  Program p = b.finish({b.reduce_sum(b.mul(c, b.select(Comparison::lt, in[0], in[1], in[2], in[3])), {0})});
+  Program g = ad::grad(p, std::vector<int>{0, 1, 2, 3}, registry());
+  std::vector<Tensor> out = run(g, {Tensor::from_col_major<double>({4}, {1.0, 2.0, nan, -0.0}),
+                                    Tensor::from_col_major<double>({4}, {2.0, 1.0, 0.0, 0.0}),
+                                    Tensor::from_col_major<double>({4}, {7.0, 7.0, 7.0, 7.0}),
+                                    Tensor::from_col_major<double>({4}, {9.0, 9.0, 9.0, 9.0})});
+  REQUIRE(out.size() == 4);
+  CHECK(out[0].to_col_major<double>() == std::vector<double>(4, 0.0));
+  CHECK(out[1].to_col_major<double>() == std::vector<double>(4, 0.0));
+  CHECK(out[2].to_col_major<double>() == std::vector<double>{1.5, 0.0, 0.0, 0.0});
+  CHECK(out[3].to_col_major<double>() == std::vector<double>{0.0, -2.0, 3.0, 0.5});
+  // A comparison of a linear input is not linear: its transpose fails naming the op.
+  Builder lb("f", registry());
+  Value x = lb.parameter("x", {DType::f64, {2}});
+  Value k = lb.parameter("k", {DType::f64, {2}});
+  Program not_linear = lb.finish({lb.select(Comparison::lt, x, k, k, x)});
+  std::string err;
+  try {
+    ad::transpose(not_linear, std::vector<int>{0}, registry());
+  } catch (const Error& e) {
+    err = e.what();
+  }
+  CHECK(err == "transpose of %0 in @f: 'select' is not linear in its compared operands (0 and 1); transpose needs a "
+               "program whose comparisons do not depend on its linear inputs");
 }
 
 TEST_CASE("reduce_max: the gradient goes to the first of tied maxima, and grad of grad goes through it") {

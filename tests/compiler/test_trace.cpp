@@ -131,6 +131,31 @@ TEST_CASE("trace: arithmetic promotes dtypes, broadcasts scalars, and standard-o
   check_golden("trace_arithmetic", p);
 }
 
+TEST_CASE("trace: select promotes each pair of operands, broadcasts rank-0 ones, and names itself in errors") {
+  TraceContext ctx("relu", &registry());
+  TracedTensor x = ctx.parameter("x", DType::f32, {n, 3});
+  TracedTensor zero = ctx.full(TensorType{DType::f64, {}}, 0.0);
+  TracedTensor relu = select(Comparison::gt, x, zero, x, zero);
+  CHECK(relu.type().to_string() == "f64[n,3]");
+  Program p = ctx.finish({relu});
+  CHECK(print_program(p) ==
+        "program @relu(%x: f32[n,3]) -> (f64[n,3]) {\n"
+        "  %0 = constant() {value = f64[]<[0]>} : f64[]\n"
+        "  %1 = convert(%x) {dtype = f64} : f64[n,3]\n"
+        "  %2 = convert(%x) {dtype = f64} : f64[n,3]\n"
+        "  %3 = broadcast_in_dim(%0) {dims = [], shape = [n, 3]} : f64[n,3]\n"
+        "  %4 = broadcast_in_dim(%0) {dims = [], shape = [n, 3]} : f64[n,3]\n"
+        "  %5 = select(%1, %3, %2, %4) {cmp = gt} : f64[n,3]\n"
+        "  return %5\n"
+        "}\n");
+  TraceContext other("mismatch", &registry());
+  TracedTensor y = other.parameter("y", DType::f64, {n, 3});
+  TracedTensor v = other.parameter("v", DType::f64, {4});
+  CHECK(error_of([&] { select(Comparison::lt, y, v, y, v); }) ==
+        "'select' at %0 in @mismatch: operand 1 (b) has type f64[4] but operand 0 (a) has f64[n,3]; all four operands "
+        "must have equal shapes (insert a broadcast_in_dim)");
+}
+
 TEST_CASE("trace: grouped and integer forms append one einsum op with expanded integer labels") {
   TraceContext ctx("grouped", &registry());
   TracedTensor a = ctx.parameter("a", DType::f64, {2, 3, 4});

@@ -116,6 +116,8 @@ TEST_CASE("type rules of the standard ops") {
   CHECK(type_of(Sign{}, {TensorType{DType::c128, {2}}}) == TensorType{DType::c128, {2}});
   CHECK(type_of(StopGradient{}, {f64({2, 3})}) == f64({2, 3}));
   CHECK(type_of(Pow{-0.5}, {TensorType{DType::c64, {2}}}) == TensorType{DType::c64, {2}});
+  CHECK(type_of(Select{Comparison::eq}, {f64({2}), f64({2}), TensorType{DType::c64, {2}}, TensorType{DType::c64, {2}}}) ==
+        TensorType{DType::c64, {2}});
   // symbolic extents flow through; a constant wins over a symbol it is unified with
   CHECK(type_of(Add{}, {f64({sym("n")}), f64({3})}) == f64({3}));
   CHECK(type_of(DotGeneral{{}, {1}, {}, {0}}, {f64({sym("n"), sym("k")}), f64({3, 4})}) == f64({sym("n"), 4}));
@@ -133,6 +135,7 @@ TEST_CASE("the op table is consistent") {
   CHECK(std_op_arity(OpKind::dot_general) == 2);
   CHECK(std_op_arity(OpKind::constant) == 0);
   CHECK(std_op_arity(OpKind::exp) == 1);
+  CHECK(std_op_arity(OpKind::select) == 4);
 }
 
 TEST_CASE("builder errors name the op, the operand and both types") {
@@ -320,7 +323,8 @@ TEST_CASE("parse errors") {
   };
   CHECK(parse_error("  %0 = matmul(%x, %x) : f64[3]\n  return %0\n") ==
         "line 2: unknown op 'matmul'; standard ops are [dot_general, transpose, reshape, broadcast_in_dim, "
-        "reduce_sum, reduce_max, first_max_mask, extract_diag, embed_diag, slice, pad, add, sub, mul, div, neg, conj, real, imag, exp, log, sqrt, "
+        "reduce_sum, reduce_max, first_max_mask, extract_diag, embed_diag, slice, pad, add, sub, mul, div, select, neg, "
+        "conj, real, imag, exp, log, sqrt, "
         "sin, cos, tanh, sinh, cosh, abs, sign, stop_gradient, pow, convert, constant], extension ops are spelled "
         "family.name.vN");
   CHECK(parse_error("  %0 = acme.fft.v2(%x) {n = 3} : f64[3]\n  return %0\n") ==
@@ -500,6 +504,70 @@ TEST_CASE("reduce_max and first_max_mask: real operands, increasing axes, the re
   CHECK(kind_of([&] { b.reduce_max(z, {}); }) == ErrorKind::dtype);
   CHECK(b.reduce_max(m, {1}).type.to_string() == "f64[3]");
   CHECK(b.first_max_mask(m, {0, 1}).type.to_string() == "f64[3,5]");
+}
+
+TEST_CASE("select: compared and selected dtypes, one shape, ordered comparisons of complex operands refused") {
+  Builder b("f");
+  Value a = b.parameter("a", f64({3, sym("n")}));
+  Value i = b.parameter("i", {DType::i64, {3, sym("n")}});
+  Value z = b.parameter("z", {DType::c128, {3, sym("n")}});
+  Value v = b.parameter("v", f64({4}));
+  Value w = b.parameter("w", f64({4, sym("n")}));
+  CHECK(message_of([&] { b.select(Comparison::lt, a, i, a, a); }) ==
+        "'select' at %0 in @f: operand 1 (b) has type i64[3,n] but operand 0 (a) has f64[3,n]; the compared operands "
+        "must have equal dtypes (insert a convert)");
+  CHECK(message_of([&] { b.select(Comparison::eq, a, a, a, z); }) ==
+        "'select' at %0 in @f: operand 3 (y) has type c128[3,n] but operand 2 (x) has f64[3,n]; the selected operands "
+        "must have equal dtypes (insert a convert)");
+  CHECK(message_of([&] { b.select(Comparison::ge, z, z, a, a); }) ==
+        "'select' at %0 in @f: cmp = ge needs real compared operands but operand 0 (a) has type c128[3,n]: complex "
+        "numbers have no order (compare their abs or real parts, or use eq or ne)");
+  CHECK(kind_of([&] { b.select(Comparison::lt, z, z, a, a); }) == ErrorKind::dtype);
+  CHECK(message_of([&] { b.select(Comparison::lt, a, a, a, v); }) ==
+        "'select' at %0 in @f: operand 3 (y) has type f64[4] but operand 0 (a) has f64[3,n]; all four operands must "
+        "have equal shapes (insert a broadcast_in_dim)");
+  CHECK(message_of([&] { b.select(Comparison::lt, a, a, w, a); }) ==
+        "'select' at %0 in @f: operand 2 (x) axis 0 (operand 0 is f64[3,n], operand 2 is f64[4,n]): extent 3 does not "
+        "match extent 4");
+  CHECK(kind_of([&] { b.select(Comparison::lt, a, a, w, a); }) == ErrorKind::shape);
+  CHECK(b.program().instructions.empty());  // every refused select left nothing behind
+  // eq and ne compare complex numbers; the result has the selected dtype
+  CHECK(b.select(Comparison::ne, z, z, a, a).type.to_string() == "f64[3,n]");
+  CHECK(b.select(Comparison::le, i, i, z, z).type.to_string() == "c128[3,n]");
+  // a symbolic extent against a constant one: the constant wins and the equality becomes a constraint
+  Value m = b.parameter("m", f64({sym("k"), 5}));
+  Value c = b.parameter("c", f64({4, 5}));
+  CHECK(b.select(Comparison::gt, m, m, c, c).type.to_string() == "f64[4,5]");
+  Program p = b.finish({});
+  REQUIRE(p.constraints.size() == 1);
+  CHECK(p.constraints[0].what == "'select' operand 2 (x) axis 0 (operand 0 is f64[k,5], operand 2 is f64[4,5])");
+}
+
+TEST_CASE("select's comparison attribute: its text and JSON spellings, and the errors for others") {
+  for (Comparison c : kAllComparisons) {
+    Comparison back = Comparison::ne;
+    parse_attr(format_attr(c), back, "cmp");
+    CHECK(back == c);
+  }
+  CHECK(format_attr(Comparison::le) == "le");
+  CHECK(message_of([] { Comparison c; parse_attr("<", c, "attribute 'cmp' of 'select'"); }) ==
+        "attribute 'cmp' of 'select': '<' is not a comparison; expected lt, le, gt, ge, eq or ne");
+  ExtensionRegistry reg = test_registry();
+  const std::string head = "program @f(%x: f64[3]) -> (f64[3]) {\n";
+  CHECK(message_of([&] {
+          parse_program(head + "  %0 = select(%x, %x, %x, %x) {cmp = lq} : f64[3]\n  return %0\n}\n", &reg);
+        }) == "line 2: attribute 'cmp' of 'select': 'lq' is not a comparison; expected lt, le, gt, ge, eq or ne");
+  CHECK(message_of([&] { parse_program(head + "  %0 = select(%x, %x, %x, %x) : f64[3]\n  return %0\n}\n", &reg); }) ==
+        "line 2: 'select' is missing attribute 'cmp'");
+  Builder b("f");
+  Value x = b.parameter("x", f64({3}));
+  std::string json = program_to_json(b.finish({b.select(Comparison::ge, x, x, x, x)}), -1);
+  const std::string attr = "\"attributes\":{\"cmp\":\"ge\"}";
+  REQUIRE(json.find(attr) != std::string::npos);
+  std::string bad = json;
+  bad.replace(bad.find(attr), attr.size(), "\"attributes\":{\"cmp\":\"<\"}");
+  CHECK(message_of([&] { program_from_json(bad, &reg); }) ==
+        "malformed JSON program: instructions[0].attributes.cmp: \"<\" is not a comparison (lt, le, gt, ge, eq, ne)");
 }
 
 TEST_CASE("docs/ir.md documents every standard op") {

@@ -147,6 +147,23 @@ Program maxima() {
   return b.finish({b.reduce_max(x, {0, 1}), b.first_max_mask(x, {1}), b.reduce_max(i, {0})});
 }
 
+// select with each comparison: reals compared, complex numbers selected and compared, over a symbolic extent.
+Program selection() {
+  Builder b("selection");
+  Value u = b.parameter("u", {DType::f64, {3, sym("n")}});
+  Value v = b.parameter("v", {DType::f64, {3, sym("n")}});
+  Value z = b.parameter("z", {DType::c128, {3, sym("n")}});
+  Value zero = b.full(u.type, 0.0);
+  Value relu = b.select(Comparison::gt, u, zero, u, zero);
+  Value low = b.select(Comparison::lt, u, v, u, v);
+  Value high = b.select(Comparison::ge, u, v, u, v);
+  Value zc = b.conj(z);
+  Value picked = b.select(Comparison::le, u, v, z, zc);
+  Value real_z = b.select(Comparison::eq, z, zc, u, v);
+  Value complex_z = b.select(Comparison::ne, z, zc, u, v);
+  return b.finish({relu, low, high, picked, real_z, complex_z});
+}
+
 Program constants() {
   Builder b("constants");
   Value a = b.constant(Tensor::from_row_major<double>({2, 3}, {1, 2, 3, 4.5, -0.1, 1e300}));
@@ -177,6 +194,7 @@ const std::vector<std::pair<std::string, std::function<Program()>>>& cases() {
       {"nonsmooth", nonsmooth},
       {"slicing", slicing},
       {"maxima", maxima},
+      {"selection", selection},
       {"constants", constants},
       {"no_outputs", no_outputs},
       {"multi_result", [] { return testing::dup_pairs_program(registry()); }},
@@ -253,3 +271,8 @@ TEST_CASE("the ARCHITECTURE.md example parses") {
 }
 
 TEST_CASE("DOT output of the loss program") { check_golden("loss.dot", print_dot(loss())); }
+
+TEST_CASE("DOT and JSON output of the selection program") {
+  check_golden("selection.dot", print_dot(selection()));
+  check_golden("selection.json", program_to_json(selection()));
+}

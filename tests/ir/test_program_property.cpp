@@ -127,6 +127,13 @@ Op random_op(Rng& r, const std::vector<Value>& pool, std::vector<Value>& operand
     case 5: return ExtractDiag{r.below(std::max(rank, 1)), r.below(std::max(rank, 1))};
     case 6: return EmbedDiag{r.below(rank + 1), r.below(rank + 1)};
     case 7: case 8: {
+      if (r.below(3) == 0) {  // select: a pair compared, a pair selected (x's shape, often x's type)
+        operands.push_back(r.coin() ? x : pick());
+        Value v = r.coin() ? x : pick();
+        operands.push_back(v);
+        operands.push_back(r.coin() ? v : pick());
+        return Select{kAllComparisons[static_cast<size_t>(r.below(6))]};
+      }
       operands.push_back(r.coin() ? x : pick());
       Op ops[] = {Add{}, Sub{}, Mul{}, Div{}};
       return ops[r.below(4)];

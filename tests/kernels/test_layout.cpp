@@ -1,5 +1,6 @@
-// Layout and elementwise kernels against element-by-element loops written here (through Tensor::at), on seeded
-// random shapes with permuted, sliced (non-unit stride) and zero-extent operands, every dtype, 1 and 2 threads.
+// Layout and elementwise kernels (select among them) against element-by-element loops written here (through
+// Tensor::at), on seeded random shapes with permuted, sliced (non-unit stride) and zero-extent operands, every dtype,
+// 1 and 2 threads.
 #include "KernelTestUtil.h"
 #include "runtime/ThreadPool.h"
 #include "runtime/kernels/Elementwise.h"
@@ -358,4 +359,83 @@ TEST_CASE("reduce_max: nan wins and its first position is marked; an empty exten
                        "reduce_max: the tensor has dtype c128; expected a real dtype (f32, f64, i64)", Error);
   std::vector<int> twice{0, 0};
   CHECK_THROWS_WITH_AS(k::first_max_mask(x, twice), "first_max_mask: axis 0 is listed twice", Error);
+}
+
+namespace {
+// The definition of a <cmp> b, written out here apart from ir/Comparison.h: IEEE order on reals (a nan makes every
+// comparison false but ne), both parts equal for complex eq.
+template <typename T> bool holds(Comparison cmp, T a, T b) {
+  if constexpr (std::is_same_v<T, c64> || std::is_same_v<T, c128>) {
+    const bool equal = a.real() == b.real() && a.imag() == b.imag();
+    REQUIRE((cmp == Comparison::eq || cmp == Comparison::ne));
+    return cmp == Comparison::eq ? equal : !equal;
+  } else {
+    switch (cmp) {
+      case Comparison::lt: return a < b;
+      case Comparison::le: return a < b || a == b;
+      case Comparison::gt: return b < a;
+      case Comparison::ge: return b < a || a == b;
+      case Comparison::eq: return a == b;
+      case Comparison::ne: return !(a == b);
+    }
+    return false;
+  }
+}
+
+// select over strided views of compared type C and selected type V, checked element by element at 1 and 2 threads.
+template <typename C, typename V> void check_select(kt::Rng& r, const Shape& shape, bool ties) {
+  Tensor a = random_view<C>(r, shape), b = random_view<C>(r, shape);
+  if (ties)  // b takes a's value at every other element, so eq, le and ge meet equal values
+    for (int64_t i = 0; i < element_count(shape); i += 2) b.at<C>(multi_index(i, shape)) = a.at<C>(multi_index(i, shape));
+  Tensor x = random_view<V>(r, shape), y = random_view<V>(r, shape);
+  ThreadPool pool(2);
+  for (Comparison cmp : kAllComparisons) {
+    if ((std::is_same_v<C, c64> || std::is_same_v<C, c128>) && is_ordered(cmp)) continue;
+    CAPTURE(name(cmp));
+    Tensor s1 = k::select(cmp, a, b, x, y), s2 = k::select(cmp, a, b, x, y, &pool);
+    REQUIRE(s1.shape() == shape);
+    REQUIRE(s1.dtype() == dtype_v<V>);
+    CHECK(bitwise_equal(s1, s2));
+    for (int64_t i = 0; i < element_count(shape); ++i) {
+      const std::vector<int64_t> idx = multi_index(i, shape);
+      const V want = holds(cmp, a.at<C>(idx), b.at<C>(idx)) ? x.at<V>(idx) : y.at<V>(idx);
+      CHECK(same_bits(s1.at<V>(idx), want));
+    }
+  }
+}
+}  // namespace
+
+TEST_CASE_TEMPLATE("select takes x where a <cmp> b holds and y elsewhere, on strided views at any thread count", T,
+                   float, double, int64_t, c128) {
+  for (uint64_t seed = 1; seed <= 40; ++seed) {
+    CAPTURE(seed);
+    kt::Rng r(seed * 29);
+    const Shape shape = random_shape(r, static_cast<int>(r.uniform(0, 3)));
+    check_select<T, T>(r, shape, seed % 2 == 0);
+    check_select<T, c64>(r, shape, seed % 2 == 1);  // the selected dtype differs from the compared one
+  }
+}
+
+TEST_CASE("select: nan compares false except under ne, -0 equals 0; operands that do not fit are refused") {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  Tensor a = Tensor::from_col_major<double>({3}, {nan, 1.0, -0.0});
+  Tensor b = Tensor::from_col_major<double>({3}, {1.0, nan, 0.0});
+  Tensor x = Tensor::from_col_major<int64_t>({3}, {1, 1, 1}), y = Tensor::from_col_major<int64_t>({3}, {0, 0, 0});
+  auto picks = [&](Comparison c) { return k::select(c, a, b, x, y).to_col_major<int64_t>(); };
+  CHECK(picks(Comparison::lt) == std::vector<int64_t>{0, 0, 0});
+  CHECK(picks(Comparison::le) == std::vector<int64_t>{0, 0, 1});
+  CHECK(picks(Comparison::gt) == std::vector<int64_t>{0, 0, 0});
+  CHECK(picks(Comparison::ge) == std::vector<int64_t>{0, 0, 1});
+  CHECK(picks(Comparison::eq) == std::vector<int64_t>{0, 0, 1});
+  CHECK(picks(Comparison::ne) == std::vector<int64_t>{1, 1, 0});
+  Tensor z = Tensor::from_col_major<c128>({3}, {c128(1, 2), c128(1, -2), c128(0, 0)});
+  Tensor zc = Tensor::from_col_major<c128>({3}, {c128(1, -2), c128(1, 2), c128(-0.0, 0)});
+  CHECK(k::select(Comparison::eq, z, zc, x, y).to_col_major<int64_t>() == std::vector<int64_t>{0, 0, 1});
+  CHECK_THROWS_WITH_AS(k::select(Comparison::lt, z, z, x, y),
+                       "select: cmp = lt needs real compared operands but a is c128", Error);
+  CHECK_THROWS_WITH_AS(k::select(Comparison::eq, a, x, x, y),
+                       "select: b has dtype i64 but a has f64; the compared operands share a dtype", Error);
+  CHECK_THROWS_WITH_AS(k::select(Comparison::eq, a, b, x, a), "select: y has dtype f64 but the result has i64", Error);
+  Tensor short_b = Tensor::from_col_major<double>({2}, {1.0, 2.0});
+  CHECK_THROWS_WITH_AS(k::select(Comparison::eq, a, short_b, x, y), "select: b has shape [2] but x has [3]", Error);
 }
