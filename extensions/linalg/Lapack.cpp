@@ -9,6 +9,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <condition_variable>
 #include <cstring>
@@ -100,6 +101,14 @@ template <typename T> lapack_int queried(const T& value) {
 template <typename T> void identity(T* out, int64_t n) {
   std::fill(out, out + n * n, T(0));
   for (int64_t i = 0; i < n; ++i) out[i * n + i] = T(1);
+}
+
+std::atomic<LapackStatusHook> g_status_hook{nullptr};
+
+// LAPACK's status of `routine`, or what the test-only hook makes of it.
+lapack_int status(std::string_view routine, lapack_int info) {
+  const LapackStatusHook hook = g_status_hook.load(std::memory_order_acquire);
+  return hook ? static_cast<lapack_int>(hook(routine, info)) : info;
 }
 
 [[noreturn]] void fail_converge(LinalgKind kind, std::string_view routine, int64_t batch, lapack_int info) {
@@ -267,8 +276,8 @@ template <typename T> struct Job {
     }
     const T* ab = a + b * m * n;
     std::copy(ab, ab + m * n, w.copy);
-    lapack_int info = Lapack<T>::gesdd(jobz(), lm(), ln(), w.copy, s, u, lm(), vt, ld(vrows()), w.work,
-                                       static_cast<lapack_int>(ws.work), w.rwork, w.iwork);
+    lapack_int info = status("gesdd", Lapack<T>::gesdd(jobz(), lm(), ln(), w.copy, s, u, lm(), vt, ld(vrows()),
+                                                       w.work, static_cast<lapack_int>(ws.work), w.rwork, w.iwork));
     EIN_ASSERT(info >= 0, "svd: ?gesdd argument {} is illegal", -info);
     if (info == 0) return;
     gesvd_fallback(b, u, s, vt, w.copy);
@@ -284,8 +293,8 @@ template <typename T> struct Job {
     EIN_ASSERT(info == 0, "svd: ?gesvd workspace query returned info {}", info);
     std::vector<T> work(static_cast<size_t>(queried(query)));
     std::vector<R> rwork(static_cast<size_t>(5 * k));
-    info = Lapack<T>::gesvd(jobz(), lm(), ln(), copy, s, u, lm(), vt, ld(vrows()), work.data(),
-                            static_cast<lapack_int>(work.size()), rwork.data());
+    info = status("gesvd", Lapack<T>::gesvd(jobz(), lm(), ln(), copy, s, u, lm(), vt, ld(vrows()), work.data(),
+                                            static_cast<lapack_int>(work.size()), rwork.data()));
     EIN_ASSERT(info >= 0, "svd: ?gesvd argument {} is illegal", -info);
     if (info > 0) fail_converge(LinalgKind::svd, "?gesdd and then ?gesvd", b, info);
   }
@@ -328,10 +337,13 @@ template <typename T> struct Job {
     T* v = result<T>(1, b, n * n);
     std::copy(a + b * n * n, a + (b + 1) * n * n, v);
     if (n == 0) return;
-    lapack_int info = Lapack<T>::evd(ln(), v, result<R>(0, b, n), w.work, static_cast<lapack_int>(ws.work), w.rwork,
-                                     static_cast<lapack_int>(ws.rwork), w.iwork, static_cast<lapack_int>(ws.iwork));
+    const bool herm = is_complex(dtype_v<T>);
+    lapack_int info = status(herm ? "heevd" : "syevd",
+                             Lapack<T>::evd(ln(), v, result<R>(0, b, n), w.work, static_cast<lapack_int>(ws.work),
+                                            w.rwork, static_cast<lapack_int>(ws.rwork), w.iwork,
+                                            static_cast<lapack_int>(ws.iwork)));
     EIN_ASSERT(info >= 0, "eigh: ?syevd/?heevd argument {} is illegal", -info);
-    if (info > 0) fail_converge(LinalgKind::eigh, is_complex(dtype_v<T>) ? "?heevd" : "?syevd", b, info);
+    if (info > 0) fail_converge(LinalgKind::eigh, herm ? "?heevd" : "?syevd", b, info);
   }
 
   // Matrices [begin, end) with one workspace, leased from the context's scratch (kept there for the next call).
@@ -350,6 +362,8 @@ template <typename T> struct Job {
 };
 
 }  // namespace
+
+void set_lapack_status_hook_for_testing(LapackStatusHook hook) { g_status_hook.store(hook, std::memory_order_release); }
 
 std::vector<Tensor> decompose(const LinalgPayload& payload, const Tensor& a_in, ExecutionContext& context) {
   const Tensor a = a_in.is_col_major() ? a_in : a_in.contiguous();

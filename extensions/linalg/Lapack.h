@@ -26,7 +26,9 @@
 #include "extensions/api/Kernels.h"
 #include "extensions/linalg/LinalgOp.h"
 
+#include <cstdint>
 #include <span>
+#include <string_view>
 #include <vector>
 
 namespace einstage::linalg {
@@ -34,5 +36,13 @@ namespace einstage::linalg {
 /// The factors of `payload`'s decomposition of `a` (of dtype f32, f64, c64 or c128, rank >= 2, any strides), in the
 /// order and with the types of infer_linalg_types: svd U, S, Vh; qr Q, R; eigh W, V; inv_upper R⁻¹.
 std::vector<Tensor> decompose(const LinalgPayload& payload, const Tensor& a, ExecutionContext& context);
+
+/// Test-only seam: while a hook is set, the status (info) of every ?gesdd, ?gesvd and ?syevd / ?heevd call passes
+/// through hook(routine, info) ("gesdd", "gesvd", "syevd", "heevd") and the decomposition acts on what it returns.
+/// No finite input is known to make these routines fail to converge reliably, so this is how tests/linalg drives
+/// the fallback from ?gesdd to ?gesvd and the errors carrying LAPACK's info code. nullptr (the default) removes the
+/// hook; set it only while no decomposition runs.
+using LapackStatusHook = int64_t (*)(std::string_view routine, int64_t info);
+void set_lapack_status_hook_for_testing(LapackStatusHook hook);
 
 }  // namespace einstage::linalg

@@ -4,6 +4,7 @@
 // input refused), linked in and loaded from the module's shared library.
 #include "LinalgTestUtil.h"
 
+#include "extensions/linalg/Lapack.h"
 #include "extensions/linalg/Module.h"
 #include "extensions/linalg/TraceLinalg.h"
 #include "ir/Json.h"
@@ -242,6 +243,47 @@ TEST_CASE("linalg: inv_upper inverts the upper triangle and names a singular mat
   CHECK(error_of([&] { run_op(linalg::LinalgKind::inv_upper, singular); }) ==
         "inv_upper: matrix 1 of the batch is singular (its diagonal entry 1 is zero; LAPACK ?trtri info 2); a qr of a "
         "rank-deficient matrix has no derivative");
+}
+
+TEST_CASE("linalg: a LAPACK routine that does not converge is an error with its info code; svd first tries ?gesvd") {
+  // No finite input is known to make these routines fail reliably, so the test-only status hook (Lapack.h) reports
+  // the failure instead of LAPACK; each expectation below fails if its check in Lapack.cpp is removed.
+  struct Unhook {
+    ~Unhook() { linalg::set_lapack_status_hook_for_testing(nullptr); }
+  } unhook;
+  Rng rng{21};
+  // ?gesdd fails on every matrix and ?gesvd recomputes them: the factors still reconstruct A.
+  Tensor a = random_tensor(DType::f64, {5, 3, 2}, rng);
+  linalg::set_lapack_status_hook_for_testing(
+      [](std::string_view routine, int64_t info) -> int64_t { return routine == "gesdd" ? 4 : info; });
+  std::vector<Tensor> f = run_op(linalg::LinalgKind::svd, a);
+  REQUIRE(f.size() == 3);
+  for (int64_t b = 0; b < 2; ++b) {
+    Mat am = matrix(a, b), usv = product(scale_columns(matrix(f[0], b), vector_of(f[1], b)), matrix(f[2], b));
+    CHECK(frobenius(minus(am, usv)) <= decomposition_tolerance(DType::f64) * frobenius(am));
+  }
+  // Both fail: the error names the op, the routines, the matrix and ?gesvd's info code.
+  Tensor one = random_tensor(DType::f64, {4, 4}, rng);
+  linalg::set_lapack_status_hook_for_testing([](std::string_view routine, int64_t info) -> int64_t {
+    return routine == "gesdd" ? 4 : routine == "gesvd" ? 3 : info;
+  });
+  CHECK(error_of([&] { run_op(linalg::LinalgKind::svd, one); }) ==
+        "svd: LAPACK ?gesdd and then ?gesvd did not converge on matrix 0 of the batch (info 3); the input may be "
+        "badly scaled or nearly singular in a way LAPACK cannot resolve");
+  // eigh: ?syevd on real, ?heevd on complex matrices.
+  linalg::set_lapack_status_hook_for_testing([](std::string_view routine, int64_t info) -> int64_t {
+    return routine == "syevd" ? 2 : routine == "heevd" ? 5 : info;
+  });
+  CHECK(error_of([&] { run_op(linalg::LinalgKind::eigh, random_hermitian(DType::f64, 3, {}, rng)); }) ==
+        "eigh: LAPACK ?syevd did not converge on matrix 0 of the batch (info 2); the input may be badly scaled or "
+        "nearly singular in a way LAPACK cannot resolve");
+  CHECK(error_of([&] { run_op(linalg::LinalgKind::eigh, random_hermitian(DType::c128, 3, {}, rng)); }) ==
+        "eigh: LAPACK ?heevd did not converge on matrix 0 of the batch (info 5); the input may be badly scaled or "
+        "nearly singular in a way LAPACK cannot resolve");
+  // Without the hook the same inputs decompose.
+  linalg::set_lapack_status_hook_for_testing(nullptr);
+  CHECK(run_op(linalg::LinalgKind::svd, one).size() == 3);
+  CHECK(run_op(linalg::LinalgKind::eigh, random_hermitian(DType::f64, 3, {}, rng)).size() == 2);
 }
 
 TEST_CASE("linalg: a batch and a single matrix give the same bits at 1, 2 and 3 threads") {
