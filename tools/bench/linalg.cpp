@@ -13,7 +13,7 @@
 // Not a test: it prints a table and JSON.
 //
 // Usage: einstage_bench_linalg [--min-time S] [--threads N] [--json FILE] [--no-peers] [--only TEXT]
-//   e.g. flock /work/bench.lock chrt -f 50 build/tools/einstage_bench_linalg --threads 1 --json linalg-1.json
+//   e.g. chrt -f 50 build/tools/einstage_bench_linalg --threads 1 --json linalg-1.json
 #include "tools/bench/BenchUtil.h"
 #include "tools/bench/Machine.h"
 #include "compiler/Trace.h"
