@@ -36,14 +36,6 @@ TracedTensor above_threshold(const TracedTensor& s) {
   return stop_gradient((sign(s - kSingularThreshold) + 1.0) * 0.5);
 }
 
-// The first `k` columns of u [rows, n]; the first `k` rows of vh [n, cols], transposed to [cols, k] (Va = Vhᵀ).
-TracedTensor first_columns(const TracedTensor& u, int64_t k) {
-  return slice(u, {0, 0}, {u.dims()[0], Dim(k)}, {1, 1});
-}
-TracedTensor first_rows_transposed(const TracedTensor& vh, int64_t k) {
-  return transpose(slice(vh, {0, 0}, {Dim(k), vh.dims()[1]}, {1, 1}), {1, 0});
-}
-
 // u [D², D'] times root [D'] along its columns, split to (D, D, D').
 TracedTensor split_scaled(const TracedTensor& u, const TracedTensor& root, int64_t d, int64_t dn) {
   return reshape(u * broadcast_in_dim(root, {1}, u.dims()), {Dim(d), Dim(d), Dim(dn)});
@@ -71,15 +63,16 @@ Program trace_ising_trg(const ExtensionRegistry* registry, int chi, int steps) {
     lnz = lnz + std::ldexp(1.0, -n) * log(m);
     TracedTensor ma = reshape(t, {Dim(d * d), Dim(d * d)});
     TracedTensor mb = reshape(transpose(t, {1, 2, 0, 3}), {Dim(d * d), Dim(d * d)});
-    linalg::SvdFactors a = linalg::svd(ctx, ma), b = linalg::svd(ctx, mb);
-    TracedTensor sa = slice(a.s, {0}, {Dim(dn)}, {1}), sb = slice(b.s, {0}, {Dim(dn)}, {1});
+    // The dn leading triplets: the thin svd split (keep = dn) when it truncates, so the derivative rules work on
+    // [D², dn] blocks instead of [D², D²] matrices (the values and derivatives are those of full svd, then slice).
+    const linalg::SvdOptions leading{.keep = dn < d * d ? dn : 0};
+    linalg::SvdFactors a = linalg::svd(ctx, ma, leading), b = linalg::svd(ctx, mb, leading);
+    const TracedTensor &sa = a.s, &sb = b.s;
     // D' = min(D², χ) statically; modes at or below the threshold in either spectrum become exact zeros.
     TracedTensor keep = above_threshold(sa) * above_threshold(sb);
     TracedTensor ra = sqrt(sa * keep + (1.0 - keep)) * keep, rb = sqrt(sb * keep + (1.0 - keep)) * keep;
-    TracedTensor s1 = split_scaled(first_columns(a.u, dn), ra, d, dn);
-    TracedTensor s3 = split_scaled(first_rows_transposed(a.vh, dn), ra, d, dn);
-    TracedTensor s2 = split_scaled(first_columns(b.u, dn), rb, d, dn);
-    TracedTensor s4 = split_scaled(first_rows_transposed(b.vh, dn), rb, d, dn);
+    TracedTensor s1 = split_scaled(a.u, ra, d, dn), s3 = split_scaled(transpose(a.vh, {1, 0}), ra, d, dn);
+    TracedTensor s2 = split_scaled(b.u, rb, d, dn), s4 = split_scaled(transpose(b.vh, {1, 0}), rb, d, dn);
     t = einsum::einsum(ctx, "xwu,yxl,yzd,wzr->uldr", {s2, s3, s4, s1});
   }
   lnz = lnz + std::ldexp(1.0, -steps) * log(einsum::einsum(ctx, "xyxy->", {t}));

@@ -6,7 +6,8 @@
 // The program (docs/ising.md walks it): T[u,l,d,r] = √(λ_u λ_l λ_d λ_r)/2 for even u+l+d+r (λ₀ = 2 cosh β,
 // λ₁ = 2 sinh β); `steps` times: m = max|T| (reduce_max of abs), T /= m, ln Z/N += 2⁻ⁿ ln m; Ma = T merged
 // (u,l)|(d,r), Mb = T permuted to (l,d,u,r) merged (l,d)|(u,r) (column-major merges: reshape keeps NumPy order="F");
-// SVDs; S1 = Ua √Sa, S3 = Va √Sa, S2 = Ub √Sb, S4 = Vb √Sb split to (D, D, D'); T = einsum("xwu,yxl,yzd,wzr->uldr",
+// SVDs keeping the D' leading triplets (linalg::svd with keep = D' when D' < D²: the values of the full SVD, and
+// derivative rules that see every discarded singular value but form no D² × D² temporaries); S1 = Ua √Sa, S3 = Va √Sa, S2 = Ub √Sb, S4 = Vb √Sb split to (D, D, D'); T = einsum("xwu,yxl,yzd,wzr->uldr",
 // S2, S3, S4, S1); finally ln Z/N += 2⁻ᴺ ln Σ T[x,y,x,y].
 //
 // Two choices, both exact:

@@ -361,6 +361,13 @@ template <typename T> struct Job {
   }
 };
 
+// svd with keep = k: the thin factors split into the k kept triplets and the others (LinalgOp.h).
+std::vector<Tensor> split_kept(const std::vector<Tensor>& thin, int64_t keep) {
+  const int64_t k = thin[1].extent(0);
+  return {thin[0].slice(1, 0, keep).clone(), thin[1].slice(0, 0, keep).clone(), thin[2].slice(0, 0, keep).clone(),
+          thin[0].slice(1, keep, k).clone(), thin[1].slice(0, keep, k).clone(), thin[2].slice(0, keep, k).clone()};
+}
+
 }  // namespace
 
 void set_lapack_status_hook_for_testing(LapackStatusHook hook) { g_status_hook.store(hook, std::memory_order_release); }
@@ -413,6 +420,7 @@ std::vector<Tensor> decompose(const LinalgPayload& payload, const Tensor& a_in, 
       }
     }
   });
+  if (payload.kind() == LinalgKind::svd && payload.keep() > 0) return split_kept(out, payload.keep());
   return out;
 }
 

@@ -120,40 +120,99 @@ int64_t constant_extent(const Value& a, int axis, std::string_view what) {
   return d.constant();
 }
 
+// The thin factors of one svd, whole: U [M, K, B...], S [K, B...], V = Vhᴴ [N, K, B...].
+struct Thin {
+  Value u, s, v;
+};
+
+// The tangents of the columns [start, start + count) of thin U, S and V (the block's own factors u_j, s_j, v_j are
+// those columns), from the whole factors: with dP = Uᴴ dA V, only its columns J are formed (dP_J = Uᴴ dA V_J and
+// dPᴴ_J = Vᴴ dAᴴ U_J), with F and G over all K singular values against those of the block, so a block of k columns
+// costs O(M N k) and its tangent is exact whatever the other singular values are. The whole matrix is the block
+// start = 0, count = K (then dPᴴ is the adjoint of dP).
+struct BlockTangents {
+  Value du, ds, dv;
+};
+BlockTangents svd_block_tangents(Builder& b, const LinalgPayload& p, const Thin& whole, const Thin& block,
+                                 int64_t start, const Value& a, const Value& da) {
+  Mat m{b};
+  const bool all = start == 0 && block.s.type.dims[0] == whole.s.type.dims[0];
+  const Value dav = m.mm(da, block.v);         // dA V_J       [M, J, B...]
+  const Value dp = m.mm(m.adj(whole.u), dav);  // Uᴴ dA V_J    [K, J, B...]
+  const Value dahu = all ? Value{} : m.mm(m.adj(da), block.u);  // dAᴴ U_J [N, J, B...]
+  const Value dph = all ? m.adj(dp) : m.mm(m.adj(whole.v), dahu);
+  // s_j of the block along the columns, s_i of the whole along the rows; the diagonal is where i = start + j.
+  std::vector<Dim> grid{whole.s.type.dims[0], block.s.type.dims[0]};
+  grid.insert(grid.end(), whole.s.type.dims.begin() + 1, whole.s.type.dims.end());
+  Axes along_columns{1}, along_rows{0};
+  for (int64_t x = 1; x < whole.s.type.rank(); ++x) along_columns.push_back(x + 1), along_rows.push_back(x + 1);
+  const Value sj = b.broadcast_in_dim(block.s, along_columns, grid), si = b.broadcast_in_dim(whole.s, along_rows, grid);
+  Value diagonal = b.embed_diag(b.full(block.s.type, 1.0), 0, 1);  // [J, J, B...]
+  if (!all) {
+    Axes from(grid.size(), 0), stride(grid.size(), 1);
+    from[0] = start;
+    diagonal = b.pad(diagonal, from, grid, stride);
+  }
+  const Value off_diagonal = b.sub(b.full(diagonal.type, 1.0), diagonal);
+  const Value fm = m.as(b.mul(m.broadened_inverse(b.sub(sj, si), p.eps()), off_diagonal), dp);
+  const Value gp = m.as(m.broadened_inverse(b.add(sj, si), p.eps()), dp);
+  const Value sym = b.mul(fm, b.add(dp, dph));
+  const Value skew = b.mul(gp, b.sub(dp, dph));
+  Value du = m.mm(whole.u, m.half(b.add(sym, skew)));
+  Value dv = m.mm(whole.v, m.half(b.sub(sym, skew)));
+  const Value sinv = m.broadened_inverse(block.s, p.eps());
+  const Dim &rows = a.type.dims[0], &cols = a.type.dims[1];
+  if (known_greater(rows, cols))  // (I − U Uᴴ) dA V_J S_J⁻¹
+    du = b.add(du, m.scale_columns(b.sub(dav, m.mm(whole.u, dp)), sinv));
+  if (known_greater(cols, rows))  // (I − V Vᴴ) dAᴴ U_J S_J⁻¹
+    dv = b.add(dv, m.scale_columns(b.sub(all ? m.mm(m.adj(da), block.u) : dahu, m.mm(whole.v, dph)), sinv));
+  // dS_J = Re diag of the rows J of dP_J.
+  Value dp_jj = dp;
+  if (!all) {
+    std::vector<Dim> size = dp.type.dims;
+    size[0] = block.s.type.dims[0];
+    Axes from(size.size(), 0), stride(size.size(), 1);
+    from[0] = start;
+    dp_jj = b.slice(dp, from, size, stride);
+  }
+  return {du, m.real_diag(dp_jj), dv};
+}
+
 std::vector<std::optional<Value>> svd_tangents(Builder& b, const Instruction& inst, const LinalgPayload& p,
                                                const Value& a, const Value& da) {
   Mat m{b};
   std::vector<Value> f = b.extension_results(std::get<ExtensionOp>(inst.op).payload, {a});
+  if (p.keep() > 0) {  // the six results of the split: each block's tangent against the whole (concatenated) factors
+    const int64_t k = p.keep();
+    const Thin kept{f[0], f[1], m.adj(f[2])}, rest{f[3], f[4], m.adj(f[5])};
+    auto joined = [&](const Value& x, const Value& y, int axis) {  // [x y] along `axis`
+      std::vector<Dim> shape = x.type.dims;
+      shape[static_cast<size_t>(axis)] = Dim(x.type.dims[static_cast<size_t>(axis)].constant() +
+                                             y.type.dims[static_cast<size_t>(axis)].constant());
+      Axes zero(shape.size(), 0), at(shape.size(), 0), stride(shape.size(), 1);
+      at[static_cast<size_t>(axis)] = k;
+      return b.add(b.pad(x, zero, shape, stride), b.pad(y, at, shape, stride));
+    };
+    const Thin whole{joined(kept.u, rest.u, 1), joined(kept.s, rest.s, 0), joined(kept.v, rest.v, 1)};
+    const BlockTangents dk = svd_block_tangents(b, p, whole, kept, 0, a, da);
+    const BlockTangents dr = svd_block_tangents(b, p, whole, rest, k, a, da);
+    return {dk.du, dk.ds, m.adj(dk.dv), dr.du, dr.ds, m.adj(dr.dv)};
+  }
   // full = true: the thin rule on the first K columns of U and V, then the completions in the gauge of
   // complete_unitary (which keeps every function of the first K triplets, and of the projectors on the rest, exact).
   int64_t k = 0;
   if (p.full()) {
     k = std::min(constant_extent(a, 0, "svd with full = true"), constant_extent(a, 1, "svd with full = true"));
   }
-  const Value u = p.full() ? m.columns(f[0], 0, Dim(k)) : f[0], &s = f[1];
   const Value vh_full_adj = m.adj(f[2]);
-  const Value v = p.full() ? m.columns(vh_full_adj, 0, Dim(k)) : vh_full_adj;
-  const Value dav = m.mm(da, v);        // dA V        [M, K, B...]
-  const Value dp = m.mm(m.adj(u), dav);  // Uᴴ dA V    [K, K, B...]
-  const Value dph = m.adj(dp);
-  const Value sj = m.spread(s, 0), si = m.spread(s, 1);
-  const Value fm = m.as(m.gap_inverse(s, p.eps()), dp);
-  const Value gp = m.as(m.broadened_inverse(b.add(sj, si), p.eps()), dp);
-  const Value sym = b.mul(fm, b.add(dp, dph));
-  const Value skew = b.mul(gp, b.sub(dp, dph));
-  Value du = m.mm(u, m.half(b.add(sym, skew)));
-  Value dv = m.mm(v, m.half(b.sub(sym, skew)));
-  const Value sinv = m.broadened_inverse(s, p.eps());
-  const Dim &rows = a.type.dims[0], &cols = a.type.dims[1];
-  if (known_greater(rows, cols))  // (I − U Uᴴ) dA V S⁻¹
-    du = b.add(du, m.scale_columns(b.sub(dav, m.mm(u, dp)), sinv));
-  if (known_greater(cols, rows))  // (I − V Vᴴ) dAᴴ U S⁻¹
-    dv = b.add(dv, m.scale_columns(b.sub(m.mm(m.adj(da), u), m.mm(v, dph)), sinv));
+  const Thin thin{p.full() ? m.columns(f[0], 0, Dim(k)) : f[0], f[1],
+                  p.full() ? m.columns(vh_full_adj, 0, Dim(k)) : vh_full_adj};
+  BlockTangents d = svd_block_tangents(b, p, thin, thin, 0, a, da);
   if (p.full()) {
-    du = m.complete_unitary(f[0], du, k);
-    dv = m.complete_unitary(vh_full_adj, dv, k);
+    d.du = m.complete_unitary(f[0], d.du, k);
+    d.dv = m.complete_unitary(vh_full_adj, d.dv, k);
   }
-  return {du, m.real_diag(dp), m.adj(dv)};
+  return {d.du, d.ds, m.adj(d.dv)};
 }
 
 std::vector<std::optional<Value>> eigh_tangents(Builder& b, const Instruction& inst, const LinalgPayload& p,

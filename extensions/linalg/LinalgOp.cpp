@@ -6,13 +6,16 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <charconv>
+
 namespace einstage::linalg {
 
 namespace {
 
 using json = nlohmann::json;
 
-constexpr std::string_view kAttrs = "op (svd, qr, eigh or inv_upper), full (svd only), eps (svd and eigh)";
+constexpr std::string_view kAttrs =
+    "op (svd, qr, eigh or inv_upper), full (svd only), keep (svd only), eps (svd and eigh)";
 constexpr std::string_view kOps = "svd, qr, eigh or inv_upper";
 
 bool has_eps(LinalgKind kind) { return kind == LinalgKind::svd || kind == LinalgKind::eigh; }
@@ -25,7 +28,8 @@ std::optional<LinalgKind> kind_of(std::string_view text) {
 
 // The one check of which attributes an op takes, shared by both readers.
 std::unique_ptr<LinalgPayload> make_checked(std::optional<LinalgKind> kind, std::optional<bool> full,
-                                            std::optional<double> eps, std::string_view got) {
+                                            std::optional<double> eps, std::optional<int64_t> keep,
+                                            std::string_view got) {
   if (!kind) fail(ErrorKind::parse, "'{}' needs the attribute op = {} (got: {})", kLinalgFamily, kOps, got);
   if (full && *kind != LinalgKind::svd)
     fail(ErrorKind::parse, "'{}' op = {} takes no attribute 'full'; only svd does (got: {})", kLinalgFamily,
@@ -35,7 +39,15 @@ std::unique_ptr<LinalgPayload> make_checked(std::optional<LinalgKind> kind, std:
          name(*kind), got);
   if (eps && !(*eps >= 0))
     fail(ErrorKind::parse, "'{}' attribute 'eps' must be a number >= 0 (got {})", kLinalgFamily, *eps);
-  return std::make_unique<LinalgPayload>(*kind, full.value_or(false), eps.value_or(kDefaultEps));
+  if (keep && *kind != LinalgKind::svd)
+    fail(ErrorKind::parse, "'{}' op = {} takes no attribute 'keep'; only svd does (got: {})", kLinalgFamily,
+         name(*kind), got);
+  if (keep && *keep < 1)
+    fail(ErrorKind::parse, "'{}' attribute 'keep' must be at least 1 (got {}); leave it out for the unsplit svd",
+         kLinalgFamily, *keep);
+  if (keep && full.value_or(false))
+    fail(ErrorKind::parse, "'{}' svd takes 'keep' or 'full = true', not both (got: {})", kLinalgFamily, got);
+  return std::make_unique<LinalgPayload>(*kind, full.value_or(false), eps.value_or(kDefaultEps), keep.value_or(0));
 }
 
 // K = min(M, N): known when both extents are constants or they are the same dim.
@@ -63,13 +75,14 @@ std::string_view name(LinalgKind kind) {
   return "?";
 }
 
-LinalgPayload::LinalgPayload(LinalgKind kind, bool full, double eps)
-    : kind_(kind), full_(full), eps_(eps), hash_(hash_bytes(to_text())) {}
+LinalgPayload::LinalgPayload(LinalgKind kind, bool full, double eps, int64_t keep)
+    : kind_(kind), full_(full), eps_(eps), keep_(keep), hash_(hash_bytes(to_text())) {}
 
 std::string LinalgPayload::to_text() const {
   switch (kind_) {
     case LinalgKind::svd:
-      return fmt::format("eps = {}, full = {}, op = svd", format_float(eps_), full_ ? "true" : "false");
+      return fmt::format("eps = {}, full = {}, {}op = svd", format_float(eps_), full_ ? "true" : "false",
+                         keep_ > 0 ? fmt::format("keep = {}, ", keep_) : "");
     case LinalgKind::qr:
     case LinalgKind::inv_upper: return fmt::format("op = {}", name(kind_));
     case LinalgKind::eigh: return fmt::format("eps = {}, op = eigh", format_float(eps_));
@@ -81,13 +94,14 @@ std::string LinalgPayload::to_json() const {
   json j = json::object();
   j["op"] = std::string(name(kind_));
   if (kind_ == LinalgKind::svd) j["full"] = full_;
+  if (keep_ > 0) j["keep"] = keep_;
   if (has_eps(kind_)) j["eps"] = eps_;
   return j.dump();
 }
 
 bool LinalgPayload::equals(const ExtensionPayload& other) const {
   const auto* o = dynamic_cast<const LinalgPayload*>(&other);
-  return o && kind_ == o->kind_ && full_ == o->full_ && eps_ == o->eps_;
+  return o && kind_ == o->kind_ && full_ == o->full_ && eps_ == o->eps_ && keep_ == o->keep_;
 }
 
 std::unique_ptr<ExtensionPayload> LinalgPayload::clone() const { return std::make_unique<LinalgPayload>(*this); }
@@ -96,6 +110,7 @@ std::unique_ptr<LinalgPayload> LinalgPayload::parse_text(std::string_view attr_t
   std::optional<LinalgKind> kind;
   std::optional<bool> full;
   std::optional<double> eps;
+  std::optional<int64_t> keep;
   for (const auto& [key, value] : split_attribute_text(attr_text)) {
     if (key == "op") {
       kind = kind_of(value);
@@ -108,11 +123,17 @@ std::unique_ptr<LinalgPayload> LinalgPayload::parse_text(std::string_view attr_t
       eps = parse_double(value);
       if (!eps) fail(ErrorKind::parse, "'{}' attribute 'eps': expected a number such as 1e-12 (got {})",
                      kLinalgFamily, value);
+    } else if (key == "keep") {
+      int64_t k = 0;
+      auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), k);
+      if (value.empty() || ec != std::errc() || end != value.data() + value.size())
+        fail(ErrorKind::parse, "'{}' attribute 'keep': expected an integer such as 16 (got {})", kLinalgFamily, value);
+      keep = k;
     } else {
       fail(ErrorKind::parse, "'{}' has no attribute '{}'; it takes {}", kLinalgFamily, key, kAttrs);
     }
   }
-  return make_checked(kind, full, eps, attr_text);
+  return make_checked(kind, full, eps, keep, attr_text);
 }
 
 std::unique_ptr<LinalgPayload> LinalgPayload::parse_json(std::string_view json_text) {
@@ -122,20 +143,26 @@ std::unique_ptr<LinalgPayload> LinalgPayload::parse_json(std::string_view json_t
   std::optional<LinalgKind> kind;
   std::optional<bool> full;
   std::optional<double> eps;
+  std::optional<int64_t> keep;
   for (const auto& [key, v] : j.items()) {
     if (key == "op" && v.is_string() && (kind = kind_of(v.get<std::string>()))) continue;
     if (key == "full" && v.is_boolean()) {
       full = v.get<bool>();
     } else if (key == "eps" && v.is_number()) {
       eps = v.get<double>();
-    } else if (key == "op" || key == "full" || key == "eps") {
+    } else if (key == "keep" && v.is_number_integer()) {
+      keep = v.get<int64_t>();
+    } else if (key == "op" || key == "full" || key == "eps" || key == "keep") {
       fail(ErrorKind::parse, "'{}' payload: \"{}\" has the wrong value {}; expected {}", kLinalgFamily, key, v.dump(),
-           key == "op" ? "\"svd\", \"qr\", \"eigh\" or \"inv_upper\"" : key == "full" ? "true or false" : "a number");
+           key == "op"     ? "\"svd\", \"qr\", \"eigh\" or \"inv_upper\""
+           : key == "full" ? "true or false"
+           : key == "keep" ? "an integer"
+                           : "a number");
     } else {
       fail(ErrorKind::parse, "'{}' payload: unknown key \"{}\"; it takes {}", kLinalgFamily, key, kAttrs);
     }
   }
-  return make_checked(kind, full, eps, json_text);
+  return make_checked(kind, full, eps, keep, json_text);
 }
 
 std::vector<TensorType> infer_linalg_types(const LinalgPayload& p, Types operands, TypeContext& ctx) {
@@ -156,6 +183,18 @@ std::vector<TensorType> infer_linalg_types(const LinalgPayload& p, Types operand
   switch (p.kind()) {
     case LinalgKind::svd: {
       Dim k = min_extent(m, n, op, a, ctx);
+      if (p.keep() > 0) {
+        if (!k.is_constant())
+          ctx.error(ErrorKind::shape, "svd with keep = {}: operand 0 has type {}; the split needs constant matrix "
+                    "extents", p.keep(), a.to_string());
+        if (p.keep() >= k.constant())
+          ctx.error(ErrorKind::shape, "svd with keep = {}: operand 0 has type {} with {} singular triplets; keep must "
+                    "be below that (leave keep out to keep all of them)", p.keep(), a.to_string(), k.constant());
+        const Dim kept(p.keep()), rest(k.constant() - p.keep());
+        return {TensorType{a.dtype, with_batch({m, kept}, a)}, TensorType{real, with_batch({kept}, a)},
+                TensorType{a.dtype, with_batch({kept, n}, a)}, TensorType{a.dtype, with_batch({m, rest}, a)},
+                TensorType{real, with_batch({rest}, a)}, TensorType{a.dtype, with_batch({rest, n}, a)}};
+      }
       if (p.full())
         return {TensorType{a.dtype, with_batch({m, m}, a)}, TensorType{real, with_batch({k}, a)},
                 TensorType{a.dtype, with_batch({n, n}, a)}};

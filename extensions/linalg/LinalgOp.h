@@ -11,7 +11,13 @@
 //   %8 = einstage.linalg.v1(%r) {op = inv_upper} : f64[3,3]
 //
 // - svd: A = U diag(S) Vh with U [M, K, B...], S [K, B...] (real, descending), Vh [K, N, B...]; `full = true` gives
-//   U [M, M, B...] and Vh [N, N, B...].
+//   U [M, M, B...] and Vh [N, N, B...]. `keep = k` (1 <= k < K, constant M and N, not with full) splits the thin
+//   factors into six results, the k kept triplets and the K − k others: U_k [M, k], S_k [k], Vh_k [k, N], then
+//   U_r [M, K − k], S_r [K − k], Vh_r [K − k, N] (batch axes appended). The values are those of the thin svd; the
+//   point is the AD rule, which writes the tangents of each block with O(M N k) work for the kept one, so a program
+//   that reads only the kept triplets (a truncated SVD, as in TRG) differentiates without any K × K temporaries,
+//   while the derivatives stay exact (they see every discarded singular value):
+//     %1, %2, %3, %4, %5, %6 = einstage.linalg.v1(%0) {eps = 1e-12, full = false, keep = 2, op = svd} : ...
 // - qr: A = Q R with Q [M, K, B...] (orthonormal columns) and R [K, N, B...] (upper triangular).
 // - eigh: A = V diag(W) Vᴴ for Hermitian A [N, N, B...] (only the lower triangle is read): W [N, B...] real,
 //   ascending, V [N, N, B...].
@@ -38,11 +44,13 @@ std::string_view name(LinalgKind kind);
 
 class LinalgPayload final : public ExtensionPayload {
  public:
-  explicit LinalgPayload(LinalgKind kind, bool full = false, double eps = kDefaultEps);
+  explicit LinalgPayload(LinalgKind kind, bool full = false, double eps = kDefaultEps, int64_t keep = 0);
 
   LinalgKind kind() const { return kind_; }
   bool full() const { return full_; }
   double eps() const { return eps_; }
+  /// svd only: the number of kept triplets of the split form (six results), or 0 (three results).
+  int64_t keep() const { return keep_; }
 
   std::string_view family() const override { return kLinalgFamily; }
   std::string to_text() const override;
@@ -59,6 +67,7 @@ class LinalgPayload final : public ExtensionPayload {
   LinalgKind kind_;
   bool full_;
   double eps_;
+  int64_t keep_;
   uint64_t hash_;
 };
 

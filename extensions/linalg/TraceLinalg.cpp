@@ -11,7 +11,7 @@ std::vector<TracedTensor> append(TraceContext& ctx, LinalgPayload payload, const
 }  // namespace
 
 SvdFactors svd(TraceContext& ctx, const TracedTensor& a, const SvdOptions& options) {
-  auto r = append(ctx, LinalgPayload(LinalgKind::svd, options.full, options.eps), a);
+  auto r = append(ctx, LinalgPayload(LinalgKind::svd, options.full, options.eps, options.keep), a);
   return {r[0], r[1], r[2]};
 }
 

@@ -2,6 +2,7 @@
 // back its factors. Stage: compiler front end, provided by the linalg extension (compiler/ knows no family).
 //
 //   auto [u, s, vh] = linalg::svd(ctx, a);            // thin; {.full = true} for the full factors
+//   auto [uk, sk, vhk] = linalg::svd(ctx, a, {.keep = 16});  // the 16 leading triplets (truncated; cheap AD)
 //   auto [q, r] = linalg::qr(ctx, a);
 //   auto [w, v] = linalg::eigh(ctx, h);                // ascending eigenvalues
 //   TracedTensor rinv = linalg::inv_upper(ctx, r);
@@ -19,6 +20,10 @@ namespace einstage::linalg {
 struct SvdOptions {
   bool full = false;         // U [M, M], Vh [N, N] instead of the thin [M, K], [K, N]
   double eps = kDefaultEps;  // the AD rule's broadening (LinalgAd.h)
+  /// 1 <= keep < K: only the `keep` leading triplets, U [M, keep], S [keep], Vh [keep, N] (the split form of
+  /// LinalgOp.h; its other results, the discarded triplets, are in the program for the AD rule). Their derivatives
+  /// are those of the thin svd followed by a slice, computed without K x K temporaries. 0: the thin svd.
+  int64_t keep = 0;
 };
 
 struct SvdFactors {

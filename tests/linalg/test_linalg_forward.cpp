@@ -101,7 +101,7 @@ TEST_CASE("linalg: the payload readers' errors name the attribute") {
   CHECK(parse("eps = -1, op = eigh") == "'einstage.linalg.v1' attribute 'eps' must be a number >= 0 (got -1)");
   CHECK(parse("op = svd, pivot = true") ==
         "'einstage.linalg.v1' has no attribute 'pivot'; it takes op (svd, qr, eigh or inv_upper), full (svd only), "
-        "eps (svd and eigh)");
+        "keep (svd only), eps (svd and eigh)");
   CHECK(parse("eps = 0") ==
         "'einstage.linalg.v1' needs the attribute op = svd, qr, eigh or inv_upper (got: eps = 0)");
   CHECK(parse("eps = 1, op = inv_upper") ==
@@ -316,4 +316,61 @@ TEST_CASE("linalg: a batch and a single matrix give the same bits at 1, 2 and 3 
         }
     }
   }
+}
+
+TEST_CASE("linalg: svd {keep = k} splits the thin factors: round trips, pinned errors, the same bits as slices") {
+  TraceContext ctx("kept", registry());
+  TracedTensor a = ctx.parameter("a", DType::f64, {5, 4, 2});
+  auto [u, s, vh] = linalg::svd(ctx, a, {.keep = 3});
+  Program p = ctx.finish({u, s, vh});
+  const std::string text = print_program(p);
+  CHECK(text.find("{eps = 1e-12, full = false, keep = 3, op = svd} : f64[5,3,2], f64[3,2], f64[3,4,2], f64[5,1,2], "
+                  "f64[1,2], f64[1,4,2]") != std::string::npos);
+  CHECK(print_program(parse_program(text, registry())) == text);
+  CHECK(print_program(program_from_json(program_to_json(p, -1), registry())) == text);
+  CHECK(program_to_json(p, -1).find(R"({"eps":1e-12,"full":false,"keep":3,"op":"svd"})") != std::string::npos);
+
+  // The six results are the thin factors' columns / rows [0, 3) and [3, 4), bit for bit.
+  Rng rng{271};
+  const Tensor x = random_tensor(DType::f64, {5, 4, 2}, rng);
+  Builder b("split", registry());
+  Value xv = b.parameter("a", {DType::f64, {5, 4, 2}});
+  std::vector<Value> f = b.extension_results(
+      std::make_shared<linalg::LinalgPayload>(linalg::LinalgKind::svd, false, linalg::kDefaultEps, 3), {xv});
+  const std::vector<Tensor> got = run(b.finish(f), {x});
+  const std::vector<Tensor> thin = run_op(linalg::LinalgKind::svd, x);
+  REQUIRE(got.size() == 6);
+  const std::array<std::pair<int, int>, 3> axis_of{{{0, 1}, {1, 0}, {2, 0}}};  // result, axis it is split along
+  for (auto [r, axis] : axis_of) {
+    const int64_t k = thin[r].extent(axis);
+    CHECK(got[r].to_col_major<double>() == thin[r].slice(axis, 0, 3).to_col_major<double>());
+    CHECK(got[r + 3].to_col_major<double>() == thin[r].slice(axis, 3, k).to_col_major<double>());
+  }
+
+  auto parse = [](std::string_view attrs) {
+    return error_of([&] { registry()->get(linalg::kLinalgFamily).parse_text(attrs); });
+  };
+  CHECK(parse("keep = 0, op = svd") ==
+        "'einstage.linalg.v1' attribute 'keep' must be at least 1 (got 0); leave it out for the unsplit svd");
+  CHECK(parse("keep = two, op = svd") ==
+        "'einstage.linalg.v1' attribute 'keep': expected an integer such as 16 (got two)");
+  CHECK(parse("keep = 2, op = qr") ==
+        "'einstage.linalg.v1' op = qr takes no attribute 'keep'; only svd does (got: keep = 2, op = qr)");
+  CHECK(parse("full = true, keep = 2, op = svd") ==
+        "'einstage.linalg.v1' svd takes 'keep' or 'full = true', not both (got: full = true, keep = 2, op = svd)");
+  CHECK(error_of([] { registry()->get(linalg::kLinalgFamily).parse_json(R"({"op":"svd","keep":1.5})"); }) ==
+        "'einstage.linalg.v1' payload: \"keep\" has the wrong value 1.5; expected an integer");
+  auto kept_type_error = [](int64_t keep, TensorType type) {
+    return error_of([&] {
+      Builder e("bad", registry());
+      Value v = e.parameter("a", std::move(type));
+      e.extension_results(std::make_shared<linalg::LinalgPayload>(linalg::LinalgKind::svd, false, 1e-12, keep), {v});
+    });
+  };
+  CHECK(kept_type_error(4, {DType::f64, {5, 4}}) ==
+        "'einstage.linalg.v1' at %0 in @bad: svd with keep = 4: operand 0 has type f64[5,4] with 4 singular "
+        "triplets; keep must be below that (leave keep out to keep all of them)");
+  CHECK(kept_type_error(2, {DType::f64, {Dim::symbol("n"), Dim::symbol("n")}}) ==
+        "'einstage.linalg.v1' at %0 in @bad: svd with keep = 2: operand 0 has type f64[n,n]; the split needs "
+        "constant matrix extents");
 }

@@ -4,6 +4,8 @@
 // finite differences, the dot-product test and transpose adjointness (ad/AdTestUtil.h), and the gradient of the
 // truncation error ‖A − A_k‖² is checked against its closed form 2 (A − A_k) (Eckart–Young: the error is the sum
 // of the discarded s_i², whose gradient is 2 Σ_{i>k} s_i u_i v_iᴴ; conjugated for complex A, as ad::grad is).
+// The split form svd {keep = k} (LinalgOp.h) goes through the same checks, and its first and second derivatives
+// must equal those of the thin svd followed by slices.
 #include "LinalgTestUtil.h"
 
 #include <doctest/doctest.h>
@@ -60,6 +62,44 @@ std::vector<Value> kept_outputs(Builder& b, const Truncated& t) {
     outs.push_back(t.vh);
   }
   return outs;
+}
+
+// Entries [from, end) of `axis` of x.
+Value trailing(Builder& b, const Value& x, int axis, int64_t from) {
+  std::vector<Dim> size = x.type.dims;
+  size[static_cast<size_t>(axis)] = Dim(size[static_cast<size_t>(axis)].constant() - from);
+  Axes start(size.size(), 0);
+  start[static_cast<size_t>(axis)] = from;
+  return b.slice(x, start, size, Axes(size.size(), 1));
+}
+
+// The kept and the discarded triplets of a: six values, from svd {keep = k} (`split`) or from the thin svd and slices.
+std::pair<Truncated, Truncated> kept_and_rest(Builder& b, const Value& a, int64_t k, bool split) {
+  if (split) {
+    std::vector<Value> f =
+        b.extension_results(std::make_shared<linalg::LinalgPayload>(linalg::LinalgKind::svd, false, 1e-12, k), {a});
+    REQUIRE(f.size() == 6);
+    return {{f[0], f[1], f[2]}, {f[3], f[4], f[5]}};
+  }
+  std::vector<Value> f = svd_of(b, a, false);
+  return {truncate(b, f, k), {trailing(b, f[0], 1, k), trailing(b, f[1], 0, k), trailing(b, f[2], 0, k)}};
+}
+
+// Gauge-invariant outputs of both blocks of a split.
+std::vector<Value> split_outputs(Builder& b, const Value& a, int64_t k, bool split) {
+  auto [kept, rest] = kept_and_rest(b, a, k, split);
+  std::vector<Value> outs = kept_outputs(b, kept);
+  for (const Value& v : {rest.s, weighted_projector(b, rest.u), weighted_projector(b, adj(b, rest.vh))})
+    outs.push_back(v);
+  return outs;
+}
+
+// A real scalar of the kept triplets only (how TRG uses a truncated svd): Σ S_k³ + Re Σ (U_k diag(c) U_kᴴ) ∘ (A Aᴴ).
+Value kept_scalar(Builder& b, const Value& a, int64_t k, bool split) {
+  const Truncated t = kept_and_rest(b, a, k, split).first;
+  Value s3 = b.reduce_sum(b.mul(t.s, b.mul(t.s, t.s)), {0});
+  Value proj = b.real(b.reduce_sum(b.mul(weighted_projector(b, t.u), mm(b, a, adj(b, a))), {0, 1}));
+  return b.add(s3, proj);
 }
 
 }  // namespace
@@ -140,6 +180,62 @@ TEST_CASE("linalg ad: the gradient of the truncation error ‖A − A_k‖² is 
         const std::vector<Tensor> want = run(o.finish({o.mul(o.full(y.type, 2.0), r)}), {a});
         std::string why;
         CHECK_MESSAGE(close(got[0], want[0], 1e-10, &why), why);
+      }
+    }
+  }
+}
+
+TEST_CASE("linalg ad: svd {keep = k} matches finite differences, and the thin svd then slices to 1e-12") {
+  for (DType dtype : {DType::f64, DType::c128}) {
+    for (auto [m, n] : {std::pair<int64_t, int64_t>{6, 6}, {7, 4}, {4, 7}}) {
+      for (int64_t k : {1, 3}) {
+        const uint64_t seed = 240 + static_cast<uint64_t>(m * 10 + n + k);
+        Rng rng{seed};
+        std::string where = fmt::format("{} [{}, {}] batch 2, keep = {}, seed {}", name(dtype), m, n, k, seed);
+        INFO(where);
+        std::vector<Program> forms;
+        for (bool split : {true, false}) {
+          Builder c("split", registry());
+          Value x = c.parameter("a", {dtype, {m, n, 2}});
+          forms.push_back(c.finish(split_outputs(c, x, k, split)));
+        }
+        const Tensor a = random_tensor(dtype, {m, n, 2}, rng);
+        check_derivatives(forms[0], {0}, {a}, rng, loose(dtype), where);
+        const Tensor da = random_tensor(dtype, {m, n, 2}, rng);
+        const std::vector<Tensor> got = run(ad::jvp(forms[0], {0}, registry()), {a, da});
+        const std::vector<Tensor> want = run(ad::jvp(forms[1], {0}, registry()), {a, da});
+        REQUIRE(got.size() == want.size());
+        for (size_t i = 0; i < got.size(); ++i) {
+          std::string why;
+          CHECK_MESSAGE(close(got[i], want[i], 1e-12, &why), "output ", i, ": ", why);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("linalg ad: second order through svd {keep = k}: the gradient of the kept triplets, differentiated again") {
+  for (DType dtype : {DType::f64, DType::c128}) {
+    for (auto [m, n] : {std::pair<int64_t, int64_t>{5, 5}, {6, 4}}) {
+      const uint64_t seed = 260 + static_cast<uint64_t>(m * 10 + n);
+      Rng rng{seed};
+      std::string where = fmt::format("{} [{}, {}], keep = 2, seed {}", name(dtype), m, n, seed);
+      INFO(where);
+      std::vector<Program> grads;
+      for (bool split : {true, false}) {
+        Builder c("f", registry());
+        Value x = c.parameter("a", {dtype, {m, n}});
+        grads.push_back(ad::grad(c.finish({kept_scalar(c, x, 2, split)}), {0}, registry()));
+      }
+      const Tensor a = random_tensor(dtype, {m, n}, rng);
+      check_derivatives(grads[0], {0}, {a}, rng, loose(dtype), where);
+      const Tensor da = random_tensor(dtype, {m, n}, rng);
+      const std::vector<Tensor> got = run(ad::jvp(grads[0], {0}, registry()), {a, da});
+      const std::vector<Tensor> want = run(ad::jvp(grads[1], {0}, registry()), {a, da});
+      REQUIRE(got.size() == want.size());
+      for (size_t i = 0; i < got.size(); ++i) {
+        std::string why;
+        CHECK_MESSAGE(close(got[i], want[i], 1e-12, &why), "output ", i, ": ", why);
       }
     }
   }
