@@ -7,6 +7,7 @@
 #include <lapacke.h>
 
 #include <dlfcn.h>
+#include <pthread.h>
 
 #include <algorithm>
 #include <atomic>
@@ -16,6 +17,98 @@
 #include <mutex>
 
 namespace einstage::linalg {
+
+// OpenBLAS's process-wide thread count, when the LAPACK in use is OpenBLAS's (found at run time in the already loaded
+// libopenblas.so.0: nothing here links OpenBLAS itself, and with the reference LAPACK there is nothing to set). A batch
+// needs it at 1, a single matrix at OpenBLAS's own count (read when first seen: OPENBLAS_NUM_THREADS or every CPU).
+// Calls that need the same count run together; the other kind waits until they are done, so no call ever sees a
+// count it did not ask for (its bits do not depend on what runs beside it). The last call to leave restores the own
+// count. The object's lifetime is its shares' (share_openblas_threads below).
+class OpenBlasThreads {
+ public:
+  OpenBlasThreads() {
+    lib_ = ::dlopen("libopenblas.so.0", RTLD_NOW | RTLD_NOLOAD);  // loaded as liblapack.so.3's dependency
+    if (!lib_) return;
+    set_ = reinterpret_cast<void (*)(int)>(::dlsym(lib_, "openblas_set_num_threads"));
+    auto get = reinterpret_cast<int (*)()>(::dlsym(lib_, "openblas_get_num_threads"));
+    if (!set_ || !get) {
+      set_ = nullptr;
+      return;
+    }
+    own_ = current_ = std::max(1, get());
+  }
+  ~OpenBlasThreads() {
+    if (lib_) ::dlclose(lib_);  // drops only this reference: OpenBLAS stays loaded as a dependency
+  }
+  OpenBlasThreads(const OpenBlasThreads&) = delete;
+  OpenBlasThreads& operator=(const OpenBlasThreads&) = delete;
+  int own() const { return own_; }
+
+  // Holds OpenBLAS at `threads` (1 or own()) until the returned guard is destroyed.
+  class Scope {
+   public:
+    Scope(OpenBlasThreads& blas, int threads) : blas_(blas) { blas_.enter(threads); }
+    ~Scope() { blas_.leave(); }
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+
+   private:
+    OpenBlasThreads& blas_;
+  };
+
+ private:
+  void enter(int threads) {
+    if (!set_) return;
+    std::unique_lock lock(mutex_);
+    turn_.wait(lock, [&] { return active_ == 0 || current_ == threads; });
+    if (current_ != threads) set_(current_ = threads);
+    ++active_;
+  }
+  void leave() {
+    if (!set_) return;
+    std::lock_guard lock(mutex_);
+    if (--active_ > 0) return;
+    if (current_ != own_) set_(current_ = own_);
+    turn_.notify_all();
+  }
+
+  void* lib_ = nullptr;
+  void (*set_)(int) = nullptr;
+  int own_ = 1, current_ = 1;
+  std::mutex mutex_;
+  std::condition_variable turn_;
+  int active_ = 0;
+};
+
+namespace {
+
+// The process's one OpenBlasThreads and the number of its shares, under a mutex. All three are plain data (a POSIX
+// mutex, not std::mutex, whose destructor is not trivial everywhere), so exit() destroys none of them: a thread still
+// decomposing while the process exits finds them intact, and the object itself lives as long as its shares.
+pthread_mutex_t g_blas_mutex = PTHREAD_MUTEX_INITIALIZER;
+OpenBlasThreads* g_blas = nullptr;
+int64_t g_blas_shares = 0;
+
+struct BlasLock {
+  BlasLock() { pthread_mutex_lock(&g_blas_mutex); }
+  ~BlasLock() { pthread_mutex_unlock(&g_blas_mutex); }
+  BlasLock(const BlasLock&) = delete;
+  BlasLock& operator=(const BlasLock&) = delete;
+};
+
+}  // namespace
+
+std::shared_ptr<OpenBlasThreads> share_openblas_threads() {
+  BlasLock lock;
+  if (!g_blas) g_blas = new OpenBlasThreads();
+  ++g_blas_shares;
+  return std::shared_ptr<OpenBlasThreads>(g_blas, [](OpenBlasThreads* blas) {
+    BlasLock lock;
+    if (--g_blas_shares > 0) return;
+    delete blas;
+    g_blas = nullptr;
+  });
+}
 
 namespace {
 
@@ -103,11 +196,19 @@ template <typename T> void identity(T* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i * n + i] = T(1);
 }
 
-std::atomic<LapackStatusHook> g_status_hook{nullptr};
+// What a context keeps for this family (ExecutionContext::extension_state): the test-only status hook.
+struct ContextState {
+  std::atomic<LapackStatusHook> hook{nullptr};
+};
 
-// LAPACK's status of `routine`, or what the test-only hook makes of it.
-lapack_int status(std::string_view routine, lapack_int info) {
-  const LapackStatusHook hook = g_status_hook.load(std::memory_order_acquire);
+ContextState& context_state(ExecutionContext& context) {
+  std::shared_ptr<void> state =
+      context.extension_state(kLinalgFamily, [] { return std::make_shared<ContextState>(); });
+  return *static_cast<ContextState*>(state.get());  // the context keeps it alive as long as itself
+}
+
+// LAPACK's status of `routine`, or what the context's test-only hook makes of it.
+lapack_int status(LapackStatusHook hook, std::string_view routine, lapack_int info) {
   return hook ? static_cast<lapack_int>(hook(routine, info)) : info;
 }
 
@@ -115,66 +216,6 @@ lapack_int status(std::string_view routine, lapack_int info) {
   fail(ErrorKind::runtime, "{}: LAPACK {} did not converge on matrix {} of the batch (info {}); the input may be "
        "badly scaled or nearly singular in a way LAPACK cannot resolve", name(kind), routine, batch, info);
 }
-
-// OpenBLAS's process-wide thread count, when the LAPACK in use is OpenBLAS's (found at run time in the already loaded
-// libopenblas.so.0: nothing here links OpenBLAS itself, and with the reference LAPACK there is nothing to set). A batch
-// needs it at 1, a single matrix at OpenBLAS's own count (read when first seen: OPENBLAS_NUM_THREADS or every CPU).
-// Calls that need the same count run together; the other kind waits until they are done, so no call ever sees a
-// count it did not ask for (its bits do not depend on what runs beside it). The last call to leave restores the own
-// count.
-class OpenBlasThreads {
- public:
-  static OpenBlasThreads& instance() {
-    static OpenBlasThreads* blas = new OpenBlasThreads();  // never destroyed: calls may run while the process exits
-    return *blas;
-  }
-  int own() const { return own_; }
-
-  // Holds OpenBLAS at `threads` (1 or own()) until the returned guard is destroyed.
-  class Scope {
-   public:
-    Scope(OpenBlasThreads& blas, int threads) : blas_(blas) { blas_.enter(threads); }
-    ~Scope() { blas_.leave(); }
-    Scope(const Scope&) = delete;
-    Scope& operator=(const Scope&) = delete;
-
-   private:
-    OpenBlasThreads& blas_;
-  };
-
- private:
-  OpenBlasThreads() {
-    void* lib = ::dlopen("libopenblas.so.0", RTLD_NOW | RTLD_NOLOAD);  // loaded as liblapack.so.3's dependency
-    if (!lib) return;  // the handle is kept: OpenBLAS stays loaded for the process anyway
-    set_ = reinterpret_cast<void (*)(int)>(::dlsym(lib, "openblas_set_num_threads"));
-    auto get = reinterpret_cast<int (*)()>(::dlsym(lib, "openblas_get_num_threads"));
-    if (!set_ || !get) {
-      set_ = nullptr;
-      return;
-    }
-    own_ = current_ = std::max(1, get());
-  }
-  void enter(int threads) {
-    if (!set_) return;
-    std::unique_lock lock(mutex_);
-    turn_.wait(lock, [&] { return active_ == 0 || current_ == threads; });
-    if (current_ != threads) set_(current_ = threads);
-    ++active_;
-  }
-  void leave() {
-    if (!set_) return;
-    std::lock_guard lock(mutex_);
-    if (--active_ > 0) return;
-    if (current_ != own_) set_(current_ = own_);
-    turn_.notify_all();
-  }
-
-  void (*set_)(int) = nullptr;
-  int own_ = 1, current_ = 1;
-  std::mutex mutex_;
-  std::condition_variable turn_;
-  int active_ = 0;
-};
 
 // Element counts of one matrix's LAPACK workspace (queried once per call) and its carving out of one scratch buffer:
 // a copy of the operand (svd only), tau (qr only), work, rwork (complex svd and eigh), iwork (svd and eigh).
@@ -210,6 +251,7 @@ template <typename T> struct Job {
   int64_t m, n, k;
   const T* a;                // the operand, column-major, batch after batch
   std::vector<Tensor>& out;  // the results, column-major
+  LapackStatusHook hook;     // the context's test-only hook (nullptr: LAPACK's status as it is)
   Workspace<T> ws;
 
   char jobz() const { return p.full() ? 'A' : 'S'; }
@@ -276,8 +318,9 @@ template <typename T> struct Job {
     }
     const T* ab = a + b * m * n;
     std::copy(ab, ab + m * n, w.copy);
-    lapack_int info = status("gesdd", Lapack<T>::gesdd(jobz(), lm(), ln(), w.copy, s, u, lm(), vt, ld(vrows()),
-                                                       w.work, static_cast<lapack_int>(ws.work), w.rwork, w.iwork));
+    lapack_int info = status(hook, "gesdd", Lapack<T>::gesdd(jobz(), lm(), ln(), w.copy, s, u, lm(), vt,
+                                                             ld(vrows()), w.work, static_cast<lapack_int>(ws.work),
+                                                             w.rwork, w.iwork));
     EIN_ASSERT(info >= 0, "svd: ?gesdd argument {} is illegal", -info);
     if (info == 0) return;
     gesvd_fallback(b, u, s, vt, w.copy);
@@ -293,8 +336,8 @@ template <typename T> struct Job {
     EIN_ASSERT(info == 0, "svd: ?gesvd workspace query returned info {}", info);
     std::vector<T> work(static_cast<size_t>(queried(query)));
     std::vector<R> rwork(static_cast<size_t>(5 * k));
-    info = status("gesvd", Lapack<T>::gesvd(jobz(), lm(), ln(), copy, s, u, lm(), vt, ld(vrows()), work.data(),
-                                            static_cast<lapack_int>(work.size()), rwork.data()));
+    info = status(hook, "gesvd", Lapack<T>::gesvd(jobz(), lm(), ln(), copy, s, u, lm(), vt, ld(vrows()),
+                                                  work.data(), static_cast<lapack_int>(work.size()), rwork.data()));
     EIN_ASSERT(info >= 0, "svd: ?gesvd argument {} is illegal", -info);
     if (info > 0) fail_converge(LinalgKind::svd, "?gesdd and then ?gesvd", b, info);
   }
@@ -338,7 +381,7 @@ template <typename T> struct Job {
     std::copy(a + b * n * n, a + (b + 1) * n * n, v);
     if (n == 0) return;
     const bool herm = is_complex(dtype_v<T>);
-    lapack_int info = status(herm ? "heevd" : "syevd",
+    lapack_int info = status(hook, herm ? "heevd" : "syevd",
                              Lapack<T>::evd(ln(), v, result<R>(0, b, n), w.work, static_cast<lapack_int>(ws.work),
                                             w.rwork, static_cast<lapack_int>(ws.rwork), w.iwork,
                                             static_cast<lapack_int>(ws.iwork)));
@@ -370,9 +413,12 @@ std::vector<Tensor> split_kept(const std::vector<Tensor>& thin, int64_t keep) {
 
 }  // namespace
 
-void set_lapack_status_hook_for_testing(LapackStatusHook hook) { g_status_hook.store(hook, std::memory_order_release); }
+void set_lapack_status_hook_for_testing(ExecutionContext& context, LapackStatusHook hook) {
+  context_state(context).hook.store(hook, std::memory_order_release);
+}
 
-std::vector<Tensor> decompose(const LinalgPayload& payload, const Tensor& a_in, ExecutionContext& context) {
+std::vector<Tensor> decompose(const LinalgPayload& payload, const Tensor& a_in, ExecutionContext& context,
+                              OpenBlasThreads& blas) {
   const Tensor a = a_in.is_col_major() ? a_in : a_in.contiguous();
   const int64_t m = a.extent(0), n = a.extent(1), k = std::min(m, n);
   Shape rest(a.shape().begin() + 2, a.shape().end());
@@ -383,7 +429,9 @@ std::vector<Tensor> decompose(const LinalgPayload& payload, const Tensor& a_in, 
     return s;
   };
   ScratchAllocator& scratch = context.scratch();
-  auto empty = [&](DType dtype, std::initializer_list<int64_t> head) { return Tensor::empty(dtype, shaped(head), scratch); };
+  auto empty = [&](DType dtype, std::initializer_list<int64_t> head) {
+    return Tensor::empty(dtype, shaped(head), scratch);
+  };
   const DType real = real_part_type(a.dtype());
   std::vector<Tensor> out;
   switch (payload.kind()) {
@@ -408,9 +456,8 @@ std::vector<Tensor> decompose(const LinalgPayload& payload, const Tensor& a_in, 
           fail(ErrorKind::invalid_argument, "{}: operand 0 has a non-finite element (nan or inf) at flat index {} "
                "(column-major); LAPACK was not called; check the input for nan or inf", name(payload.kind()), i);
       if (batches == 0) return;
-      Job<T> job{payload, m, n, k, data, out, {}};
+      Job<T> job{payload, m, n, k, data, out, context_state(context).hook.load(std::memory_order_acquire), {}};
       job.query();
-      OpenBlasThreads& blas = OpenBlasThreads::instance();
       if (batches > 1) {  // whole matrices per pool thread (or all inline), each on one OpenBLAS thread
         OpenBlasThreads::Scope one(blas, 1);
         context.pool().parallel_for(batches, [&](int64_t begin, int64_t end) { job.run(begin, end, scratch); });

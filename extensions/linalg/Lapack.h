@@ -27,22 +27,33 @@
 #include "extensions/linalg/LinalgOp.h"
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string_view>
 #include <vector>
 
 namespace einstage::linalg {
 
+/// OpenBLAS's process-wide thread count, shared by every Runtime and context of the process (see Lapack.cpp). One
+/// object exists while anything holds a share: each linalg executor (one per Runtime that added the module) and each
+/// op it prepared, so the object outlives every decomposition that uses it, and the last share to go destroys it.
+/// Nothing of it is a static with a destructor, so exit() from any thread tears nothing down under a running
+/// decomposition.
+class OpenBlasThreads;
+std::shared_ptr<OpenBlasThreads> share_openblas_threads();
+
 /// The factors of `payload`'s decomposition of `a` (of dtype f32, f64, c64 or c128, rank >= 2, any strides), in the
 /// order and with the types of infer_linalg_types: svd U, S, Vh; qr Q, R; eigh W, V; inv_upper R⁻¹.
-std::vector<Tensor> decompose(const LinalgPayload& payload, const Tensor& a, ExecutionContext& context);
+std::vector<Tensor> decompose(const LinalgPayload& payload, const Tensor& a, ExecutionContext& context,
+                              OpenBlasThreads& blas);
 
-/// Test-only seam: while a hook is set, the status (info) of every ?gesdd, ?gesvd and ?syevd / ?heevd call passes
-/// through hook(routine, info) ("gesdd", "gesvd", "syevd", "heevd") and the decomposition acts on what it returns.
-/// No finite input is known to make these routines fail to converge reliably, so this is how tests/linalg drives
-/// the fallback from ?gesdd to ?gesvd and the errors carrying LAPACK's info code. nullptr (the default) removes the
-/// hook; set it only while no decomposition runs.
+/// Test-only seam, per execution context: while `context` has a hook, the status (info) of every ?gesdd, ?gesvd and
+/// ?syevd / ?heevd call that runs on it passes through hook(routine, info) ("gesdd", "gesvd", "syevd", "heevd") and
+/// the decomposition acts on what it returns; other contexts are untouched. No finite input is known to make these
+/// routines fail to converge reliably, so this is how tests/linalg drives the fallback from ?gesdd to ?gesvd and the
+/// errors carrying LAPACK's info code. nullptr (the default) removes the hook. It lives in the context's extension
+/// state (ExecutionContext::extension_state, key "einstage.linalg.v1") and is read once per decomposition.
 using LapackStatusHook = int64_t (*)(std::string_view routine, int64_t info);
-void set_lapack_status_hook_for_testing(LapackStatusHook hook);
+void set_lapack_status_hook_for_testing(ExecutionContext& context, LapackStatusHook hook);
 
 }  // namespace einstage::linalg

@@ -11,9 +11,10 @@ namespace {
 
 class PreparedDecomposition final : public PreparedOp {
  public:
-  explicit PreparedDecomposition(LinalgPayload payload) : payload_(std::move(payload)) {}
+  PreparedDecomposition(LinalgPayload payload, std::shared_ptr<OpenBlasThreads> blas)
+      : payload_(std::move(payload)), blas_(std::move(blas)) {}
   std::vector<Tensor> run_results(std::span<const Tensor> operands, ExecutionContext& context) const override {
-    return decompose(payload_, operands[0], context);
+    return decompose(payload_, operands[0], context, *blas_);
   }
   std::string describe() const override {
     return fmt::format("LAPACK {} ({})\n", name(payload_.kind()), payload_.to_text());
@@ -21,15 +22,20 @@ class PreparedDecomposition final : public PreparedOp {
 
  private:
   LinalgPayload payload_;  // immutable; every run allocates its own results
+  std::shared_ptr<OpenBlasThreads> blas_;  // a share: alive while this op may run, even after its executor is gone
 };
 
+// One per Runtime that added the module, each with a share of the process's OpenBLAS thread state (Lapack.h).
 class LinalgExecutor final : public ExtensionExecutor {
  public:
   std::shared_ptr<const PreparedOp> prepare(const ExtensionPayload& payload, std::span<const TensorType>,
                                             std::span<const TensorType>, ExecutionContext&) const override {
     EIN_ASSERT(payload.family() == kLinalgFamily, "linalg executor given a '{}' payload", payload.family());
-    return std::make_shared<PreparedDecomposition>(static_cast<const LinalgPayload&>(payload));
+    return std::make_shared<PreparedDecomposition>(static_cast<const LinalgPayload&>(payload), blas_);
   }
+
+ private:
+  std::shared_ptr<OpenBlasThreads> blas_ = share_openblas_threads();
 };
 
 void register_linalg_family(ModuleRegistrar& registrar) {

@@ -9,6 +9,7 @@
 #include "extensions/linalg/TraceLinalg.h"
 #include "ir/Json.h"
 #include "ir/Parser.h"
+#include "runtime/Context.h"
 #include "support/ErrorOf.h"
 #include "support/Golden.h"
 #include "tests/Paths.h"
@@ -18,6 +19,8 @@
 #include <array>
 #include <cstring>
 #include <filesystem>
+#include <memory>
+#include <optional>
 
 using namespace einstage;
 using namespace einstage::linalg_test;
@@ -247,16 +250,23 @@ TEST_CASE("linalg: inv_upper inverts the upper triangle and names a singular mat
 
 TEST_CASE("linalg: a LAPACK routine that does not converge is an error with its info code; svd first tries ?gesvd") {
   // No finite input is known to make these routines fail reliably, so the test-only status hook (Lapack.h) reports
-  // the failure instead of LAPACK; each expectation below fails if its check in Lapack.cpp is removed.
-  struct Unhook {
-    ~Unhook() { linalg::set_lapack_status_hook_for_testing(nullptr); }
-  } unhook;
+  // the failure instead of LAPACK; each expectation below fails if its check in Lapack.cpp is removed. The hook is
+  // the state of one execution context: it is set on a Runtime of its own, and the suite's Runtime (on another
+  // context) keeps decomposing normally meanwhile.
+  auto context = std::make_shared<ExecutionContext>(ConfigOptions{.threads = 1});
+  Runtime hooked(RuntimeOptions{.context = context});
+  hooked.add_module(linalg::module_descriptor());
+  auto run_hooked = [&](linalg::LinalgKind kind, const Tensor& a) {
+    Builder b("op", &hooked.registry());
+    Value x = b.parameter("a", {a.dtype(), std::vector<Dim>(a.shape().begin(), a.shape().end())});
+    return hooked.prepare(b.finish(b.extension_results(payload(kind), {x}))).run({a});
+  };
   Rng rng{21};
   // ?gesdd fails on every matrix and ?gesvd recomputes them: the factors still reconstruct A.
   Tensor a = random_tensor(DType::f64, {5, 3, 2}, rng);
   linalg::set_lapack_status_hook_for_testing(
-      [](std::string_view routine, int64_t info) -> int64_t { return routine == "gesdd" ? 4 : info; });
-  std::vector<Tensor> f = run_op(linalg::LinalgKind::svd, a);
+      *context, [](std::string_view routine, int64_t info) -> int64_t { return routine == "gesdd" ? 4 : info; });
+  std::vector<Tensor> f = run_hooked(linalg::LinalgKind::svd, a);
   REQUIRE(f.size() == 3);
   for (int64_t b = 0; b < 2; ++b) {
     Mat am = matrix(a, b), usv = product(scale_columns(matrix(f[0], b), vector_of(f[1], b)), matrix(f[2], b));
@@ -264,26 +274,58 @@ TEST_CASE("linalg: a LAPACK routine that does not converge is an error with its 
   }
   // Both fail: the error names the op, the routines, the matrix and ?gesvd's info code.
   Tensor one = random_tensor(DType::f64, {4, 4}, rng);
-  linalg::set_lapack_status_hook_for_testing([](std::string_view routine, int64_t info) -> int64_t {
+  linalg::set_lapack_status_hook_for_testing(*context, [](std::string_view routine, int64_t info) -> int64_t {
     return routine == "gesdd" ? 4 : routine == "gesvd" ? 3 : info;
   });
-  CHECK(error_of([&] { run_op(linalg::LinalgKind::svd, one); }) ==
+  CHECK(error_of([&] { run_hooked(linalg::LinalgKind::svd, one); }) ==
         "svd: LAPACK ?gesdd and then ?gesvd did not converge on matrix 0 of the batch (info 3); the input may be "
         "badly scaled or nearly singular in a way LAPACK cannot resolve");
+  CHECK(run_op(linalg::LinalgKind::svd, one).size() == 3);  // another context: no hook
   // eigh: ?syevd on real, ?heevd on complex matrices.
-  linalg::set_lapack_status_hook_for_testing([](std::string_view routine, int64_t info) -> int64_t {
+  linalg::set_lapack_status_hook_for_testing(*context, [](std::string_view routine, int64_t info) -> int64_t {
     return routine == "syevd" ? 2 : routine == "heevd" ? 5 : info;
   });
-  CHECK(error_of([&] { run_op(linalg::LinalgKind::eigh, random_hermitian(DType::f64, 3, {}, rng)); }) ==
+  CHECK(error_of([&] { run_hooked(linalg::LinalgKind::eigh, random_hermitian(DType::f64, 3, {}, rng)); }) ==
         "eigh: LAPACK ?syevd did not converge on matrix 0 of the batch (info 2); the input may be badly scaled or "
         "nearly singular in a way LAPACK cannot resolve");
-  CHECK(error_of([&] { run_op(linalg::LinalgKind::eigh, random_hermitian(DType::c128, 3, {}, rng)); }) ==
+  CHECK(error_of([&] { run_hooked(linalg::LinalgKind::eigh, random_hermitian(DType::c128, 3, {}, rng)); }) ==
         "eigh: LAPACK ?heevd did not converge on matrix 0 of the batch (info 5); the input may be badly scaled or "
         "nearly singular in a way LAPACK cannot resolve");
   // Without the hook the same inputs decompose.
-  linalg::set_lapack_status_hook_for_testing(nullptr);
-  CHECK(run_op(linalg::LinalgKind::svd, one).size() == 3);
-  CHECK(run_op(linalg::LinalgKind::eigh, random_hermitian(DType::f64, 3, {}, rng)).size() == 2);
+  linalg::set_lapack_status_hook_for_testing(*context, nullptr);
+  CHECK(run_hooked(linalg::LinalgKind::svd, one).size() == 3);
+  CHECK(run_hooked(linalg::LinalgKind::eigh, random_hermitian(DType::f64, 3, {}, rng)).size() == 2);
+}
+
+TEST_CASE("linalg: Runtimes made and destroyed in any order share OpenBLAS's thread state") {
+  // Each executor and prepared op holds a share of the one OpenBlasThreads (Lapack.h); a prepared op keeps it alive
+  // after its Runtime is gone, and a new Runtime after the last share made a new one.
+  Rng rng{22};
+  Tensor batch = random_tensor(DType::f64, {20, 20, 3}, rng), single = random_tensor(DType::f64, {20, 20}, rng);
+  auto program = [](const Runtime& rt, const Tensor& a) {
+    Builder b("op", &rt.registry());
+    Value x = b.parameter("a", {a.dtype(), std::vector<Dim>(a.shape().begin(), a.shape().end())});
+    return b.finish(b.extension_results(payload(linalg::LinalgKind::svd), {x}));
+  };
+  auto same_bits = [](const Tensor& x, const Tensor& y) {
+    return x.nbytes() == y.nbytes() && std::memcmp(x.raw_data(), y.raw_data(), x.nbytes()) == 0;
+  };
+  const std::vector<Tensor> want_batch = run_op(linalg::LinalgKind::svd, batch);
+  const std::vector<Tensor> want_single = run_op(linalg::LinalgKind::svd, single);
+  for (int round = 0; round < 2; ++round) {
+    std::optional<Executable> kept;
+    {
+      auto first = std::make_unique<Runtime>(RuntimeOptions{.threads = 2});
+      first->add_module(linalg::module_descriptor());
+      Runtime second(RuntimeOptions{.threads = 3});
+      second.add_module(linalg::module_descriptor());
+      kept = first->prepare(program(*first, batch));
+      CHECK(same_bits(kept->run({batch})[1], want_batch[1]));
+      first.reset();
+      CHECK(same_bits(second.prepare(program(second, single)).run({single})[0], want_single[0]));
+    }
+    CHECK(same_bits(kept->run({batch})[0], want_batch[0]));  // its Runtime is gone; its share is not
+  }
 }
 
 TEST_CASE("linalg: a batch and a single matrix give the same bits at 1, 2 and 3 threads") {
