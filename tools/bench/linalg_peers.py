@@ -1,12 +1,16 @@
 #!/usr/bin/python3
 """Peer timings for einstage_bench_linalg: np.linalg and torch.linalg svd (thin), qr (reduced) and eigh.
 
-Reads one JSON object on stdin: {"min_time": S, "threads": N, "rows": [{"name", "op": "svd"|"qr"|"eigh", "m", "n", "batch"}]}.
-Each row is a batch of `batch` f64 matrices m x n (batch 1: a single matrix), seeded normal values; eigh gets the
-symmetric part. Writes one JSON object to stdout: {"numpy": version, "torch": version or null, "torch_threads",
-"rows": [{"name", "numpy_s", "torch_s"}]} with the best seconds per call (after a warm-up, at least five calls and
-min_time seconds). Run with /usr/bin/python3 (Debian's numpy and torch); OPENBLAS_CORETYPE and OPENBLAS_NUM_THREADS
-are left as the caller's (einstage_bench_linalg sets both), torch gets torch.set_num_threads(threads) when given.
+Reads one JSON object on stdin: {"min_time": S, "threads": N, "rows": [{"name", "op": "svd"|"qr"|"eigh", "m", "n",
+"batch", "input"}]}. Each row is a batch of `batch` f64 matrices m x n (batch 1: a single matrix): the very matrices
+einstage decomposes, read from the .npy file `input` (einstage's column-major [m, n, batch], written by
+einstage_bench_linalg) and handed to NumPy and torch as an ordinary C-contiguous array [batch, m, n]. Writes one JSON
+object to stdout: {"numpy": version, "torch": version or null, "torch_threads", "rows": [{"name", "numpy_s",
+"numpy_cpu_per_wall", "torch_s", "torch_cpu_per_wall"}]} with the best seconds per call (after a warm-up, at least
+five calls and min_time seconds) and the process's CPU seconds per wall second over those calls (at most about 1
+when the peer really runs on one thread). Run with /usr/bin/python3 (Debian's numpy and torch); OPENBLAS_CORETYPE and
+OPENBLAS_NUM_THREADS are left as the caller's (einstage_bench_linalg sets both), torch gets
+torch.set_num_threads(threads) when given.
 """
 import json
 import sys
@@ -21,23 +25,23 @@ except ImportError:  # torch is optional: its column is then null
 
 
 def best_time(fn, min_time):
+    """(best seconds per call, CPU seconds per wall second over the timed calls)."""
     fn()
     best, total, reps = float("inf"), 0.0, 0
+    cpu0 = time.process_time()
     while total < min_time or reps < 5:
         t0 = time.perf_counter()
         fn()
         dt = time.perf_counter() - t0
         best, total, reps = min(best, dt), total + dt, reps + 1
-    return best
+    return best, (time.process_time() - cpu0) / total
 
 
 def matrices(row):
-    rng = np.random.default_rng(7)
-    shape = (row["m"], row["n"]) if row["batch"] == 1 else (row["batch"], row["m"], row["n"])
-    a = rng.standard_normal(shape)
-    if row["op"] == "eigh":
-        a = (a + np.swapaxes(a, -1, -2)) / 2
-    return a
+    a = np.load(row["input"])  # [m, n] or [m, n, batch], the batch axis last as einstage holds it
+    if a.ndim == 3:
+        a = np.moveaxis(a, -1, 0)
+    return np.ascontiguousarray(a)
 
 
 # (NumPy call, torch call) per op; torch.linalg is only touched when torch imported.
@@ -57,10 +61,11 @@ def main():
     for row in cfg["rows"]:
         a = matrices(row)
         numpy_fn, torch_fn = CALLS[row["op"]]
-        r = {"name": row["name"], "numpy_s": best_time(lambda: numpy_fn(a), cfg["min_time"]), "torch_s": None}
+        r = {"name": row["name"], "torch_s": None, "torch_cpu_per_wall": None}
+        r["numpy_s"], r["numpy_cpu_per_wall"] = best_time(lambda: numpy_fn(a), cfg["min_time"])
         if torch is not None:
             t = torch.from_numpy(a)
-            r["torch_s"] = best_time(lambda: torch_fn(t), cfg["min_time"])
+            r["torch_s"], r["torch_cpu_per_wall"] = best_time(lambda: torch_fn(t), cfg["min_time"])
         out["rows"].append(r)
     print(json.dumps(out))
 
