@@ -11,6 +11,10 @@
 // and lower_results / linearize_results / transpose_results, which take and return one entry per result. A family
 // may fill both kinds: a single-result instruction uses the single-result slot when it is set and the *_results
 // slot otherwise; an instruction with several results always uses the *_results slot.
+//
+// rewrite_derivative (optional) is the one place where a family improves the programs the public AD transformations
+// hand to users (compiler/ad/Ad.h: jvp, vjp, grad, value_and_grad run every family's rewrite last, in the order of
+// the family names); the einsum family merges instructions that walk the same planned tree into one walk there.
 #pragma once
 
 #include "ir/Hash.h"
@@ -27,6 +31,8 @@
 #include <vector>
 
 namespace einstage {
+
+class ExtensionRegistry;
 
 /// Expands `inst` into other instructions on `b` given the new operands; symbolic dims are given values by
 /// `bindings` (lowering may need concrete shapes). Returns the value that replaces inst's result, or a placeholder
@@ -56,6 +62,10 @@ using LinearizeResultsRule = std::function<std::vector<std::optional<Value>>(
 using TransposeResultsRule = std::function<std::vector<std::optional<Value>>(
     Builder& b, const Instruction& inst, std::span<const Value> operands, std::span<const bool> linear,
     std::span<const std::optional<Value>> cotangents)>;
+/// Rewrites a whole program that a public AD transformation is about to return (never one inside linearize or
+/// transpose, whose results are transformed further). It must keep the parameters, the outputs' types and values,
+/// and return a verified program that the AD rules accept again (it may be differentiated once more).
+using DerivativeRewrite = std::function<Program(const Program& program, const ExtensionRegistry* registry)>;
 
 struct ExtensionSemantics {
   std::string family;  // "einstage.einsum.v1"
@@ -77,6 +87,7 @@ struct ExtensionSemantics {
   LowerResultsRule lower_results;
   LinearizeResultsRule linearize_results;
   TransposeResultsRule transpose_results;
+  DerivativeRewrite rewrite_derivative;
 };
 
 class ExtensionRegistry {

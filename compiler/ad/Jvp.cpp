@@ -94,8 +94,12 @@ JvpValues jvp_into(Builder& b, const Program& program, std::span<const Value> pr
 
 }  // namespace
 
-Program jvp(const Program& program, std::span<const int> wrt, const ExtensionRegistry* registry) {
-  detail::check_parameter_indices(program, wrt, "jvp", "wrt");
+namespace {
+
+// jvp without the families' rewrites (detail::finish_public), which linearize partially evaluates.
+Program plain_jvp(const Program& program, std::span<const int> wrt, const ExtensionRegistry* registry,
+                  std::string_view transform) {
+  detail::check_parameter_indices(program, wrt, transform, "wrt");
   Builder b(program.name + "_jvp", registry);
   std::set<std::string> used;
   for (const Parameter& p : program.params) used.insert(p.name);
@@ -115,9 +119,14 @@ Program jvp(const Program& program, std::span<const int> wrt, const ExtensionReg
   return detail::clean_up(b.finish(std::move(outputs)));
 }
 
+}  // namespace
+
+Program jvp(const Program& program, std::span<const int> wrt, const ExtensionRegistry* registry) {
+  return detail::finish_public(plain_jvp(program, wrt, registry, "jvp"), registry);
+}
+
 Linearized linearize(const Program& program, std::span<const int> wrt, const ExtensionRegistry* registry) {
-  detail::check_parameter_indices(program, wrt, "linearize", "wrt");
-  const Program joint = jvp(program, wrt, registry);
+  const Program joint = plain_jvp(program, wrt, registry, "linearize");
   const size_t np = program.params.size(), no = program.outputs.size();
 
   // Partial evaluation: `linear` = depends on a tangent parameter; `constant` = depends on no parameter at all

@@ -67,4 +67,12 @@ Program clean_up(const Program& program) {
   return p;
 }
 
+Program finish_public(const Program& program, const ExtensionRegistry* registry) {
+  if (!registry) return program;
+  Program p = program;
+  for (const std::string& family : registry->families())
+    if (const DerivativeRewrite& rewrite = registry->get(family).rewrite_derivative) p = rewrite(p, registry);
+  return p;
+}
+
 }  // namespace einstage::ad::detail

@@ -3,6 +3,7 @@
 // and the compiler's DCE/CSE passes.
 #pragma once
 
+#include "ir/Extension.h"
 #include "ir/Program.h"
 
 #include <map>
@@ -28,5 +29,10 @@ std::string instruction_where(const Program& program, const std::map<ValueId, st
 
 /// DCE, CSE, DCE: what every transformation returns.
 Program clean_up(const Program& program);
+
+/// What a public transformation (jvp, vjp, grad, value_and_grad) hands to the user: `program` after every family's
+/// rewrite_derivative in `registry`, in the order of the family names (ir/Extension.h). The one place those rewrites
+/// run; never inside linearize or transpose, whose results are transformed further.
+Program finish_public(const Program& program, const ExtensionRegistry* registry);
 
 }  // namespace einstage::ad::detail

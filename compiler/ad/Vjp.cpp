@@ -28,7 +28,10 @@ std::vector<Value> inline_program(Builder& b, const Program& program, std::span<
   return out;
 }
 
-Program vjp(const Program& program, std::span<const int> wrt, const ExtensionRegistry* registry) {
+namespace {
+
+// vjp without the families' rewrites (detail::finish_public): grad's input.
+Program plain_vjp(const Program& program, std::span<const int> wrt, const ExtensionRegistry* registry) {
   detail::check_parameter_indices(program, wrt, "vjp", "wrt");
   Linearized lin = linearize(program, wrt, registry);
   std::vector<int> tangent_inputs(wrt.size());
@@ -52,8 +55,6 @@ Program vjp(const Program& program, std::span<const int> wrt, const ExtensionReg
   return detail::clean_up(b.finish(std::move(outputs)));
 }
 
-namespace {
-
 Program grad_impl(const Program& program, std::span<const int> wrt, const ExtensionRegistry* registry,
                   bool with_value, std::string_view transform) {
   if (program.outputs.size() != 1)
@@ -70,7 +71,7 @@ Program grad_impl(const Program& program, std::span<const int> wrt, const Extens
   if (out.rank() != 0)
     fail(ErrorKind::shape, "{}: @{} returns {} but grad needs a scalar output; reduce it first (e.g. sum), or use "
          "vjp with a cotangent of that shape", transform, shown_arg(program.name), out.to_string());
-  Program v = vjp(program, wrt, registry);
+  Program v = plain_vjp(program, wrt, registry);
   Builder b(program.name + (with_value ? "_value_and_grad" : "_grad"), registry);
   std::vector<Value> args;
   for (const Parameter& p : program.params) args.push_back(b.parameter(p.name, p.value.type));
@@ -85,12 +86,16 @@ Program grad_impl(const Program& program, std::span<const int> wrt, const Extens
 
 }  // namespace
 
+Program vjp(const Program& program, std::span<const int> wrt, const ExtensionRegistry* registry) {
+  return detail::finish_public(plain_vjp(program, wrt, registry), registry);
+}
+
 Program grad(const Program& program, std::span<const int> wrt, const ExtensionRegistry* registry) {
-  return grad_impl(program, wrt, registry, false, "grad");
+  return detail::finish_public(grad_impl(program, wrt, registry, false, "grad"), registry);
 }
 
 Program value_and_grad(const Program& program, std::span<const int> wrt, const ExtensionRegistry* registry) {
-  return grad_impl(program, wrt, registry, true, "value_and_grad");
+  return detail::finish_public(grad_impl(program, wrt, registry, true, "value_and_grad"), registry);
 }
 
 }  // namespace einstage::ad

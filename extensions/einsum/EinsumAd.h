@@ -57,8 +57,8 @@ Program split_einsums(const Program& program, const ExtensionRegistry* registry)
 /// of a zero imaginary part of a complex value (the walk computes conj(E(conj x))) and the rounding of the value
 /// when real and complex operands are mixed (the walk promotes the real ones). An einsum
 /// with `max_memory` (sliced) and a cotangent that depends on the value (e.g. the loss sum(y * y)) are left as they
-/// are. For programs about to run (value_and_grad, grad): differentiating the result again works (value_vjp has a
-/// linearize rule), but AD never emits value_vjp itself.
+/// are. For programs about to run (the public AD transformations apply it through merge_walks): differentiating the
+/// result again works (value_vjp has a linearize rule), but no AD rule emits value_vjp itself.
 Program merge_value_vjp(const Program& program, const ExtensionRegistry* registry);
 
 /// Walks a Hessian-vector product's tree once: every `einstage.einsum_ad.v1` vjp and a later vjp_jvp of the same
@@ -66,8 +66,16 @@ Program merge_value_vjp(const Program& program, const ExtensionRegistry* registr
 /// vjp_with_jvp instruction (EinsumAdOp.h) that returns the cotangents and their tangents from the vjp_jvp walk,
 /// which computes every node's cotangent anyway. The cotangents have the same bits; readers of them move after it.
 /// The program jvp(grad(f)) has exactly such a pair per einsum of three or more operands. Like merge_value_vjp,
-/// for programs about to run; differentiating the result again works (vjp_with_jvp has a linearize rule).
+/// for programs about to run (merge_walks); differentiating the result again works (vjp_with_jvp has a linearize
+/// rule).
 Program merge_vjp_jvp(const Program& program, const ExtensionRegistry* registry);
+
+/// merge_vjp_jvp, then merge_value_vjp: the `einstage.einsum_ad.v1` family's rewrite_derivative (ir/Extension.h),
+/// so every program the public AD transformations return (ad::jvp, vjp, grad, value_and_grad) has its walks merged.
+/// In that order because an HVP program jvp(vjp(f)) holds an einsum, its vjp and their vjp_jvp: the vjp goes into
+/// the vjp_jvp's walk, which leaves the einsum's forward walk alone, cheaper than fusing it with the vjp instead.
+/// A registry without the rewrite (rewrite_derivative cleared) gives the unmerged programs, for comparison.
+Program merge_walks(const Program& program, const ExtensionRegistry* registry);
 
 /// How reverse mode treats an einsum of three or more operands: `tree` (one reverse walk of the planned tree for all
 /// operands, the default) or `per_operand` (one reverse einsum per operand, sharing nothing).

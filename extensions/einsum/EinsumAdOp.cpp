@@ -490,6 +490,7 @@ void register_einsum_ad_semantics(ExtensionRegistry& registry) {
     }
     return {jvp_linearize(b, p, primals, tangents)};
   };
+  sem.rewrite_derivative = merge_walks;  // the walks of one tree merged in every program AD hands to users
   sem.transpose_results = [](Builder& b, const Instruction& inst, std::span<const Value> operands,
                              std::span<const bool> linear,
                              std::span<const std::optional<Value>> cts) -> std::vector<std::optional<Value>> {

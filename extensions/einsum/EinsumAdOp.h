@@ -20,7 +20,8 @@
 //             the einsum's value and vjp's results from one walk: the forward phase runs up to the root, so the
 //             intermediates the reverse steps read are the ones the value was computed from (kept under the same
 //             limit, else recomputed). Never emitted by an AD rule: merge_value_vjp (EinsumAd.h) rewrites an einsum
-//             and a vjp of the same operands into it when the cotangent does not depend on the einsum's value.
+//             and a vjp of the same operands into it when the cotangent does not depend on the einsum's value; the
+//             family's rewrite_derivative (merge_walks) does so in every program the public AD transformations return.
 //             Its linearize rule is einsum's for the value and vjp's for the rest; like vjp it has no transpose.
 //
 //   vjp_jvp   (%x0, ..., %x{n-1}, %ct, %d_i for i in tangents) -> one result per slot k, x_k's type
@@ -34,8 +35,8 @@
 //             vjp's results and vjp_jvp's from the one walk vjp_jvp makes (it computes every node's cotangent on
 //             the way: the slots' are one more reverse step each), so a Hessian-vector product program (the
 //             gradient and its tangent) walks the tree once instead of twice. The cotangents have vjp's bits.
-//             Never emitted by an AD rule: merge_vjp_jvp (EinsumAd.h) rewrites a vjp and a vjp_jvp of the same
-//             operands and cotangent into it. Its linearize rule is vjp's for the first half and vjp_jvp's for the
+//             Never emitted by an AD rule: merge_vjp_jvp (EinsumAd.h; run by merge_walks like merge_value_vjp)
+//             rewrites a vjp and a vjp_jvp of the same operands and cotangent into it. Its linearize rule is vjp's for the first half and vjp_jvp's for the
 //             second; like vjp it has no transpose.
 //
 // Higher derivatives stay exact and stay in the family: vjp_jvp is linear in its tangents jointly; its transpose

@@ -1,5 +1,5 @@
-// merge_value_vjp and merge_vjp_jvp: instructions that walk the same planned tree merged into one walk (see
-// EinsumAd.h).
+// merge_value_vjp, merge_vjp_jvp and merge_walks (both, the family's rewrite_derivative): instructions that walk
+// the same planned tree merged into one walk (see EinsumAd.h).
 #include "extensions/einsum/EinsumAd.h"
 
 #include "extensions/einsum/EinsumAdOp.h"
@@ -37,10 +37,12 @@ struct Merge {
 
 // The first merge `find` proposes for a candidate `first` instruction and a later `second` one that does not depend
 // on first's results (`depends`: the values that do, up to `second`); nullopt when there is none.
+// Candidates for `first` are extension instructions from index `start` on.
 template <class Find>
-std::optional<Merge> find_merge(const Program& program, std::set<ValueId>& depends, const Find& find) {
+std::optional<Merge> find_merge(const Program& program, size_t start, std::set<ValueId>& depends, const Find& find) {
   const std::vector<Instruction>& insts = program.instructions;
-  for (size_t i = 0; i < insts.size(); ++i) {
+  for (size_t i = start; i < insts.size(); ++i) {
+    if (!std::holds_alternative<ExtensionOp>(insts[i].op)) continue;
     depends.clear();
     for (const Value& r : insts[i].results) depends.insert(r.id);
     for (size_t j = i + 1; j < insts.size(); ++j) {
@@ -101,11 +103,18 @@ Program apply_merge(const Program& current, const Merge& m, const std::set<Value
   return b.finish(std::move(outputs));
 }
 
+// The search resumes at the last merge's first instruction: the instructions before it keep their order, and no
+// merge gives one of them a partner it lacked (the merged instruction reads the second's operands, which include
+// the first's, and is no candidate itself), so a program of many einsums is not searched again from the start.
 template <class Find>
 Program merge_all(const Program& program, const ExtensionRegistry* registry, const Find& find) {
   Program current = program;
   std::set<ValueId> depends;
-  while (std::optional<Merge> m = find_merge(current, depends, find)) current = apply_merge(current, *m, depends, registry);
+  size_t start = 0;
+  while (std::optional<Merge> m = find_merge(current, start, depends, find)) {
+    current = apply_merge(current, *m, depends, registry);
+    start = m->first;
+  }
   return current;
 }
 
@@ -150,6 +159,10 @@ Program merge_vjp_jvp(const Program& program, const ExtensionRegistry* registry)
                                                              pv->slots().begin()));
     return m;
   });
+}
+
+Program merge_walks(const Program& program, const ExtensionRegistry* registry) {
+  return merge_value_vjp(merge_vjp_jvp(program, registry), registry);
 }
 
 }  // namespace einstage::einsum

@@ -5,7 +5,8 @@
 // symbolic dims, the `--print-stages` report and the family's error messages; HVPs (mode vjp_jvp) and their jvp and
 // vjp (third order) against the per-operand rule on 120 seeded random einsums; lowering of every mode;
 // merge_value_vjp (the value and the cotangents from one walk) and merge_vjp_jvp (an HVP program's gradient and its
-// tangent from one walk) bit for bit against the unmerged programs.
+// tangent from one walk) bit for bit against the unmerged programs, and that the public AD transformations apply
+// them by default (the unmerged programs come from a registry whose rewrite_derivative is cleared).
 #include "AdTestUtil.h"
 #include "RandomEinsum.h"
 
@@ -33,6 +34,17 @@ const ExtensionRegistry* per_operand_registry() {
     ExtensionRegistry reg;
     einsum::register_einsum_semantics(reg);
     einsum::register_einsum_ad_rules(reg, einsum::EinsumAdPath::per_operand);
+    return reg;
+  }();
+  return &r;
+}
+
+// The registry without the einsum_ad family's rewrite_derivative: the programs as AD builds them, before
+// einsum::merge_walks, which every public AD transformation applies by default (the unmerged oracle of the merges).
+const ExtensionRegistry* unmerged_registry() {
+  static const ExtensionRegistry r = [] {
+    ExtensionRegistry reg = *registry();
+    reg.find_mutable(einsum::kEinsumAdFamily)->rewrite_derivative = nullptr;
     return reg;
   }();
   return &r;
@@ -86,7 +98,7 @@ bool merged(const Program& p) { return print_program(p).find("mode = value_vjp,"
 bool check_tree_vjp(const Program& p, const std::vector<int>& wrt, const std::vector<Tensor>& inputs, Rng& rng,
                     bool single, const std::string& context) {
   INFO(context);
-  Program tree = ad::vjp(p, wrt, registry());
+  Program tree = ad::vjp(p, wrt, unmerged_registry());
   Program old = ad::vjp(p, wrt, per_operand_registry());
   INFO("tree vjp:\n" << print_program(tree));
   std::vector<Tensor> primal = run_on(1, p, inputs);
@@ -99,6 +111,7 @@ bool check_tree_vjp(const Program& p, const std::vector<int>& wrt, const std::ve
                                      [&](const Tensor& x) { return x.dtype() == inputs[0].dtype(); });
   CHECK(merged(one_walk) == uses_tree_walk(tree));  // the vjp program's cotangent is a parameter: always merged
   CHECK(!uses_tree_walk(one_walk));
+  CHECK(print_program(ad::vjp(p, wrt, registry())) == print_program(one_walk));  // the default is the merge
   for (int threads : {1, 2}) {
     const std::vector<Tensor> gm = run_on(threads, one_walk, in);
     REQUIRE(gm.size() == g1.size());
@@ -250,8 +263,8 @@ TEST_CASE("120 random einsums: HVPs walk the tree once (mode vjp_jvp); their jvp
     const Program p = einsum_program(c);
     std::vector<int> wrt(c.shapes.size());
     std::iota(wrt.begin(), wrt.end(), 0);
-    const Program v_tree = ad::vjp(p, wrt, registry()), v_old = ad::vjp(p, wrt, per_operand_registry());
-    const Program h_tree = ad::jvp(v_tree, all_params(v_tree), registry());
+    const Program v_tree = ad::vjp(p, wrt, unmerged_registry()), v_old = ad::vjp(p, wrt, per_operand_registry());
+    const Program h_tree = ad::jvp(v_tree, all_params(v_tree), unmerged_registry());
     const Program h_old = ad::jvp(v_old, all_params(v_old), per_operand_registry());
     const bool walks = print_program(h_tree).find("mode = vjp_jvp") != std::string::npos;
     fused += walks;
@@ -264,6 +277,11 @@ TEST_CASE("120 random einsums: HVPs walk the tree once (mode vjp_jvp); their jvp
     // The vjp and its tangent from one walk (merge_vjp_jvp): every output has the unmerged program's bits.
     const Program h_one = einsum::merge_vjp_jvp(h_tree, registry());
     const bool merges = print_program(h_one).find("mode = vjp_with_jvp") != std::string::npos;
+    // The default (ad::jvp with the family's rewrite) is merge_walks: merge_vjp_jvp, then merge_value_vjp.
+    CHECK(print_program(ad::jvp(v_tree, all_params(v_tree), registry())) ==
+          print_program(einsum::merge_walks(h_tree, registry())));
+    CHECK(print_program(einsum::merge_walks(h_tree, registry())) ==
+          print_program(einsum::merge_value_vjp(h_one, registry())));
     CHECK(merges == (walks && uses_tree_walk(h_tree)));
     merged_walks += merges;
     for (int threads : {1, 2}) {
@@ -273,11 +291,11 @@ TEST_CASE("120 random einsums: HVPs walk the tree once (mode vjp_jvp); their jvp
         CHECK_MESSAGE(same_bits(one[o], got[o]), "merged vs unmerged, output " << o << ", " << threads << " threads");
     }
     if (!walks || seed % 2) continue;  // third order on the cases that fuse, every other one (they grow quickly)
-    const Program j3_tree = ad::jvp(h_tree, all_params(h_tree), registry());
+    const Program j3_tree = ad::jvp(h_tree, all_params(h_tree), unmerged_registry());
     const Program j3_old = ad::jvp(h_old, all_params(h_old), per_operand_registry());
     const std::vector<Tensor> in3 = inputs_for(j3_tree, rng);
     compare(run_on(1, j3_tree, in3), run_on(1, j3_old, in3), tol, "jvp of jvp of vjp");
-    const Program v3_tree = ad::vjp(h_tree, all_params(h_tree), registry());
+    const Program v3_tree = ad::vjp(h_tree, all_params(h_tree), unmerged_registry());
     const Program v3_old = ad::vjp(h_old, all_params(h_old), per_operand_registry());
     const std::vector<Tensor> vin3 = inputs_for(v3_tree, rng);
     compare(run_on(1, v3_tree, vin3), run_on(1, v3_old, vin3), tol, "vjp of jvp of vjp");
@@ -349,9 +367,10 @@ TEST_CASE("merge_vjp_jvp: the HVP program jvp(grad(f)) walks the tree once; the 
     TracedTensor y = einsum::einsum(ctx, r.subscripts, std::span<const TracedTensor>(params));
     const Program loss = ctx.finish({y.rank() == 0 ? y : sum(y)});
     const Program g = ad::grad(loss, wrt, registry());
-    const Program h = ad::jvp(g, wrt, registry());
+    const Program h = ad::jvp(g, wrt, unmerged_registry());
     const Program hm = einsum::merge_vjp_jvp(h, registry());
     const std::string text = print_program(hm);
+    CHECK(print_program(ad::jvp(g, wrt, registry())) == text);  // the default HVP program
     INFO("merged:\n" << text);
     CHECK(text.find("mode = vjp_with_jvp") != std::string::npos);
     CHECK(text.find("mode = vjp,") == std::string::npos);
@@ -451,7 +470,8 @@ TEST_CASE("the vjp program: one mode vjp instruction with a result per operand, 
   Value out = b.extension(std::make_shared<einsum::EinsumPayload>(einsum::parse_subscripts("ij,jk,kl->il"),
                                                                   einsum::PlanSpec{}, false),
                           {x, y, z});
-  Program v = ad::vjp(b.finish({out}), std::vector<int>{0, 1, 2}, registry());
+  const Program f = b.finish({out});
+  Program v = ad::vjp(f, std::vector<int>{0, 1, 2}, unmerged_registry());
   CHECK(print_program(v) ==
         "program @f_vjp(%x: f64[2,3], %y: f64[3,4], %z: f64[4,5], %ct_0: f64[2,5]) -> (f64[2,5], f64[2,3], f64[3,4], "
         "f64[4,5]) {\n"
@@ -463,6 +483,14 @@ TEST_CASE("the vjp program: one mode vjp instruction with a result per operand, 
         "}\n");
   // The text form reads back to the same program.
   CHECK(print_program(parse_program(print_program(v), registry())) == print_program(v));
+  // By default (the family's rewrite_derivative) the einsum and the vjp are one value_vjp walk.
+  CHECK(print_program(ad::vjp(f, std::vector<int>{0, 1, 2}, registry())) ==
+        "program @f_vjp(%x: f64[2,3], %y: f64[3,4], %z: f64[4,5], %ct_0: f64[2,5]) -> (f64[2,5], f64[2,3], f64[3,4], "
+        "f64[4,5]) {\n"
+        "  %0, %1, %2, %3 = einstage.einsum_ad.v1(%x, %y, %z, %ct_0) {broadcast = false, mode = value_vjp, plan = "
+        "auto, slots = [0, 1, 2], subscripts = \"ij,jk,kl->il\"} : f64[2,5], f64[2,3], f64[3,4], f64[4,5]\n"
+        "  return %0, %1, %2, %3\n"
+        "}\n");
 
   // --print-stages: the forward tree, what it keeps, and the reverse steps.
   std::vector<Tensor> in;
@@ -483,7 +511,7 @@ TEST_CASE("the vjp program: one mode vjp instruction with a result per operand, 
                                                                 einsum::PlanSpec{}, false),
                         {xs, ys, zs});
   const Program gp = s.finish({o});
-  Program g = ad::vjp(gp, std::vector<int>{0, 1, 2}, registry());
+  Program g = ad::vjp(gp, std::vector<int>{0, 1, 2}, unmerged_registry());
   CHECK(uses_tree_walk(g));
   CHECK(print_program(g).find(": f64[n,3], f64[3,4], f64[4,5]\n") != std::string::npos);
   std::vector<Tensor> gin = {random_tensor(DType::f64, {6, 3}, rng), random_tensor(DType::f64, {3, 4}, rng),
@@ -592,7 +620,7 @@ TEST_CASE("checkpointing: a Runtime's vjp takes its keep limit from the Runtime'
   Value out = b.extension(std::make_shared<einsum::EinsumPayload>(einsum::parse_subscripts("ab,bc,cd,de->ae"),
                                                                   einsum::PlanSpec{}, false),
                           params);
-  Program v = ad::vjp(b.finish({out}), std::vector<int>{0, 1, 2, 3}, registry());
+  Program v = ad::vjp(b.finish({out}), std::vector<int>{0, 1, 2, 3}, unmerged_registry());
   RuntimeOptions options;
   options.context = std::make_shared<ExecutionContext>(ConfigOptions{.threads = 1, .ad_keep_bytes = 0});
   Runtime keep_nothing(options);
@@ -635,8 +663,9 @@ TEST_CASE("merge_value_vjp: the einsum and its vjp become one value_vjp walk whe
   TracedTensor y = einsum::einsum(ctx, "ij,jk,kl->il", std::span<const TracedTensor>(params));
   const Program loss = ctx.finish({sum(y)});
   const std::vector<int> wrt = {0, 1, 2};
-  const Program vg = ad::value_and_grad(loss, wrt, registry());
+  const Program vg = ad::value_and_grad(loss, wrt, unmerged_registry());
   const Program m = einsum::merge_value_vjp(vg, registry());
+  CHECK(print_program(ad::value_and_grad(loss, wrt, registry())) == print_program(m));  // the default
   INFO("value_and_grad:\n" << print_program(vg) << "merged:\n" << print_program(m));
   REQUIRE(uses_tree_walk(vg));
   CHECK(merged(m));
@@ -676,6 +705,94 @@ TEST_CASE("merge_value_vjp: the einsum and its vjp become one value_vjp walk whe
   }
 }
 
+TEST_CASE("the default: ad::value_and_grad, grad and jvp of grad walk each tree once (the einsum_ad family's "
+          "rewrite_derivative), with the explicit merges' programs and the unmerged programs' bits; the gradients "
+          "match finite differences") {
+  struct Row {
+    std::string subscripts;
+    std::vector<Shape> shapes;
+    DType dtype;
+  };
+  const std::vector<Row> rows = {{"ij,jk,kl,l->", {{5, 4}, {4, 6}, {6, 3}, {3}}, DType::f64},
+                                 {"xwu,yxl,yzd,wzr->uldr", {{3, 4, 2}, {3, 3, 2}, {3, 2, 4}, {4, 2, 3}}, DType::f64},
+                                 {"ab,bc,cd->ad", {{3, 4}, {4, 5}, {5, 3}}, DType::f32}};
+  auto scalar_of = [](const Tensor& t) {
+    return t.dtype() == DType::f32 ? inner(t, Tensor::scalar(1.0f)) : inner(t, Tensor::scalar(1.0));
+  };
+  Rng rng{1515};
+  for (const Row& r : rows) {
+    CAPTURE(r.subscripts);
+    TraceContext ctx("loss", registry());
+    std::vector<TracedTensor> params;
+    std::vector<Tensor> x;
+    std::vector<int> wrt;
+    for (size_t k = 0; k < r.shapes.size(); ++k) {
+      params.push_back(ctx.parameter(fmt::format("a{}", k), r.dtype,
+                                     std::vector<Dim>(r.shapes[k].begin(), r.shapes[k].end())));
+      x.push_back(random_tensor(r.dtype, r.shapes[k], rng));
+      wrt.push_back(static_cast<int>(k));
+    }
+    TracedTensor y = einsum::einsum(ctx, r.subscripts, std::span<const TracedTensor>(params));
+    const Program loss = ctx.finish({y.rank() == 0 ? y : sum(y)});
+    const size_t n = r.shapes.size();
+
+    // value_and_grad: one value_vjp walk, exactly merge_value_vjp of the unmerged program, with its bits.
+    const Program vg = ad::value_and_grad(loss, wrt, registry());
+    const Program vg_unmerged = ad::value_and_grad(loss, wrt, unmerged_registry());
+    INFO("value_and_grad:\n" << print_program(vg));
+    CHECK(merged(vg));
+    CHECK(print_program(vg).find("einstage.einsum.v1(") == std::string::npos);
+    CHECK(print_program(vg) == print_program(einsum::merge_value_vjp(vg_unmerged, registry())));
+    const std::vector<Tensor> want = run_on(1, vg_unmerged, x);
+    REQUIRE(want.size() == n + 1);
+    for (int threads : {1, 2}) {
+      const std::vector<Tensor> got = run_on(threads, vg, x);
+      REQUIRE(got.size() == want.size());
+      for (size_t o = 0; o < got.size(); ++o)
+        CHECK_MESSAGE(same_bits(got[o], want[o]), "default vs unmerged, output " << o << ", " << threads << " threads");
+    }
+    // grad: the value is not returned, so there is no forward einsum to merge: one vjp walk, the same gradient bits.
+    const Program g = ad::grad(loss, wrt, registry());
+    CHECK(uses_tree_walk(g));
+    CHECK(std::count_if(g.instructions.begin(), g.instructions.end(), [](const Instruction& i) {
+            return std::holds_alternative<ExtensionOp>(i.op);
+          }) == 1);
+    const std::vector<Tensor> gr = run_on(1, g, x);
+    for (size_t k = 0; k < n; ++k) CHECK_MESSAGE(same_bits(gr[k], want[1 + k]), "grad vs value_and_grad, operand " << k);
+    // Finite differences of the loss along a random direction: <grad, t>.
+    const Tolerance tol = tolerance_for(r.dtype);
+    std::vector<Tensor> t, plus = x, minus = x;
+    double directional = 0, scale = 0;
+    for (size_t k = 0; k < n; ++k) {
+      t.push_back(random_tensor(r.dtype, r.shapes[k], rng));
+      plus[k] = axpy(x[k], tol.h, t[k]);
+      minus[k] = axpy(x[k], -tol.h, t[k]);
+      directional += inner(gr[k], t[k]);
+      scale += norm(gr[k]) * norm(t[k]);
+    }
+    const double fd = (scalar_of(run_on(1, loss, plus)[0]) - scalar_of(run_on(1, loss, minus)[0])) / (2 * tol.h);
+    CHECK_MESSAGE(std::abs(fd - directional) <= tol.fd * scale, "finite differences " << fd << " vs <grad, t> "
+                                                                                        << directional);
+    // jvp of grad (an HVP): one vjp_with_jvp walk, the unmerged program's bits.
+    const Program h = ad::jvp(g, wrt, registry());
+    const Program h_unmerged = ad::jvp(g, wrt, unmerged_registry());
+    const std::string text = print_program(h);
+    INFO("hvp:\n" << text);
+    CHECK(text.find("mode = vjp_with_jvp") != std::string::npos);
+    CHECK(text.find("mode = vjp,") == std::string::npos);
+    CHECK(text.find("mode = vjp_jvp,") == std::string::npos);
+    std::vector<Tensor> hin = x;
+    hin.insert(hin.end(), t.begin(), t.end());
+    const std::vector<Tensor> hu = run_on(1, h_unmerged, hin);
+    for (int threads : {1, 2}) {
+      const std::vector<Tensor> hg = run_on(threads, h, hin);
+      REQUIRE(hg.size() == hu.size());
+      for (size_t o = 0; o < hg.size(); ++o)
+        CHECK_MESSAGE(same_bits(hg[o], hu[o]), "default vs unmerged HVP, output " << o << ", " << threads << " threads");
+    }
+  }
+}
+
 TEST_CASE("lowering: jvp, vjp and vjp_jvp programs lower to standard ops with the same values") {
   TraceContext ctx("f", registry());
   std::vector<TracedTensor> params;
@@ -689,7 +806,7 @@ TEST_CASE("lowering: jvp, vjp and vjp_jvp programs lower to standard ops with th
   }
   Program p = ctx.finish({einsum::einsum(ctx, "ij,jj,jk->ik", std::span<const TracedTensor>(params))});
   const std::vector<int> wrt = {0, 1, 2};
-  Program v = ad::vjp(p, wrt, registry());
+  Program v = ad::vjp(p, wrt, unmerged_registry());
   Program j = ad::jvp(p, wrt, registry());
   REQUIRE(uses_tree_walk(v));
   REQUIRE(print_program(j).find("mode = jvp") != std::string::npos);
@@ -698,7 +815,7 @@ TEST_CASE("lowering: jvp, vjp and vjp_jvp programs lower to standard ops with th
   for (const Shape& s : shapes) jin.push_back(random_tensor(DType::c128, s, rng));
   std::vector<int> all_of_v(v.params.size());
   std::iota(all_of_v.begin(), all_of_v.end(), 0);
-  Program h = ad::jvp(v, all_of_v, registry());  // an HVP: mode vjp_jvp
+  Program h = ad::jvp(v, all_of_v, unmerged_registry());  // an HVP: mode vjp_jvp
   REQUIRE(print_program(h).find("mode = vjp_jvp") != std::string::npos);
   std::vector<Tensor> hin;
   for (const Parameter& prm : h.params)

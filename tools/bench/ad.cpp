@@ -3,9 +3,10 @@
 // xwu,yxl,yzd,wzr->uldr at chi = 16 and 32, the loss L = sum(einsum(...)) is traced once, and ad::value_and_grad
 // gives the program that returns L and the gradient with respect to every operand. The programs run on a Runtime
 // with the einsum module (prepared and warm: trees planned and cached), and the table shows the time of the value
-// alone, of value + gradient (the default: the reverse pass walks the planned tree, and einsum::merge_value_vjp
-// merges the forward einsum into it, so one walk gives the value and the gradients) and their ratio, the same
-// without the merge (the walk recomputes the forward intermediates), then value + gradient by the per-operand rule (EinsumAdPath::per_operand: one reverse einsum per operand) and after
+// alone, of value + gradient (the default program ad::value_and_grad returns: the reverse pass walks the planned
+// tree, and the einsum family's rewrite_derivative, einsum::merge_walks, merges the forward einsum into it, so one
+// walk gives the value and the gradients) and their ratio, the same without the merge (a registry whose
+// rewrite_derivative is cleared: the walk recomputes the forward intermediates), then value + gradient by the per-operand rule (EinsumAdPath::per_operand: one reverse einsum per operand) and after
 // einsum::split_einsums (the einsum rewritten into the pairwise einsums of its planned tree), and the bytes of
 // forward intermediates the tree walk keeps. The torch columns do the same with torch.autograd through
 // /usr/bin/python3 (when python3-torch is installed; "n/a" and the reason otherwise): "torch+path" contracts
@@ -15,8 +16,8 @@
 // calls after a warm-up. Not a test: it prints a table and JSON.
 //
 // Usage: einstage_bench_ad [--min-time S] [--json FILE] [--no-torch] [--only TEXT] [--hvp] [--cpu-time]   (--only:
-// workloads whose name contains TEXT; --hvp also times Hessian-vector products, ad::jvp of ad::grad, with and
-// without einsum::merge_vjp_jvp (the gradient and its tangent from one walk); --cpu-time
+// workloads whose name contains TEXT; --hvp also times Hessian-vector products, ad::jvp of ad::grad, as returned
+// (merged: the gradient and its tangent from one walk) and without the merge; --cpu-time
 // takes the best thread CPU time instead of wall time, for both systems, so a loaded machine's waits for a CPU drop
 // out of the ratios)
 #include "tools/bench/BenchUtil.h"
@@ -24,6 +25,7 @@
 #include "compiler/Trace.h"
 #include "compiler/ad/Ad.h"
 #include "extensions/einsum/EinsumAd.h"
+#include "extensions/einsum/EinsumAdOp.h"
 #include "extensions/einsum/Module.h"
 #include "extensions/einsum/Notation.h"
 #include "extensions/einsum/TraceEinsum.h"
@@ -249,10 +251,12 @@ int main(int argc, char** argv) {
              "{:>10} | {:>7}\n", "workload", "value", "value+grad", "ratio", "value+grad", "ratio", "value+grad",
              "ratio", "value+grad", "ratio", "kept MiB", "value", "value+grad", "ratio", "value+grad", "speedup");
   fmt::print("{:<14} | {:^26} | {:^17} | {:^17} | {:^17} | {:>8} | {:^26} | {:^10} | {:>7}\n", "",
-             "einstage (tree walk)", "walk, no merge", "per-operand rule", "split_einsums", "", "torch+path",
+             "einstage (default)", "walk, no merge", "per-operand rule", "split_einsums", "", "torch+path",
              "torch.einsum", "vs t+p");
   ExtensionRegistry per_operand = rt.registry();
   einsum::register_einsum_ad_rules(per_operand, einsum::EinsumAdPath::per_operand);
+  ExtensionRegistry unmerged = rt.registry();  // the programs as AD builds them, before the family merges walks
+  unmerged.find_mutable(einsum::kEinsumAdFamily)->rewrite_derivative = nullptr;
   for (const Workload& w : ws) {
     TraceContext ctx("loss", &rt.registry());
     std::vector<TracedTensor> params;
@@ -266,8 +270,8 @@ int main(int argc, char** argv) {
     Shape out_shape;
     for (const Dim& d : y.type().dims) out_shape.push_back(d.constant());
     Program loss = ctx.finish({y.rank() == 0 ? y : sum(y)});
-    Program unmerged_vg = ad::value_and_grad(loss, wrt, &rt.registry());
-    Program vg = einsum::merge_value_vjp(unmerged_vg, &rt.registry());
+    Program vg = ad::value_and_grad(loss, wrt, &rt.registry());
+    Program unmerged_vg = ad::value_and_grad(loss, wrt, &unmerged);
     Program old_vg = ad::value_and_grad(loss, wrt, &per_operand);
     // The same loss with the einsum split into the pairwise einsums of its planned tree first (EinsumAd.h).
     Program split_vg = ad::value_and_grad(einsum::split_einsums(loss, &rt.registry()), wrt, &rt.registry());
@@ -284,15 +288,15 @@ int main(int argc, char** argv) {
     // Hessian-vector products: jvp of the gradient program (forward over reverse), tangents for every operand.
     double th = -1, thu = -1;
     if (hvp) {
-      // The gradient and its tangent from one walk (einsum::merge_vjp_jvp), and the two walks unmerged.
-      Program unmerged_hv = ad::jvp(ad::grad(loss, wrt, &rt.registry()), wrt, &rt.registry());
-      Program hv = einsum::merge_vjp_jvp(unmerged_hv, &rt.registry());
+      // The gradient and its tangent from one walk (the default), and the two walks unmerged.
+      Program hv = ad::jvp(ad::grad(loss, wrt, &rt.registry()), wrt, &rt.registry());
+      Program unmerged_hv = ad::jvp(ad::grad(loss, wrt, &unmerged), wrt, &unmerged);
       Executable hvp_exe = rt.prepare(hv), unmerged_hvp_exe = rt.prepare(unmerged_hv);
       std::vector<Tensor> hin = ops;
       for (const Tensor& t : ops) hin.push_back(t);
       th = best_time([&] { hvp_exe.run(std::span<const Tensor>(hin)); }, min_time, cpu_time);
       thu = best_time([&] { unmerged_hvp_exe.run(std::span<const Tensor>(hin)); }, min_time, cpu_time);
-      fmt::print("{:<14} | hvp (jvp of grad) {} ms = {} value; without merge_vjp_jvp {} ms = {}\n", w.name, ms(th),
+      fmt::print("{:<14} | hvp (jvp of grad) {} ms = {} value; without the merge {} ms = {}\n", w.name, ms(th),
                  ratio(th, tv), ms(thu), ratio(thu, tv));
     }
     double pv = -1, pg = -1, ev = -1, eg = -1;

@@ -2,13 +2,12 @@
 // of sum(einsum(...)) -- or, with a cotangent C, of <C, einsum(...)> -- with respect to the chosen operands, written
 // as .npy files. `einstage grad PROGRAM.ir|PROGRAM.json --input NAME=FILE.npy ... [--wrt x,w]` does the same for a
 // saved program with one scalar output, naming parameters instead of operand indices. Both go through one path:
-// the einsum is traced into a program, and either program is differentiated with ad::vjp (compiler/ad/Ad.h), its
-// einsums merged with their vjps (einsum::merge_value_vjp: one tree walk gives the value and the gradients) and run
-// on the einsum and linalg modules (plus any --module), so the command exercises exactly the path a traced program
+// the einsum is traced into a program, and either program is differentiated with ad::vjp (compiler/ad/Ad.h, which
+// merges each einsum with its vjp like every public AD transformation: one tree walk gives the value and the
+// gradients) and run on the einsum and linalg modules (plus any --module), so the command exercises exactly the path a traced program
 // takes. Everything is read and checked before anything is written.
 #include "compiler/Trace.h"
 #include "compiler/ad/Ad.h"
-#include "extensions/einsum/EinsumAd.h"
 #include "extensions/einsum/TraceEinsum.h"
 #include "ir/Npy.h"
 #include "ir/Printer.h"
@@ -120,7 +119,7 @@ void write_gradients(const Runtime& rt, const Program& program, std::vector<Tens
                      bool print_stages,
                      const std::function<std::pair<std::string, std::string>(int)>& key) {
   const TensorType out_type = program.outputs[0].type;
-  Program vjp = einsum::merge_value_vjp(ad::vjp(program, wrt, &rt.registry()), &rt.registry());
+  Program vjp = ad::vjp(program, wrt, &rt.registry());
   Tensor cotangent;
   const Shape out_shape = *out_type.constant_shape();
   if (cotangent_path.empty()) {
