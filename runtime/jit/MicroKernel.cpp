@@ -3,6 +3,7 @@
 #include "ir/Error.h"
 #include "ir/Hash.h"
 #include "runtime/jit/JitLlvm.h"
+#include "runtime/jit/TileModel.h"
 
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Intrinsics.h>
@@ -24,10 +25,12 @@ MicroKernelSpec default_micro_kernel(DType real_dtype, bool avx512) {
   spec.dtype = real_dtype;
   int lanes = (avx512 ? 64 : 32) / static_cast<int>(size_of(real_dtype));
   spec.lanes = lanes;
-  // AVX-512 has 32 vector registers: 3 x 8 accumulator vectors + 3 A vectors + broadcasts folded into the FMAs.
-  // AVX2 has 16: 2 x 6 accumulators + 2 A vectors + 1 broadcast.
-  spec.mr = avx512 ? 3 * lanes : 2 * lanes;
-  spec.nr = avx512 ? 8 : 6;
+  // The measured best of the tiles TileModel.h allows (fits the registers, keeps the FMA units busy); why these and
+  // not the model's cheapest is in TileModel.h. AVX-512: 3 x 8 zmm accumulators + 3 A vectors + 1 broadcast (28 of
+  // 32). AVX2: 2 x 6 ymm accumulators + 2 A vectors + 1 broadcast (15 of 16).
+  const RegisterTile tile = measured_tile(vector_isa(avx512));
+  spec.mr = tile.vectors * lanes;
+  spec.nr = tile.nr;
   spec.k_unroll = 4;
   return spec;
 }
@@ -58,7 +61,7 @@ std::vector<MicroKernelChoice> micro_kernel_candidates(DType real_dtype, bool av
   return out;
 }
 
-int vector_registers(bool avx512) { return avx512 ? 32 : 16; }
+int vector_registers(bool avx512) { return vector_isa(avx512).registers; }
 
 int narrow_tile_vectors(int nr, bool avx512) {
   const int per_vector = nr + 1 + (avx512 ? 0 : 1);  // its accumulators, the A vector, its row mask without k-masks
