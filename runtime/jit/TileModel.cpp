@@ -19,9 +19,11 @@ bool tile_busy(const VectorIsa& isa, RegisterTile t) {
 }
 
 double tile_cost(const VectorIsa& isa, const CacheInfo& caches, int64_t elem_bytes, RegisterTile t) {
-  const int64_t lanes = isa.vector_bytes / elem_bytes;
-  const GettBlocking b = blocking_for(caches, elem_bytes, t.vectors * lanes, t.nr);
-  return 1.0 / t.nr + kMemoryWeight * 2.0 / double(b.kc);
+  (void)isa;
+  // The KC the tile's B sliver allows in a third of L1d (Blocking.h's rule before its raise to kMinKc, which is a
+  // correction for small L1s rather than a property of the tile).
+  const double kc = double(caches.l1d) / (3.0 * t.nr * double(elem_bytes));
+  return 1.0 / t.nr + kMemoryWeight * 2.0 / kc;
 }
 
 RegisterTile register_tile(const VectorIsa& isa, const CacheInfo& caches, int64_t elem_bytes) {

@@ -9,19 +9,23 @@
 //   busy   the FMA units run at full rate: v * NR >= FMA units * FMA latency independent accumulators (2 x 4 on the
 //          Intel and AMD cores einstage runs on), and a k step's v + NR loads issue on the load ports within the
 //          cycles its FMAs take: (v + NR) * FMA units <= load ports * v * NR. A one-vector tile never is (v + NR > NR).
-//   cost   a bandwidth estimate: elements moved per multiply-add given the cache blocks the tile implies (Blocking.h's
-//          blocking_for): the packed A sliver is re-read from L2 for every column sliver (1 / NR) and C is read and
-//          written once per KC block (2 / KC), from memory, weighted by kMemoryWeight = 16 (one core's L2 bandwidth
-//          over its share of memory bandwidth, ~64 vs ~4 bytes per cycle): cost = 1 / NR + 16 * 2 / KC(NR).
-// register_tile() is the busy, fitting tile of least cost. It gives the measured tiles on AVX2 (8 x 6 f64, 16 x 6
-// f32, on a Zen 3 core and on a 48 KiB L1d), but not on AVX-512: on this project's Xeon (48 KiB L1d) it picks f64
-// 16 x 12 and f32 32 x 11. Measured there (docs/performance.md, "Register tiles from a model", 2026-12-02), each tile
-// on its own blocks, 1 thread, ratio to OpenBLAS: f64 24 x 8 and 32 x 6 are the fastest and level; 16 x 12 (same KC
-// 256) up to 10% slower, 16 x 14 (KC 144) 5-15% slower, 24 x 9 10-15% slower (31 of 32 registers: LLVM 19 spills two
-// accumulators in the k loop); f32 48 x 8, 32 x 11, 32 x 10 and 32 x 12 are level within the noise. So the cost misses
-// what makes 16 x 12 slower at the same KC (more broadcasts per FMA: 14 loads per 24 FMAs against 11), and the
-// register count misses the allocator's margin. Until a model predicts both, the GEMM driver's default is
-// measured_tile(): the tile measured best, which the unit tests check fits and keeps the FMA units busy.
+//   cost   a bandwidth estimate: elements moved per multiply-add. The packed A sliver is re-read from L2 for every
+//          column sliver (1 / NR); C is read and written once per KC block (2 / KC), from memory, weighted by
+//          kMemoryWeight = 16 (one core's L2 bandwidth over its share of memory bandwidth, ~64 vs ~4 bytes per cycle);
+//          KC is what the tile's B sliver allows in a third of L1d (Blocking.h's rule, before its raise to kMinKc):
+//              cost = 1 / NR + 16 * 2 / (L1d / (3 NR s))
+//          A wider tile reads A less often but takes more of L1 per k, so KC shrinks and C passes more often.
+// register_tile() is the busy, fitting tile of least cost (ties: more accumulators). It gives the measured tiles on
+// AVX2 (8 x 6 f64, 16 x 6 f32, on a Zen 3 core and on a 48 KiB L1d) and on AVX-512 f64 with a 48 KiB L1d (24 x 8,
+// this project's Xeon). Where it does not (pinned in tests/jit/test_tile_model.cpp):
+//   - f32 on the Xeon: 32 x 11, measured level with the default 48 x 8 (docs/performance.md, "Register tiles from a
+//     model", 2026-12-02: each tile on its own blocks, 1 thread; f64 24 x 8 and 32 x 6 level and fastest, 16 x 12 up
+//     to 10% slower, 16 x 14 5-15% slower, 24 x 9 10-15% slower).
+//   - a 32 KiB L1d with AVX-512 (Zen 4): f64 24 x 7 and f32 48 x 9, neither measured; 3 x 9 spills: with 31 of 32 zmm
+//     registers LLVM 19 moves accumulators through the stack inside the k loop (2 x 14, 5 x 5 and 6 x 4, also 31
+//     registers, do not), which the register count cannot see.
+// So the GEMM driver's default is measured_tile(): the tile measured best, which the unit tests check fits and keeps
+// the FMA units busy.
 // Complex dtypes run on the real kernels (the 1m method, Gett.h), so they get their real dtype's tile.
 #pragma once
 
