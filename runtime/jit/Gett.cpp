@@ -251,14 +251,16 @@ void elementwise(const ContractionProblem& p, const int64_t a_off, const int64_t
 
 template <typename T>
 void run_gett(const ContractionProblem& p, ThreadPool* pool, KernelCache& cache, const GettBlocking* blocking,
-              ScratchAllocator& scratch, bool direct) {
+              ScratchAllocator& scratch, bool direct, bool swapped = false) {
   using R = typename real_of<T>::type;
   Gett<T> g;
   g.scratch = &scratch;
   const DType real = dtype_v<R>;
   g.m = fuse(p.m, &Axis::stride_c, &Axis::stride_a, kNeedA | kNeedC);
   g.n = fuse(p.n, &Axis::stride_c, &Axis::stride_b, kNeedB | kNeedC);
-  g.k = fuse(p.k, &Axis::stride_b, &Axis::stride_a, kNeedA | kNeedB);
+  // k in the order of B's strides; in a swapped problem (below) that is A's, so it sums in the original order.
+  g.k = swapped ? fuse(p.k, &Axis::stride_a, &Axis::stride_b, kNeedA | kNeedB)
+                : fuse(p.k, &Axis::stride_b, &Axis::stride_a, kNeedA | kNeedB);
   g.accumulate = p.accumulate;
   if (!blocking && elementwise_shaped(g.m, g.n, g.k)) {
     // m and n axes become batch axes that one operand does not carry; extent-1 k axes add nothing.
@@ -324,6 +326,22 @@ void run_gett(const ContractionProblem& p, ThreadPool* pool, KernelCache& cache,
         t.direct = cache.direct_kernel(tile);  // may throw: before anything is written
         return t.run(q, pool);
       }
+    }
+  }
+  if constexpr (!is_complex_v<T>) {
+    // A k-major A (rows not contiguous in A: a row-major i,k) is packed by a transpose, the packer's slow way (it
+    // reads each row along k and writes each element to another cache line). When B is k-major too and has fewer
+    // columns than A has rows, C^T = B^T A^T packs only the smaller operand that way and the larger one, now B with
+    // contiguous k, on the packer's fast path: e.g. the einsum-benchmark matrix chain's 400 x 300 by 300 x 21 steps.
+    // k keeps the original order (run_gett's `swapped`), so the bits are the unswapped problem's.
+    if (!blocking && !swapped && g.n.size < g.m.size && !unit_run(g.m.a, 0, g.m.size) &&
+        unit_run(g.k.a, 0, g.k.size) && unit_run(g.k.b, 0, g.k.size)) {
+      ContractionProblem q = p;
+      std::swap(q.a, q.b);
+      std::swap(q.m, q.n);
+      for (auto* group : {&q.m, &q.n, &q.k, &q.batch})
+        for (Axis& ax : *group) std::swap(ax.stride_a, ax.stride_b);
+      return run_gett<T>(q, pool, cache, blocking, scratch, direct, true);
     }
   }
   // The tile with the least padded work (rows rounded up to MR, columns to NR), weighted by its throughput.

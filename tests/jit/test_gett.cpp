@@ -10,6 +10,7 @@
 
 #include <cstring>
 #include <string>
+#include <tuple>
 
 using namespace einstage;
 using namespace einstage::testing;
@@ -233,6 +234,31 @@ TEST_CASE_TEMPLATE("jit gett: direct small-problem path equals the packed path b
     ++compared;
   }
   CHECK(compared > 40);
+}
+
+// A k-major A (row-major i,k) and a k-major B with fewer columns than A has rows run as C^T = B^T A^T (Gett.cpp), in
+// the original k order: the same bits as the unswapped packed path (a blocking argument keeps it unswapped), at one
+// and two threads, across KC blocks and edge tiles.
+TEST_CASE_TEMPLATE("jit gett: k-major A and B swapped to C^T = B^T A^T give the unswapped bits", T, float, double) {
+  const DType dtype = dtype_v<T>;
+  const GettBlocking packed = default_blocking(dtype, memory_cache().host().has_avx512);
+  ThreadPool two(2);
+  for (auto [m, n, k] : {std::tuple{300, 21, 600}, std::tuple{97, 40, 300}, std::tuple{64, 9, 5}}) {
+    INFO("m " << m << " n " << n << " k " << k);
+    auto make = [&] {
+      OwnedProblem op = matmul_problem(m, n, k, 1, dtype, false, uint64_t(m * 31 + n * 7 + k));
+      op.p.m[0].stride_a = k;  // A[i, p] at i * k + p
+      op.p.k[0].stride_a = 1;
+      return op;
+    };
+    OwnedProblem swapped = make(), threaded = make(), reference = make();
+    contract_jit(swapped.p, nullptr, &memory_cache());
+    contract_jit(threaded.p, &two, &memory_cache());
+    contract_jit(reference.p, nullptr, &memory_cache(), &packed);
+    check_against_oracle<T>(swapped);
+    CHECK(swapped.c.bytes == reference.c.bytes);
+    CHECK(swapped.c.bytes == threaded.c.bytes);
+  }
 }
 
 // The shapes the direct path was made for, against the oracle: 16x16 and 64^3 matmuls, an 8^6 four-index
