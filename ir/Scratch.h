@@ -1,8 +1,8 @@
 // ScratchAllocator: the one place that keeps freed memory for reuse, under one byte limit. It hands out tensor
 // storage (large blocks of 4 MiB and more are 2 MiB-aligned with a huge-page hint, and the last two freed are kept
-// for a later allocation of the same size; medium blocks of 64 KiB to 4 MiB are rounded to 4 KiB pages and the last
-// 32 freed kept likewise, since malloc hands such sizes back to the system and a program's next run faults their
-// pages in again) and per-call scratch leases (the einsum executor's arena and problem, the
+// for a later allocation of the same size; medium blocks of 4 KiB to 4 MiB are rounded to 4 KiB pages and the last
+// 256 freed kept likewise, since malloc hands such sizes back to the system (munmap, and heap trimming once the
+// free top of the heap passes 128 KiB) and a program's next run faults their pages in again) and per-call scratch leases (the einsum executor's arena and problem, the
 // JIT GETT's packing buffers), whose buffers stay with the lease's slot between calls. Stage: ir (tensor storage
 // lives here); an ExecutionContext (runtime/Context.h) owns one and routes its kernels' scratch and its einsum
 // outputs through it. Depends on ir/Error.h.

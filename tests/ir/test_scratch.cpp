@@ -109,7 +109,7 @@ TEST_CASE("scratch: storage outlives its allocator") {
   survivor = Tensor();  // its block goes back to the system, not to the destroyed allocator's cache
 }
 
-TEST_CASE("scratch: freed medium blocks (64 KiB to 4 MiB) come back for the same page-rounded size, under the limit") {
+TEST_CASE("scratch: freed medium blocks (4 KiB to 4 MiB) come back for the same page-rounded size, under the limit") {
   ScratchAllocator scratch(64 * kMiB);
   std::vector<const void*> freed;
   {
@@ -131,6 +131,16 @@ TEST_CASE("scratch: freed medium blocks (64 KiB to 4 MiB) come back for the same
   { Tensor other = Tensor::empty(DType::f64, {300, 256}, scratch); }  // another size: fresh, then kept too
   CHECK(scratch.stats().fresh == before.fresh + 1);
   CHECK(scratch.stats().retained_bytes == 600 * 1024);  // 300 * 256 * 8 bytes, a whole number of 4 KiB pages
+
+  // From one page on: an 8 KiB tensor (a grid's intermediate) comes back too; below a page malloc serves them.
+  const void* page_block = nullptr;
+  { Tensor t = Tensor::empty(DType::f64, {16, 64}, scratch); page_block = t.raw_data(); }
+  const ScratchStats before_page = scratch.stats();
+  CHECK(Tensor::empty(DType::f64, {16, 64}, scratch).raw_data() == page_block);
+  CHECK(scratch.stats().reuses == before_page.reuses + 1);
+  { Tensor tiny = Tensor::empty(DType::f64, {8, 8}, scratch); }
+  CHECK(scratch.stats().fresh == before_page.fresh + 1);
+  CHECK(scratch.stats().retained_bytes == before_page.retained_bytes);  // 512 bytes: not kept
 
   ScratchAllocator small(1 * kMiB);  // the limit holds for medium blocks too
   {
