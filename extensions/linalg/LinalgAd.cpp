@@ -3,6 +3,8 @@
 
 #include "extensions/linalg/LinalgOp.h"
 
+#include <array>
+
 namespace einstage::linalg {
 
 namespace {
@@ -120,99 +122,104 @@ int64_t constant_extent(const Value& a, int axis, std::string_view what) {
   return d.constant();
 }
 
-// The thin factors of one svd, whole: U [M, K, B...], S [K, B...], V = Vhᴴ [N, K, B...].
-struct Thin {
-  Value u, s, v;
+// One column block of the thin svd factors: U_J [M, J, B...], s_J [J, B...], Vh_J [J, N, B...].
+struct Block {
+  Value u, s, vh;
+};
+struct BlockTangents {
+  Value du, ds, dvh;
 };
 
-// The tangents of the columns [start, start + count) of thin U, S and V (the block's own factors u_j, s_j, v_j are
-// those columns), from the whole factors: with dP = Uᴴ dA V, only its columns J are formed (dP_J = Uᴴ dA V_J and
-// dPᴴ_J = Vᴴ dAᴴ U_J), with F and G over all K singular values against those of the block, so a block of k columns
-// costs O(M N k) and its tangent is exact whatever the other singular values are. The whole matrix is the block
-// start = 0, count = K (then dPᴴ is the adjoint of dP).
-struct BlockTangents {
-  Value du, ds, dv;
-};
-BlockTangents svd_block_tangents(Builder& b, const LinalgPayload& p, const Thin& whole, const Thin& block,
-                                 int64_t start, const Value& a, const Value& da) {
+// Products with an adjoint written as one dot_general (no transpose op): xᴴ y and x yᴴ of batched matrices.
+Value adj_mm(Builder& b, const Value& x, const Value& y) {
+  const Mat m{b};
+  return b.dot_general(is_complex(x.type.dtype) ? b.conj(x) : x, y, {0}, {0}, m.batch_axes(x), m.batch_axes(y));
+}
+Value mm_adj(Builder& b, const Value& x, const Value& y) {
+  const Mat m{b};
+  return b.dot_general(x, is_complex(y.type.dtype) ? b.conj(y) : y, {1}, {1}, m.batch_axes(x), m.batch_axes(y));
+}
+
+// diag(d) x: row i of x [J, N, B...] scaled by d_i (d [J, B...] real).
+Value scale_rows(Builder& b, const Value& x, const Value& d) {
+  const Mat m{b};
+  Axes dims{0};
+  for (int64_t a = 1; a < d.type.rank(); ++a) dims.push_back(a + 1);
+  return b.mul(x, m.as(b.broadcast_in_dim(d, dims, x.type.dims), x));
+}
+
+// The tangents of column block `j` of the thin factors split into column blocks (LinalgOp.h's keep, or one block for
+// the unsplit svd). The K × K matrices of the thin rule (LinalgAd.h) are formed one block pair (I, J) at a time:
+// dP_IJ = U_Iᴴ dA V_J, dPᴴ_IJ = Vh_I dAᴴ U_J, F_IJ and G_IJ over s_I against s_J (the diagonal mask only in the
+// pair (J, J)), and dU_J = Σ_I U_I X_IJ, dVh_J = Σ_I Y_IJᴴ Vh_I. Block J costs O(M N |J|) and sees every singular
+// value, so it is exact whatever the other blocks hold. With one block, dPᴴ is the adjoint of dP.
+BlockTangents svd_block_tangents(Builder& b, const LinalgPayload& p, std::span<const Block> blocks, size_t j,
+                                 const Value& a, const Value& da) {
   Mat m{b};
-  const bool all = start == 0 && block.s.type.dims[0] == whole.s.type.dims[0];
-  const Value dav = m.mm(da, block.v);         // dA V_J       [M, J, B...]
-  const Value dp = m.mm(m.adj(whole.u), dav);  // Uᴴ dA V_J    [K, J, B...]
-  const Value dahu = all ? Value{} : m.mm(m.adj(da), block.u);  // dAᴴ U_J [N, J, B...]
-  const Value dph = all ? m.adj(dp) : m.mm(m.adj(whole.v), dahu);
-  // s_j of the block along the columns, s_i of the whole along the rows; the diagonal is where i = start + j.
-  std::vector<Dim> grid{whole.s.type.dims[0], block.s.type.dims[0]};
-  grid.insert(grid.end(), whole.s.type.dims.begin() + 1, whole.s.type.dims.end());
-  Axes along_columns{1}, along_rows{0};
-  for (int64_t x = 1; x < whole.s.type.rank(); ++x) along_columns.push_back(x + 1), along_rows.push_back(x + 1);
-  const Value sj = b.broadcast_in_dim(block.s, along_columns, grid), si = b.broadcast_in_dim(whole.s, along_rows, grid);
-  Value diagonal = b.embed_diag(b.full(block.s.type, 1.0), 0, 1);  // [J, J, B...]
-  if (!all) {
-    Axes from(grid.size(), 0), stride(grid.size(), 1);
-    from[0] = start;
-    diagonal = b.pad(diagonal, from, grid, stride);
-  }
-  const Value off_diagonal = b.sub(b.full(diagonal.type, 1.0), diagonal);
-  const Value fm = m.as(b.mul(m.broadened_inverse(b.sub(sj, si), p.eps()), off_diagonal), dp);
-  const Value gp = m.as(m.broadened_inverse(b.add(sj, si), p.eps()), dp);
-  const Value sym = b.mul(fm, b.add(dp, dph));
-  const Value skew = b.mul(gp, b.sub(dp, dph));
-  Value du = m.mm(whole.u, m.half(b.add(sym, skew)));
-  Value dv = m.mm(whole.v, m.half(b.sub(sym, skew)));
-  const Value sinv = m.broadened_inverse(block.s, p.eps());
+  const Block& bj = blocks[j];
+  const bool one = blocks.size() == 1;
+  const Value dav = mm_adj(b, da, bj.vh);                        // dA V_J   [M, J, B...]
+  const Value dahu = one ? Value{} : adj_mm(b, da, bj.u);        // dAᴴ U_J  [N, J, B...]
+  const Value sinv = m.broadened_inverse(bj.s, p.eps());
   const Dim &rows = a.type.dims[0], &cols = a.type.dims[1];
-  if (known_greater(rows, cols))  // (I − U Uᴴ) dA V_J S_J⁻¹
-    du = b.add(du, m.scale_columns(b.sub(dav, m.mm(whole.u, dp)), sinv));
-  if (known_greater(cols, rows))  // (I − V Vᴴ) dAᴴ U_J S_J⁻¹
-    dv = b.add(dv, m.scale_columns(b.sub(all ? m.mm(m.adj(da), block.u) : dahu, m.mm(whole.v, dph)), sinv));
-  // dS_J = Re diag of the rows J of dP_J.
-  Value dp_jj = dp;
-  if (!all) {
-    std::vector<Dim> size = dp.type.dims;
-    size[0] = block.s.type.dims[0];
-    Axes from(size.size(), 0), stride(size.size(), 1);
-    from[0] = start;
-    dp_jj = b.slice(dp, from, size, stride);
+  const bool tall = known_greater(rows, cols), wide = known_greater(cols, rows);
+  std::optional<Value> du, dvh, ds, u_dp, dph_vh;
+  auto sum = [&](std::optional<Value>& acc, const Value& x) { acc = acc ? b.add(*acc, x) : x; };
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const Block& bi = blocks[i];
+    const Value dp = adj_mm(b, bi.u, dav);                       // dP_IJ   [I, J, B...]
+    const Value dph = one ? m.adj(dp) : b.dot_general(bi.vh, dahu, {1}, {0}, m.batch_axes(bi.vh), m.batch_axes(dahu));
+    // s_J along the columns, s_I along the rows.
+    std::vector<Dim> grid{bi.s.type.dims[0], bj.s.type.dims[0]};
+    grid.insert(grid.end(), bj.s.type.dims.begin() + 1, bj.s.type.dims.end());
+    Axes along_columns{1}, along_rows{0};
+    for (int64_t x = 1; x < bj.s.type.rank(); ++x) along_columns.push_back(x + 1), along_rows.push_back(x + 1);
+    const Value sj = b.broadcast_in_dim(bj.s, along_columns, grid), si = b.broadcast_in_dim(bi.s, along_rows, grid);
+    Value fm = m.broadened_inverse(b.sub(sj, si), p.eps());
+    if (i == j) fm = b.mul(fm, b.sub(b.full(fm.type, 1.0), b.embed_diag(b.full(bj.s.type, 1.0), 0, 1)));
+    fm = m.as(fm, dp);
+    const Value gp = m.as(m.broadened_inverse(b.add(sj, si), p.eps()), dp);
+    const Value sym = b.mul(fm, b.add(dp, dph));
+    const Value skew = b.mul(gp, b.sub(dp, dph));
+    sum(du, m.mm(bi.u, m.half(b.add(sym, skew))));
+    sum(dvh, adj_mm(b, m.half(b.sub(sym, skew)), bi.vh));
+    if (i == j) ds = m.real_diag(dp);
+    if (tall) sum(u_dp, m.mm(bi.u, dp));
+    if (wide) sum(dph_vh, adj_mm(b, dph, bi.vh));
   }
-  return {du, m.real_diag(dp_jj), dv};
+  if (tall)  // (I − U Uᴴ) dA V_J S_J⁻¹
+    du = b.add(*du, m.scale_columns(b.sub(dav, *u_dp), sinv));
+  if (wide)  // ((I − V Vᴴ) dAᴴ U_J S_J⁻¹)ᴴ = S_J⁻¹ (U_Jᴴ dA − dPᴴ_Jᴴ Vh)
+    dvh = b.add(*dvh, scale_rows(b, b.sub(adj_mm(b, bj.u, da), *dph_vh), sinv));
+  return {*du, *ds, *dvh};
 }
 
 std::vector<std::optional<Value>> svd_tangents(Builder& b, const Instruction& inst, const LinalgPayload& p,
                                                const Value& a, const Value& da) {
   Mat m{b};
   std::vector<Value> f = b.extension_results(std::get<ExtensionOp>(inst.op).payload, {a});
-  if (p.keep() > 0) {  // the six results of the split: each block's tangent against the whole (concatenated) factors
-    const int64_t k = p.keep();
-    const Thin kept{f[0], f[1], m.adj(f[2])}, rest{f[3], f[4], m.adj(f[5])};
-    auto joined = [&](const Value& x, const Value& y, int axis) {  // [x y] along `axis`
-      std::vector<Dim> shape = x.type.dims;
-      shape[static_cast<size_t>(axis)] = Dim(x.type.dims[static_cast<size_t>(axis)].constant() +
-                                             y.type.dims[static_cast<size_t>(axis)].constant());
-      Axes zero(shape.size(), 0), at(shape.size(), 0), stride(shape.size(), 1);
-      at[static_cast<size_t>(axis)] = k;
-      return b.add(b.pad(x, zero, shape, stride), b.pad(y, at, shape, stride));
-    };
-    const Thin whole{joined(kept.u, rest.u, 1), joined(kept.s, rest.s, 0), joined(kept.v, rest.v, 1)};
-    const BlockTangents dk = svd_block_tangents(b, p, whole, kept, 0, a, da);
-    const BlockTangents dr = svd_block_tangents(b, p, whole, rest, k, a, da);
-    return {dk.du, dk.ds, m.adj(dk.dv), dr.du, dr.ds, m.adj(dr.dv)};
+  if (p.keep() > 0) {  // the six results of the split: the kept block and the rest
+    const std::array<Block, 2> blocks{Block{f[0], f[1], f[2]}, Block{f[3], f[4], f[5]}};
+    const BlockTangents dk = svd_block_tangents(b, p, blocks, 0, a, da);
+    const BlockTangents dr = svd_block_tangents(b, p, blocks, 1, a, da);
+    return {dk.du, dk.ds, dk.dvh, dr.du, dr.ds, dr.dvh};
+  }
+  if (!p.full()) {
+    const std::array<Block, 1> thin{Block{f[0], f[1], f[2]}};
+    const BlockTangents d = svd_block_tangents(b, p, thin, 0, a, da);
+    return {d.du, d.ds, d.dvh};
   }
   // full = true: the thin rule on the first K columns of U and V, then the completions in the gauge of
   // complete_unitary (which keeps every function of the first K triplets, and of the projectors on the rest, exact).
-  int64_t k = 0;
-  if (p.full()) {
-    k = std::min(constant_extent(a, 0, "svd with full = true"), constant_extent(a, 1, "svd with full = true"));
-  }
+  const int64_t k =
+      std::min(constant_extent(a, 0, "svd with full = true"), constant_extent(a, 1, "svd with full = true"));
   const Value vh_full_adj = m.adj(f[2]);
-  const Thin thin{p.full() ? m.columns(f[0], 0, Dim(k)) : f[0], f[1],
-                  p.full() ? m.columns(vh_full_adj, 0, Dim(k)) : vh_full_adj};
-  BlockTangents d = svd_block_tangents(b, p, thin, thin, 0, a, da);
-  if (p.full()) {
-    d.du = m.complete_unitary(f[0], d.du, k);
-    d.dv = m.complete_unitary(vh_full_adj, d.dv, k);
-  }
-  return {d.du, d.ds, m.adj(d.dv)};
+  const Value vh_k = m.adj(m.columns(vh_full_adj, 0, Dim(k)));
+  const std::array<Block, 1> thin{Block{m.columns(f[0], 0, Dim(k)), f[1], vh_k}};
+  const BlockTangents d = svd_block_tangents(b, p, thin, 0, a, da);
+  const Value du = m.complete_unitary(f[0], d.du, k);
+  const Value dv = m.complete_unitary(vh_full_adj, m.adj(d.dvh), k);
+  return {du, d.ds, m.adj(dv)};
 }
 
 std::vector<std::optional<Value>> eigh_tangents(Builder& b, const Instruction& inst, const LinalgPayload& p,
