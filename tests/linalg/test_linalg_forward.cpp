@@ -172,6 +172,37 @@ TEST_CASE("linalg: the module loads from its shared library and refuses non-fini
               "called; check the input for nan or inf");
 }
 
+TEST_CASE("linalg: the finiteness scan names the first nan or inf in every dtype, across its blocks") {
+  // Lapack.cpp tests blocks of 4096 real parts branch-free and searches only a block that has a non-finite part; here
+  // operands of several blocks (complex ones count two parts per element) get one or two non-finite parts at seeded
+  // places, real or imaginary, and the error must name the first element holding one.
+  const uint64_t seed = 23;
+  INFO("seed ", seed);
+  Rng rng{seed};
+  const double bad[] = {NAN, INFINITY, -INFINITY};
+  for (DType dtype : {DType::f64, DType::f32, DType::c128, DType::c64}) {
+    for (int trial = 0; trial < 12; ++trial) {
+      const Shape shape{40, 40, 3};  // 4800 elements: two blocks of reals, three or four of complex parts
+      Tensor a = random_tensor(dtype, shape, rng);
+      const int64_t parts = is_complex(dtype) ? 2 : 1, count = a.numel() * parts;
+      int64_t first = a.numel();
+      for (int hits = 1 + static_cast<int>(rng.below(2)); hits > 0; --hits) {
+        const int64_t part = static_cast<int64_t>(rng.below(static_cast<uint64_t>(count)));
+        const double value = bad[rng.below(3)];
+        const bool single = dtype == DType::f32 || dtype == DType::c64;
+        if (single) static_cast<float*>(a.raw_data())[part] = static_cast<float>(value);
+        else static_cast<double*>(a.raw_data())[part] = value;
+        first = std::min(first, part / parts);
+      }
+      CAPTURE(name(dtype));
+      CAPTURE(trial);
+      CHECK(error_of([&] { run_op(linalg::LinalgKind::eigh, a); }) ==
+            fmt::format("eigh: operand 0 has a non-finite element (nan or inf) at flat index {} (column-major); "
+                        "LAPACK was not called; check the input for nan or inf", first));
+    }
+  }
+}
+
 TEST_CASE("linalg: qr of random batches: Q R = A, orthonormal Q, upper-triangular R") {
   Rng rng{17};
   for (DType dtype : {DType::f64, DType::c128, DType::f32, DType::c64}) {
