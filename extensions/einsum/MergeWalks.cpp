@@ -28,94 +28,157 @@ bool same_ids(std::span<const Value> a, std::span<const Value> b) {
 
 // Two instructions, `first` before `second`, that one instruction (`payload`, over the second's operands) replaces
 // at the second's place: result i of `first` becomes its result first_results[i], result i of `second` its result
-// second_results[i].
+// second_results[i]. `first` and `second` index the instructions of the program given to merge_all.
 struct Merge {
   size_t first = 0, second = 0;
   std::shared_ptr<EinsumAdPayload> payload;
   std::vector<size_t> first_results, second_results;
 };
 
-// The first merge `find` proposes for a candidate `first` instruction and a later `second` one that does not depend
-// on first's results (`depends`: the values that do, up to `second`); nullopt when there is none.
-// Candidates for `first` are extension instructions from index `start` on.
+// One instruction of the program being merged: an original one, or a merged pair (at the second's place).
+// Merges are searched and applied on these nodes, which keep the original value ids, and the program is rebuilt
+// once at the end: rebuilding it (types, verification) after every merge made AD of a program with hundreds of
+// einsums (the Ising TRG's jvp of grad) spend a second in this pass.
+struct Node {
+  size_t inst = 0;                   // the original instruction, or the merge's second
+  std::optional<Merge> merge;        // set for a merged pair
+  std::vector<ValueId> result_ids;   // in the order of the node's results (-1: a merged result nobody reads)
+};
+
+Node merged_node(const std::vector<Instruction>& insts, Merge m) {
+  Node n;
+  n.inst = m.second;
+  const Instruction& first = insts[m.first];
+  const Instruction& second = insts[m.second];
+  size_t count = 0;
+  for (size_t r : m.first_results) count = std::max(count, r + 1);
+  for (size_t r : m.second_results) count = std::max(count, r + 1);
+  n.result_ids.assign(count, -1);
+  for (size_t r = 0; r < first.results.size(); ++r) n.result_ids[m.first_results[r]] = first.results[r].id;
+  for (size_t r = 0; r < second.results.size(); ++r) n.result_ids[m.second_results[r]] = second.results[r].id;
+  n.merge = std::move(m);
+  return n;
+}
+
+// The values that depend on one candidate's results, as flags indexed by value id (cleared through `touched`).
+class DependSet {
+ public:
+  explicit DependSet(ValueId ids) : flags_(static_cast<size_t>(std::max<ValueId>(ids, 0)), 0) {}
+  void clear() {
+    for (ValueId v : touched_) flags_[static_cast<size_t>(v)] = 0;
+    touched_.clear();
+  }
+  void insert(ValueId v) {
+    if (v < 0 || flags_[static_cast<size_t>(v)]) return;
+    flags_[static_cast<size_t>(v)] = 1;
+    touched_.push_back(v);
+  }
+  bool contains(ValueId v) const { return v >= 0 && flags_[static_cast<size_t>(v)]; }
+
+ private:
+  std::vector<char> flags_;
+  std::vector<ValueId> touched_;
+};
+
+// The first merge `find` proposes for a candidate `first` node and a later `second` one that does not depend on
+// first's results (`depends`: the values that do, up to `second`); its node positions, or nullopt when there is
+// none. Candidates are original extension instructions from node `start` on; a merged node is never a candidate.
 template <class Find>
-std::optional<Merge> find_merge(const Program& program, size_t start, std::set<ValueId>& depends, const Find& find) {
-  const std::vector<Instruction>& insts = program.instructions;
-  for (size_t i = start; i < insts.size(); ++i) {
-    if (!std::holds_alternative<ExtensionOp>(insts[i].op)) continue;
+std::optional<std::pair<size_t, size_t>> find_merge(const std::vector<Instruction>& insts,
+                                                    const std::vector<Node>& order, size_t start, DependSet& depends,
+                                                    std::optional<Merge>& found, const Find& find) {
+  for (size_t p = start; p < order.size(); ++p) {
+    const Node& candidate = order[p];
+    if (candidate.merge || !std::holds_alternative<ExtensionOp>(insts[candidate.inst].op)) continue;
     depends.clear();
-    for (const Value& r : insts[i].results) depends.insert(r.id);
-    for (size_t j = i + 1; j < insts.size(); ++j) {
-      const Instruction& c = insts[j];
-      const bool reads_first = std::any_of(c.operands.begin(), c.operands.end(),
-                                           [&](const Value& v) { return depends.count(v.id); });
-      if (!reads_first)
-        if (std::optional<Merge> m = find(insts[i], c)) {
-          m->first = i;
-          m->second = j;
-          return m;
+    for (ValueId r : candidate.result_ids) depends.insert(r);
+    for (size_t q = p + 1; q < order.size(); ++q) {
+      const Node& c = order[q];
+      const Instruction& ci = insts[c.inst];
+      const bool reads_first =
+          std::any_of(ci.operands.begin(), ci.operands.end(), [&](const Value& v) { return depends.contains(v.id); });
+      if (!reads_first && !c.merge)
+        if (std::optional<Merge> m = find(insts[candidate.inst], ci)) {
+          m->first = candidate.inst;
+          m->second = c.inst;
+          found = std::move(m);
+          return std::make_pair(p, q);
         }
       if (reads_first)
-        for (const Value& r : c.results) depends.insert(r.id);
+        for (ValueId r : c.result_ids) depends.insert(r);
     }
   }
   return std::nullopt;
 }
 
-// Rebuilds `current` with m's two instructions replaced by one at the second's place; the readers of the first's
-// results between the two (`depends`) move right after it. A single merge never makes a cycle: the second does not
-// depend on the first's results and the first's operands precede it, so the program stays in order.
-Program apply_merge(const Program& current, const Merge& m, const std::set<ValueId>& depends,
-                    const ExtensionRegistry* registry) {
-  Builder b(current.name, registry);
+// Rebuilds `program` with its instructions in the order of `order`, each merged pair as one instruction.
+Program rebuild(const Program& program, const std::vector<Node>& order, const ExtensionRegistry* registry) {
+  Builder b(program.name, registry);
   std::map<ValueId, Value> mapped;
-  for (const Parameter& p : current.params) mapped[p.value.id] = b.parameter(p.name, p.value.type);
-  for (const ShapeConstraint& c : current.constraints)
+  for (const Parameter& p : program.params) mapped[p.value.id] = b.parameter(p.name, p.value.type);
+  for (const ShapeConstraint& c : program.constraints)
     if (c.at < 0) b.require_equal(c.lhs, c.rhs, c.what);
-  auto emit = [&](const Instruction& inst) {
+  for (const Node& n : order) {
+    const Instruction& inst = program.instructions[n.inst];
     std::vector<Value> ops;
     for (const Value& v : inst.operands) ops.push_back(mapped.at(v.id));
-    std::vector<Value> rs = b.emit_results(inst.op, std::move(ops));
-    for (size_t r = 0; r < rs.size(); ++r) mapped[inst.results[r].id] = rs[r];
-  };
-  std::vector<size_t> deferred;
-  for (size_t k = 0; k < current.instructions.size(); ++k) {
-    const Instruction& inst = current.instructions[k];
-    if (k == m.first) continue;
-    if (k > m.first && k < m.second && depends.count(inst.results[0].id)) {
-      deferred.push_back(k);
+    if (!n.merge) {
+      std::vector<Value> rs = b.emit_results(inst.op, std::move(ops));
+      for (size_t r = 0; r < rs.size(); ++r) mapped[inst.results[r].id] = rs[r];
       continue;
     }
-    if (k != m.second) {
-      emit(inst);
-      continue;
-    }
-    std::vector<Value> ops;
-    for (const Value& v : inst.operands) ops.push_back(mapped.at(v.id));
-    std::vector<Value> rs = b.extension_results(m.payload, std::move(ops));
-    const Instruction& first = current.instructions[m.first];
-    for (size_t r = 0; r < first.results.size(); ++r) mapped[first.results[r].id] = rs[m.first_results[r]];
-    for (size_t r = 0; r < inst.results.size(); ++r) mapped[inst.results[r].id] = rs[m.second_results[r]];
-    for (size_t d : deferred) emit(current.instructions[d]);
+    std::vector<Value> rs = b.extension_results(n.merge->payload, std::move(ops));
+    for (size_t r = 0; r < rs.size(); ++r)
+      if (n.result_ids[r] >= 0) mapped[n.result_ids[r]] = rs[r];
   }
   std::vector<Value> outputs;
-  for (const Value& v : current.outputs) outputs.push_back(mapped.at(v.id));
+  for (const Value& v : program.outputs) outputs.push_back(mapped.at(v.id));
   return b.finish(std::move(outputs));
 }
 
-// The search resumes at the last merge's first instruction: the instructions before it keep their order, and no
-// merge gives one of them a partner it lacked (the merged instruction reads the second's operands, which include
-// the first's, and is no candidate itself), so a program of many einsums is not searched again from the start.
+// Merges pairs until none is left. A merge puts the merged instruction at the second's place and moves the readers
+// of the first's results between the two (`depends`) right after it; it never makes a cycle, since the second does
+// not depend on the first's results and the first's operands precede it. The search resumes at the last merge's
+// first node: the nodes before it keep their order, and no merge gives one of them a partner it lacked (the merged
+// instruction reads the second's operands, which include the first's, and is no candidate itself).
 template <class Find>
 Program merge_all(const Program& program, const ExtensionRegistry* registry, const Find& find) {
-  Program current = program;
-  std::set<ValueId> depends;
-  size_t start = 0;
-  while (std::optional<Merge> m = find_merge(current, start, depends, find)) {
-    current = apply_merge(current, *m, depends, registry);
-    start = m->first;
+  const std::vector<Instruction>& insts = program.instructions;
+  std::vector<Node> order;
+  order.reserve(insts.size());
+  for (size_t i = 0; i < insts.size(); ++i) {
+    Node n;
+    n.inst = i;
+    for (const Value& r : insts[i].results) n.result_ids.push_back(r.id);
+    order.push_back(std::move(n));
   }
-  return current;
+  DependSet depends(program.next_value_id());
+  std::optional<Merge> found;
+  size_t start = 0;
+  bool merged = false;
+  while (std::optional<std::pair<size_t, size_t>> at = find_merge(insts, order, start, depends, found, find)) {
+    const auto [p, q] = *at;
+    std::vector<Node> next;
+    next.reserve(order.size() - 1);
+    std::vector<Node> deferred;
+    for (size_t k = 0; k < order.size(); ++k) {
+      if (k == p) continue;
+      if (k > p && k < q && depends.contains(order[k].result_ids.empty() ? -1 : order[k].result_ids[0])) {
+        deferred.push_back(std::move(order[k]));
+        continue;
+      }
+      if (k != q) {
+        next.push_back(std::move(order[k]));
+        continue;
+      }
+      next.push_back(merged_node(insts, std::move(*found)));
+      for (Node& d : deferred) next.push_back(std::move(d));
+    }
+    order = std::move(next);
+    start = p;
+    merged = true;
+  }
+  return merged ? rebuild(program, order, registry) : program;
 }
 
 }  // namespace
