@@ -10,6 +10,7 @@
 #include "runtime/kernels/Strided.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <complex>
 #include <cstdlib>
@@ -91,6 +92,22 @@ int64_t row_vector_stride(const Fused& m, int64_t mr, int64_t lanes) {
   return stride == 0 ? lanes : stride;  // one-vector tiles: any stride serves
 }
 
+// micro_kernel_candidates / direct_kernel_candidates (they depend on the dtype and vector width only), made once:
+// run_gett asks on every call.
+const std::vector<MicroKernelChoice>& cached_candidates(DType real, bool avx512, bool direct) {
+  static const auto table = [] {
+    std::array<std::vector<MicroKernelChoice>, 8> t;
+    for (int i = 0; i < 8; ++i) {
+      const DType dtype = (i & 1) ? DType::f64 : DType::f32;
+      const bool wide = (i & 2) != 0;
+      t[i] = (i & 4) ? direct_kernel_candidates(dtype, wide) : micro_kernel_candidates(dtype, wide);
+    }
+    return t;
+  }();
+  EIN_ASSERT(real == DType::f32 || real == DType::f64, "GETT tiles are f32 or f64");
+  return table[(real == DType::f64 ? 1 : 0) + (avx512 ? 2 : 0) + (direct ? 4 : 0)];
+}
+
 // Picks the direct tile with the least padded work among those whose every row tile is contiguous in C and
 // contiguous in A (or, for split-row tiles, in runs of one vector a fixed distance apart) and sets g up for it (tile,
 // k geometry, C column offsets); false when the problem cannot run direct.
@@ -100,7 +117,7 @@ bool plan_direct(Gett<T>& g, DType real, bool avx512, MicroKernelSpec& tile) {
   const MicroKernelSpec* best = nullptr;
   double best_cost = 0;
   int64_t best_vec_stride = 0;
-  std::vector<MicroKernelChoice> candidates = direct_kernel_candidates(real, avx512);
+  const std::vector<MicroKernelChoice>& candidates = cached_candidates(real, avx512, true);
   // Tiles share a few row counts: scan the row tables once per distinct mr (this runs on every call), and not at all
   // when m is contiguous in A and C throughout (the common case).
   const bool all_unit = unit_run(g.m.a, 0, g.m.size) && unit_run(g.m.c, 0, g.m.size);
@@ -186,15 +203,14 @@ bool elementwise_shaped(const Fused& m, const Fused& n, const Fused& k) {
   return k.size == 1 && (std::min(m.size, n.size) < 8 || m.size * n.size < 64 * 64);
 }
 
-// An elementwise product over the batch axes (m axes carry stride 0 in B, n axes stride 0 in A): loop over them
+// An elementwise product over `axes` (the batch axes, then the m axes with stride 0 in B and the n axes with stride 0
+// in A, without extent-1 axes; sorted here): loop over them
 // directly, innermost the axis with the smallest C stride, instead of building offset tables with one entry per
 // element and running a GEMM per entry. c = a * b (or c += a * b) per element: the GEMM kernels' value for k = 1
 // (fma(a, b, 0) is a * b rounded once).
 template <typename T>
-void elementwise(const ContractionProblem& p, const int64_t a_off, const int64_t b_off, const int64_t c_off) {
-  std::vector<Axis> axes;
-  for (const Axis& ax : p.batch)
-    if (ax.extent != 1) axes.push_back(ax);
+void elementwise(std::vector<Axis>& axes, std::vector<int64_t>& index, const void* a_data, const void* b_data,
+                 void* c_data, bool accumulate) {
   std::sort(axes.begin(), axes.end(), [](const Axis& x, const Axis& y) {
     return std::abs(x.stride_c) < std::abs(y.stride_c);  // stable enough: ties only reorder independent elements
   });
@@ -211,29 +227,29 @@ void elementwise(const ContractionProblem& p, const int64_t a_off, const int64_t
       axes[++merged] = ax;
   }
   if (!axes.empty()) axes.resize(merged + 1);
-  const T* a = static_cast<const T*>(p.a) + a_off;
-  const T* b = static_cast<const T*>(p.b) + b_off;
-  T* c = static_cast<T*>(p.c) + c_off;
+  const T* a = static_cast<const T*>(a_data);
+  const T* b = static_cast<const T*>(b_data);
+  T* c = static_cast<T*>(c_data);
   for (const Axis& ax : axes)
     if (ax.extent == 0) return;
   const int64_t inner = axes.empty() ? 1 : axes[0].extent;
   const int64_t sa = axes.empty() ? 0 : axes[0].stride_a, sb = axes.empty() ? 0 : axes[0].stride_b,
                 sc = axes.empty() ? 0 : axes[0].stride_c;
-  std::vector<int64_t> index(axes.size(), 0);
+  index.assign(axes.size(), 0);
   for (;;) {
     if (sa == 1 && sb == 1 && sc == 1) {  // contiguous: a loop the compiler vectorises
-      if (p.accumulate)
+      if (accumulate)
         for (int64_t i = 0; i < inner; ++i) c[i] += a[i] * b[i];
       else
         for (int64_t i = 0; i < inner; ++i) c[i] = a[i] * b[i];
     } else if (sc == 1 && (sa == 0 || sb == 0) && (sa | sb) == 1) {  // one side broadcast: a scaled copy
       const T s = sa == 0 ? a[0] : b[0];
       const T* v = sa == 0 ? b : a;
-      if (p.accumulate)
+      if (accumulate)
         for (int64_t i = 0; i < inner; ++i) c[i] += sa == 0 ? s * v[i] : v[i] * s;
       else
         for (int64_t i = 0; i < inner; ++i) c[i] = sa == 0 ? s * v[i] : v[i] * s;
-    } else if (p.accumulate) {
+    } else if (accumulate) {
       for (int64_t i = 0; i < inner; ++i) c[i * sc] += a[i * sa] * b[i * sb];
     } else {
       for (int64_t i = 0; i < inner; ++i) c[i * sc] = a[i * sa] * b[i * sb];
@@ -249,34 +265,75 @@ void elementwise(const ContractionProblem& p, const int64_t a_off, const int64_t
   }
 }
 
+// run_gett's per-call state, one per scratch slot (ir/Scratch.h: Lease::object): the offset tables and temporaries
+// keep their capacity between calls, so setting up a step allocates nothing once they have grown (on the grid
+// workloads' 2 x 2 x 2 steps malloc and free had been a third of the time). A slot has one user at a time, so
+// concurrent calls (pool threads running the same step) each get their own.
+template <typename T>
+struct GettWorkspace {
+  Gett<T> g, t;             // the problem's GETT and, on the transposed direct path, C^T's
+  FuseScratch fuse;
+  std::vector<Axis> axes;   // elementwise: the axes to loop over; lane mode: the batch axes but the lane axis
+  std::vector<int64_t> index;
+  ContractionProblem q;     // the transposed problem
+
+  // Tables above this many bytes go back to malloc after the call: memory kept in a slot's object is outside the
+  // allocator's byte limit, and a step that large is not dominated by its set-up (a 4.8-million-entry batch has 115 MB
+  // of tables).
+  static constexpr size_t kKeepBytes = size_t(1) << 18;
+  void trim() {
+    if (g.table_bytes() + t.table_bytes() > kKeepBytes) g = Gett<T>(), t = Gett<T>();
+  }
+};
+
+// q = p with A and B exchanged (C^T = B^T A^T), reusing q's vectors.
+void transpose_into(ContractionProblem& q, const ContractionProblem& p) {
+  q = p;
+  std::swap(q.a, q.b);
+  std::swap(q.m, q.n);
+  for (auto* group : {&q.m, &q.n, &q.k, &q.batch})
+    for (Axis& ax : *group) std::swap(ax.stride_a, ax.stride_b);
+}
+
 template <typename T>
 void run_gett(const ContractionProblem& p, ThreadPool* pool, KernelCache& cache, const GettBlocking* blocking,
               ScratchAllocator& scratch, bool direct, bool swapped = false) {
   using R = typename real_of<T>::type;
-  Gett<T> g;
+  ScratchAllocator::Lease lease = scratch.lease();
+  GettWorkspace<T>& ws = lease.object<GettWorkspace<T>>();
+  struct Trim {
+    GettWorkspace<T>& ws;
+    ~Trim() { ws.trim(); }
+  } trim{ws};
+  Gett<T>& g = ws.g;
+  g.reset();
   g.scratch = &scratch;
   const DType real = dtype_v<R>;
-  g.m = fuse(p.m, &Axis::stride_c, &Axis::stride_a, kNeedA | kNeedC);
-  g.n = fuse(p.n, &Axis::stride_c, &Axis::stride_b, kNeedB | kNeedC);
+  fuse(g.m, p.m, &Axis::stride_c, &Axis::stride_a, kNeedA | kNeedC, ws.fuse);
+  fuse(g.n, p.n, &Axis::stride_c, &Axis::stride_b, kNeedB | kNeedC, ws.fuse);
   // k in the order of B's strides; in a swapped problem (below) that is A's, so it sums in the original order.
-  g.k = swapped ? fuse(p.k, &Axis::stride_a, &Axis::stride_b, kNeedA | kNeedB)
-                : fuse(p.k, &Axis::stride_b, &Axis::stride_a, kNeedA | kNeedB);
+  if (swapped) fuse(g.k, p.k, &Axis::stride_a, &Axis::stride_b, kNeedA | kNeedB, ws.fuse);
+  else fuse(g.k, p.k, &Axis::stride_b, &Axis::stride_a, kNeedA | kNeedB, ws.fuse);
   g.accumulate = p.accumulate;
   if (!blocking && elementwise_shaped(g.m, g.n, g.k)) {
     // m and n axes become batch axes that one operand does not carry; extent-1 k axes add nothing.
-    ContractionProblem q = p;
-    for (Axis ax : p.m) ax.stride_b = 0, q.batch.push_back(ax);
-    for (Axis ax : p.n) ax.stride_a = 0, q.batch.push_back(ax);
-    return elementwise<T>(q, 0, 0, 0);
+    ws.axes.clear();
+    for (const Axis& ax : p.batch)
+      if (ax.extent != 1) ws.axes.push_back(ax);
+    for (Axis ax : p.m)
+      if (ax.extent != 1) ax.stride_b = 0, ws.axes.push_back(ax);
+    for (Axis ax : p.n)
+      if (ax.extent != 1) ax.stride_a = 0, ws.axes.push_back(ax);
+    return elementwise<T>(ws.axes, ws.index, p.a, p.b, p.c, p.accumulate);
   }
   if constexpr (!is_complex_v<T>) {
     // A batch axis with unit stride in all three tensors: run lane kernels along it (the GEMM packing would read
     // one element per cache line there). Complex stays on the 1m path.
     auto lane = lane_axis(p);
     if (lane != p.batch.end()) {
-      std::vector<Axis> rest = p.batch;
-      rest.erase(rest.begin() + (lane - p.batch.begin()));
-      g.batch = fuse(rest, &Axis::stride_c, &Axis::stride_a, kNeedA | kNeedB | kNeedC);
+      ws.axes.assign(p.batch.begin(), p.batch.end());
+      ws.axes.erase(ws.axes.begin() + (lane - p.batch.begin()));
+      fuse(g.batch, ws.axes, &Axis::stride_c, &Axis::stride_a, kNeedA | kNeedB | kNeedC, ws.fuse);
       MicroKernelSpec spec = default_lane_kernel(real, cache.host().has_avx512);
       g.lane_kernel = cache.lane_kernel(spec);  // may throw: before anything is written
       g.lane_extent = lane->extent;
@@ -290,14 +347,14 @@ void run_gett(const ContractionProblem& p, ThreadPool* pool, KernelCache& cache,
       g.kc_e = std::max<int64_t>(1, lane_block.kc);
       g.mc_e = std::max<int64_t>(1, lane_block.mc / spec.mr) * spec.mr;
       g.nc = std::max<int64_t>(1, lane_block.nc / spec.nr) * spec.nr;
-      g.cm_pad = g.m.c;
+      g.cm_pad.assign(g.m.c.begin(), g.m.c.end());
       g.cm_pad.resize(g.m.c.size() + size_t(g.mr), 0);
-      g.cn_pad = g.n.c;
+      g.cn_pad.assign(g.n.c.begin(), g.n.c.end());
       g.cn_pad.resize(g.n.c.size() + size_t(g.nr), 0);
       return g.run(p, pool);
     }
   }
-  g.batch = fuse(p.batch, &Axis::stride_c, &Axis::stride_a, kNeedA | kNeedB | kNeedC);
+  fuse(g.batch, p.batch, &Axis::stride_c, &Axis::stride_a, kNeedA | kNeedB | kNeedC, ws.fuse);
   if constexpr (!is_complex_v<T>) {
     MicroKernelSpec tile;
     if (!blocking && direct && plan_direct(g, real, cache.host().has_avx512, tile)) {
@@ -307,18 +364,16 @@ void run_gett(const ContractionProblem& p, ThreadPool* pool, KernelCache& cache,
     // Fewer than 8 columns but A's rows not contiguous (a k-major matrix times a vector: ji,j->i): C^T = B^T A^T has
     // fewer than 8 rows and reads the matrix through broadcasts along its contiguous k, on the direct path.
     if (!blocking && direct && g.n.size < 8 && g.m.size >= 8) {
-      ContractionProblem q = p;
-      std::swap(q.a, q.b);
-      std::swap(q.m, q.n);
-      for (auto* group : {&q.m, &q.n, &q.k, &q.batch})
-        for (Axis& ax : *group) std::swap(ax.stride_a, ax.stride_b);
-      Gett<T> t;
+      ContractionProblem& q = ws.q;
+      transpose_into(q, p);
+      Gett<T>& t = ws.t;
+      t.reset();
       t.scratch = &scratch;
-      t.m = fuse(q.m, &Axis::stride_c, &Axis::stride_a, kNeedA | kNeedC);
-      t.n = fuse(q.n, &Axis::stride_c, &Axis::stride_b, kNeedB | kNeedC);
+      fuse(t.m, q.m, &Axis::stride_c, &Axis::stride_a, kNeedA | kNeedC, ws.fuse);
+      fuse(t.n, q.n, &Axis::stride_c, &Axis::stride_b, kNeedB | kNeedC, ws.fuse);
       // k in the original problem's order (by p's B strides, now q's A strides): the same summation order, so the
       // same bits as the packed path over one KC block.
-      t.k = fuse(q.k, &Axis::stride_a, &Axis::stride_b, kNeedA | kNeedB);
+      fuse(t.k, q.k, &Axis::stride_a, &Axis::stride_b, kNeedA | kNeedB, ws.fuse);
       t.batch = g.batch;
       std::swap(t.batch.a, t.batch.b);
       t.accumulate = q.accumulate;
@@ -336,12 +391,8 @@ void run_gett(const ContractionProblem& p, ThreadPool* pool, KernelCache& cache,
     // k keeps the original order (run_gett's `swapped`), so the bits are the unswapped problem's.
     if (!blocking && !swapped && g.n.size < g.m.size && !unit_run(g.m.a, 0, g.m.size) &&
         unit_run(g.k.a, 0, g.k.size) && unit_run(g.k.b, 0, g.k.size)) {
-      ContractionProblem q = p;
-      std::swap(q.a, q.b);
-      std::swap(q.m, q.n);
-      for (auto* group : {&q.m, &q.n, &q.k, &q.batch})
-        for (Axis& ax : *group) std::swap(ax.stride_a, ax.stride_b);
-      return run_gett<T>(q, pool, cache, blocking, scratch, direct, true);
+      transpose_into(ws.q, p);  // the call below leases another slot: this one stays ours until we return
+      return run_gett<T>(ws.q, pool, cache, blocking, scratch, direct, true);
     }
   }
   // The tile with the least padded work (rows rounded up to MR, columns to NR), weighted by its throughput.
@@ -349,7 +400,7 @@ void run_gett(const ContractionProblem& p, ThreadPool* pool, KernelCache& cache,
   MicroKernelSpec spec;
   spec.mr = 0;
   double best = 0;
-  for (const MicroKernelChoice& choice : micro_kernel_candidates(real, cache.host().has_avx512)) {
+  for (const MicroKernelChoice& choice : cached_candidates(real, cache.host().has_avx512, false)) {
     const MicroKernelSpec& s = choice.spec;
     double cost = std::ceil(rows / s.mr) * s.mr * std::ceil(cols / s.nr) * s.nr / choice.efficiency;
     if (spec.mr == 0 || cost < best) spec = s, best = cost;
@@ -362,7 +413,7 @@ void run_gett(const ContractionProblem& p, ThreadPool* pool, KernelCache& cache,
   g.kc_e = std::max<int64_t>(1, block.kc / Gett<T>::cf);
   g.mc_e = std::max<int64_t>(1, block.mc / spec.mr) * g.mrc;
   g.nc = std::max<int64_t>(1, block.nc / spec.nr) * spec.nr;
-  g.cn_real.resize(static_cast<size_t>(g.n.size + g.nr), 0);
+  g.cn_real.assign(static_cast<size_t>(g.n.size + g.nr), 0);
   for (int64_t j = 0; j < g.n.size; ++j) g.cn_real[j] = g.n.c[j] * Gett<T>::cf;
   g.b_k_unit = unit_run(g.k.b, 0, g.k.size);
   g.a_k_unit = unit_run(g.k.a, 0, g.k.size);

@@ -40,10 +40,17 @@ struct Fused {
 // Which tensors' tables a group needs (m: A and C, n: B and C, k: A and B, batch: all three).
 enum Need : unsigned { kNeedA = 1, kNeedB = 2, kNeedC = 4 };
 
-inline Fused fuse(const std::vector<Axis>& group, int64_t Axis::*key, int64_t Axis::*tie, unsigned need) {
-  // Insertion sort on a few axes: no allocation beyond the tables (this runs on every call).
+// The temporaries of fuse(), kept by the caller between calls (run_gett's scratch slot) so that fusing allocates
+// nothing once they have grown: run_gett runs per step, and on small steps its set-up cost as much as the arithmetic.
+struct FuseScratch {
   std::vector<Axis> axes;
-  axes.reserve(group.size());
+  std::vector<int64_t> extent, stride;
+};
+
+inline void fuse(Fused& f, const std::vector<Axis>& group, int64_t Axis::*key, int64_t Axis::*tie, unsigned need,
+                 FuseScratch& s) {
+  std::vector<Axis>& axes = s.axes;
+  axes.clear();
   for (const Axis& ax : group)
     if (ax.extent != 1) axes.push_back(ax);
   auto before = [&](const Axis& x, const Axis& y) {
@@ -51,18 +58,28 @@ inline Fused fuse(const std::vector<Axis>& group, int64_t Axis::*key, int64_t Ax
     if (kx != ky) return kx < ky;
     return std::abs(x.*tie) < std::abs(y.*tie);
   };
+  // Insertion sort on a few axes.
   for (size_t i = 1; i < axes.size(); ++i)
     for (size_t j = i; j > 0 && before(axes[j], axes[j - 1]); --j) std::swap(axes[j], axes[j - 1]);
-  std::vector<int64_t> extent(axes.size()), stride(axes.size());
-  Fused f;
+  s.extent.resize(axes.size());
+  s.stride.resize(axes.size());
   f.size = ContractionProblem::group_size(group, "contract: axis group");
-  for (size_t i = 0; i < axes.size(); ++i) extent[i] = axes[i].extent;
+  for (size_t i = 0; i < axes.size(); ++i) s.extent[i] = axes[i].extent;
   for (auto [bit, table, member] : {std::tuple{kNeedA, &f.a, &Axis::stride_a}, std::tuple{kNeedB, &f.b, &Axis::stride_b},
                                     std::tuple{kNeedC, &f.c, &Axis::stride_c}}) {
-    if (!(need & bit)) continue;
-    for (size_t i = 0; i < axes.size(); ++i) stride[i] = axes[i].*member;
-    *table = kernels::offset_table(extent, stride);
+    if (!(need & bit)) {
+      table->clear();
+      continue;
+    }
+    for (size_t i = 0; i < axes.size(); ++i) s.stride[i] = axes[i].*member;
+    kernels::offset_table(s.extent, s.stride, *table);
   }
+}
+
+inline Fused fuse(const std::vector<Axis>& group, int64_t Axis::*key, int64_t Axis::*tie, unsigned need) {
+  Fused f;
+  FuseScratch s;
+  fuse(f, group, key, tie, need, s);
   return f;
 }
 
@@ -100,6 +117,22 @@ struct Gett {
   LaneKernelFn lane_kernel = nullptr;
   int64_t lanes = 0, lane_extent = 0;
   std::vector<int64_t> cm_pad, cn_pad;  // m.c / n.c padded with a tile's worth of zeros
+
+  // Every member back to its default except the tables, which keep their capacity: run_gett reuses one Gett per
+  // scratch slot (ir/Scratch.h: Lease::object), so a call allocates no tables once they have grown. A new vector
+  // member belongs in this list.
+  void reset() {
+    Gett fresh;
+    fresh.m = std::move(m), fresh.n = std::move(n), fresh.k = std::move(k), fresh.batch = std::move(batch);
+    fresh.cn_real = std::move(cn_real), fresh.cm_pad = std::move(cm_pad), fresh.cn_pad = std::move(cn_pad);
+    *this = std::move(fresh);
+  }
+  // Bytes the tables hold (their capacity).
+  size_t table_bytes() const {
+    size_t count = cn_real.capacity() + cm_pad.capacity() + cn_pad.capacity();
+    for (const Fused* f : {&m, &n, &k, &batch}) count += f->a.capacity() + f->b.capacity() + f->c.capacity();
+    return count * sizeof(int64_t);
+  }
 
   // ---- packing ----
 

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <numeric>
+#include <span>
 #include <vector>
 
 namespace einstage::kernels {
@@ -106,11 +107,13 @@ void for_each_run(const LoopNest<NT>& nest, int64_t outer_begin, int64_t outer_e
 }
 
 /// Element offsets of every point of a multi-axis group, linearised with the first axis fastest:
-/// table[i] = sum_a index_a(i) * stride[a]. The size is the product of the extents.
-inline std::vector<int64_t> offset_table(const std::vector<int64_t>& extent, const std::vector<int64_t>& stride) {
+/// table[i] = sum_a index_a(i) * stride[a]. The size is the product of the extents. This form fills `table` in place
+/// (a caller that keeps it across calls allocates nothing once it is large enough); the one below returns it.
+inline void offset_table(std::span<const int64_t> extent, std::span<const int64_t> stride,
+                         std::vector<int64_t>& table) {
   const int64_t total = checked_product(extent, "offset table");
-  std::vector<int64_t> table(static_cast<size_t>(total));
-  if (total == 0) return table;
+  table.resize(static_cast<size_t>(total));  // a reused table keeps its capacity: no allocation once it is large enough
+  if (total == 0) return;
   table[0] = 0;
   int64_t filled = 1;
   // Each axis replicates the table built so far, shifted by its stride: no per-element division.
@@ -119,6 +122,11 @@ inline std::vector<int64_t> offset_table(const std::vector<int64_t>& extent, con
       for (int64_t j = 0; j < filled; ++j) table[static_cast<size_t>(i * filled + j)] = table[static_cast<size_t>(j)] + i * stride[a];
     filled *= extent[a];
   }
+}
+
+inline std::vector<int64_t> offset_table(const std::vector<int64_t>& extent, const std::vector<int64_t>& stride) {
+  std::vector<int64_t> table;
+  offset_table(extent, stride, table);
   return table;
 }
 
