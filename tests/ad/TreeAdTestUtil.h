@@ -8,6 +8,9 @@
 #include "extensions/einsum/EinsumAd.h"
 #include "extensions/einsum/EinsumAdOp.h"
 #include "extensions/einsum/TraceEinsum.h"
+#include "compiler/Lower.h"
+
+#include <doctest/doctest.h>
 
 #include <cstring>
 
@@ -93,6 +96,23 @@ inline TracedOperands trace_operands(TraceContext& ctx, DType dtype, const std::
     t.wrt.push_back(static_cast<int>(k));
   }
   return t;
+}
+
+// Lowers `program` to standard ops (no extension op may be left) and checks that the lowered program gives `want`
+// at `inputs` to 1e-12. Returns the lowered program's text, for further checks.
+inline std::string check_lowered(const Program& program, const std::vector<Tensor>& inputs,
+                                 const std::vector<Tensor>& want) {
+  const Program lowered = lower_to_standard_ops(program, {}, *registry());
+  const std::string text = print_program(lowered);
+  INFO(text);
+  CHECK(text.find("einstage.") == std::string::npos);
+  const std::vector<Tensor> got = run(lowered, inputs);
+  REQUIRE(got.size() == want.size());
+  for (size_t o = 0; o < got.size(); ++o) {
+    std::string why;
+    CHECK_MESSAGE(close(got[o], want[o], 1e-12, &why), "lowered output " << o << ": " << why);
+  }
+  return text;
 }
 
 }  // namespace einstage::ad_test

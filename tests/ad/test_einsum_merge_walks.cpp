@@ -86,13 +86,7 @@ TEST_CASE("merge_vjp_jvp: the HVP program jvp(grad(f)) walks the tree once; the 
       CHECK_MESSAGE(close(ht[n + k], fd, tol.fd, &why), "H t vs finite differences, operand " << k << ": " << why);
     }
     // Lowering: vjp's reverse einsums, then vjp_jvp's.
-    const Program lowered = lower_to_standard_ops(hm, {}, *registry());
-    CHECK(print_program(lowered).find("einstage.") == std::string::npos);
-    const std::vector<Tensor> low = run(lowered, in);
-    for (size_t o = 0; o < low.size(); ++o) {
-      std::string why;
-      CHECK_MESSAGE(close(low[o], ht[o], 1e-12, &why), "lowered output " << o << ": " << why);
-    }
+    check_lowered(hm, in, ht);
     // --print-stages names the merged walk.
     CHECK(runtime().prepare(hm).describe_prepared(in).find("the cotangents and the tangent of the walk") !=
           std::string::npos);
@@ -102,15 +96,9 @@ TEST_CASE("merge_vjp_jvp: the HVP program jvp(grad(f)) walks the tree once; the 
 TEST_CASE("merge_value_vjp: the einsum and its vjp become one value_vjp walk when the cotangent does not read the "
           "value; readers of the value move after it; jvp of the merged program and its lowering stay exact") {
   TraceContext ctx("loss", registry());
-  std::vector<TracedTensor> params;
-  std::vector<Tensor> inputs;
   Rng rng{91};
   const std::vector<Shape> shapes = {{3, 4}, {4, 5}, {5, 3}};
-  for (size_t k = 0; k < shapes.size(); ++k) {
-    params.push_back(ctx.parameter(fmt::format("a{}", k), DType::f64,
-                                   std::vector<Dim>(shapes[k].begin(), shapes[k].end())));
-    inputs.push_back(random_tensor(DType::f64, shapes[k], rng));
-  }
+  auto [params, inputs, all] = trace_operands(ctx, DType::f64, shapes, rng);
   TracedTensor y = einsum::einsum(ctx, "ij,jk,kl->il", std::span<const TracedTensor>(params));
   const Program loss = ctx.finish({sum(y)});
   const std::vector<int> wrt = {0, 1, 2};
@@ -147,13 +135,7 @@ TEST_CASE("merge_value_vjp: the einsum and its vjp become one value_vjp walk whe
     CHECK_MESSAGE(close(jgot[o], jwant[o], 1e-12, &why), "jvp output " << o << ": " << why);
   }
   // Lowering: the einsum, then each slot's reverse einsum.
-  const Program lowered = lower_to_standard_ops(m, {}, *registry());
-  CHECK(print_program(lowered).find("einstage.") == std::string::npos);
-  const std::vector<Tensor> lgot = run(lowered, inputs);
-  for (size_t o = 0; o < lgot.size(); ++o) {
-    std::string why;
-    CHECK_MESSAGE(close(lgot[o], want[o], 1e-12, &why), "lowered output " << o << ": " << why);
-  }
+  check_lowered(m, inputs, want);
 }
 
 TEST_CASE("the default: ad::value_and_grad, grad and jvp of grad walk each tree once (the einsum_ad family's "
