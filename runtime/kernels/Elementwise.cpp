@@ -87,6 +87,25 @@ template <typename T> T apply(BinaryOp op, T x, T y) {
   return x;
 }
 
+// d[i] = f(a[i], b[i]) over one run of n elements with strides st = {d, a, b}. The stride patterns of the common
+// cases get their own loops, which the compiler vectorises: every operand contiguous, and one operand broadcast along
+// the run (stride 0: a row or column vector spread over a matrix). The element operation is the same in every loop,
+// so the results do not depend on which loop ran.
+template <typename T, typename F>
+void binary_run(T* d, const T* a, const T* b, int64_t n, const std::array<int64_t, 3>& st, F f) {
+  if (st[0] == 1 && st[1] == 1 && st[2] == 1) {
+    for (int64_t i = 0; i < n; ++i) d[i] = f(a[i], b[i]);
+  } else if (st[0] == 1 && st[1] == 1 && st[2] == 0) {
+    const T y = *b;
+    for (int64_t i = 0; i < n; ++i) d[i] = f(a[i], y);
+  } else if (st[0] == 1 && st[1] == 0 && st[2] == 1) {
+    const T x = *a;
+    for (int64_t i = 0; i < n; ++i) d[i] = f(x, b[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i) d[i * st[0]] = f(a[i * st[1]], b[i * st[2]]);
+  }
+}
+
 void check_operand(const Tensor& t, const Tensor& out, const char* what, std::string_view op) {
   if (!t.defined()) fail(ErrorKind::invalid_argument, "{}: {} is undefined", op, what);
   if (t.dtype() != out.dtype())
@@ -162,9 +181,18 @@ void binary(BinaryOp op, const Tensor& x, const Tensor& y, Tensor& out, ThreadPo
         if (zero) fail(ErrorKind::invalid_argument, "div: integer division by zero (the right operand has a 0 element)");
       }
     }
-    parallel_runs(pool, nest, 4096, [&](const std::array<int64_t, 3>& off, int64_t n, const std::array<int64_t, 3>& st) {
-      for (int64_t i = 0; i < n; ++i) d[off[0] + i * st[0]] = apply<T>(op, a[off[1] + i * st[1]], b[off[2] + i * st[2]]);
-    });
+    // The op is chosen once per call, not per element, and each run takes a loop for its strides (binary_run).
+    auto run_all = [&](auto f) {
+      parallel_runs(pool, nest, 4096, [&](const std::array<int64_t, 3>& off, int64_t n, const std::array<int64_t, 3>& st) {
+        binary_run(d + off[0], a + off[1], b + off[2], n, st, f);
+      });
+    };
+    switch (op) {
+      case BinaryOp::add: run_all([](T x, T y) { return apply<T>(BinaryOp::add, x, y); }); break;
+      case BinaryOp::sub: run_all([](T x, T y) { return apply<T>(BinaryOp::sub, x, y); }); break;
+      case BinaryOp::mul: run_all([](T x, T y) { return apply<T>(BinaryOp::mul, x, y); }); break;
+      case BinaryOp::div: run_all([](T x, T y) { return apply<T>(BinaryOp::div, x, y); }); break;
+    }
   });
 }
 

@@ -228,6 +228,48 @@ TEST_CASE_TEMPLATE("elementwise kernels match the scalar operations", T, float, 
                        "tanh: needs a floating dtype but the operand is i64; convert it to f64 first", Error);
 }
 
+// binary() has a loop per stride pattern of a run (all contiguous, one operand spread along the run, any other):
+// each pattern, and a result that is its own left operand, gives the scalar operation's bits on every element.
+TEST_CASE_TEMPLATE("binary kernel: every stride pattern gives the scalar operation's bits", T, float, double, int64_t) {
+  kt::Rng r(23);
+  const Shape shape{37, 5};
+  auto dense = [&](const Shape& s) {
+    std::vector<T> v(static_cast<size_t>(element_count(s)));
+    for (auto& e : v) e = kt::random_value<T>(r);
+    if constexpr (std::is_same_v<T, int64_t>)
+      for (auto& e : v) e = e == 0 ? 3 : e;  // a nonzero divisor
+    return Tensor::from_col_major<T>(s, std::span<const T>(v));
+  };
+  Tensor x = dense(shape), y = dense(shape), col = dense({1, 5}), row = dense({37, 1}), xt = dense({5, 37});
+  Tensor spread_col = Tensor::view_of(dtype_v<T>, shape, {0, 1}, col.raw_data());  // stride 0 along the run
+  Tensor spread_row = Tensor::view_of(dtype_v<T>, shape, {1, 0}, row.raw_data());
+  const std::pair<Tensor, Tensor> cases[] = {{x, y}, {x, spread_col}, {spread_col, y}, {spread_row, x},
+                                             {xt.transpose(), y}, {spread_col, spread_row}};
+  for (auto op : {k::BinaryOp::add, k::BinaryOp::sub, k::BinaryOp::mul, k::BinaryOp::div}) {
+    CAPTURE(k::name(op));
+    auto scalar = [op](T a, T b) {
+      switch (op) {
+        case k::BinaryOp::add: return T(a + b);
+        case k::BinaryOp::sub: return T(a - b);
+        case k::BinaryOp::mul: return T(a * b);
+        case k::BinaryOp::div: return T(a / b);
+      }
+      return T{};
+    };
+    for (size_t c = 0; c < std::size(cases); ++c) {
+      CAPTURE(c);
+      const auto& [a, b] = cases[c];
+      Tensor out = k::binary(op, a, b);
+      for (int64_t j = 0; j < 5; ++j)
+        for (int64_t i = 0; i < 37; ++i) CHECK(same_bits(out.at<T>({i, j}), scalar(a.at<T>({i, j}), b.at<T>({i, j}))));
+    }
+    Tensor in_place = x.clone();
+    k::binary(op, in_place, y, in_place);
+    for (int64_t j = 0; j < 5; ++j)
+      for (int64_t i = 0; i < 37; ++i) CHECK(same_bits(in_place.at<T>({i, j}), scalar(x.at<T>({i, j}), y.at<T>({i, j}))));
+  }
+}
+
 TEST_CASE("elementwise errors: i64 transcendental and division by zero leave the result untouched") {
   Tensor x = Tensor::from_col_major<int64_t>({3}, {7, -7, 9});
   Tensor y = Tensor::from_col_major<int64_t>({3}, {2, 2, 0});
