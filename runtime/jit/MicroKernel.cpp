@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 
 namespace einstage {
 
@@ -20,19 +21,17 @@ std::string MicroKernelSpec::symbol() const {
 }
 
 MicroKernelSpec default_micro_kernel(DType real_dtype, bool avx512) {
+  // TileModel.h's pick for this vector width on this host's caches: 3 x 8 zmm accumulators + 3 A vectors + 1
+  // broadcast (28 of 32) with AVX-512, 2 x 6 ymm + 2 + 1 (15 of 16) with AVX2 on the CPUs einstage was timed on.
+  // Made once per process: the GETT driver asks on every call.
   EIN_ASSERT(real_dtype == DType::f32 || real_dtype == DType::f64, "micro-kernels are real");
-  MicroKernelSpec spec;
-  spec.dtype = real_dtype;
-  int lanes = (avx512 ? 64 : 32) / static_cast<int>(size_of(real_dtype));
-  spec.lanes = lanes;
-  // The measured best of the tiles TileModel.h allows (fits the registers, keeps the FMA units busy); why these and
-  // not the model's cheapest is in TileModel.h. AVX-512: 3 x 8 zmm accumulators + 3 A vectors + 1 broadcast (28 of
-  // 32). AVX2: 2 x 6 ymm accumulators + 2 A vectors + 1 broadcast (15 of 16).
-  const RegisterTile tile = measured_tile(vector_isa(avx512));
-  spec.mr = tile.vectors * lanes;
-  spec.nr = tile.nr;
-  spec.k_unroll = 4;
-  return spec;
+  static const std::array<MicroKernelSpec, 4> table = [] {
+    std::array<MicroKernelSpec, 4> t;
+    for (int i = 0; i < 4; ++i)
+      t[i] = model_micro_kernel(i & 1 ? DType::f64 : DType::f32, vector_isa((i & 2) != 0), host_cache_info());
+    return t;
+  }();
+  return table[(real_dtype == DType::f64 ? 1 : 0) + (avx512 ? 2 : 0)];
 }
 
 MicroKernelSpec default_lane_kernel(DType real_dtype, bool avx512) {

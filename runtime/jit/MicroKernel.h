@@ -78,7 +78,8 @@ MicroKernelSpec default_lane_kernel(DType real_dtype, bool avx512);
 /// Emits the kernel as LLVM IR and compiles it for the JIT's host; returns the relocatable object.
 std::vector<char> compile_micro_kernel(Jit& jit, const MicroKernelSpec& spec);
 
-/// The default tile for a real dtype on this host (AVX-512 or AVX2 widths).
+/// The default tile for a real dtype on this host (AVX-512 or AVX2 widths): TileModel.h's pick for that vector ISA
+/// on this host's caches, made once per process.
 MicroKernelSpec default_micro_kernel(DType real_dtype, bool avx512);
 
 /// The tiles the GETT driver chooses from (default first) with their relative throughput; it takes the one with the

@@ -1,35 +1,40 @@
-// TileModel: the rules a GEMM micro-kernel's register tile (MR x NR) must meet on a vector ISA, a bandwidth estimate
-// over the tiles that meet them, and the default tile (the measured best of those). Stage: runtime (JIT internals). Depends on runtime/jit/Blocking.h (CacheInfo,
-// blocking_for) and the standard library; no LLVM. Pure: tests feed made-up CPUs.
+// TileModel: the GEMM micro-kernel's register tile (MR x NR) chosen from the vector ISA and the cache sizes: the rules
+// a tile must meet, and a cost estimate that ranks the tiles that meet them. The GEMM driver's default tile is the
+// estimate's pick (MicroKernel.h: model_micro_kernel), and its cache blocks follow from that tile (Blocking.h).
+// Stage: runtime (JIT internals). Depends on runtime/jit/Blocking.h (CacheInfo, blocking_for), MicroKernel.h
+// (MicroKernelSpec) and the standard library; no LLVM. Pure: tests feed made-up CPUs.
 //
 // A tile is v A vectors (MR = v * lanes rows; lanes = vector bytes / element bytes) by NR broadcast columns. Per k step
 // it loads v vectors of A, broadcasts NR elements of B and issues v * NR FMAs into v * NR accumulator registers.
-//   fits   v * NR accumulators + v A vectors + 1 broadcast <= the vector registers (16 ymm with AVX2, 32 zmm with
-//          AVX-512).
-//   busy   the FMA units run at full rate: v * NR >= FMA units * FMA latency independent accumulators (2 x 4 on the
-//          Intel and AMD cores einstage runs on), and a k step's v + NR loads issue on the load ports within the
-//          cycles its FMAs take: (v + NR) * FMA units <= load ports * v * NR. A one-vector tile never is (v + NR > NR).
-//   cost   a bandwidth estimate: elements moved per multiply-add. The packed A sliver is re-read from L2 for every
-//          column sliver (1 / NR); C is read and written once per KC block (2 / KC), from memory, weighted by
-//          kMemoryWeight = 16 (one core's L2 bandwidth over its share of memory bandwidth, ~64 vs ~4 bytes per cycle);
-//          KC is what the tile's B sliver allows in a third of L1d (Blocking.h's rule, before its raise to kMinKc):
-//              cost = 1 / NR + 16 * 2 / (L1d / (3 NR s))
-//          A wider tile reads A less often but takes more of L1 per k, so KC shrinks and C passes more often.
-// register_tile() is the busy, fitting tile of least cost (ties: more accumulators). It gives the measured tiles on
-// AVX2 (8 x 6 f64, 16 x 6 f32, on a Zen 3 core and on a 48 KiB L1d) and on AVX-512 f64 with a 48 KiB L1d (24 x 8,
-// this project's Xeon). Where it does not (pinned in tests/jit/test_tile_model.cpp):
-//   - f32 on the Xeon: 32 x 11, measured level with the default 48 x 8 (docs/performance.md, "Register tiles from a
-//     model", 2026-12-02: each tile on its own blocks, 1 thread; f64 24 x 8 and 32 x 6 level and fastest, 16 x 12 up
-//     to 10% slower, 16 x 14 5-15% slower, 24 x 9 10-15% slower).
-//   - a 32 KiB L1d with AVX-512 (Zen 4): f64 24 x 7 and f32 48 x 9, neither measured; 3 x 9 spills: with 31 of 32 zmm
-//     registers LLVM 19 moves accumulators through the stack inside the k loop (2 x 14, 5 x 5 and 6 x 4, also 31
-//     registers, do not), which the register count cannot see.
-// So the GEMM driver's default is measured_tile(): the tile measured best, which the unit tests check fits and keeps
-// the FMA units busy.
+//   fits      v * NR accumulators + v A vectors + 1 broadcast <= the vector registers (16 ymm with AVX2, 32 zmm with
+//             AVX-512): every tile the driver may run.
+//   headroom  the same count leaves the compiler one register in 16 (<= 15 of 16 ymm, <= 30 of 32 zmm): LLVM 19 moves
+//             two accumulators of 3 x 9 (31 zmm) through the stack inside the k loop when it schedules for
+//             skylake-avx512 or rocketlake (this project's Xeon), though not for znver4 or sapphirerapids, and 2 x 14
+//             (also 31) never; the default tile must not depend on that, so it is chosen with headroom.
+//   busy      the FMA units run at full rate: v * NR >= FMA units * FMA latency independent accumulators, and a k step's
+//             v + NR loads issue on the load ports within the cycles its FMAs take. A one-vector tile never is.
+//   cost      what the tile spends besides its FMAs, as the utilisation of three resources while the FMA units run at
+//             full rate (F FMAs per cycle, P loads per cycle, vectors of b bytes), summed:
+//               loads  (v + NR) loads per v * NR FMAs:           F (v + NR) / (P v NR)
+//               A      the packed A sliver streams from L2 once per column sliver, b bytes per NR FMAs:
+//                                                                  F b / (NR * kL2BytesPerCycle)
+//               C      the tile's C passes through memory once per KC block, 2 b bytes per KC FMAs:
+//                                                                  2 F b / (KC * kMemoryBytesPerCycle)
+//             with KC what blocking_for gives this tile on these caches (the B sliver in a third of L1d, at least 256
+//             while it fits in half). The loads term favours square tiles (3 x 8 over 2 x 12), the A term wide ones,
+//             the C term narrow ones (a wide B sliver shortens KC).
+// register_tile() is the busy tile with headroom of least cost (ties: more accumulators, then more A vectors). On the
+// CPUs einstage was timed on it gives the measured best tiles (tests/jit/test_tile_model.cpp holds them as a
+// cross-check): 3 x 8 (24 x 8 f64, 48 x 8 f32) with AVX-512 on the Xeon (48 KiB L1d) and on Zen 4 (32 KiB L1d), 2 x 6
+// (8 x 6 f64, 16 x 6 f32) with AVX2 on Zen 3. On the Xeon it ranks the f64 tiles in the measured order (24 x 8 level
+// with 32 x 6, then 16 x 12, then 16 x 14); for f32 it puts 32 x 10 - 32 x 12 5-10% behind 48 x 8 where they
+// measured level (docs/performance.md, "Register tiles from a model").
 // Complex dtypes run on the real kernels (the 1m method, Gett.h), so they get their real dtype's tile.
 #pragma once
 
 #include "runtime/jit/Blocking.h"
+#include "runtime/jit/MicroKernel.h"
 
 #include <cstdint>
 
@@ -39,12 +44,13 @@ namespace einstage {
 struct VectorIsa {
   int vector_bytes = 64;  // 32 (ymm, AVX2) or 64 (zmm, AVX-512)
   int registers = 32;     // 16 ymm or 32 zmm
-  int fma_units = 2;
+  int fma_units = 2;      // vector FMAs issued per cycle
   int fma_latency = 4;    // cycles
-  int load_ports = 2;
+  int load_ports = 2;     // vector loads issued per cycle
 };
 
-/// The ISA of the micro-kernels the JIT emits: AVX-512 (64-byte vectors, 32 registers) or AVX2 (32, 16).
+/// The ISA of the micro-kernels the JIT emits: AVX-512 (64-byte vectors, 32 registers) or AVX2 (32, 16), with two FMA
+/// units of latency 4 and two load ports (every Intel and AMD core with AVX2 since Haswell and Zen).
 VectorIsa vector_isa(bool avx512);
 
 /// v A vectors by nr broadcast columns.
@@ -54,27 +60,32 @@ struct RegisterTile {
   friend bool operator==(const RegisterTile&, const RegisterTile&) = default;
 };
 
-/// The weight of C's memory traffic against A's L2 traffic in tile_cost (see above).
-inline constexpr double kMemoryWeight = 16;
+/// The cost estimate's bandwidths (bytes per cycle, one core): L2 to L1 one cache line per cycle (Intel since Skylake,
+/// AMD since Zen 4; Zen 3 has half, which does not change its pick), memory one core's share of a busy socket.
+inline constexpr double kL2BytesPerCycle = 64;
+inline constexpr double kMemoryBytesPerCycle = 8;
 
 /// Accumulators + A vectors + one broadcast fit in the vector registers.
 bool tile_fits(const VectorIsa& isa, RegisterTile t);
 
+/// The same count leaves the compiler one register in 16.
+bool tile_leaves_headroom(const VectorIsa& isa, RegisterTile t);
+
 /// The FMA units run at full rate: latency hidden and the loads within the load ports.
 bool tile_busy(const VectorIsa& isa, RegisterTile t);
 
-/// Elements moved per multiply-add: 1 / nr (A from L2) + kMemoryWeight * 2 / KC (C from memory), KC from
-/// blocking_for for this tile on `caches`.
+/// The tile's cost besides its FMAs (see above): load-port, L2 and memory utilisation at the full FMA rate, with KC
+/// from blocking_for for this tile on `caches`.
 double tile_cost(const VectorIsa& isa, const CacheInfo& caches, int64_t elem_bytes, RegisterTile t);
 
-/// The busy, fitting tile of least tile_cost (ties: more accumulators, then more A vectors).
+/// The busy tile with headroom of least tile_cost (ties: more accumulators, then more A vectors).
 RegisterTile register_tile(const VectorIsa& isa, const CacheInfo& caches, int64_t elem_bytes);
+
+/// The GEMM micro-kernel for a real dtype with register_tile's tile on `isa` and `caches`: what default_micro_kernel
+/// (MicroKernel.h) gives on this host, and what tests ask for on the CPUs einstage was timed on.
+MicroKernelSpec model_micro_kernel(DType real_dtype, const VectorIsa& isa, const CacheInfo& caches);
 
 /// The fitting tile with `vectors` A vectors and the most columns (at most max_nr); {0, 0} when none fits.
 RegisterTile widest_tile(const VectorIsa& isa, int vectors, int max_nr);
-
-/// The default GEMM tile, measured best on the CPUs einstage was timed on: 3 x 8 with 32 registers (AVX-512: Xeon,
-/// Zen 4), 2 x 6 with 16 (AVX2: Zen 3). Both fit and keep the FMA units busy (tested).
-RegisterTile measured_tile(const VectorIsa& isa);
 
 }  // namespace einstage

@@ -3,6 +3,7 @@
 // and the sysfs reader on fixture directories, with fallbacks for missing or unreadable levels.
 #include "runtime/jit/Blocking.h"
 #include "runtime/jit/MicroKernel.h"
+#include "runtime/jit/TileModel.h"
 #include "support/TempDir.h"
 
 #include <doctest/doctest.h>
@@ -16,8 +17,9 @@ namespace {
 
 constexpr int64_t KiB = 1024, MiB = 1024 * 1024;
 
+// The blocks for the tile the model picks on that CPU (TileModel.h), as default_blocking gives them on the host.
 GettBlocking for_default_tile(const CacheInfo& caches, DType real, bool avx512) {
-  const MicroKernelSpec tile = default_micro_kernel(real, avx512);
+  const MicroKernelSpec tile = model_micro_kernel(real, vector_isa(avx512), caches);
   return blocking_for(caches, static_cast<int64_t>(size_of(real)), tile.mr, tile.nr);
 }
 
@@ -73,7 +75,7 @@ TEST_CASE("blocking: Sapphire-Rapids-like and Zen-3-like cores get sensible, dis
   for (const CacheInfo& c : {spr, zen3, zen4}) {
     for (DType real : {DType::f32, DType::f64}) {
       for (bool avx512 : {false, true}) {
-        const MicroKernelSpec tile = default_micro_kernel(real, avx512);
+        const MicroKernelSpec tile = model_micro_kernel(real, vector_isa(avx512), c);
         const int64_t s = static_cast<int64_t>(size_of(real));
         const GettBlocking b = for_default_tile(c, real, avx512);
         CAPTURE(c.l1d);
