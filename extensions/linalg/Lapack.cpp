@@ -20,7 +20,8 @@ namespace einstage::linalg {
 
 // OpenBLAS's process-wide thread count, when the LAPACK in use is OpenBLAS's (found at run time in the already loaded
 // libopenblas.so.0: nothing here links OpenBLAS itself, and with the reference LAPACK there is nothing to set). A batch
-// needs it at 1, a single matrix at OpenBLAS's own count (read when first seen: OPENBLAS_NUM_THREADS or every CPU).
+// needs it at 1, and so does a small single matrix; a large one needs OpenBLAS's own count (read when first seen:
+// OPENBLAS_NUM_THREADS or every CPU).
 // Calls that need the same count run together; the other kind waits until they are done, so no call ever sees a
 // count it did not ask for (its bits do not depend on what runs beside it). The last call to leave restores the own
 // count. The object's lifetime is its shares' (share_openblas_threads below).
@@ -442,6 +443,12 @@ void set_lapack_status_hook_for_testing(ExecutionContext& context, LapackStatusH
   context_state(context).hook.store(hook, std::memory_order_release);
 }
 
+// A single matrix whose smaller extent is below this runs on one OpenBLAS thread, like a batch's matrices: threads
+// gain little there, its bits then do not depend on OPENBLAS_NUM_THREADS, and callers that decompose small matrices
+// concurrently (the Ising sweep runs its temperatures on every thread of the context) do not oversubscribe the CPUs
+// with OpenBLAS threads that spin while they wait.
+constexpr int64_t kThreadedExtent = 512;
+
 std::vector<Tensor> decompose(const LinalgPayload& payload, const Tensor& a_in, ExecutionContext& context,
                               OpenBlasThreads& blas) {
   const Tensor a = a_in.is_col_major() ? a_in : a_in.contiguous();
@@ -484,8 +491,8 @@ std::vector<Tensor> decompose(const LinalgPayload& payload, const Tensor& a_in, 
       if (batches > 1) {  // whole matrices per pool thread (or all inline), each on one OpenBLAS thread
         OpenBlasThreads::Scope one(blas, 1);
         context.pool().parallel_for(batches, [&](int64_t begin, int64_t end) { job.run(begin, end, scratch); });
-      } else {  // one matrix, on this thread with OpenBLAS's own threads
-        OpenBlasThreads::Scope own(blas, blas.own());
+      } else {  // one matrix on this thread: a large one with OpenBLAS's own threads, a small one on one
+        OpenBlasThreads::Scope scope(blas, std::min(m, n) >= kThreadedExtent ? blas.own() : 1);
         job.run(0, 1, scratch);
       }
     }

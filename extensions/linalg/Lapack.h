@@ -14,13 +14,15 @@
 // a contiguous range of the batch with one workspace from a lease of the context's scratch, so a matrix costs no
 // allocation and no second finiteness check. Threads: a batch of two or more matrices is split over the pool in
 // whole matrices, each one LAPACK call with OpenBLAS held to one thread of its own, so the two levels never
-// oversubscribe the CPUs or queue on OpenBLAS's lock; a single matrix runs on the calling thread with OpenBLAS's own
-// threads (OPENBLAS_NUM_THREADS, else every CPU). OpenBLAS's count is process-wide: batch calls and single-matrix
+// oversubscribe the CPUs or queue on OpenBLAS's lock; a single matrix runs on the calling thread, with OpenBLAS's own
+// threads (OPENBLAS_NUM_THREADS, else every CPU) when its smaller extent is 512 or more, else on one OpenBLAS thread
+// (threads gain little there, and concurrent callers of small decompositions would oversubscribe the CPUs with
+// OpenBLAS threads that spin while they wait). OpenBLAS's count is process-wide: batch calls and single-matrix
 // calls take turns (calls of one kind run together), and it is restored when the last leaves; it is found with dlopen
 // at run time, and with another LAPACK nothing is set. So results are bitwise the same at any thread count of the
 // context, like einsum's: a batch's matrices are single-threaded LAPACK calls on 64-byte-aligned buffers wherever they
-// run, and a single matrix never depends on the context's threads (its bits may depend on OPENBLAS_NUM_THREADS, which
-// einstage leaves alone; a matrix alone and the same matrix in a batch agree to rounding).
+// run, and a single matrix never depends on the context's threads (a large one's bits may depend on
+// OPENBLAS_NUM_THREADS, which einstage leaves alone; a matrix alone and the same matrix in a batch agree to rounding).
 #pragma once
 
 #include "extensions/api/Kernels.h"
