@@ -5,6 +5,7 @@
 #include "extensions/einsum/TraceEinsum.h"
 #include "extensions/linalg/TraceLinalg.h"
 #include "ir/Error.h"
+#include "runtime/ThreadPool.h"
 
 #include <algorithm>
 #include <bit>
@@ -29,6 +30,11 @@ TracedTensor initial_tensor(TraceContext& ctx, const TracedTensor& beta) {
   for (size_t k = 0; k < parity.size(); ++k) parity[k] = std::popcount(k) % 2 == 0 ? 0.5 : 0.0;
   TracedTensor half_even = ctx.constant(Tensor::from_col_major<double>({2, 2, 2, 2}, parity));
   return einsum::einsum(ctx, "i,j,k,l->ijkl", {v, v, v, v}) * half_even;
+}
+
+void check_beta(double beta) {
+  if (!(beta > 0) || !std::isfinite(beta))
+    fail(ErrorKind::invalid_argument, "ising-trg: beta = {} must be positive and finite", beta);
 }
 
 // 1 where s > threshold, 0 where s < threshold (sign's 0 gives ½ at exact equality), with a zero derivative.
@@ -82,15 +88,25 @@ Program trace_ising_trg(const ExtensionRegistry* registry, int chi, int steps) {
 IsingTrg::IsingTrg(const Runtime& runtime, int chi, int steps)
     : program_(trace_ising_trg(&runtime.registry(), chi, steps)),
       derivatives_(runtime.prepare(
-          ad::jvp(ad::value_and_grad(program_, {0}, &runtime.registry()), {0}, &runtime.registry()))) {}
+          ad::jvp(ad::value_and_grad(program_, {0}, &runtime.registry()), {0}, &runtime.registry()))),
+      pool_(runtime.pool()) {}
 
 TrgValues IsingTrg::evaluate(double beta) const {
-  if (!(beta > 0) || !std::isfinite(beta))
-    fail(ErrorKind::invalid_argument, "ising-trg: beta = {} must be positive and finite", beta);
+  check_beta(beta);
   // Outputs (f, f', then their tangents along dβ = 1: f', f'').
   std::vector<Tensor> out = derivatives_.run({Tensor::scalar<double>(beta), Tensor::scalar<double>(1.0)});
   const double lnz = out.at(0).at<double>({}), d1 = out.at(1).at<double>({}), d2 = out.at(3).at<double>({});
   return {lnz, -d1, beta * beta * d2};
+}
+
+std::vector<TrgValues> IsingTrg::evaluate_all(std::span<const double> betas) const {
+  for (double beta : betas) check_beta(beta);
+  std::vector<TrgValues> values(betas.size());
+  // A nested parallel_for runs inline, so the kernels inside each evaluation stay on the thread running it.
+  parallel_for(pool_, static_cast<int64_t>(betas.size()), [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) values[static_cast<size_t>(i)] = evaluate(betas[static_cast<size_t>(i)]);
+  });
+  return values;
 }
 
 }  // namespace einstage::ising

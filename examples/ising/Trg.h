@@ -25,6 +25,7 @@
 #include "ir/Program.h"
 #include "runtime/Runtime.h"
 
+#include <span>
 #include <vector>
 
 namespace einstage::ising {
@@ -51,11 +52,17 @@ class IsingTrg {
   IsingTrg(const Runtime& runtime, int chi, int steps);
   /// beta > 0 and finite (checked).
   TrgValues evaluate(double beta) const;
+  /// evaluate() at every β, results in the order of `betas`. The β values are independent, so they run concurrently:
+  /// the Runtime's execution context splits them into one contiguous share per thread, and each evaluation's kernels
+  /// then run inline on its thread. Every result is bitwise what evaluate(β) gives (the kernels' results do not
+  /// depend on the thread count, and LAPACK runs at the thread count it always uses). Every β is checked first.
+  std::vector<TrgValues> evaluate_all(std::span<const double> betas) const;
   const Program& program() const { return program_; }
 
  private:
   Program program_;
   Executable derivatives_;
+  ThreadPool* pool_;  // the Runtime context's (nullptr: one thread); the Executable keeps that context alive
 };
 
 }  // namespace einstage::ising

@@ -18,6 +18,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <string>
 
@@ -109,6 +110,24 @@ TEST_CASE("TRG at chi 16, 20 steps against Onsager") {
       CHECK(std::abs(v.specific_heat - exact.specific_heat) <= 1e-2 * exact.specific_heat);
     }
   }
+}
+
+// The sweep runs its β values concurrently on the Runtime's two threads: each value must carry the bits of a single
+// evaluation, in the order given (a truncating χ, so the split SVD and the zero-mode masks are on the path).
+TEST_CASE("TRG: evaluate_all gives the bits of one evaluate per beta, in order") {
+  const IsingTrg trg(runtime(), 6, 7);
+  const std::vector<double> betas{0.50, 0.40, 0.4406868, 0.43, 0.47, 0.41, 0.45};
+  const std::vector<TrgValues> all = trg.evaluate_all(betas);
+  REQUIRE(all.size() == betas.size());
+  for (size_t i = 0; i < betas.size(); ++i) {
+    const TrgValues one = trg.evaluate(betas[i]);
+    INFO(fmt::format("beta {}: c {:.17g} in the sweep, {:.17g} alone", betas[i], all[i].specific_heat,
+                     one.specific_heat));
+    CHECK(std::memcmp(&all[i], &one, sizeof one) == 0);
+  }
+  CHECK(trg.evaluate_all({}).empty());
+  CHECK(test::error_of([&] { trg.evaluate_all(std::vector<double>{0.4, -1.0}); }) ==
+        "ising-trg: beta = -1 must be positive and finite");
 }
 
 TEST_CASE("TRG: bad sizes and temperatures name the argument") {

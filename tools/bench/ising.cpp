@@ -2,7 +2,7 @@
 // traced program differentiated twice, forward over reverse) at chi = 16 and 32, N = 20 steps, beta = 0.44, against
 // the same algorithm in PyTorch (tools/bench/ising_trg_peer.py: torch.autograd.grad(..., create_graph=True) twice),
 // measured in the same run with the same thread count; then the sweep of 51 beta values 0.40:0.50:0.002 at chi = 16
-// (one traced program, evaluated 51 times). f64, best of repeated calls after a warm-up (einstage: the warm-up plans
+// (one traced program, evaluated 51 times; with --threads N, N evaluations at a time). f64, best of repeated calls after a warm-up (einstage: the warm-up plans
 // the einsums and compiles kernels; the trace + AD + prepare time is printed on its own). Not a test: it prints a
 // table and JSON. The values of the two implementations are printed side by side.
 //
@@ -111,7 +111,9 @@ int main(int argc, char** argv) {
   // The sweep: 51 values at chi = 16 with one traced program, as `einstage example ising-trg --sweep` runs it.
   const auto t0 = std::chrono::steady_clock::now();
   const ising::IsingTrg trg(rt, 16, kSteps);
-  for (int k = 0; k <= 50; ++k) trg.evaluate(0.40 + 0.002 * k);
+  std::vector<double> betas;
+  for (int k = 0; k <= 50; ++k) betas.push_back(0.40 + 0.002 * k);
+  trg.evaluate_all(betas);  // concurrently when --threads is above 1
   const double sweep = seconds_since(t0);
   fmt::print("sweep of 51 beta values 0.40:0.50:0.002 at chi 16 (trace, AD, prepare and 51 evaluations): {:.2f} s\n",
              sweep);
