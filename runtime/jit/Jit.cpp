@@ -156,7 +156,10 @@ int64_t Jit::codegens_on_this_thread() { return t_codegens; }
 void Jit::set_before_first_codegen(void (*fn)()) { g_before_first_codegen.store(fn, std::memory_order_release); }
 bool Jit::process_exiting() { return g_gate_closed.load(); }
 
-std::vector<char> Jit::Impl::emit_object(llvm::Module& module) {
+namespace {
+
+// Verifies the module and runs the code generator into `out` as an object file or assembly text.
+void emit(Jit::Impl& impl, llvm::Module& module, llvm::CodeGenFileType type, llvm::SmallVector<char, 0>& out) {
   before_codegen();  // outside the gate: the hook generates code of its own
   LlvmUse use;
   ++t_codegens;
@@ -164,14 +167,27 @@ std::vector<char> Jit::Impl::emit_object(llvm::Module& module) {
   llvm::raw_string_ostream verify_stream(verify_message);
   if (llvm::verifyModule(module, &verify_stream))
     fail(ErrorKind::runtime, "jit: module '{}' is invalid: {}", module.getName().str(), verify_message);
-  llvm::SmallVector<char, 0> buffer;
-  llvm::raw_svector_ostream stream(buffer);
-  std::lock_guard lock(mutex);  // a TargetMachine is not safe to use from two threads at once
+  llvm::raw_svector_ostream stream(out);
+  std::lock_guard lock(impl.mutex);  // a TargetMachine is not safe to use from two threads at once
   llvm::legacy::PassManager passes;
-  if (tm->addPassesToEmitFile(passes, stream, nullptr, llvm::CodeGenFileType::ObjectFile))
-    fail(ErrorKind::runtime, "jit: the target machine for '{}' cannot emit object files", host.cpu);
+  if (impl.tm->addPassesToEmitFile(passes, stream, nullptr, type))
+    fail(ErrorKind::runtime, "jit: the target machine for '{}' cannot emit {}", impl.host.cpu,
+         type == llvm::CodeGenFileType::ObjectFile ? "object files" : "assembly");
   passes.run(module);
+}
+
+}  // namespace
+
+std::vector<char> Jit::Impl::emit_object(llvm::Module& module) {
+  llvm::SmallVector<char, 0> buffer;
+  emit(*this, module, llvm::CodeGenFileType::ObjectFile, buffer);
   return std::vector<char>(buffer.begin(), buffer.end());
+}
+
+std::string Jit::Impl::emit_assembly(llvm::Module& module) {
+  llvm::SmallVector<char, 0> buffer;
+  emit(*this, module, llvm::CodeGenFileType::AssemblyFile, buffer);
+  return std::string(buffer.begin(), buffer.end());
 }
 
 void Jit::Impl::optimise(llvm::Module& module) {

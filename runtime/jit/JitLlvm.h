@@ -29,6 +29,8 @@ struct Jit::Impl {
   std::unique_ptr<llvm::Module> new_module(llvm::LLVMContext& context, const std::string& name);
   /// Verifies the module and runs the code generator only (no IR optimisation pipeline).
   std::vector<char> emit_object(llvm::Module& module);
+  /// The same code generation, as AT&T assembly text (tests read it, e.g. for stack traffic in a kernel's k loop).
+  std::string emit_assembly(llvm::Module& module);
   /// Runs LLVM's O2 IR pipeline on the module (inlining, constant propagation, unrolling). Only for code compiled off
   /// the critical path (shape-specialised kernels, Specialise.h): it costs several milliseconds per module.
   void optimise(llvm::Module& module);

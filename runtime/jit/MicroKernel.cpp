@@ -488,17 +488,27 @@ struct Emitter {
   }
 };
 
-}  // namespace
-
-std::vector<char> compile_micro_kernel(Jit& jit, const MicroKernelSpec& spec) {
+// The micro-kernel's module, generated for the JIT's target.
+std::unique_ptr<llvm::Module> micro_kernel_module(Jit& jit, const MicroKernelSpec& spec, llvm::LLVMContext& context) {
   EIN_ASSERT(spec.dtype == DType::f32 || spec.dtype == DType::f64, "micro-kernels are real");
   EIN_ASSERT(spec.mr > 0 && (spec.lane || spec.mr % spec.lanes == 0) && spec.nr > 0 && spec.k_unroll > 0 &&
                  !(spec.lane && spec.direct) && (spec.direct || !spec.split_rows),
              "bad micro-kernel tile");
-  llvm::LLVMContext context;
   auto module = jit.impl().new_module(context, spec.symbol());
   Emitter(spec, context).emit(*module);
-  return jit.impl().emit_object(*module);
+  return module;
+}
+
+}  // namespace
+
+std::vector<char> compile_micro_kernel(Jit& jit, const MicroKernelSpec& spec) {
+  llvm::LLVMContext context;
+  return jit.impl().emit_object(*micro_kernel_module(jit, spec, context));
+}
+
+std::string micro_kernel_assembly(Jit& jit, const MicroKernelSpec& spec) {
+  llvm::LLVMContext context;
+  return jit.impl().emit_assembly(*micro_kernel_module(jit, spec, context));
 }
 
 std::string SpecialisedKernelSpec::describe() const {

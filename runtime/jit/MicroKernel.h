@@ -78,6 +78,9 @@ MicroKernelSpec default_lane_kernel(DType real_dtype, bool avx512);
 /// Emits the kernel as LLVM IR and compiles it for the JIT's host; returns the relocatable object.
 std::vector<char> compile_micro_kernel(Jit& jit, const MicroKernelSpec& spec);
 
+/// The same kernel as AT&T assembly text, for tests (e.g. to find stack traffic in its k loop).
+std::string micro_kernel_assembly(Jit& jit, const MicroKernelSpec& spec);
+
 /// The default tile for a real dtype on this host (AVX-512 or AVX2 widths): TileModel.h's pick for that vector ISA
 /// on this host's caches, made once per process.
 MicroKernelSpec default_micro_kernel(DType real_dtype, bool avx512);
