@@ -27,8 +27,9 @@ void contract(const ContractionProblem& p, ExecutionContext& context, ThreadPool
 /// The same on default_context().
 void contract(const ContractionProblem& p, ThreadPool* pool = nullptr);
 
-/// One call site's contraction (an einsum step): runs every problem as contract() would, and once it has seen
-/// kHotCalls calls of the same small problem, runs that problem on a kernel compiled for exactly its extents and
+/// One call site's contraction (an einsum step): runs every problem as contract() would, keeping the JIT's set-up of
+/// the problem (offset tables, tile, kernels) for the next call with the same extents and strides, and once it has
+/// seen kHotCalls calls of the same small problem, runs that problem on a kernel compiled for exactly its extents and
 /// strides (same bits). Keep one handle per call site, for as long as the site's shapes stay fixed.
 class StepKernel {
  public:

@@ -204,13 +204,11 @@ bool elementwise_shaped(const Fused& m, const Fused& n, const Fused& k) {
 }
 
 // An elementwise product over `axes` (the batch axes, then the m axes with stride 0 in B and the n axes with stride 0
-// in A, without extent-1 axes; sorted here): loop over them
-// directly, innermost the axis with the smallest C stride, instead of building offset tables with one entry per
-// element and running a GEMM per entry. c = a * b (or c += a * b) per element: the GEMM kernels' value for k = 1
-// (fma(a, b, 0) is a * b rounded once).
-template <typename T>
-void elementwise(std::vector<Axis>& axes, std::vector<int64_t>& index, const void* a_data, const void* b_data,
-                 void* c_data, bool accumulate) {
+// in A, without extent-1 axes): loop over them directly, innermost the axis with the smallest C stride, instead of
+// building offset tables with one entry per element and running a GEMM per entry. c = a * b (or c += a * b) per
+// element: the GEMM kernels' value for k = 1 (fma(a, b, 0) is a * b rounded once). order_elementwise() sorts and
+// merges the axes once per problem (set-up); elementwise() runs them.
+void order_elementwise(std::vector<Axis>& axes) {
   std::sort(axes.begin(), axes.end(), [](const Axis& x, const Axis& y) {
     return std::abs(x.stride_c) < std::abs(y.stride_c);  // stable enough: ties only reorder independent elements
   });
@@ -227,6 +225,11 @@ void elementwise(std::vector<Axis>& axes, std::vector<int64_t>& index, const voi
       axes[++merged] = ax;
   }
   if (!axes.empty()) axes.resize(merged + 1);
+}
+
+template <typename T>
+void elementwise(const std::vector<Axis>& axes, const void* a_data, const void* b_data, void* c_data,
+                 bool accumulate) {
   const T* a = static_cast<const T*>(a_data);
   const T* b = static_cast<const T*>(b_data);
   T* c = static_cast<T*>(c_data);
@@ -235,7 +238,11 @@ void elementwise(std::vector<Axis>& axes, std::vector<int64_t>& index, const voi
   const int64_t inner = axes.empty() ? 1 : axes[0].extent;
   const int64_t sa = axes.empty() ? 0 : axes[0].stride_a, sb = axes.empty() ? 0 : axes[0].stride_b,
                 sc = axes.empty() ? 0 : axes[0].stride_c;
-  index.assign(axes.size(), 0);
+  // The odometer's digits: on the stack for the usual few (merged) axes, so a call allocates nothing.
+  int64_t digits[16] = {};
+  std::vector<int64_t> more;
+  if (axes.size() > std::size(digits)) more.assign(axes.size(), 0);
+  int64_t* index = more.empty() ? digits : more.data();
   for (;;) {
     if (sa == 1 && sb == 1 && sc == 1) {  // contiguous: a loop the compiler vectorises
       if (accumulate)
@@ -265,24 +272,39 @@ void elementwise(std::vector<Axis>& axes, std::vector<int64_t>& index, const voi
   }
 }
 
-// run_gett's per-call state, one per scratch slot (ir/Scratch.h: Lease::object): the offset tables and temporaries
-// keep their capacity between calls, so setting up a step allocates nothing once they have grown (on the grid
-// workloads' 2 x 2 x 2 steps malloc and free had been a third of the time). A slot has one user at a time, so
-// concurrent calls (pool threads running the same step) each get their own.
+// How a set-up problem runs: as an elementwise product over GettSetup::axes, on GettSetup::g, or as C^T = B^T A^T
+// on GettSetup::t (the problem GettSetup::q, A and B exchanged).
+enum class GettMode : uint8_t { elementwise, gett, transposed };
+
+// Everything contract_jit decides about one problem before it touches data: the mode, the offset tables, the tile,
+// the blocking and the kernels. run_gett makes one per call in its scratch slot (ir/Scratch.h: Lease::object: the
+// tables and temporaries keep their capacity between calls, so setting up a step allocates nothing once they have
+// grown); a GettPlan keeps one for as long as its step's problem stays the same, so the set-up is made once. run()
+// reads nothing but the data pointers of the call, so one set-up serves concurrent calls.
 template <typename T>
-struct GettWorkspace {
-  Gett<T> g, t;             // the problem's GETT and, on the transposed direct path, C^T's
-  FuseScratch fuse;
+struct GettSetup {
+  GettMode mode = GettMode::gett;
+  bool accumulate = false;  // elementwise (the Getts keep their own)
+  Gett<T> g, t;             // the problem's GETT and, for mode transposed, C^T's
   std::vector<Axis> axes;   // elementwise: the axes to loop over; lane mode: the batch axes but the lane axis
-  std::vector<int64_t> index;
+  FuseScratch fuse;
   ContractionProblem q;     // the transposed problem
 
-  // Tables above this many bytes go back to malloc after the call: memory kept in a slot's object is outside the
+  void run(const void* a, const void* b, void* c, ThreadPool* pool) const {
+    switch (mode) {
+      case GettMode::elementwise: return elementwise<T>(axes, a, b, c, accumulate);
+      case GettMode::gett: return g.run(a, b, c, pool);
+      case GettMode::transposed: return t.run(b, a, c, pool);
+    }
+  }
+  size_t table_bytes() const { return g.table_bytes() + t.table_bytes() + axes.capacity() * sizeof(Axis); }
+
+  // Tables above this many bytes go back to malloc after a call: memory kept in a slot's object is outside the
   // allocator's byte limit, and a step that large is not dominated by its set-up (a 4.8-million-entry batch has 115 MB
   // of tables).
   static constexpr size_t kKeepBytes = size_t(1) << 18;
   void trim() {
-    if (g.table_bytes() + t.table_bytes() > kKeepBytes) g = Gett<T>(), t = Gett<T>();
+    if (table_bytes() > kKeepBytes) g = Gett<T>(), t = Gett<T>(), axes = {};
   }
 };
 
@@ -295,17 +317,12 @@ void transpose_into(ContractionProblem& q, const ContractionProblem& p) {
     for (Axis& ax : *group) std::swap(ax.stride_a, ax.stride_b);
 }
 
+// Sets p up in `g` (ws.g, or ws.t for the transposed problem) and returns the mode: gett means "run g". `swapped`: p
+// is the transpose of the caller's problem (the packed path's C^T = B^T A^T), whose k order it keeps.
 template <typename T>
-void run_gett(const ContractionProblem& p, ThreadPool* pool, KernelCache& cache, const GettBlocking* blocking,
-              ScratchAllocator& scratch, bool direct, bool swapped = false) {
+GettMode set_up_gett(GettSetup<T>& ws, Gett<T>& g, const ContractionProblem& p, KernelCache& cache,
+                     const GettBlocking* blocking, ScratchAllocator& scratch, bool direct, bool swapped) {
   using R = typename real_of<T>::type;
-  ScratchAllocator::Lease lease = scratch.lease();
-  GettWorkspace<T>& ws = lease.object<GettWorkspace<T>>();
-  struct Trim {
-    GettWorkspace<T>& ws;
-    ~Trim() { ws.trim(); }
-  } trim{ws};
-  Gett<T>& g = ws.g;
   g.reset();
   g.scratch = &scratch;
   const DType real = dtype_v<R>;
@@ -324,7 +341,8 @@ void run_gett(const ContractionProblem& p, ThreadPool* pool, KernelCache& cache,
       if (ax.extent != 1) ax.stride_b = 0, ws.axes.push_back(ax);
     for (Axis ax : p.n)
       if (ax.extent != 1) ax.stride_a = 0, ws.axes.push_back(ax);
-    return elementwise<T>(ws.axes, ws.index, p.a, p.b, p.c, p.accumulate);
+    order_elementwise(ws.axes);
+    return GettMode::elementwise;
   }
   if constexpr (!is_complex_v<T>) {
     // A batch axis with unit stride in all three tensors: run lane kernels along it (the GEMM packing would read
@@ -351,7 +369,7 @@ void run_gett(const ContractionProblem& p, ThreadPool* pool, KernelCache& cache,
       g.cm_pad.resize(g.m.c.size() + size_t(g.mr), 0);
       g.cn_pad.assign(g.n.c.begin(), g.n.c.end());
       g.cn_pad.resize(g.n.c.size() + size_t(g.nr), 0);
-      return g.run(p, pool);
+      return GettMode::gett;
     }
   }
   fuse(g.batch, p.batch, &Axis::stride_c, &Axis::stride_a, kNeedA | kNeedB | kNeedC, ws.fuse);
@@ -359,7 +377,7 @@ void run_gett(const ContractionProblem& p, ThreadPool* pool, KernelCache& cache,
     MicroKernelSpec tile;
     if (!blocking && direct && plan_direct(g, real, cache.host().has_avx512, tile)) {
       g.direct = cache.direct_kernel(tile);  // may throw: before anything is written
-      return g.run(p, pool);
+      return GettMode::gett;
     }
     // Fewer than 8 columns but A's rows not contiguous (a k-major matrix times a vector: ji,j->i): C^T = B^T A^T has
     // fewer than 8 rows and reads the matrix through broadcasts along its contiguous k, on the direct path.
@@ -379,7 +397,7 @@ void run_gett(const ContractionProblem& p, ThreadPool* pool, KernelCache& cache,
       t.accumulate = q.accumulate;
       if (plan_direct(t, real, cache.host().has_avx512, tile)) {
         t.direct = cache.direct_kernel(tile);  // may throw: before anything is written
-        return t.run(q, pool);
+        return GettMode::transposed;
       }
     }
   }
@@ -388,11 +406,14 @@ void run_gett(const ContractionProblem& p, ThreadPool* pool, KernelCache& cache,
     // reads each row along k and writes each element to another cache line). When B is k-major too and has fewer
     // columns than A has rows, C^T = B^T A^T packs only the smaller operand that way and the larger one, now B with
     // contiguous k, on the packer's fast path: e.g. the einsum-benchmark matrix chain's 400 x 300 by 300 x 21 steps.
-    // k keeps the original order (run_gett's `swapped`), so the bits are the unswapped problem's.
+    // k keeps the original order (`swapped`), so the bits are the unswapped problem's. The transposed problem
+    // (m < n, not elementwise, no lane axis) takes neither transposed branch again: its set-up is a GETT in ws.t.
     if (!blocking && !swapped && g.n.size < g.m.size && !unit_run(g.m.a, 0, g.m.size) &&
         unit_run(g.k.a, 0, g.k.size) && unit_run(g.k.b, 0, g.k.size)) {
-      transpose_into(ws.q, p);  // the call below leases another slot: this one stays ours until we return
-      return run_gett<T>(ws.q, pool, cache, blocking, scratch, direct, true);
+      transpose_into(ws.q, p);
+      const GettMode inner = set_up_gett(ws, ws.t, ws.q, cache, blocking, scratch, direct, true);
+      EIN_ASSERT(inner == GettMode::gett, "the swapped GETT set itself up as a GETT");
+      return GettMode::transposed;
     }
   }
   // The tile with the least padded work (rows rounded up to MR, columns to NR), weighted by its throughput.
@@ -417,7 +438,27 @@ void run_gett(const ContractionProblem& p, ThreadPool* pool, KernelCache& cache,
   for (int64_t j = 0; j < g.n.size; ++j) g.cn_real[j] = g.n.c[j] * Gett<T>::cf;
   g.b_k_unit = unit_run(g.k.b, 0, g.k.size);
   g.a_k_unit = unit_run(g.k.a, 0, g.k.size);
-  g.run(p, pool);
+  return GettMode::gett;
+}
+
+template <typename T>
+void set_up(GettSetup<T>& ws, const ContractionProblem& p, KernelCache& cache, const GettBlocking* blocking,
+            ScratchAllocator& scratch, bool direct) {
+  ws.accumulate = p.accumulate;
+  ws.mode = set_up_gett(ws, ws.g, p, cache, blocking, scratch, direct, false);
+}
+
+template <typename T>
+void run_gett(const ContractionProblem& p, ThreadPool* pool, KernelCache& cache, const GettBlocking* blocking,
+              ScratchAllocator& scratch, bool direct) {
+  ScratchAllocator::Lease lease = scratch.lease();
+  GettSetup<T>& ws = lease.object<GettSetup<T>>();
+  struct Trim {
+    GettSetup<T>& ws;
+    ~Trim() { ws.trim(); }
+  } trim{ws};
+  set_up(ws, p, cache, blocking, scratch, direct);
+  ws.run(p.a, p.b, p.c, pool);
 }
 
 }  // namespace
@@ -434,6 +475,82 @@ bool direct_schedule(const ContractionProblem& p, bool avx512, DirectSchedule& o
     default: return false;
   }
 }
+
+namespace {
+
+bool same_axes(const std::vector<Axis>& x, const std::vector<Axis>& y) {
+  if (x.size() != y.size()) return false;
+  for (size_t i = 0; i < x.size(); ++i)
+    if (x[i].extent != y[i].extent || x[i].stride_a != y[i].stride_a || x[i].stride_b != y[i].stride_b ||
+        x[i].stride_c != y[i].stride_c)
+      return false;
+  return true;
+}
+
+}  // namespace
+
+bool same_geometry(const ContractionProblem& x, const ContractionProblem& y) {
+  return x.dtype == y.dtype && x.accumulate == y.accumulate && same_axes(x.m, y.m) && same_axes(x.n, y.n) &&
+         same_axes(x.k, y.k) && same_axes(x.batch, y.batch);
+}
+
+struct GettPlan::Impl {
+  ContractionProblem signature;  // the problem without its pointers
+  bool direct = true;
+  virtual ~Impl() = default;
+  virtual void run(const void* a, const void* b, void* c, ThreadPool* pool) const = 0;
+  virtual size_t table_bytes() const = 0;
+};
+
+namespace {
+
+template <typename T>
+struct TypedGettPlan final : GettPlan::Impl {
+  GettSetup<T> setup;
+  void run(const void* a, const void* b, void* c, ThreadPool* pool) const override { setup.run(a, b, c, pool); }
+  size_t table_bytes() const override { return setup.table_bytes(); }
+};
+
+template <typename T>
+std::unique_ptr<GettPlan::Impl> make_plan(const ContractionProblem& p, KernelCache& cache, ScratchAllocator& scratch,
+                                          bool direct) {
+  auto plan = std::make_unique<TypedGettPlan<T>>();
+  set_up(plan->setup, p, cache, nullptr, scratch, direct);
+  plan->setup.fuse = FuseScratch();  // temporaries of the set-up only
+  plan->setup.q = ContractionProblem();
+  return plan;
+}
+
+}  // namespace
+
+GettPlan::GettPlan(const ContractionProblem& p, KernelCache& cache, ScratchAllocator& scratch, bool direct) {
+  p.check("contract");
+  switch (p.dtype) {
+    case DType::f32: impl_ = make_plan<float>(p, cache, scratch, direct); break;
+    case DType::f64: impl_ = make_plan<double>(p, cache, scratch, direct); break;
+    case DType::c64: impl_ = make_plan<c64>(p, cache, scratch, direct); break;
+    case DType::c128: impl_ = make_plan<c128>(p, cache, scratch, direct); break;
+    case DType::i64:
+      fail(ErrorKind::unsupported, "contract: the JIT has no i64 kernel; use contract() or contract_portable()");
+  }
+  impl_->signature = p;
+  impl_->signature.a = impl_->signature.b = nullptr;
+  impl_->signature.c = nullptr;
+  impl_->direct = direct;
+}
+
+GettPlan::~GettPlan() = default;
+
+bool GettPlan::matches(const ContractionProblem& p, bool direct) const {
+  return direct == impl_->direct && same_geometry(p, impl_->signature);
+}
+
+void GettPlan::run(const ContractionProblem& p, ThreadPool* pool) const {
+  if (p.a == nullptr || p.b == nullptr || p.c == nullptr) p.check("contract");  // as contract_jit would refuse it
+  impl_->run(p.a, p.b, p.c, pool);
+}
+
+size_t GettPlan::table_bytes() const { return impl_->table_bytes(); }
 
 void contract_jit(const ContractionProblem& p, ThreadPool* pool, KernelCache* cache, const GettBlocking* blocking,
                   ScratchAllocator* scratch, bool direct) {

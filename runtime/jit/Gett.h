@@ -31,6 +31,7 @@
 #include "runtime/kernels/Contraction.h"
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 namespace einstage {
@@ -81,5 +82,40 @@ bool direct_schedule(const ContractionProblem& p, bool avx512, DirectSchedule& o
 /// packed path (a context's Config::jit_direct, EINSTAGE_JIT_DIRECT=0).
 void contract_jit(const ContractionProblem& p, ThreadPool* pool = nullptr, KernelCache* cache = nullptr,
                   const GettBlocking* blocking = nullptr, ScratchAllocator* scratch = nullptr, bool direct = true);
+
+/// True when x and y have the same dtype, accumulate flag and axes (extents and strides, group by group, in order):
+/// whatever contract_jit decides for one it decides for the other. Pointers are not compared.
+bool same_geometry(const ContractionProblem& x, const ContractionProblem& y);
+
+/// contract_jit's set-up of one problem, made once: its mode (elementwise, direct, lane, packed, or one of those on
+/// C^T = B^T A^T), the fused m, n, k and batch offset tables, the tile, the blocking and the kernels. run() then
+/// executes any problem with the same geometry (matches(): same_geometry and the same `direct` switch) on that call's
+/// data pointers, with contract_jit's bits at every thread count and without redoing the set-up: a prepared einsum
+/// step (StepKernel, runtime/Contract.h) keeps one per problem it runs, because on small steps (the grid workloads'
+/// 2 x 2 x 2 contractions) the set-up cost more than the arithmetic. Immutable once made: concurrent run() calls are
+/// safe. It holds `cache`'s kernels and a pointer to `scratch` (packing buffers), so it must not outlive either;
+/// StepKernel keys its plans by context.
+class GettPlan {
+ public:
+  /// Sets p up as contract_jit(p, pool, &cache, nullptr, &scratch, direct) would; throws what contract_jit throws
+  /// (p.check's errors, Error(unsupported) for i64, Error(runtime) when a kernel cannot be compiled).
+  GettPlan(const ContractionProblem& p, KernelCache& cache, ScratchAllocator& scratch, bool direct);
+  ~GettPlan();
+  GettPlan(const GettPlan&) = delete;
+  GettPlan& operator=(const GettPlan&) = delete;
+
+  /// p has the geometry this plan was made for, and `direct` is the switch it was made with.
+  bool matches(const ContractionProblem& p, bool direct) const;
+  /// Executes p, which matches() this plan (not checked), as contract_jit would; refuses null pointers as
+  /// ContractionProblem::check does.
+  void run(const ContractionProblem& p, ThreadPool* pool) const;
+  /// Bytes of offset tables the plan keeps (their capacity).
+  size_t table_bytes() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
 
 }  // namespace einstage

@@ -455,10 +455,11 @@ struct Gett {
     });
   }
 
-  void run(const ContractionProblem& p, ThreadPool* pool) const {
-    const T* a = static_cast<const T*>(p.a);
-    const T* b = static_cast<const T*>(p.b);
-    T* c = static_cast<T*>(p.c);
+  // Runs the problem this Gett was set up for on these data pointers (a problem's a, b and c).
+  void run(const void* a_data, const void* b_data, void* c_data, ThreadPool* pool) const {
+    const T* a = static_cast<const T*>(a_data);
+    const T* b = static_cast<const T*>(b_data);
+    T* c = static_cast<T*>(c_data);
     if (m.size == 0 || n.size == 0 || batch.size == 0 || (lane_kernel && lane_extent == 0)) return;
     if (k.size == 0) {
       if (!accumulate) zero_fill(c, pool);

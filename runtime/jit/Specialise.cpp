@@ -11,7 +11,9 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
+#include <vector>
 #include <thread>
 
 namespace einstage {
@@ -27,25 +29,64 @@ struct StepKernel::Shared {
   double macs = 0;          // multiply-adds of one call, all batch entries
   uint64_t context_id = 0;  // ExecutionContext::id() of the context whose JIT holds `kernel`
   std::atomic<SpecialisedKernelFn> kernel{nullptr};
+
+  // The JIT set-up of the problems this step ran (Gett.h: GettPlan), so that a call of a problem seen before only
+  // checks it and runs: `plan` is the current one, made by the first JIT call and replaced when a call's problem (or
+  // context) differs. Replaced plans stay alive in `plans` until the handle dies, since another thread may still be
+  // running one; after kMaxPlans, or once a plan's tables were too large to keep, calls that match no plan go back to
+  // contract(), which sets up per call.
+  struct Prepared {
+    uint64_t context_id = 0;
+    GettPlan plan;
+    Prepared(uint64_t id, const ContractionProblem& p, ExecutionContext& context)
+        : context_id(id), plan(p, context.kernels(), context.scratch(), context.config().jit_direct) {}
+  };
+  static constexpr size_t kMaxPlans = 4;
+  static constexpr size_t kMaxPlanBytes = size_t(1) << 18;  // a step with larger tables is not set-up bound
+  std::atomic<const Prepared*> plan{nullptr};
+  std::atomic<bool> plans_closed{false};
+  std::mutex plans_mutex;
+  std::vector<std::unique_ptr<Prepared>> plans;
+
+  // Runs p on a plan of this handle when it may (true); false sends the call to contract().
+  bool run_prepared(const ContractionProblem& p, ExecutionContext& context, ThreadPool* pool);
 };
 
-namespace {
-
-bool same_axes(const std::vector<ContractionProblem::Axis>& x, const std::vector<ContractionProblem::Axis>& y) {
-  if (x.size() != y.size()) return false;
-  for (size_t i = 0; i < x.size(); ++i)
-    if (x[i].extent != y[i].extent || x[i].stride_a != y[i].stride_a || x[i].stride_b != y[i].stride_b ||
-        x[i].stride_c != y[i].stride_c)
-      return false;
+bool StepKernel::Shared::run_prepared(const ContractionProblem& p, ExecutionContext& context, ThreadPool* pool) {
+  if (!jit_enabled(context) || p.dtype == DType::i64) return false;
+  const bool direct = context.config().jit_direct;
+  const Prepared* current = plan.load(std::memory_order_acquire);
+  if (!current || current->context_id != context.id() || !current->plan.matches(p, direct)) {
+    if (plans_closed.load(std::memory_order_relaxed)) return false;
+    std::lock_guard lock(plans_mutex);
+    current = plan.load(std::memory_order_relaxed);
+    if (!current || current->context_id != context.id() || !current->plan.matches(p, direct)) {
+      if (plans.size() >= kMaxPlans) {
+        plans_closed.store(true, std::memory_order_relaxed);
+        return false;
+      }
+      std::unique_ptr<Prepared> made;
+      try {
+        made = std::make_unique<Prepared>(context.id(), p, context);
+      } catch (const Error& e) {
+        if (e.kind() == ErrorKind::runtime) return false;  // no JIT kernel: contract() falls back and says so
+        throw;                                            // a bad problem: contract() would refuse it the same way
+      }
+      if (made->plan.table_bytes() > kMaxPlanBytes) {
+        plans_closed.store(true, std::memory_order_relaxed);
+        made->plan.run(p, pool);
+        context.calls().jit.fetch_add(1, std::memory_order_relaxed);
+        return true;
+      }
+      current = made.get();
+      plans.push_back(std::move(made));
+      plan.store(current, std::memory_order_release);
+    }
+  }
+  current->plan.run(p, pool);
+  context.calls().jit.fetch_add(1, std::memory_order_relaxed);  // as contract() counts its JIT calls
   return true;
 }
-
-bool same_problem(const ContractionProblem& x, const ContractionProblem& y) {
-  return x.dtype == y.dtype && x.accumulate == y.accumulate && same_axes(x.m, y.m) && same_axes(x.n, y.n) &&
-         same_axes(x.k, y.k) && same_axes(x.batch, y.batch);
-}
-
-}  // namespace
 
 // The background compiler: one thread, a FIFO of jobs, and its own kernel cache (its own JIT and lock, so a
 // compilation here never holds a lock that a foreground call takes).
@@ -158,7 +199,7 @@ void StepKernel::run(const ContractionProblem& p, ThreadPool* pool) { run(p, def
 void StepKernel::run(const ContractionProblem& p, ExecutionContext& context, ThreadPool* pool) {
   Shared& s = *shared_;
   if (SpecialisedKernelFn fn = s.kernel.load(std::memory_order_acquire);
-      fn && s.context_id == context.id() && same_problem(p, s.signature)) {
+      fn && s.context_id == context.id() && same_geometry(p, s.signature)) {
     if (p.a == nullptr || p.b == nullptr || p.c == nullptr) p.check("contract");  // contract() would refuse it too
     const DirectSchedule& d = s.schedule;
     const int64_t elt = s.element_bytes;
@@ -203,7 +244,7 @@ void StepKernel::run(const ContractionProblem& p, ExecutionContext& context, Thr
       queue(context, shared_);
     }
   }
-  contract(p, context, pool);
+  if (!s.run_prepared(p, context, pool)) contract(p, context, pool);
 }
 
 StepKernel::State StepKernel::state() const { return State(shared_->state.load()); }

@@ -3,8 +3,11 @@
 // notes of StepKernel, the per-step kernel handle of a prepared plan (declared in runtime/Contract.h, the public
 // kernel API's contraction entry points). Depends on ir and runtime/Contract.h; no LLVM type appears here.
 //
-// A prepared einsum plan keeps one StepKernel per pairwise step and runs the step through it. Every call goes to
-// contract() (Dispatch.h) until the handle has seen kHotCalls calls of a problem that runs on the direct path
+// A prepared einsum plan keeps one StepKernel per pairwise step and runs the step through it. A JIT call runs on the
+// handle's GettPlan (Gett.h: contract_jit's set-up of the step's problem, made by the first call and remade, up to a
+// few times, when a call's extents, strides or context differ), so the offset tables and the tile are not rebuilt
+// per call; it gives contract()'s bits, and contract() (Dispatch.h) keeps the policy: the portable kernel for i64,
+// with the JIT off or failed. Once the handle has seen kHotCalls calls of a problem that runs on the direct path
 // (Gett.h: direct_schedule); it then queues that problem's specialised kernel (every extent, stride and tile a
 // constant, MicroKernel.h: SpecialisedKernelSpec) on the context's Specialiser, one background thread, and returns at
 // once. When the kernel is ready it is published through an atomic pointer; later calls on the same context whose
