@@ -23,6 +23,7 @@ struct ReverseStep {
   int node = -1, parent = -1, sibling = -1;
   std::vector<Tensor> ones;  // the extra ones operands, in the einsum's operand order after the sibling
   std::optional<EinsumPlan> plan;
+  std::optional<EinsumPlan> stacked;  // the tangent P(dct, V) + P(ct, dV) as one contraction (stacked_terms_plan)
 };
 
 std::string label_string(const Subscripts& s, const std::vector<Label>& labels) {
@@ -90,11 +91,63 @@ PlannedTree plan_tree(const Subscripts& s, std::span<const TensorMeta> promoted,
 // Operands in the walk's dtype.
 Tensor promoted_to(const Tensor& x, DType dtype) { return x.dtype() == dtype ? x : x.astype(dtype); }
 
-// sum += plan(operands), or sum = plan(operands) when sum is undefined: a tangent's second term dA.B + A.dB (or a
-// cotangent tangent's) is added by the kernel into the first term's tensor, not computed apart and added after.
-void sum_into(Tensor& sum, const EinsumPlan& plan, std::span<const Tensor> operands, ExecutionContext& context) {
-  if (sum.defined()) plan.accumulate_into(operands, sum, context);
-  else sum = plan.execute(operands, context);
+// A tangent's two terms P(x0, y0) + P(x1, y1) (dA.B + A.dB, or P(dct, V) + P(ct, dV)) as one contraction: a label
+// of extent 2 is appended to P's first two operands and contracted, P2([x0, x1], [y0, y1]). It writes the output once
+// instead of writing it and then reading it back to add into it, and costs copying the four operands into the two
+// stacks, so it is prepared only when the output has more elements than the four operands together (an outer
+// product's, say; a matrix-vector step's two passes read the large operand once each either way). `metas`: P's
+// operands.
+std::optional<EinsumPlan> stacked_terms_plan(const EinsumPlan& p, std::span<const TensorMeta> metas,
+                                             bool allow_broadcast) {
+  const int64_t out = element_count(p.output_shape());
+  const int64_t in = element_count(metas[0].shape) + element_count(metas[1].shape);
+  if (element_count(metas[0].shape) == 0 || element_count(metas[1].shape) == 0 || out <= 2 * in) return std::nullopt;
+  Subscripts s = p.subscripts();
+  std::set<Label> used(s.output.begin(), s.output.end());
+  for (const auto& term : s.inputs) used.insert(term.begin(), term.end());
+  Label pair = 0x110000;  // above every code point, like the reverse steps' fresh labels
+  while (used.count(pair)) ++pair;
+  std::vector<TensorMeta> stacked(metas.begin(), metas.end());
+  for (int i : {0, 1}) {
+    s.inputs[static_cast<size_t>(i)].push_back(pair);
+    stacked[static_cast<size_t>(i)].shape.push_back(2);
+  }
+  EinsumOptions o;
+  o.allow_broadcast = allow_broadcast;
+  return EinsumPlan::prepare(s, stacked, o);
+}
+
+// [first, second] along a new last axis (column-major: each is one contiguous half).
+Tensor stack_pair(const Tensor& first, const Tensor& second, ScratchAllocator& scratch) {
+  Shape shape = first.shape();
+  shape.push_back(2);
+  Tensor out = Tensor::empty(first.dtype(), shape, scratch);
+  const Strides strides = col_major_strides(first.shape());
+  auto* base = static_cast<std::byte*>(out.raw_data());
+  Tensor::view_of(first.dtype(), first.shape(), strides, base).copy_from(first);
+  Tensor::view_of(first.dtype(), first.shape(), strides, base + first.nbytes()).copy_from(second);
+  return out;
+}
+
+// x0.y0 + x1.y1 by `plan` (ones: its operands after the first two): by `stacked` in one contraction when prepared,
+// else the second term added by the kernel into the first's tensor.
+Tensor two_terms(const EinsumPlan& plan, const std::optional<EinsumPlan>& stacked, const Tensor& x0,
+                 const Tensor& y0, const Tensor& x1, const Tensor& y1, std::span<const Tensor> ones,
+                 ExecutionContext& context) {
+  std::vector<Tensor> ops(2 + ones.size());
+  std::copy(ones.begin(), ones.end(), ops.begin() + 2);
+  if (stacked) {
+    ops[0] = stack_pair(x0, x1, context.scratch());
+    ops[1] = stack_pair(y0, y1, context.scratch());
+    return stacked->execute(ops, context);
+  }
+  ops[0] = x0;
+  ops[1] = y0;
+  Tensor sum = plan.execute(ops, context);
+  ops[0] = x1;
+  ops[1] = y1;
+  plan.accumulate_into(ops, sum, context);
+  return sum;
 }
 
 }  // namespace
@@ -111,6 +164,7 @@ struct EinsumVjpPlan::Impl {
   std::vector<Shape> shapes;                   // per node
   std::vector<bool> complex_inputs;            // per operand: conjugated before the walk
   std::vector<std::optional<EinsumPlan>> steps;  // per step: the forward step, when its value is ever needed
+  std::vector<std::optional<EinsumPlan>> stacked_steps;  // per step below the root: dA.B + A.dB as one contraction
   std::vector<ReverseStep> reverse;            // in execution order (parents before children)
   std::vector<int> last_use;                   // per node: index of the last reverse step reading its cotangent
   int64_t keep_limit = -1;                     // bytes of intermediates the forward may keep (-1: no limit)
@@ -187,7 +241,13 @@ void EinsumVjpPlan::Impl::build(const Subscripts& s, std::span<const TensorMeta>
       read[static_cast<size_t>(children[t].second)] = true;
     }
   steps.resize(children.size());
-  for (size_t t = 0; t + 1 < children.size(); ++t) steps[t] = *pairs[t];  // the tangent walk reads every value
+  stacked_steps.resize(children.size());
+  for (size_t t = 0; t + 1 < children.size(); ++t) {
+    steps[t] = *pairs[t];  // the tangent walk reads every value
+    const TensorMeta pair[2] = {{dtype, shapes[static_cast<size_t>(children[t].first)]},
+                                {dtype, shapes[static_cast<size_t>(children[t].second)]}};
+    stacked_steps[t] = stacked_terms_plan(*steps[t], pair, options.allow_broadcast);
+  }
   if (with_value) steps.back() = *pairs.back();
   // Memory policy: the values the reverse steps read are kept in step order while they fit under the limit; the
   // others are recomputed from their subtrees when a reverse step reads them (the same plans: the same bits).
@@ -272,6 +332,7 @@ ReverseStep EinsumVjpPlan::Impl::reverse_step(int node, int parent, int sibling,
   EinsumOptions o;
   o.allow_broadcast = options.allow_broadcast;
   r.plan = EinsumPlan::prepare(rev, metas, o);
+  r.stacked = stacked_terms_plan(*r.plan, metas, options.allow_broadcast);
   EIN_ASSERT(r.plan->output_shape() == sc, "einsum vjp: the reverse step for node {} gives {} for a node of {}", node,
              shape_to_string(r.plan->output_shape()), shape_to_string(sc));
   return r;
@@ -374,8 +435,9 @@ std::vector<Tensor> EinsumVjpPlan::execute_tangent(std::span<const Tensor> opera
     const Tensor& da = dvalues[static_cast<size_t>(a)];
     const Tensor& db = dvalues[static_cast<size_t>(b)];
     values[v] = im.steps[t]->execute(std::array{va, vb}, context);
-    if (da.defined()) dvalues[v] = im.steps[t]->execute(std::array{da, vb}, context);
-    if (db.defined()) sum_into(dvalues[v], *im.steps[t], std::array{va, db}, context);
+    if (da.defined() && db.defined()) dvalues[v] = two_terms(*im.steps[t], im.stacked_steps[t], da, vb, va, db, {}, context);
+    else if (da.defined()) dvalues[v] = im.steps[t]->execute(std::array{da, vb}, context);
+    else if (db.defined()) dvalues[v] = im.steps[t]->execute(std::array{va, db}, context);
   }
   // Reverse: ct_child = P(ct_parent, V_sibling); its tangent P(dct_parent, V_sibling) + P(ct_parent, dV_sibling).
   cts[static_cast<size_t>(im.root())] = promoted_to(cotangent, im.dtype);
@@ -389,8 +451,11 @@ std::vector<Tensor> EinsumVjpPlan::execute_tangent(std::span<const Tensor> opera
       return ops;
     };
     if (r.node >= im.n || with_cotangents) cts[node] = r.plan->execute(operands_of(cts[parent], values[sibling]), context);
-    if (dcts[parent].defined()) dcts[node] = r.plan->execute(operands_of(dcts[parent], values[sibling]), context);
-    if (dvalues[sibling].defined()) sum_into(dcts[node], *r.plan, operands_of(cts[parent], dvalues[sibling]), context);
+    if (dcts[parent].defined() && dvalues[sibling].defined())
+      dcts[node] = two_terms(*r.plan, r.stacked, dcts[parent], values[sibling], cts[parent], dvalues[sibling], r.ones,
+                             context);
+    else if (dcts[parent].defined()) dcts[node] = r.plan->execute(operands_of(dcts[parent], values[sibling]), context);
+    else if (dvalues[sibling].defined()) dcts[node] = r.plan->execute(operands_of(cts[parent], dvalues[sibling]), context);
   }
   // The slots' cotangents first when asked for (mode vjp_with_jvp), then their tangents; each in its operand's dtype
   // (the real part for a real operand of a complex walk), as execute() gives them.
@@ -439,8 +504,9 @@ std::string EinsumVjpPlan::to_string() const {
     out += fmt::format("recomputes {} when read (over the limit): {}\n", names.size(), fmt::join(names, ", "));
   }
   for (const ReverseStep& r : im.reverse)
-    out += fmt::format("reverse: ct {} = ct {} x {}{}\n", node(r.node), node(r.parent), node(r.sibling),
-                       r.ones.empty() ? "" : fmt::format(" x {} ones", r.ones.size()));
+    out += fmt::format("reverse: ct {} = ct {} x {}{}{}\n", node(r.node), node(r.parent), node(r.sibling),
+                       r.ones.empty() ? "" : fmt::format(" x {} ones", r.ones.size()),
+                       r.stacked ? " (tangent terms stacked)" : "");
   return out;
 }
 
@@ -452,6 +518,7 @@ struct EinsumJvpPlan::Impl {
   std::vector<int> slots;
   std::vector<int> tangent_of;  // per operand: its index among the tangents (-1: none)
   PlannedTree tree;             // pairs for every step, the root's included
+  std::vector<std::optional<EinsumPlan>> stacked;  // per step: dA.B + A.dB as one contraction (stacked_terms_plan)
   std::vector<bool> has_tangent, needs_value;  // per node
 };
 
@@ -467,6 +534,11 @@ EinsumJvpPlan EinsumJvpPlan::prepare(const Subscripts& subscripts, std::span<con
   std::vector<TensorMeta> promoted;
   for (const TensorMeta& m : operands) promoted.push_back(TensorMeta{im->dtype, m.shape});
   im->tree = plan_tree(subscripts, promoted, options, true);
+  for (size_t t = 0; t < im->tree.children.size(); ++t) {
+    const TensorMeta pair[2] = {{im->dtype, im->tree.shapes[static_cast<size_t>(im->tree.children[t].first)]},
+                                {im->dtype, im->tree.shapes[static_cast<size_t>(im->tree.children[t].second)]}};
+    im->stacked.push_back(stacked_terms_plan(*im->tree.pairs[t], pair, options.allow_broadcast));
+  }
   im->slots = std::move(slots);
   im->tangent_of.assign(static_cast<size_t>(im->n), -1);
   for (size_t i = 0; i < im->slots.size(); ++i) im->tangent_of[static_cast<size_t>(im->slots[i])] = static_cast<int>(i);
@@ -519,10 +591,9 @@ Tensor EinsumJvpPlan::execute(std::span<const Tensor> operands, std::span<const 
     if (im.has_tangent[v]) {
       Tensor& da = dvalues[static_cast<size_t>(a)];
       Tensor& db = dvalues[static_cast<size_t>(b)];
-      Tensor sum;
-      if (da.defined()) sum = step.execute(std::array{da, vb}, context);
-      if (db.defined()) sum_into(sum, step, std::array{va, db}, context);
-      dvalues[v] = std::move(sum);
+      if (da.defined() && db.defined()) dvalues[v] = two_terms(step, im.stacked[t], da, vb, va, db, {}, context);
+      else if (da.defined()) dvalues[v] = step.execute(std::array{da, vb}, context);
+      else dvalues[v] = step.execute(std::array{va, db}, context);
     }
     va = vb = dvalues[static_cast<size_t>(a)] = dvalues[static_cast<size_t>(b)] = Tensor();
   }
@@ -541,7 +612,8 @@ std::string EinsumJvpPlan::to_string() const {
     if (im.needs_value[v]) parts.push_back("value");
     if (im.has_tangent[v])
       parts.push_back(fmt::format("tangent = {}", im.has_tangent[static_cast<size_t>(a)] && im.has_tangent[static_cast<size_t>(b)]
-                                                       ? "dA.B + A.dB" : im.has_tangent[static_cast<size_t>(a)] ? "dA.B" : "A.dB"));
+                                                       ? (im.stacked[t] ? "dA.B + A.dB (stacked)" : "dA.B + A.dB")
+                                                       : im.has_tangent[static_cast<size_t>(a)] ? "dA.B" : "A.dB"));
     out += fmt::format("step {} = ({}, {}): {}\n", v, a, b, parts.empty() ? std::string("nothing") : fmt::format("{}", fmt::join(parts, ", ")));
   }
   return out;

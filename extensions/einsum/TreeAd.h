@@ -63,7 +63,8 @@ class EinsumVjpPlan {
   /// `cotangent_tangent` (undefined: zero), by one walk forward then backward along the same tree: every value below
   /// the root and its tangent are computed (all kept, whatever the limit), then each reverse step gives its child
   /// the cotangent P(ct, V) and its tangent P(dct, V) + P(ct, dV), P the step's reverse pairwise einsum (the second
-  /// term added by the kernel into the first's tensor; the same for dA.B + A.dB). So a Hessian-vector product costs
+  /// term added by the kernel into the first's tensor, or both terms one contraction with a stacked length-2 label where
+  /// the output outgrows the operands; the same for dA.B + A.dB). So a Hessian-vector product costs
   /// about two value-and-gradient walks. One result per slot, as execute(); `with_cotangents` (mode vjp_with_jvp):
   /// first the slots' cotangents, bitwise what execute() gives (the same plans on the same values), then the tangents.
   std::vector<Tensor> execute_tangent(std::span<const Tensor> operands, const Tensor& cotangent,

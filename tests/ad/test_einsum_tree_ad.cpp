@@ -275,6 +275,70 @@ TEST_CASE("EinsumPlan::accumulate_into adds the einsum into its output (the tang
   }
 }
 
+TEST_CASE("stacked tangent terms: a step whose output outgrows its operands adds its two tangent terms in one "
+          "contraction, and the tangents equal the sum over operands of the einsum with one operand replaced") {
+  struct Row {
+    std::string subscripts;
+    std::vector<Shape> shapes;
+    DType dtype;
+  };
+  const std::vector<Row> rows = {{"ij,jk,k->i", {{6, 5}, {5, 7}, {7}}, DType::f64},
+                                 {"i,j,k->ijk", {{4}, {5}, {3}}, DType::c128},
+                                 {"ij,j->", {{6, 5}, {5}}, DType::f64}};  // the leaf's reverse step has a ones operand
+  Rng rng{515};
+  static ExecutionContext one(ConfigOptions{.threads = 1}), two(ConfigOptions{.threads = 2});
+  for (const Row& r : rows) {
+    CAPTURE(r.subscripts);
+    const einsum::Subscripts subs = einsum::parse_subscripts(r.subscripts);
+    std::vector<einsum::TensorMeta> metas;
+    std::vector<Tensor> x, t;
+    std::vector<int> slots;
+    for (const Shape& s : r.shapes) {
+      metas.push_back({r.dtype, s});
+      x.push_back(random_tensor(r.dtype, s, rng));
+      t.push_back(random_tensor(r.dtype, s, rng));
+      slots.push_back(static_cast<int>(slots.size()));
+    }
+    const einsum::EinsumPlan forward = einsum::EinsumPlan::prepare(subs, metas);
+    const einsum::TensorMeta ct_meta{r.dtype, forward.output_shape()};
+    const Tensor ct = random_tensor(r.dtype, ct_meta.shape, rng), dct = random_tensor(r.dtype, ct_meta.shape, rng);
+    const auto vjp = einsum::EinsumVjpPlan::prepare(subs, metas, ct_meta, slots, {});
+    const auto jvp = einsum::EinsumJvpPlan::prepare(subs, metas, slots, {});
+    INFO(vjp.to_string() << jvp.to_string());
+    CHECK((vjp.to_string() + jvp.to_string()).find("stacked") != std::string::npos);
+    // Each result is multilinear in the operands (and the cotangent): its tangent is the sum over the arguments of
+    // the result with that one argument replaced by its tangent.
+    auto replaced = [&](size_t j) {
+      std::vector<Tensor> y = x;
+      y[j] = t[j];
+      return y;
+    };
+    Tensor want_jvp;
+    std::vector<Tensor> want_dct = vjp.execute(x, dct);
+    for (size_t j = 0; j < x.size(); ++j) {
+      const Tensor term = forward.execute(replaced(j));
+      want_jvp = want_jvp.defined() ? axpy(want_jvp, 1.0, term) : term;
+      const std::vector<Tensor> cts = vjp.execute(replaced(j), ct);
+      for (size_t k = 0; k < x.size(); ++k)
+        if (k != j) want_dct[k] = axpy(want_dct[k], 1.0, cts[k]);
+    }
+    const std::vector<Tensor> got = vjp.execute_tangent(x, ct, t, dct, one, true);
+    const std::vector<Tensor> got2 = vjp.execute_tangent(x, ct, t, dct, two, true);
+    const std::vector<Tensor> cts = vjp.execute(x, ct, one);
+    REQUIRE(got.size() == 2 * x.size());
+    for (size_t k = 0; k < x.size(); ++k) {
+      std::string why;
+      CHECK_MESSAGE(same_bits(got[k], cts[k]), "cotangent " << k << " is not execute()'s");
+      CHECK_MESSAGE(close(got[x.size() + k], want_dct[k], 1e-12, &why), "tangent of cotangent " << k << ": " << why);
+    }
+    for (size_t o = 0; o < got.size(); ++o) CHECK_MESSAGE(same_bits(got[o], got2[o]), "one and two threads, " << o);
+    std::string why;
+    const Tensor dy = jvp.execute(x, t, one);
+    CHECK_MESSAGE(close(dy, want_jvp, 1e-12, &why), "jvp: " << why);
+    CHECK(same_bits(dy, jvp.execute(x, t, two)));
+  }
+}
+
 TEST_CASE("larger contractions: two threads split the work and the bits stay the same") {
   struct Row {
     std::string subscripts;
