@@ -76,18 +76,22 @@ void merge_listed_constraints(Program& program, std::vector<ShapeConstraint> lis
 }
 
 void check_constraints(const Program& program, const DimBindings& bindings) {
-  auto names = value_names(program);
+  // Runs before every evaluation: the printed names are made only for a message (value_names builds a map of all).
+  auto at = [&](const ShapeConstraint& c) -> std::string {
+    if (c.at < 0) return "";
+    auto names = value_names(program);
+    return fmt::format(" at {}", names.count(c.at) ? names[c.at] : "?");
+  };
   for (const ShapeConstraint& c : program.constraints) {
     auto l = c.lhs.evaluate(bindings), r = c.rhs.evaluate(bindings);
-    std::string at = c.at < 0 ? "" : fmt::format(" at {}", names.count(c.at) ? names[c.at] : "?");
     for (const Dim* d : {&c.lhs, &c.rhs})
       for (const std::string& s : d->symbols())
         if (!bindings.count(s))
           fail(ErrorKind::invalid_argument, "@{}: symbolic dim '{}' has no value; bind it from an input shape "
-               "(needed by constraint {} == {}{})", program.name, s, c.lhs.to_string(), c.rhs.to_string(), at);
+               "(needed by constraint {} == {}{})", program.name, s, c.lhs.to_string(), c.rhs.to_string(), at(c));
     if (*l != *r)
       fail(ErrorKind::shape, "@{}: shape constraint {} == {}{} does not hold: {} = {} but {} = {} ({})", program.name,
-           c.lhs.to_string(), c.rhs.to_string(), at, c.lhs.to_string(), *l, c.rhs.to_string(), *r, c.what);
+           c.lhs.to_string(), c.rhs.to_string(), at(c), c.lhs.to_string(), *l, c.rhs.to_string(), *r, c.what);
   }
 }
 
@@ -96,7 +100,8 @@ DimBindings bind_parameters(const Program& p, std::span<const Shape> shapes) {
     fail(ErrorKind::invalid_argument, "@{}: {} input shapes given but the program has {} parameters", p.name,
          shapes.size(), p.params.size());
   DimBindings bound;
-  std::map<std::string, std::string, std::less<>> bound_from;  // symbol -> "input i (%x) axis a", for messages
+  // symbol -> (input, axis) it was bound from, for messages (named only when one is made: this runs every evaluation)
+  std::map<std::string, std::pair<size_t, size_t>, std::less<>> bound_from;
   auto where = [&](size_t i, size_t a) { return fmt::format("input {} (%{}) axis {}", i, p.params[i].name, a); };
   for (size_t i = 0; i < shapes.size(); ++i) {
     const TensorType& t = p.params[i].value.type;
@@ -114,10 +119,10 @@ DimBindings bind_parameters(const Program& p, std::span<const Shape> shapes) {
       if (auto it = bound.find(s); it != bound.end()) {
         if (it->second != e)
           fail(ErrorKind::shape, "@{}: symbolic dim '{}' is {} from {} but {} from {}", p.name, s, it->second,
-               bound_from[s], e, where(i, a));
+               where(bound_from[s].first, bound_from[s].second), e, where(i, a));
       } else {
         bound.emplace(s, e);
-        bound_from.emplace(s, where(i, a));
+        bound_from.emplace(s, std::pair{i, a});
       }
     }
   }

@@ -132,7 +132,7 @@ TEST_CASE("scratch: freed medium blocks (4 KiB to 4 MiB) come back for the same 
   CHECK(scratch.stats().fresh == before.fresh + 1);
   CHECK(scratch.stats().retained_bytes == 600 * 1024);  // 300 * 256 * 8 bytes, a whole number of 4 KiB pages
 
-  // From one page on: an 8 KiB tensor (a grid's intermediate) comes back too; below a page malloc serves them.
+  // From one page on: an 8 KiB tensor (a grid's intermediate) comes back too.
   const void* page_block = nullptr;
   { Tensor t = Tensor::empty(DType::f64, {16, 64}, scratch); page_block = t.raw_data(); }
   const ScratchStats before_page = scratch.stats();
@@ -140,7 +140,7 @@ TEST_CASE("scratch: freed medium blocks (4 KiB to 4 MiB) come back for the same 
   CHECK(scratch.stats().reuses == before_page.reuses + 1);
   { Tensor tiny = Tensor::empty(DType::f64, {8, 8}, scratch); }
   CHECK(scratch.stats().fresh == before_page.fresh + 1);
-  CHECK(scratch.stats().retained_bytes == before_page.retained_bytes);  // 512 bytes: not kept
+  CHECK(scratch.stats().retained_bytes == before_page.retained_bytes + 512);  // small blocks are kept by size too
 
   ScratchAllocator small(1 * kMiB);  // the limit holds for medium blocks too
   {
@@ -150,5 +150,44 @@ TEST_CASE("scratch: freed medium blocks (4 KiB to 4 MiB) come back for the same 
   CHECK(small.stats().retained_bytes <= 1 * kMiB);
   ScratchAllocator none(0);
   { Tensor t = Tensor::empty(DType::f64, {256, 256}, none); }
+  CHECK(none.stats().retained_bytes == 0);
+}
+
+TEST_CASE("scratch: freed small blocks (under 4 KiB) come back for the same 64-byte-rounded size, under the limit") {
+  ScratchAllocator scratch(64 * kMiB);
+  std::vector<const void*> freed;
+  {
+    std::vector<Tensor> walk;  // a gradient walk's small tensors: 16 bytes to 2 KiB
+    for (int64_t n : {2, 4, 8, 16, 32, 64, 128, 256, 2, 2}) walk.push_back(Tensor::empty(DType::f64, {n}, scratch));
+    for (const Tensor& t : walk) freed.push_back(t.raw_data());
+  }
+  const size_t kept = 64 * 5 + 128 + 256 + 512 + 1024 + 2048;  // rounded to 64 bytes each
+  CHECK(scratch.stats().retained_bytes == kept);
+  const ScratchStats before = scratch.stats();
+  std::vector<Tensor> again;
+  for (int64_t n : {2, 4, 8, 16, 32, 64, 128, 256, 2, 2}) {
+    again.push_back(Tensor::empty(DType::f64, {n}, scratch));
+    CHECK(std::find(freed.begin(), freed.end(), again.back().raw_data()) != freed.end());
+    CHECK(reinterpret_cast<uintptr_t>(again.back().raw_data()) % 64 == 0);
+  }
+  CHECK(scratch.stats().reuses == before.reuses + 10);
+  CHECK(scratch.stats().fresh == before.fresh);
+  CHECK(scratch.stats().retained_bytes == 0);
+  { Tensor other = Tensor::empty(DType::f64, {24}, scratch); }  // 192 bytes: another size, fresh
+  CHECK(scratch.stats().fresh == before.fresh + 1);
+
+  // Under the limit, and they make room when a larger block or a slot's buffers need it.
+  ScratchAllocator tight(1 * kMiB);
+  { Tensor t = Tensor::empty(DType::f64, {100}, tight); }
+  CHECK(tight.stats().retained_bytes == 832);
+  { Tensor t = Tensor::empty(DType::f64, {128, 1024}, tight); }  // exactly the limit: the small block goes
+  CHECK(tight.stats().retained_bytes == 1 * kMiB);
+  {
+    ScratchAllocator::Lease lease = tight.lease();
+    (void)lease.buffer(0, 1 * kMiB);
+  }
+  CHECK(tight.stats().retained_bytes <= 1 * kMiB);
+  ScratchAllocator none(0);
+  { Tensor t = Tensor::empty(DType::f64, {8}, none); }
   CHECK(none.stats().retained_bytes == 0);
 }
