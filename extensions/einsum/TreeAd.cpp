@@ -91,6 +91,25 @@ PlannedTree plan_tree(const Subscripts& s, std::span<const TensorMeta> promoted,
 // Operands in the walk's dtype.
 Tensor promoted_to(const Tensor& x, DType dtype) { return x.dtype() == dtype ? x : x.astype(dtype); }
 
+// A step's operands (x, y, then its ones) in one vector reused across a walk's steps: assigning a Tensor into a
+// slot reuses that slot's shape and stride storage, so a step allocates nothing here (a vector and two shapes per
+// step before; perf had the walk's allocations at several percent of the 8x8 grid's gradient). A slot keeps its
+// tensor until the next step overwrites it.
+class StepOperands {
+ public:
+  std::span<const Tensor> of(const Tensor& x, const Tensor& y, std::span<const Tensor> ones = {}) {
+    const size_t count = 2 + ones.size();
+    if (ops_.size() < count) ops_.resize(count);
+    ops_[0] = x;
+    ops_[1] = y;
+    std::copy(ones.begin(), ones.end(), ops_.begin() + 2);
+    return std::span<const Tensor>(ops_.data(), count);
+  }
+
+ private:
+  std::vector<Tensor> ops_;
+};
+
 // A tangent's two terms P(x0, y0) + P(x1, y1) (dA.B + A.dB, or P(dct, V) + P(ct, dV)) as one contraction: a label
 // of extent 2 is appended to P's first two operands and contracted, P2([x0, x1], [y0, y1]). It writes the output once
 // instead of writing it and then reading it back to add into it, and costs copying the four operands into the two
@@ -133,20 +152,12 @@ Tensor stack_pair(const Tensor& first, const Tensor& second, ScratchAllocator& s
 // else the second term added by the kernel into the first's tensor.
 Tensor two_terms(const EinsumPlan& plan, const std::optional<EinsumPlan>& stacked, const Tensor& x0,
                  const Tensor& y0, const Tensor& x1, const Tensor& y1, std::span<const Tensor> ones,
-                 ExecutionContext& context) {
-  std::vector<Tensor> ops(2 + ones.size());
-  std::copy(ones.begin(), ones.end(), ops.begin() + 2);
-  if (stacked) {
-    ops[0] = stack_pair(x0, x1, context.scratch());
-    ops[1] = stack_pair(y0, y1, context.scratch());
-    return stacked->execute(ops, context);
-  }
-  ops[0] = x0;
-  ops[1] = y0;
-  Tensor sum = plan.execute(ops, context);
-  ops[0] = x1;
-  ops[1] = y1;
-  plan.accumulate_into(ops, sum, context);
+                 StepOperands& ops, ExecutionContext& context) {
+  if (stacked)
+    return stacked->execute(ops.of(stack_pair(x0, x1, context.scratch()), stack_pair(y0, y1, context.scratch()), ones),
+                            context);
+  Tensor sum = plan.execute(ops.of(x0, y0, ones), context);
+  plan.accumulate_into(ops.of(x1, y1, ones), sum, context);
   return sum;
 }
 
@@ -366,13 +377,13 @@ std::vector<Tensor> EinsumVjpPlan::execute(std::span<const Tensor> operands, con
     if (is_complex(im.dtype) && im.complex_inputs[static_cast<size_t>(i)]) v = kernels::unary(kernels::UnaryOp::conj, v, pool);
     values[static_cast<size_t>(i)] = std::move(v);
   }
+  StepOperands ops;
   // Forward phase: the kept values, and what they are computed from (released once their parent exists).
   for (size_t t = 0; t < im.steps.size(); ++t) {
     const size_t v = static_cast<size_t>(im.n) + t;
     if (!im.forward_phase[v]) continue;
     auto [a, b] = im.children[t];
-    const Tensor pair[2] = {values[static_cast<size_t>(a)], values[static_cast<size_t>(b)]};
-    values[v] = im.steps[t]->execute(pair, context);
+    values[v] = im.steps[t]->execute(ops.of(values[static_cast<size_t>(a)], values[static_cast<size_t>(b)]), context);
     for (int c : {a, b})
       if (c >= im.n && !im.keep[static_cast<size_t>(c)]) values[static_cast<size_t>(c)] = Tensor();
   }
@@ -386,9 +397,10 @@ std::vector<Tensor> EinsumVjpPlan::execute(std::span<const Tensor> operands, con
   cts[static_cast<size_t>(im.root())] = cotangent.dtype() == im.dtype ? cotangent : cotangent.astype(im.dtype);
   for (size_t i = 0; i < im.reverse.size(); ++i) {
     const ReverseStep& r = im.reverse[i];
-    std::vector<Tensor> ops = {cts[static_cast<size_t>(r.parent)], value_of(r.sibling)};
-    ops.insert(ops.end(), r.ones.begin(), r.ones.end());
-    cts[static_cast<size_t>(r.node)] = r.plan->execute(ops, context);
+    const Tensor& kept = values[static_cast<size_t>(r.sibling)];
+    const Tensor sibling = kept.defined() ? Tensor() : value_of(r.sibling);
+    cts[static_cast<size_t>(r.node)] =
+        r.plan->execute(ops.of(cts[static_cast<size_t>(r.parent)], kept.defined() ? kept : sibling, r.ones), context);
     if (im.last_use[static_cast<size_t>(r.parent)] == static_cast<int>(i)) cts[static_cast<size_t>(r.parent)] = Tensor();
   }
   // The value first when asked for (the walk's values are conjugated when complex), then each slot's cotangent in
@@ -426,6 +438,7 @@ std::vector<Tensor> EinsumVjpPlan::execute_tangent(std::span<const Tensor> opera
     values[i] = walk_input(operands[i], i);
     if (tangents[i].defined()) dvalues[i] = walk_input(tangents[i], i);
   }
+  StepOperands ops;
   // Forward: every value below the root and its tangent dA.B + A.dB (all kept: the reverse steps read them).
   for (size_t t = 0; t + 1 < im.children.size(); ++t) {
     const size_t v = static_cast<size_t>(im.n) + t;
@@ -434,10 +447,11 @@ std::vector<Tensor> EinsumVjpPlan::execute_tangent(std::span<const Tensor> opera
     const Tensor& vb = values[static_cast<size_t>(b)];
     const Tensor& da = dvalues[static_cast<size_t>(a)];
     const Tensor& db = dvalues[static_cast<size_t>(b)];
-    values[v] = im.steps[t]->execute(std::array{va, vb}, context);
-    if (da.defined() && db.defined()) dvalues[v] = two_terms(*im.steps[t], im.stacked_steps[t], da, vb, va, db, {}, context);
-    else if (da.defined()) dvalues[v] = im.steps[t]->execute(std::array{da, vb}, context);
-    else if (db.defined()) dvalues[v] = im.steps[t]->execute(std::array{va, db}, context);
+    values[v] = im.steps[t]->execute(ops.of(va, vb), context);
+    if (da.defined() && db.defined())
+      dvalues[v] = two_terms(*im.steps[t], im.stacked_steps[t], da, vb, va, db, {}, ops, context);
+    else if (da.defined()) dvalues[v] = im.steps[t]->execute(ops.of(da, vb), context);
+    else if (db.defined()) dvalues[v] = im.steps[t]->execute(ops.of(va, db), context);
   }
   // Reverse: ct_child = P(ct_parent, V_sibling); its tangent P(dct_parent, V_sibling) + P(ct_parent, dV_sibling).
   cts[static_cast<size_t>(im.root())] = promoted_to(cotangent, im.dtype);
@@ -445,17 +459,12 @@ std::vector<Tensor> EinsumVjpPlan::execute_tangent(std::span<const Tensor> opera
   for (const ReverseStep& r : im.reverse) {
     const size_t node = static_cast<size_t>(r.node), parent = static_cast<size_t>(r.parent),
                  sibling = static_cast<size_t>(r.sibling);
-    auto operands_of = [&](const Tensor& ct, const Tensor& value) {
-      std::vector<Tensor> ops = {ct, value};
-      ops.insert(ops.end(), r.ones.begin(), r.ones.end());
-      return ops;
-    };
-    if (r.node >= im.n || with_cotangents) cts[node] = r.plan->execute(operands_of(cts[parent], values[sibling]), context);
+    if (r.node >= im.n || with_cotangents) cts[node] = r.plan->execute(ops.of(cts[parent], values[sibling], r.ones), context);
     if (dcts[parent].defined() && dvalues[sibling].defined())
       dcts[node] = two_terms(*r.plan, r.stacked, dcts[parent], values[sibling], cts[parent], dvalues[sibling], r.ones,
-                             context);
-    else if (dcts[parent].defined()) dcts[node] = r.plan->execute(operands_of(dcts[parent], values[sibling]), context);
-    else if (dvalues[sibling].defined()) dcts[node] = r.plan->execute(operands_of(cts[parent], dvalues[sibling]), context);
+                             ops, context);
+    else if (dcts[parent].defined()) dcts[node] = r.plan->execute(ops.of(dcts[parent], values[sibling], r.ones), context);
+    else if (dvalues[sibling].defined()) dcts[node] = r.plan->execute(ops.of(cts[parent], dvalues[sibling], r.ones), context);
   }
   // The slots' cotangents first when asked for (mode vjp_with_jvp), then their tangents; each in its operand's dtype
   // (the real part for a real operand of a complex walk), as execute() gives them.
@@ -579,6 +588,7 @@ Tensor EinsumJvpPlan::execute(std::span<const Tensor> operands, std::span<const 
     if (const int j = im.tangent_of[static_cast<size_t>(i)]; j >= 0)
       dvalues[static_cast<size_t>(i)] = promoted_to(tangents[static_cast<size_t>(j)], im.dtype);
   }
+  StepOperands ops;
   // One pass up the tree: each node's value where read, and its tangent dA.B + A.dB by the step's own pair plan (a
   // child's value and tangent are read by its parent's step only, so both are released there).
   for (size_t t = 0; t < im.tree.children.size(); ++t) {
@@ -587,13 +597,13 @@ Tensor EinsumJvpPlan::execute(std::span<const Tensor> operands, std::span<const 
     const EinsumPlan& step = *im.tree.pairs[t];
     Tensor& va = values[static_cast<size_t>(a)];
     Tensor& vb = values[static_cast<size_t>(b)];
-    if (im.needs_value[v]) values[v] = step.execute(std::array{va, vb}, context);
+    if (im.needs_value[v]) values[v] = step.execute(ops.of(va, vb), context);
     if (im.has_tangent[v]) {
       Tensor& da = dvalues[static_cast<size_t>(a)];
       Tensor& db = dvalues[static_cast<size_t>(b)];
-      if (da.defined() && db.defined()) dvalues[v] = two_terms(step, im.stacked[t], da, vb, va, db, {}, context);
-      else if (da.defined()) dvalues[v] = step.execute(std::array{da, vb}, context);
-      else dvalues[v] = step.execute(std::array{va, db}, context);
+      if (da.defined() && db.defined()) dvalues[v] = two_terms(step, im.stacked[t], da, vb, va, db, {}, ops, context);
+      else if (da.defined()) dvalues[v] = step.execute(ops.of(da, vb), context);
+      else dvalues[v] = step.execute(ops.of(va, db), context);
     }
     va = vb = dvalues[static_cast<size_t>(a)] = dvalues[static_cast<size_t>(b)] = Tensor();
   }
