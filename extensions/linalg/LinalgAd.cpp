@@ -152,7 +152,8 @@ Value scale_rows(Builder& b, const Value& x, const Value& d) {
 // the unsplit svd). The K × K matrices of the thin rule (LinalgAd.h) are formed one block pair (I, J) at a time:
 // dP_IJ = U_Iᴴ dA V_J, dPᴴ_IJ = Vh_I dAᴴ U_J, F_IJ and G_IJ over s_I against s_J (the diagonal mask only in the
 // pair (J, J)), and dU_J = Σ_I U_I X_IJ, dVh_J = Σ_I Y_IJᴴ Vh_I. Block J costs O(M N |J|) and sees every singular
-// value, so it is exact whatever the other blocks hold. With one block, dPᴴ is the adjoint of dP.
+// value, so it is exact whatever the other blocks hold. On the diagonal pair (J, J), and so with one block, dPᴴ is the
+// adjoint of dP.
 BlockTangents svd_block_tangents(Builder& b, const LinalgPayload& p, std::span<const Block> blocks, size_t j,
                                  const Value& a, const Value& da) {
   Mat m{b};
@@ -168,7 +169,9 @@ BlockTangents svd_block_tangents(Builder& b, const LinalgPayload& p, std::span<c
   for (size_t i = 0; i < blocks.size(); ++i) {
     const Block& bi = blocks[i];
     const Value dp = adj_mm(b, bi.u, dav);                       // dP_IJ   [I, J, B...]
-    const Value dph = one ? m.adj(dp) : b.dot_general(bi.vh, dahu, {1}, {0}, m.batch_axes(bi.vh), m.batch_axes(dahu));
+    // dPᴴ_JJ = Vh_J dAᴴ U_J is the adjoint of dP_JJ: no product of its own on the diagonal pair.
+    const Value dph =
+        i == j ? m.adj(dp) : b.dot_general(bi.vh, dahu, {1}, {0}, m.batch_axes(bi.vh), m.batch_axes(dahu));
     // s_J along the columns, s_I along the rows.
     std::vector<Dim> grid{bi.s.type.dims[0], bj.s.type.dims[0]};
     grid.insert(grid.end(), bj.s.type.dims.begin() + 1, bj.s.type.dims.end());
