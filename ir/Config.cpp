@@ -108,28 +108,30 @@ Config Config::from(const Environment& env, const ConfigOptions& options) {
 }
 
 const Environment& Config::process_environment() {
-  static const Environment env = [] {
+  // Never destroyed (like Config::process's result): threads may read the configuration while another calls exit().
+  static const Environment& env = *new Environment([] {
     Environment e;
     for (const char* name : kVariables)
       if (const char* v = std::getenv(name)) e.emplace(name, v);  // the library's only getenv
     return e;
-  }();
+  }());
   return env;
 }
 
 const Config& Config::process() {
-  // Computed once; a bad variable is kept as its error so every call raises it.
+  // Computed once; a bad variable is kept as its error so every call raises it. Never destroyed: pool threads and
+  // kernels being compiled read it while another thread may be running exit()'s handlers.
   struct Resolved {
     Config config;
     std::optional<Error> error;
   };
-  static const Resolved resolved = [] {
+  static const Resolved& resolved = *new Resolved([] {
     try {
       return Resolved{from(process_environment()), std::nullopt};
     } catch (const Error& e) {
       return Resolved{Config{}, e};
     }
-  }();
+  }());
   if (resolved.error) throw *resolved.error;
   return resolved.config;
 }

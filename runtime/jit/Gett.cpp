@@ -93,9 +93,10 @@ int64_t row_vector_stride(const Fused& m, int64_t mr, int64_t lanes) {
 }
 
 // micro_kernel_candidates / direct_kernel_candidates (they depend on the dtype and vector width only), made once:
-// run_gett asks on every call.
+// run_gett asks on every call. Never destroyed: a thread may still be setting up a contraction while another calls
+// exit(), and a table freed by the exit handlers under it crashed that thread (tests/runtime test_context's exit test).
 const std::vector<MicroKernelChoice>& cached_candidates(DType real, bool avx512, bool direct) {
-  static const auto table = [] {
+  static const auto& table = *new std::array<std::vector<MicroKernelChoice>, 8>([] {
     std::array<std::vector<MicroKernelChoice>, 8> t;
     for (int i = 0; i < 8; ++i) {
       const DType dtype = (i & 1) ? DType::f64 : DType::f32;
@@ -103,7 +104,7 @@ const std::vector<MicroKernelChoice>& cached_candidates(DType real, bool avx512,
       t[i] = (i & 4) ? direct_kernel_candidates(dtype, wide) : micro_kernel_candidates(dtype, wide);
     }
     return t;
-  }();
+  }());
   EIN_ASSERT(real == DType::f32 || real == DType::f64, "GETT tiles are f32 or f64");
   return table[(real == DType::f64 ? 1 : 0) + (avx512 ? 2 : 0) + (direct ? 4 : 0)];
 }
