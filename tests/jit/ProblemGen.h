@@ -4,6 +4,7 @@
 #pragma once
 
 #include "ir/DType.h"
+#include "runtime/jit/KernelCache.h"
 #include "runtime/kernels/Contraction.h"
 #include "support/Random.h"
 
@@ -18,6 +19,12 @@
 #include <vector>
 
 namespace einstage::testing {
+
+/// The jit suite's kernel cache: in memory, so these tests never touch the user's cache directory.
+inline KernelCache& memory_cache() {
+  static KernelCache cache("");
+  return cache;
+}
 
 // The shared test stream (tests/support/Random.h) with a seeded constructor; uniform() is in [-1, 1) here.
 struct SplitMix64 : einstage::test::SplitMix64 {

@@ -17,11 +17,6 @@ using namespace einstage::testing;
 
 namespace {
 
-KernelCache& memory_cache() {
-  static KernelCache cache("");  // in-memory: these tests do not touch the user's cache directory
-  return cache;
-}
-
 std::string describe(const ContractionProblem& p) {
   std::string s = std::string(name(p.dtype)) + (p.accumulate ? " accumulate" : " overwrite");
   const std::vector<ContractionProblem::Axis>* groups[] = {&p.m, &p.n, &p.k, &p.batch};

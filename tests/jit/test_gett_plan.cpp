@@ -21,11 +21,6 @@ using namespace einstage::testing;
 
 namespace {
 
-KernelCache& memory_cache() {
-  static KernelCache cache("");  // in-memory: these tests do not touch the user's cache directory
-  return cache;
-}
-
 // C's bytes after running `run` on a fresh, bound copy of op (its own buffers: other data pointers than op's).
 std::vector<unsigned char> bytes_after(const OwnedProblem& op, const std::function<void(const ContractionProblem&)>& run) {
   OwnedProblem copy = op;
