@@ -1,5 +1,6 @@
 #include "runtime/jit/Gett.h"
 
+#include "runtime/jit/GettDots.h"
 #include "runtime/jit/GettLoops.h"
 
 #include "ir/Error.h"
@@ -160,6 +161,7 @@ std::vector<Axis>::const_iterator lane_axis(const ContractionProblem& p) {
 }
 
 bool elementwise_shaped(const Fused& m, const Fused& n, const Fused& k);
+bool dots_shaped(const Fused& m, const Fused& n, const Fused& k, const Fused& batch);
 
 template <typename T>
 bool schedule_direct(const ContractionProblem& p, bool avx512, DirectSchedule& out) {
@@ -170,6 +172,8 @@ bool schedule_direct(const ContractionProblem& p, bool avx512, DirectSchedule& o
   if (lane_axis(p) != p.batch.end() || g.m.size == 0 || g.n.size == 0 || g.k.size == 0 ||
       elementwise_shaped(g.m, g.n, g.k))
     return false;
+  Fused batch = fuse(p.batch, &Axis::stride_c, &Axis::stride_a, kNeedA | kNeedB | kNeedC);
+  if (dots_shaped(g.m, g.n, g.k, batch)) return false;  // GettMode::dots runs it
   MicroKernelSpec tile;
   if (!plan_direct(g, dtype_v<T>, avx512, tile)) return false;
   // A specialised kernel inlines one call per tile: worth it for small steps, where per-call overhead is the cost.
@@ -177,7 +181,6 @@ bool schedule_direct(const ContractionProblem& p, bool avx512, DirectSchedule& o
   // codegen and gigabytes of IR for no gain), so large steps stay on the generic direct kernel.
   const int64_t tiles = (g.m.size + g.mr - 1) / g.mr * ((g.n.size + g.nr - 1) / g.nr);
   if (tiles > kMaxSpecialisedTiles) return false;
-  Fused batch = fuse(p.batch, &Axis::stride_c, &Axis::stride_a, kNeedA | kNeedB | kNeedC);
   SpecialisedKernelSpec& spec = out.kernel;
   spec.tile = tile;
   spec.k_inner = g.k_inner;
@@ -273,9 +276,45 @@ void elementwise(const std::vector<Axis>& axes, const void* a_data, const void* 
   }
 }
 
+// The vector width GettDots.h runs at on this CPU: 2 AVX-512, 1 AVX2 with FMA, 0 neither (no dots mode).
+int dots_isa() {
+  static const int isa = __builtin_cpu_supports("avx512f")                                   ? 2
+                         : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 1
+                                                                                           : 0;
+  return isa;
+}
+
+// A matrix-vector product whose matrix and vector are both contiguous along k (one row or one column, at least 8 of
+// the other, k at least 16, no batch), on a CPU that runs GettDots.h: it runs as dot products (mode dots), neither
+// on the direct or packed kernels nor specialised (schedule_direct), so a step keeps its bits across calls.
+bool dots_shaped(const Fused& m, const Fused& n, const Fused& k, const Fused& batch) {
+  const bool one_row = m.size == 1 && n.size >= 8, one_col = n.size == 1 && m.size >= 8;
+  return (one_row || one_col) && batch.size == 1 && k.size >= 16 && unit_run(k.a, 0, k.size) &&
+         unit_run(k.b, 0, k.size) && dots_isa() != 0;
+}
+
+// Sets `d` up for a dots_shaped problem `g`.
+template <typename R>
+void set_up_dots(Dots<R>& d, const Gett<R>& g) {
+  const bool one_row = g.m.size == 1;
+  d.isa = dots_isa();
+  d.vector_is_a = one_row;
+  d.accumulate = g.accumulate;
+  d.k = g.k.size;
+  const Fused& outs = one_row ? g.n : g.m;  // the matrix's free axes: one output each
+  const int64_t vec_free = one_row ? g.m.a[0] : g.n.b[0], c_base = (one_row ? g.m.c[0] : g.n.c[0]) + g.batch.c[0];
+  d.vec_offset = vec_free + (one_row ? g.k.a[0] + g.batch.a[0] : g.k.b[0] + g.batch.b[0]);
+  const int64_t mat_k = one_row ? g.k.b[0] + g.batch.b[0] : g.k.a[0] + g.batch.a[0];
+  const std::vector<int64_t>& mat_free = one_row ? outs.b : outs.a;
+  d.cols.resize(size_t(outs.size));
+  d.out.resize(size_t(outs.size));
+  for (int64_t j = 0; j < outs.size; ++j) d.cols[j] = mat_free[j] + mat_k, d.out[j] = outs.c[j] + c_base;
+}
+
 // How a set-up problem runs: as an elementwise product over GettSetup::axes, on GettSetup::g, or as C^T = B^T A^T
-// on GettSetup::t (the problem GettSetup::q, A and B exchanged).
-enum class GettMode : uint8_t { elementwise, gett, transposed };
+// on GettSetup::t (the problem GettSetup::q, A and B exchanged), or as dot products along a contiguous k
+// (GettSetup::dots, GettDots.h).
+enum class GettMode : uint8_t { elementwise, gett, transposed, dots };
 
 // Everything contract_jit decides about one problem before it touches data: the mode, the offset tables, the tile,
 // the blocking and the kernels. run_gett makes one per call in its scratch slot (ir/Scratch.h: Lease::object: the
@@ -290,22 +329,26 @@ struct GettSetup {
   std::vector<Axis> axes;   // elementwise: the axes to loop over; lane mode: the batch axes but the lane axis
   FuseScratch fuse;
   ContractionProblem q;     // the transposed problem
+  Dots<typename real_of<T>::type> dots;  // mode dots
 
   void run(const void* a, const void* b, void* c, ThreadPool* pool) const {
     switch (mode) {
       case GettMode::elementwise: return elementwise<T>(axes, a, b, c, accumulate);
       case GettMode::gett: return g.run(a, b, c, pool);
       case GettMode::transposed: return t.run(b, a, c, pool);
+      case GettMode::dots: return dots.run(a, b, c);
     }
   }
-  size_t table_bytes() const { return g.table_bytes() + t.table_bytes() + axes.capacity() * sizeof(Axis); }
+  size_t table_bytes() const {
+    return g.table_bytes() + t.table_bytes() + axes.capacity() * sizeof(Axis) + dots.table_bytes();
+  }
 
   // Tables above this many bytes go back to malloc after a call: memory kept in a slot's object is outside the
   // allocator's byte limit, and a step that large is not dominated by its set-up (a 4.8-million-entry batch has 115 MB
   // of tables).
   static constexpr size_t kKeepBytes = size_t(1) << 18;
   void trim() {
-    if (table_bytes() > kKeepBytes) g = Gett<T>(), t = Gett<T>(), axes = {};
+    if (table_bytes() > kKeepBytes) g = Gett<T>(), t = Gett<T>(), axes = {}, dots = {};
   }
 };
 
@@ -375,6 +418,10 @@ GettMode set_up_gett(GettSetup<T>& ws, Gett<T>& g, const ContractionProblem& p, 
   }
   fuse(g.batch, p.batch, &Axis::stride_c, &Axis::stride_a, kNeedA | kNeedB | kNeedC, ws.fuse);
   if constexpr (!is_complex_v<T>) {
+    if (!blocking && direct && dots_shaped(g.m, g.n, g.k, g.batch)) {
+      set_up_dots(ws.dots, g);
+      return GettMode::dots;
+    }
     MicroKernelSpec tile;
     if (!blocking && direct && plan_direct(g, real, cache.host().has_avx512, tile)) {
       g.direct = cache.direct_kernel(tile);  // may throw: before anything is written

@@ -189,6 +189,9 @@ std::vector<Row> make_rows(bool quick) {
   add("ij,j->i f64 1024", "ij,j->i", DType::f64, {{'i', 1024}, {'j', 1024}});
   add("ji,j->i f64 1024", "ji,j->i", DType::f64, {{'i', 1024}, {'j', 1024}});
   add("ij,j->i f64 256", "ij,j->i", DType::f64, {{'i', 256}, {'j', 256}});
+  add("i,ij->j f64 256", "i,ij->j", DType::f64, {{'i', 256}, {'j', 256}});
+  add("ij,i->j f64 256", "ij,i->j", DType::f64, {{'i', 256}, {'j', 256}});
+  add("i,ij->j f32 1000", "i,ij->j", DType::f32, {{'i', 1000}, {'j', 1000}});
   add("ij,jk->ik f64 1024x1024x4", "ij,jk->ik", DType::f64, {{'i', 1024}, {'j', 1024}, {'k', 4}});
   add("ij,jk->ik c128 512", "ij,jk->ik", DType::c128, {{'i', 512}, {'j', 512}, {'k', 512}});
   add("ij,jk->ik c64 512", "ij,jk->ik", DType::c64, {{'i', 512}, {'j', 512}, {'k', 512}});
