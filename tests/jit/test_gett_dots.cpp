@@ -18,11 +18,6 @@ using namespace einstage::testing;
 
 namespace {
 
-KernelCache& memory_cache() {
-  static KernelCache cache("");  // in-memory: these tests do not touch the user's cache directory
-  return cache;
-}
-
 // i,ij->j with i of extent k and j of extent n (column-major B: each column contiguous in k), or its mirror
 // ji,j->i (A[j, i] at j + k * i: each output row contiguous in k; B the vector).
 OwnedProblem dots_problem(bool vector_is_a, int64_t outputs, int64_t k, DType dtype, bool accumulate, uint64_t seed) {
