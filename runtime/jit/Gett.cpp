@@ -516,6 +516,15 @@ int gemm_row_chunks(int64_t M, int64_t tile_rows, int threads) {
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, tiles / kMinRowTilesPerThread)));
 }
 
+bool runs_as_dots(const ContractionProblem& p) {
+  if (p.dtype != DType::f32 && p.dtype != DType::f64) return false;
+  const Fused m = fuse(p.m, &Axis::stride_c, &Axis::stride_a, kNeedA | kNeedC);
+  const Fused n = fuse(p.n, &Axis::stride_c, &Axis::stride_b, kNeedB | kNeedC);
+  const Fused k = fuse(p.k, &Axis::stride_b, &Axis::stride_a, kNeedA | kNeedB);
+  const Fused batch = fuse(p.batch, &Axis::stride_c, &Axis::stride_a, kNeedA | kNeedB | kNeedC);
+  return !elementwise_shaped(m, n, k) && lane_axis(p) == p.batch.end() && dots_shaped(m, n, k, batch);
+}
+
 bool direct_schedule(const ContractionProblem& p, bool avx512, DirectSchedule& out) {
   switch (p.dtype) {
     case DType::f32: return schedule_direct<float>(p, avx512, out);

@@ -74,6 +74,9 @@ inline constexpr int64_t kMaxSpecialisedTiles = 256;
 /// kMaxSpecialisedTiles tiles per batch entry: the same tile, k geometry and tile order, so the specialised kernel's
 /// bits are contract_jit's.
 bool direct_schedule(const ContractionProblem& p, bool avx512, DirectSchedule& out);
+/// True when contract_jit(p) without explicit blocking runs p as dot products along a contiguous k (GettDots.h: a
+/// real matrix-vector product i,ij->j or ji,j->i), which sum in another order than the direct and packed kernels.
+bool runs_as_dots(const ContractionProblem& p);
 
 /// Executes p with JIT micro-kernels from `cache` (nullptr: KernelCache::process_default()) and packing buffers
 /// leased from `scratch` (nullptr: ScratchAllocator::process_default()). dtype f32, f64, c64 or c128; throws

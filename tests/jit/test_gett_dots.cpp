@@ -55,8 +55,11 @@ TEST_CASE_TEMPLATE("jit gett: matrix-vector products contiguous along k match th
         // The dots mode is not specialised (Specialise.h), so a hot step keeps these bits: real dtypes with
         // k >= 16 on a CPU with AVX2 and FMA run as dot products, which direct_schedule refuses.
         if (!is_complex(dtype) && k >= 16 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+          CHECK(runs_as_dots(one.p));
           DirectSchedule schedule;
           CHECK_FALSE(direct_schedule(one.p, memory_cache().host().has_avx512, schedule));
+        } else {
+          CHECK_FALSE(runs_as_dots(one.p));  // complex, or k below 16: the direct kernels
         }
       }
 }
