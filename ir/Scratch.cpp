@@ -43,6 +43,7 @@ struct ScratchAllocator::Slot {
   };
   Buffer buffers[kBuffers];
   std::vector<Object> objects;
+  size_t counted = 0;  // bytes of its buffers counted in State::idle_slot_bytes (kept while leased from a spare)
 
   size_t buffer_bytes() const {
     size_t total = 0;
@@ -86,7 +87,7 @@ struct ScratchAllocator::State {
 
   const size_t limit;
   mutable std::mutex mutex;
-  bool closed = false;  // the allocator is gone: nothing more is kept
+  std::atomic<bool> closed{false};  // the allocator is gone: nothing more is kept
   void* block[kBlocks] = {};
   size_t size[kBlocks] = {};
   uint64_t age[kBlocks] = {};  // when each block was given back (larger = newer)
@@ -97,6 +98,13 @@ struct ScratchAllocator::State {
   size_t small_bytes = 0;
   std::vector<std::unique_ptr<Slot>> slots;
   std::vector<Slot*> idle;
+  // Idle slots taken and given back without the mutex: a lease is one exchange and its release one compare-exchange
+  // when its buffers did not grow (a slot here stays counted in idle_slot_bytes while leased, so its release needs no
+  // limit check). Two, for the executor's lease and the GETT's nested in it. The two locked round trips per lease
+  // were some 3% of the value+grad of an 8x8 grid of bond 2 (a few hundred einsum calls of microseconds each); this
+  // took it from 156.6 to 151.9 us (docs/performance.md).
+  static constexpr size_t kSpares = 2;
+  std::atomic<Slot*> spare[kSpares] = {};
   std::atomic<uint64_t> reuses{0};
   std::atomic<uint64_t> fresh{0};
 
@@ -200,9 +208,19 @@ struct ScratchAllocator::State {
 
   // A lease's slot comes back: its buffers stay with it within the limit (older kept blocks make room first).
   void release(Slot* slot) {
+    if (!closed && slot->buffer_bytes() == slot->counted)
+      for (std::atomic<Slot*>& s : spare) {
+        Slot* empty = nullptr;
+        if (s.compare_exchange_strong(empty, slot)) {
+          if (closed) drain_spares();  // the destructor may have drained before the slot arrived
+          return;
+        }
+      }
     std::vector<void*> to_free;
     {
       std::lock_guard lock(mutex);
+      if (!closed) idle_slot_bytes -= slot->counted;
+      slot->counted = 0;
       size_t bytes = slot->buffer_bytes();
       while (!closed && retained() + bytes > limit) {
         void* evicted = evict_oldest();
@@ -217,9 +235,32 @@ struct ScratchAllocator::State {
         bytes = 0;
       }
       idle_slot_bytes += bytes;
-      idle.push_back(slot);
+      slot->counted = bytes;
+      if (!park(slot)) idle.push_back(slot);
     }
     for (void* q : to_free) std::free(q);
+  }
+
+  bool park(Slot* slot) {
+    for (std::atomic<Slot*>& s : spare) {
+      Slot* empty = nullptr;
+      if (s.compare_exchange_strong(empty, slot)) return true;
+    }
+    return false;
+  }
+
+  // Under the lock once closed: the parked slots' buffers go, the slots join the idle list.
+  void drain_spares_locked() {
+    for (std::atomic<Slot*>& s : spare)
+      if (Slot* slot = s.exchange(nullptr)) {
+        slot->free_buffers();
+        slot->counted = 0;
+        idle.push_back(slot);
+      }
+  }
+  void drain_spares() {
+    std::lock_guard lock(mutex);
+    drain_spares_locked();
   }
 };
 
@@ -228,11 +269,15 @@ ScratchAllocator::ScratchAllocator(size_t limit_bytes) : state_(std::make_shared
 ScratchAllocator::~ScratchAllocator() {
   std::lock_guard lock(state_->mutex);
   state_->closed = true;
+  state_->drain_spares_locked();
   while (void* p = state_->evict_oldest()) std::free(p);
   std::vector<void*> small;
   state_->evict_small(small);
   for (void* p : small) std::free(p);
-  for (Slot* s : state_->idle) s->free_buffers();
+  for (Slot* s : state_->idle) {
+    s->free_buffers();
+    s->counted = 0;
+  }
   state_->idle_slot_bytes = 0;
 }
 
@@ -274,12 +319,15 @@ std::shared_ptr<std::byte> ScratchAllocator::allocate(size_t bytes, const char* 
 }
 
 ScratchAllocator::Lease ScratchAllocator::lease() {
+  for (std::atomic<Slot*>& s : state_->spare)
+    if (Slot* slot = s.exchange(nullptr)) return Lease(state_, slot);
   std::lock_guard lock(state_->mutex);
   Slot* slot = nullptr;
   if (!state_->idle.empty()) {
     slot = state_->idle.back();
     state_->idle.pop_back();
-    state_->idle_slot_bytes -= slot->buffer_bytes();
+    state_->idle_slot_bytes -= slot->counted;
+    slot->counted = 0;
   } else {
     state_->slots.push_back(std::make_unique<Slot>());
     slot = state_->slots.back().get();

@@ -21,7 +21,9 @@
 // use (a live tensor, a held lease) is not retained memory and is never limited.
 //
 // Slots, not threads: a lease takes any idle slot (or makes one), so concurrent callers, pool workers and nested
-// calls each get their own; there is no thread_local state. Two allocators never share a block or a slot. Storage
+// calls each get their own; there is no thread_local state. Two idle slots are parked where a lease takes them and
+// its release gives them back without the mutex (one atomic exchange each); such a slot's buffers stay counted
+// against the limit while it is leased, and a release whose buffers grew takes the locked path. Two allocators never share a block or a slot. Storage
 // outlives its allocator safely: a block freed after the allocator is gone is returned to the system.
 // Tensors made without an allocator use process_default(), the allocator of default_context().
 #pragma once
@@ -36,7 +38,7 @@ namespace einstage {
 
 struct ScratchStats {
   size_t limit_bytes = 0;     // the limit it was made with
-  size_t retained_bytes = 0;  // kept now while unused (kept blocks + idle slots' buffers), <= limit_bytes
+  size_t retained_bytes = 0;  // kept now (kept blocks + idle and parked slots' buffers), <= limit_bytes
   size_t kept_blocks = 0;     // large blocks kept now (medium ones count in retained_bytes only)
   uint64_t reuses = 0;        // requests served from retained memory (a kept block, a slot buffer large enough)
   uint64_t fresh = 0;         // requests that took new memory from the system

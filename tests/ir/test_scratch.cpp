@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
+#include <thread>
 #include <vector>
 
 using namespace einstage;
@@ -190,4 +192,69 @@ TEST_CASE("scratch: freed small blocks (under 4 KiB) come back for the same 64-b
   ScratchAllocator none(0);
   { Tensor t = Tensor::empty(DType::f64, {8}, none); }
   CHECK(none.stats().retained_bytes == 0);
+}
+
+TEST_CASE("scratch: a released slot is taken again without the lock; its bytes stay under the limit") {
+  ScratchAllocator scratch(3 * kMiB);
+  std::byte* kept = nullptr;
+  {
+    ScratchAllocator::Lease lease = scratch.lease();
+    kept = lease.buffer(0, kMiB);
+  }
+  CHECK(scratch.stats().retained_bytes == kMiB);
+  {
+    ScratchAllocator::Lease lease = scratch.lease();  // the parked slot: its bytes stay counted while leased
+    CHECK(lease.buffer(0, kMiB) == kept);
+    CHECK(scratch.stats().retained_bytes == kMiB);
+    ScratchAllocator::Lease nested = scratch.lease();  // another slot, empty
+    CHECK(nested.buffer(0, 64) != kept);
+  }
+  CHECK(scratch.stats().retained_bytes == kMiB + 64);
+  {
+    ScratchAllocator::Lease lease = scratch.lease();
+    (void)lease.buffer(0, 2 * kMiB);  // grows: its release counts the new size against the limit again
+    (void)lease.buffer(1, 2 * kMiB);
+  }
+  CHECK(scratch.stats().retained_bytes <= 3 * kMiB);
+  // The allocator goes while a parked slot is leased: its buffers are freed when it comes back.
+  auto short_lived = std::make_unique<ScratchAllocator>(kMiB);
+  { (void)short_lived->lease().buffer(0, 4096); }
+  ScratchAllocator::Lease held = short_lived->lease();
+  short_lived.reset();
+  CHECK(held.buffer(0, 4096) != nullptr);
+}
+
+TEST_CASE("scratch: leases taken and returned from several threads at once stay exclusive and come back") {
+  ScratchAllocator scratch(64 * kMiB);
+  std::vector<int> clashes(4, 0);
+  std::vector<std::thread> workers;
+  for (int t = 0; t < 4; ++t)
+    workers.emplace_back([&, t] {
+      for (int i = 0; i < 2000; ++i) {
+        ScratchAllocator::Lease lease = scratch.lease();
+        ScratchAllocator::Lease nested = scratch.lease();
+        auto* mine = reinterpret_cast<int*>(lease.buffer(0, 256));
+        auto* inner = reinterpret_cast<int*>(nested.buffer(0, 256));
+        std::fill(mine, mine + 64, t);
+        std::fill(inner, inner + 64, -1 - t);
+        std::this_thread::yield();
+        clashes[t] += std::count(mine, mine + 64, t) != 64 || std::count(inner, inner + 64, -1 - t) != 64;
+      }
+    });
+  for (std::thread& w : workers) w.join();
+  for (int t = 0; t < 4; ++t) CHECK(clashes[t] == 0);
+  // Every slot came back with its buffer: each of the (2 to 8) slots keeps 256 bytes, and leasing them all at once
+  // takes no fresh memory.
+  const size_t retained = scratch.stats().retained_bytes;
+  CHECK(retained % 256 == 0);
+  CHECK(retained >= 2 * 256);
+  CHECK(retained <= 8 * 256);
+  const uint64_t fresh = scratch.stats().fresh;
+  std::vector<ScratchAllocator::Lease> all;
+  all.reserve(retained / 256);
+  for (size_t i = 0; i < retained / 256; ++i) {
+    all.push_back(scratch.lease());
+    (void)all.back().buffer(0, 256);
+  }
+  CHECK(scratch.stats().fresh == fresh);
 }
