@@ -17,7 +17,9 @@
 #include <doctest/doctest.h>
 
 #include <array>
+#include <atomic>
 #include <cstring>
+#include <dlfcn.h>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -360,9 +362,9 @@ TEST_CASE("linalg: Runtimes made and destroyed in any order share OpenBLAS's thr
 }
 
 TEST_CASE("linalg: a batch and a single matrix give the same bits at 1, 2 and 3 threads") {
-  // Each matrix of a batch is one single-threaded LAPACK call whatever the pool, and a single matrix runs with
-  // OpenBLAS's own threads whatever the context's (Lapack.h), so the context's thread count never changes a bit.
-  // 70 x 50 is past LAPACK's block size (its blocked code runs); 200 x 200 is where OpenBLAS threads its BLAS calls.
+  // Each matrix of a batch is one single-threaded LAPACK call whatever the pool, and a single matrix runs on the
+  // calling thread with OpenBLAS's threads fixed by its size alone (Lapack.h), so the context's thread count never
+  // changes a bit. 70 x 50 is past LAPACK's block size (its blocked code runs).
   Rng rng{20};
   for (DType dtype : {DType::f64, DType::c128}) {
     for (int c = 0; c < 6; ++c) {
@@ -446,4 +448,41 @@ TEST_CASE("linalg: svd {keep = k} splits the thin factors: round trips, pinned e
   CHECK(kept_type_error(2, {DType::f64, {Dim::symbol("n"), Dim::symbol("n")}}) ==
         "'einstage.linalg.v1' at %0 in @bad: svd with keep = 2: operand 0 has type f64[n,n]; the split needs "
         "constant matrix extents");
+}
+
+namespace {
+std::atomic<int> g_openblas_threads_seen{0};
+int (*g_openblas_get_threads)() = nullptr;
+}  // namespace
+
+TEST_CASE("linalg: a single matrix below 512 runs on one OpenBLAS thread, a larger one on OpenBLAS's own") {
+  // The status hook runs right after each LAPACK call, inside the call's thread-count scope: it records the count
+  // the call ran with. Small single matrices run on one thread (concurrent callers such as the Ising sweep would
+  // otherwise oversubscribe the CPUs with spinning OpenBLAS threads); from 512 on, OpenBLAS's own count.
+  void* lib = ::dlopen("libopenblas.so.0", RTLD_NOW | RTLD_NOLOAD);
+  if (!lib) return;  // another LAPACK: einstage sets no thread count
+  g_openblas_get_threads = reinterpret_cast<int (*)()>(::dlsym(lib, "openblas_get_num_threads"));
+  REQUIRE(bool(g_openblas_get_threads));
+  auto context = std::make_shared<ExecutionContext>(ConfigOptions{.threads = 1});
+  Runtime rt(RuntimeOptions{.context = context});
+  rt.add_module(linalg::module_descriptor());
+  linalg::set_lapack_status_hook_for_testing(*context, [](std::string_view, int64_t info) -> int64_t {
+    g_openblas_threads_seen = g_openblas_get_threads();
+    return info;
+  });
+  auto threads_of = [&](int64_t n) {
+    Rng rng{23};
+    Tensor a = random_hermitian(DType::f64, n, {}, rng);
+    Builder b("op", &rt.registry());
+    Value x = b.parameter("a", {a.dtype(), {Dim(n), Dim(n)}});
+    g_openblas_threads_seen = 0;
+    rt.prepare(b.finish(b.extension_results(payload(linalg::LinalgKind::eigh), {x}))).run({a});
+    return g_openblas_threads_seen.load();
+  };
+  const int own = g_openblas_get_threads();  // outside any call: OpenBLAS's own count
+  CHECK(threads_of(40) == 1);
+  CHECK(threads_of(511) == 1);
+  CHECK(threads_of(512) == own);
+  linalg::set_lapack_status_hook_for_testing(*context, nullptr);
+  ::dlclose(lib);
 }
