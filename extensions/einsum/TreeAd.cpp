@@ -3,6 +3,7 @@
 
 #include "extensions/api/Kernels.h"
 #include "extensions/einsum/Notation.h"
+#include "extensions/einsum/ReverseLayout.h"
 #include "ir/Quote.h"
 #include "ir/Size.h"
 
@@ -11,6 +12,7 @@
 #include <algorithm>
 #include <array>
 #include <functional>
+#include <numeric>
 #include <optional>
 #include <set>
 
@@ -19,11 +21,19 @@ namespace einstage::einsum {
 namespace {
 
 // One reverse contraction: the cotangent of tree node `node` from its parent's cotangent and its sibling's value.
+// `layout` (ReverseLayout.h) says which operand comes first and, for an intermediate node, the axis order its
+// cotangent is written in (the node's own order for an operand).
 struct ReverseStep {
   int node = -1, parent = -1, sibling = -1;
+  ReverseLayout layout;
   std::vector<Tensor> ones;  // the extra ones operands, in the einsum's operand order after the sibling
   std::optional<EinsumPlan> plan;
   std::optional<EinsumPlan> stacked;  // the tangent P(dct, V) + P(ct, dV) as one contraction (stacked_terms_plan)
+  // The pair (x, y) in the plan's operand order: (cotangent, value) or (value, cotangent).
+  std::pair<const Tensor&, const Tensor&> order(const Tensor& ct, const Tensor& value) const {
+    if (layout.sibling_first) return {value, ct};
+    return {ct, value};
+  }
 };
 
 std::string label_string(const Subscripts& s, const std::vector<Label>& labels) {
@@ -173,6 +183,8 @@ struct EinsumVjpPlan::Impl {
   std::vector<std::pair<int, int>> children;   // per step: (left, right) node ids
   std::vector<std::vector<Label>> labels;      // per node: labels as stored
   std::vector<Shape> shapes;                   // per node
+  std::vector<std::vector<Label>> ct_labels;   // per node: its cotangent's labels as stored (ReverseLayout.h)
+  std::vector<Shape> ct_shapes;                // per node: its cotangent's shape
   std::vector<bool> complex_inputs;            // per operand: conjugated before the walk
   std::vector<std::optional<EinsumPlan>> steps;  // per step: the forward step, when its value is ever needed
   std::vector<std::optional<EinsumPlan>> stacked_steps;  // per step below the root: dA.B + A.dB as one contraction
@@ -188,7 +200,12 @@ struct EinsumVjpPlan::Impl {
 
   int root() const { return 2 * n - 2; }
   void build(const Subscripts& s, std::span<const TensorMeta> metas, const TensorMeta& ct, const EinsumOptions& o);
-  ReverseStep reverse_step(int node, int parent, int sibling, const EinsumOptions& options) const;
+  ReverseStep reverse_step(int node, int parent, int sibling, const ReverseLayout& layout,
+                           const EinsumOptions& options) const;
+  ReverseStep laid_out_step(int node, int parent, int sibling, const std::vector<bool>& wanted,
+                            const EinsumOptions& options) const;
+  double step_penalty(int node, int sibling, LaidOutTerm ct, const ReverseLayout& layout) const;
+  double best_step_penalty(int node, int sibling, LaidOutTerm ct) const;
 };
 
 void EinsumVjpPlan::Impl::build(const Subscripts& s, std::span<const TensorMeta> metas, const TensorMeta& ct,
@@ -216,6 +233,8 @@ void EinsumVjpPlan::Impl::build(const Subscripts& s, std::span<const TensorMeta>
   children = std::move(tree.children);
   labels = std::move(tree.labels);
   shapes = std::move(tree.shapes);
+  ct_labels = labels;
+  ct_shapes = shapes;
   const std::vector<std::optional<EinsumPlan>>& pairs = tree.pairs;
   const int nodes = 2 * n - 1;
   auto parent_of = std::vector<int>(static_cast<size_t>(nodes), -1);
@@ -236,13 +255,13 @@ void EinsumVjpPlan::Impl::build(const Subscripts& s, std::span<const TensorMeta>
     const int r = n + static_cast<int>(t);
     if (!wanted[static_cast<size_t>(r)]) continue;
     auto [a, b] = children[t];
-    if (wanted[static_cast<size_t>(a)]) {
-      reverse.push_back(reverse_step(a, r, b, options));
-      read[static_cast<size_t>(b)] = sibling_read[static_cast<size_t>(b)] = true;
-    }
-    if (wanted[static_cast<size_t>(b)]) {
-      reverse.push_back(reverse_step(b, r, a, options));
-      read[static_cast<size_t>(a)] = sibling_read[static_cast<size_t>(a)] = true;
+    for (auto [child, sibling] : {std::pair{a, b}, std::pair{b, a}}) {
+      if (!wanted[static_cast<size_t>(child)]) continue;
+      reverse.push_back(laid_out_step(child, r, sibling, wanted, options));
+      const std::vector<int>& perm = reverse.back().layout.perm;
+      ct_labels[static_cast<size_t>(child)] = permuted(labels[static_cast<size_t>(child)], perm);
+      ct_shapes[static_cast<size_t>(child)] = permuted(shapes[static_cast<size_t>(child)], perm);
+      read[static_cast<size_t>(sibling)] = sibling_read[static_cast<size_t>(sibling)] = true;
     }
   }
   // A kept value needs its children's values; steps are in dependency order, so one backward sweep marks them all.
@@ -287,19 +306,76 @@ void EinsumVjpPlan::Impl::build(const Subscripts& s, std::span<const TensorMeta>
   for (size_t i = 0; i < reverse.size(); ++i) last_use[static_cast<size_t>(reverse[i].parent)] = static_cast<int>(i);
 }
 
-ReverseStep EinsumVjpPlan::Impl::reverse_step(int node, int parent, int sibling, const EinsumOptions& options) const {
+// The penalty (ReverseLayout.h) of the reverse step giving `node` its cotangent from a parent cotangent laid out as
+// `ct` and the sibling's value, run in `layout`.
+double EinsumVjpPlan::Impl::step_penalty(int node, int sibling, LaidOutTerm ct, const ReverseLayout& layout) const {
+  const LaidOutTerm value{labels[static_cast<size_t>(sibling)], shapes[static_cast<size_t>(sibling)]};
+  const std::vector<Label> out_labels = permuted(labels[static_cast<size_t>(node)], layout.perm);
+  const Shape out_shape = permuted(shapes[static_cast<size_t>(node)], layout.perm);
+  const LaidOutTerm out{out_labels, out_shape};
+  return layout.sibling_first ? gett_stride_penalty(value, ct, out) : gett_stride_penalty(ct, value, out);
+}
+
+// The least penalty of that step over the layouts laid_out_step considers for `node` (only the identity with the
+// cotangent first for an operand, whose cotangent keeps its layout).
+double EinsumVjpPlan::Impl::best_step_penalty(int node, int sibling, LaidOutTerm ct) const {
+  const std::vector<Label>& lc = labels[static_cast<size_t>(node)];
+  if (node < n) {
+    std::vector<int> identity(lc.size());
+    std::iota(identity.begin(), identity.end(), 0);
+    return step_penalty(node, sibling, ct, {identity, false});
+  }
+  double best = -1;
+  for (const ReverseLayout& l : reverse_layout_candidates(ct.labels, labels[static_cast<size_t>(sibling)], lc)) {
+    const double p = step_penalty(node, sibling, ct, l);
+    if (best < 0 || p < best) best = p;
+  }
+  return best;
+}
+
+// The reverse step of `node` in the layout of least penalty: its own step's plus, looking one level down, that of
+// the best layout of each of its children's reverse steps reading the cotangent so laid out (ties: the earlier
+// candidate, the node's own order with the cotangent first). An operand's cotangent keeps the operand's layout, and
+// a step with ones operands (its labels are not all in its two operands) keeps the node's order.
+ReverseStep EinsumVjpPlan::Impl::laid_out_step(int node, int parent, int sibling, const std::vector<bool>& wanted,
+                                               const EinsumOptions& options) const {
+  const std::vector<Label>& lc = labels[static_cast<size_t>(node)];
+  std::vector<int> identity(lc.size());
+  std::iota(identity.begin(), identity.end(), 0);
+  ReverseStep r = reverse_step(node, parent, sibling, {identity, false}, options);
+  if (node < n || !r.ones.empty()) return r;
+  const LaidOutTerm ct{ct_labels[static_cast<size_t>(parent)], ct_shapes[static_cast<size_t>(parent)]};
+  const auto [a, b] = children[static_cast<size_t>(node - n)];
+  double best_cost = -1;
+  ReverseLayout best;
+  for (const ReverseLayout& l : reverse_layout_candidates(ct.labels, labels[static_cast<size_t>(sibling)], lc)) {
+    double cost = step_penalty(node, sibling, ct, l);
+    const std::vector<Label> below_labels = permuted(lc, l.perm);
+    const Shape below_shape = permuted(shapes[static_cast<size_t>(node)], l.perm);
+    for (auto [child, other] : {std::pair{a, b}, std::pair{b, a}})
+      if (wanted[static_cast<size_t>(child)]) cost += best_step_penalty(child, other, {below_labels, below_shape});
+    if (best_cost < 0 || cost < best_cost) best_cost = cost, best = l;
+  }
+  if (best == r.layout) return r;
+  return reverse_step(node, parent, sibling, best, options);
+}
+
+ReverseStep EinsumVjpPlan::Impl::reverse_step(int node, int parent, int sibling, const ReverseLayout& layout,
+                                              const EinsumOptions& options) const {
   ReverseStep r;
   r.node = node;
   r.parent = parent;
   r.sibling = sibling;
-  const std::vector<Label>& lp = labels[static_cast<size_t>(parent)];
+  r.layout = layout;
+  const std::vector<Label>& lp = ct_labels[static_cast<size_t>(parent)];
   const std::vector<Label>& ls = labels[static_cast<size_t>(sibling)];
   const std::vector<Label>& lc = labels[static_cast<size_t>(node)];
   const Shape& sc = shapes[static_cast<size_t>(node)];
+  const Shape& sp = ct_shapes[static_cast<size_t>(parent)];
+  const Shape& ss = shapes[static_cast<size_t>(sibling)];
   // The largest extent each label has among the reverse einsum's two operands (absent: in neither).
   std::map<Label, int64_t> available;
-  for (auto [ls_, sh] : {std::pair{&lp, &shapes[static_cast<size_t>(parent)]},
-                         std::pair{&ls, &shapes[static_cast<size_t>(sibling)]}})
+  for (auto [ls_, sh] : {std::pair{&lp, &sp}, std::pair{&ls, &ss}})
     for (size_t a = 0; a < ls_->size(); ++a) {
       int64_t& e = available[(*ls_)[a]];
       e = std::max(e, (*sh)[a]);
@@ -317,10 +393,14 @@ ReverseStep EinsumVjpPlan::Impl::reverse_step(int node, int parent, int sibling,
   rev.names = subs.names;
   rev.ellipsis = subs.ellipsis;
   rev.inputs = {lp, ls};
-  std::vector<TensorMeta> metas = {{dtype, shapes[static_cast<size_t>(parent)]},
-                                   {dtype, shapes[static_cast<size_t>(sibling)]}};
+  std::vector<TensorMeta> metas = {{dtype, sp}, {dtype, ss}};
+  if (layout.sibling_first) {
+    std::swap(rev.inputs[0], rev.inputs[1]);
+    std::swap(metas[0], metas[1]);
+  }
   std::set<Label> given;  // labels that already have a ones operand
-  for (size_t a = 0; a < lc.size(); ++a) {
+  for (int a_ : layout.perm) {  // the result's axes in the cotangent's order
+    const size_t a = static_cast<size_t>(a_);
     const Label u = lc[a];
     if (sc[a] == 1 && extents.at(u) != 1) {  // the child broadcasts along u: sum u into a fresh length-1 axis
       const Label f = next_fresh();
@@ -344,7 +424,8 @@ ReverseStep EinsumVjpPlan::Impl::reverse_step(int node, int parent, int sibling,
   o.allow_broadcast = options.allow_broadcast;
   r.plan = EinsumPlan::prepare(rev, metas, o);
   r.stacked = stacked_terms_plan(*r.plan, metas, options.allow_broadcast);
-  EIN_ASSERT(r.plan->output_shape() == sc, "einsum vjp: the reverse step for node {} gives {} for a node of {}", node,
+  EIN_ASSERT(r.plan->output_shape() == permuted(sc, layout.perm),
+             "einsum vjp: the reverse step for node {} gives {} for a node of {}", node,
              shape_to_string(r.plan->output_shape()), shape_to_string(sc));
   return r;
 }
@@ -399,8 +480,8 @@ std::vector<Tensor> EinsumVjpPlan::execute(std::span<const Tensor> operands, con
     const ReverseStep& r = im.reverse[i];
     const Tensor& kept = values[static_cast<size_t>(r.sibling)];
     const Tensor sibling = kept.defined() ? Tensor() : value_of(r.sibling);
-    cts[static_cast<size_t>(r.node)] =
-        r.plan->execute(ops.of(cts[static_cast<size_t>(r.parent)], kept.defined() ? kept : sibling, r.ones), context);
+    const auto [x, y] = r.order(cts[static_cast<size_t>(r.parent)], kept.defined() ? kept : sibling);
+    cts[static_cast<size_t>(r.node)] = r.plan->execute(ops.of(x, y, r.ones), context);
     if (im.last_use[static_cast<size_t>(r.parent)] == static_cast<int>(i)) cts[static_cast<size_t>(r.parent)] = Tensor();
   }
   // The value first when asked for (the walk's values are conjugated when complex), then each slot's cotangent in
@@ -459,12 +540,21 @@ std::vector<Tensor> EinsumVjpPlan::execute_tangent(std::span<const Tensor> opera
   for (const ReverseStep& r : im.reverse) {
     const size_t node = static_cast<size_t>(r.node), parent = static_cast<size_t>(r.parent),
                  sibling = static_cast<size_t>(r.sibling);
-    if (r.node >= im.n || with_cotangents) cts[node] = r.plan->execute(ops.of(cts[parent], values[sibling], r.ones), context);
-    if (dcts[parent].defined() && dvalues[sibling].defined())
-      dcts[node] = two_terms(*r.plan, r.stacked, dcts[parent], values[sibling], cts[parent], dvalues[sibling], r.ones,
-                             ops, context);
-    else if (dcts[parent].defined()) dcts[node] = r.plan->execute(ops.of(dcts[parent], values[sibling], r.ones), context);
-    else if (dvalues[sibling].defined()) dcts[node] = r.plan->execute(ops.of(cts[parent], dvalues[sibling], r.ones), context);
+    // Each product in the plan's operand order (ReverseStep::order).
+    auto run = [&](const Tensor& ct, const Tensor& value) {
+      const auto [x, y] = r.order(ct, value);
+      return r.plan->execute(ops.of(x, y, r.ones), context);
+    };
+    if (r.node >= im.n || with_cotangents) cts[node] = run(cts[parent], values[sibling]);
+    if (dcts[parent].defined() && dvalues[sibling].defined()) {
+      const auto [x0, y0] = r.order(dcts[parent], values[sibling]);
+      const auto [x1, y1] = r.order(cts[parent], dvalues[sibling]);
+      dcts[node] = two_terms(*r.plan, r.stacked, x0, y0, x1, y1, r.ones, ops, context);
+    } else if (dcts[parent].defined()) {
+      dcts[node] = run(dcts[parent], values[sibling]);
+    } else if (dvalues[sibling].defined()) {
+      dcts[node] = run(cts[parent], dvalues[sibling]);
+    }
   }
   // The slots' cotangents first when asked for (mode vjp_with_jvp), then their tangents; each in its operand's dtype
   // (the real part for a real operand of a complex walk), as execute() gives them.
@@ -512,10 +602,18 @@ std::string EinsumVjpPlan::to_string() const {
     for (int v : im.recomputed) names.push_back(node(v));
     out += fmt::format("recomputes {} when read (over the limit): {}\n", names.size(), fmt::join(names, ", "));
   }
-  for (const ReverseStep& r : im.reverse)
-    out += fmt::format("reverse: ct {} = ct {} x {}{}{}\n", node(r.node), node(r.parent), node(r.sibling),
+  for (const ReverseStep& r : im.reverse) {
+    // A cotangent laid out in another order than its node's value, and a step with the value as lhs, say so.
+    std::vector<std::string> layout;
+    if (!std::is_sorted(r.layout.perm.begin(), r.layout.perm.end()))
+      layout.push_back(fmt::format("laid out {}", quote_for_message(label_string(
+                                                      im.subs, im.ct_labels[static_cast<size_t>(r.node)]))));
+    if (r.layout.sibling_first) layout.push_back("value first");
+    out += fmt::format("reverse: ct {} = ct {} x {}{}{}{}\n", node(r.node), node(r.parent), node(r.sibling),
                        r.ones.empty() ? "" : fmt::format(" x {} ones", r.ones.size()),
-                       r.stacked ? " (tangent terms stacked)" : "");
+                       r.stacked ? " (tangent terms stacked)" : "",
+                       layout.empty() ? std::string() : fmt::format(" ({})", fmt::join(layout, ", ")));
+  }
   return out;
 }
 

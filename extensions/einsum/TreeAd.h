@@ -14,7 +14,10 @@
 // along it; an axis on which the child broadcasts (stored extent 1, label larger) gets a fresh label with a length-1
 // ones vector, so the label is summed into that axis; a label on which the others broadcast gets a ones vector of
 // the child's extent; repeated labels of the child are a repeated output label (the executor writes the diagonal
-// and zeros elsewhere). Each requested operand's cotangent is returned in its operand's dtype.
+// and zeros elsewhere). Each requested operand's cotangent is returned in its operand's dtype. An intermediate
+// node's cotangent is only read by the walk, so it may be laid out in another axis order than the node's value, and
+// a reverse step may take the value as its lhs: both chosen at prepare time by a stride cost model of the JIT's GETT
+// (ReverseLayout.h); `--print-stages` shows the choice ("laid out", "value first").
 //
 // EinsumJvpPlan (mode jvp) propagates the tangents up the same tree in one pass: every node that has a tangent below
 // it gets dV = dA.B + A.dB (a term only for a child with a tangent), each term its step's two-operand einsum run on
