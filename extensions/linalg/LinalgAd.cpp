@@ -130,6 +130,12 @@ struct BlockTangents {
   Value du, ds, dvh;
 };
 
+// Whether block `i` has fewer columns than block `j` (both constant; a symbolic extent counts as not smaller).
+bool smaller(const Block& i, const Block& j) {
+  const Dim &di = i.s.type.dims[0], &dj = j.s.type.dims[0];
+  return di.is_constant() && dj.is_constant() && di.constant() < dj.constant();
+}
+
 // Products with an adjoint written as one dot_general (no transpose op): xᴴ y and x yᴴ of batched matrices.
 Value adj_mm(Builder& b, const Value& x, const Value& y) {
   const Mat m{b};
@@ -152,15 +158,17 @@ Value scale_rows(Builder& b, const Value& x, const Value& d) {
 // the unsplit svd). The K × K matrices of the thin rule (LinalgAd.h) are formed one block pair (I, J) at a time:
 // dP_IJ = U_Iᴴ dA V_J, dPᴴ_IJ = Vh_I dAᴴ U_J, F_IJ and G_IJ over s_I against s_J (the diagonal mask only in the
 // pair (J, J)), and dU_J = Σ_I U_I X_IJ, dVh_J = Σ_I Y_IJᴴ Vh_I. Block J costs O(M N |J|) and sees every singular
-// value, so it is exact whatever the other blocks hold. On the diagonal pair (J, J), and so with one block, dPᴴ is the
-// adjoint of dP.
+// value, so it is exact whatever the other blocks hold. dPᴴ_IJ is the adjoint of dP_JI = U_Jᴴ dA V_I, so on the
+// diagonal pair (J, J), and so with one block, it is dP_JJᴴ; off the diagonal it is formed from whichever of the two
+// blocks is smaller: Vh_I (dAᴴ U_J) when |J| <= |I|, else (U_Jᴴ (dA V_I))ᴴ, whose products are block I's own dA V_I
+// and dP_JI (CSE merges them). So the tangents of a large discarded block next to a small kept one (a truncated svd
+// differentiated twice, as in TRG) need no [N, |J|] product dAᴴ U_J of their own.
 BlockTangents svd_block_tangents(Builder& b, const LinalgPayload& p, std::span<const Block> blocks, size_t j,
                                  const Value& a, const Value& da) {
   Mat m{b};
   const Block& bj = blocks[j];
-  const bool one = blocks.size() == 1;
   const Value dav = mm_adj(b, da, bj.vh);                        // dA V_J   [M, J, B...]
-  const Value dahu = one ? Value{} : adj_mm(b, da, bj.u);        // dAᴴ U_J  [N, J, B...]
+  std::optional<Value> dahu;                                     // dAᴴ U_J  [N, J, B...], when a pair needs it
   const Value sinv = m.broadened_inverse(bj.s, p.eps());
   const Dim &rows = a.type.dims[0], &cols = a.type.dims[1];
   const bool tall = known_greater(rows, cols), wide = known_greater(cols, rows);
@@ -169,9 +177,16 @@ BlockTangents svd_block_tangents(Builder& b, const LinalgPayload& p, std::span<c
   for (size_t i = 0; i < blocks.size(); ++i) {
     const Block& bi = blocks[i];
     const Value dp = adj_mm(b, bi.u, dav);                       // dP_IJ   [I, J, B...]
-    // dPᴴ_JJ = Vh_J dAᴴ U_J is the adjoint of dP_JJ: no product of its own on the diagonal pair.
-    const Value dph =
-        i == j ? m.adj(dp) : b.dot_general(bi.vh, dahu, {1}, {0}, m.batch_axes(bi.vh), m.batch_axes(dahu));
+    // dPᴴ_IJ = Vh_I dAᴴ U_J = dP_JIᴴ: on the diagonal pair the adjoint of dp, else from the smaller block.
+    Value dph;
+    if (i == j) {
+      dph = m.adj(dp);
+    } else if (smaller(bi, bj)) {
+      dph = m.adj(adj_mm(b, bj.u, mm_adj(b, da, bi.vh)));
+    } else {
+      if (!dahu) dahu = adj_mm(b, da, bj.u);
+      dph = b.dot_general(bi.vh, *dahu, {1}, {0}, m.batch_axes(bi.vh), m.batch_axes(*dahu));
+    }
     // s_J along the columns, s_I along the rows.
     std::vector<Dim> grid{bi.s.type.dims[0], bj.s.type.dims[0]};
     grid.insert(grid.end(), bj.s.type.dims.begin() + 1, bj.s.type.dims.end());

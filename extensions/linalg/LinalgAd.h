@@ -20,8 +20,9 @@
 // dR = (C − Ω) R, with R⁻¹ the family's own differentiable inv_upper op (dX = −X triu(dR) X). The triangle masks
 // need a constant K. Wide qr (M < N): the rule of the square qr of the first M columns, dQ = Q Ω, dR = Qᴴ dA − Ω R.
 // svd with keep = k (six results): the same rule one column block J at a time (dP_IJ = U_Iᴴ dA V_J, dPᴴ_IJ =
-// Vh_I dAᴴ U_J, F_IJ and G_IJ per pair of blocks), so the kept block costs O(M N k) and is still exact: the tangents
-// are those of the thin svd followed by a slice. The unsplit thin rule is the one-block case.
+// Vh_I dAᴴ U_J = dP_JIᴴ, formed from the smaller of the two blocks, F_IJ and G_IJ per pair of blocks), so the kept
+// block costs O(M N k) and is still exact: the tangents are those of the thin svd followed by a slice. The unsplit
+// thin rule is the one-block case.
 // svd with full = true: the thin rule for the first K columns, and the completions U_⊥, V_⊥ (not determined by A)
 // in the gauge U_⊥ᴴ dU_⊥ = 0, dU_⊥ = −U_K dU_Kᴴ U_⊥; it needs constant M and N.
 #pragma once

@@ -240,3 +240,33 @@ TEST_CASE("linalg ad: second order through svd {keep = k}: the gradient of the k
     }
   }
 }
+
+TEST_CASE("linalg ad: the discarded block's tangents form no product dAᴴ U_r of their own (dPᴴ from the kept block)") {
+  // A [12, 12] with keep = 2: the rest block has 10 columns. Its tangents need dA V_r [12, 10] (for dP_rr); the
+  // off-diagonal dPᴴ_kr = Vh_k dAᴴ U_r is dP_rkᴴ = (U_rᴴ (dA V_k))ᴴ, from the kept block's products, so exactly one
+  // dot_general of the tangent dA has a 10-column result.
+  const int64_t n = 12, k = 2;
+  Builder c("split", registry());
+  Value x = c.parameter("a", {DType::f64, {n, n}});
+  const Program jvp = ad::jvp(c.finish(split_outputs(c, x, k, true)), {0}, registry());
+  const ValueId da = jvp.params.back().value.id;
+  int wide_products = 0;
+  for (const Instruction& inst : jvp.instructions) {
+    if (!std::holds_alternative<DotGeneral>(inst.op)) continue;
+    const bool reads_da = inst.operands[0].id == da || inst.operands[1].id == da;
+    if (reads_da && inst.result().type.dims[1] == Dim(n - k)) ++wide_products;
+  }
+  CHECK(wide_products == 1);
+  // And the values stay those of the thin svd then slices (the test above checks this on random draws too).
+  Rng rng{281};
+  const Tensor a = random_tensor(DType::f64, {n, n}, rng), t = random_tensor(DType::f64, {n, n}, rng);
+  Builder o("thin", registry());
+  Value y = o.parameter("a", {DType::f64, {n, n}});
+  const std::vector<Tensor> want = run(ad::jvp(o.finish(split_outputs(o, y, k, false)), {0}, registry()), {a, t});
+  const std::vector<Tensor> got = run(jvp, {a, t});
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    std::string why;
+    CHECK_MESSAGE(close(got[i], want[i], 1e-12, &why), "output ", i, ": ", why, " (seed 281)");
+  }
+}
