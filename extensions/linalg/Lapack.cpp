@@ -15,6 +15,8 @@
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
+#include <numeric>
+#include <optional>
 
 namespace einstage::linalg {
 
@@ -222,6 +224,52 @@ template <typename T> void identity(T* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i * n + i] = T(1);
 }
 
+// The rows and columns of one matrix joined into components by its nonzero entries (exact zeros only): a matrix
+// that is block diagonal up to a permutation of its rows and columns, as the merged tensors of a model with a
+// conserved charge are (the Ising tensor's Z2 parity), has one component per block, and a zero row or column is a
+// component of its own. `of` numbers row i's component at i and column j's at m + j. Nothing when the matrix has at
+// most one block with both rows and columns (the common dense case costs one pass over its first row and column).
+struct Components {
+  std::vector<int32_t> of;
+  int32_t count = 0;
+};
+
+template <typename T> std::optional<Components> block_components(const T* a, int64_t m, int64_t n) {
+  bool dense_edges = true;  // a nonzero first column and first row join every row and column
+  for (int64_t i = 0; i < m && dense_edges; ++i) dense_edges = a[i] != T(0);
+  for (int64_t j = 0; j < n && dense_edges; ++j) dense_edges = a[j * m] != T(0);
+  if (dense_edges) return std::nullopt;
+  std::vector<int32_t> parent(static_cast<size_t>(m + n));
+  std::iota(parent.begin(), parent.end(), 0);
+  auto find = [&](int32_t x) {
+    while (parent[static_cast<size_t>(x)] != x)
+      x = parent[static_cast<size_t>(x)] = parent[static_cast<size_t>(parent[static_cast<size_t>(x)])];
+    return x;
+  };
+  for (int64_t j = 0; j < n; ++j) {
+    int32_t col = find(static_cast<int32_t>(m + j));
+    for (int64_t i = 0; i < m; ++i) {
+      if (a[j * m + i] == T(0)) continue;
+      const int32_t row = find(static_cast<int32_t>(i));
+      if (row != col) parent[static_cast<size_t>(row)] = col;
+    }
+  }
+  Components c;
+  c.of.assign(static_cast<size_t>(m + n), -1);
+  std::vector<int32_t> label(static_cast<size_t>(m + n), -1);
+  std::vector<char> has_row, has_col;
+  for (int64_t x = 0; x < m + n; ++x) {
+    int32_t& l = label[static_cast<size_t>(find(static_cast<int32_t>(x)))];
+    if (l < 0) l = c.count++, has_row.push_back(0), has_col.push_back(0);
+    c.of[static_cast<size_t>(x)] = l;
+    (x < m ? has_row : has_col)[static_cast<size_t>(l)] = 1;
+  }
+  int32_t blocks = 0;
+  for (int32_t l = 0; l < c.count; ++l) blocks += has_row[static_cast<size_t>(l)] && has_col[static_cast<size_t>(l)];
+  if (blocks < 2) return std::nullopt;
+  return c;
+}
+
 // What a context keeps for this family (ExecutionContext::extension_state): the test-only status hook.
 struct ContextState {
   std::atomic<LapackStatusHook> hook{nullptr};
@@ -343,6 +391,7 @@ template <typename T> struct Job {
       return;
     }
     const T* ab = a + b * m * n;
+    if (const std::optional<Components> c = block_components(ab, m, n)) return svd_blocks(b, *c, u, s, vt);
     std::copy(ab, ab + m * n, w.copy);
     lapack_int info = status(hook, "gesdd", Lapack<T>::gesdd(jobz(), lm(), ln(), w.copy, s, u, lm(), vt,
                                                              ld(vrows()), w.work, static_cast<lapack_int>(ws.work),
@@ -350,6 +399,100 @@ template <typename T> struct Job {
     EIN_ASSERT(info >= 0, "svd: ?gesdd argument {} is illegal", -info);
     if (info == 0) return;
     gesvd_fallback(b, u, s, vt, w.copy);
+  }
+
+  // The svd of a matrix with several blocks (block_components): each block's full svd by ?gesdd (?gesvd if it does
+  // not converge), its triplets merged in descending order of the singular values (a stable sort: ties keep the
+  // order of the blocks, then LAPACK's), and the factors scattered to the blocks' rows and columns with exact zeros
+  // elsewhere. The K − (number of block triplets) further zero singular values take the blocks' remaining left and
+  // right singular vectors and the unit vectors of zero rows and columns, in that order (any orthonormal completion
+  // is an svd; LAPACK picks one too); full factors take all of them. Block by block the cost is Σ |rows| |cols|
+  // min(|rows|, |cols|) instead of M N K: a quarter for two equal square blocks. The factors are an svd of the same
+  // matrix, equal to the dense ones to rounding up to the signs and the bases of (exactly) equal singular values.
+  void svd_blocks(int64_t b, const Components& c, T* u, R* s, T* vt) const {
+    const T* ab = a + b * m * n;
+    std::vector<std::vector<int64_t>> rows(static_cast<size_t>(c.count)), cols(static_cast<size_t>(c.count));
+    for (int64_t i = 0; i < m; ++i) rows[static_cast<size_t>(c.of[static_cast<size_t>(i)])].push_back(i);
+    for (int64_t j = 0; j < n; ++j) cols[static_cast<size_t>(c.of[static_cast<size_t>(m + j)])].push_back(j);
+    struct Factors {
+      std::vector<T> u, vt;  // |rows| x |rows| and |cols| x |cols|, column-major (a zero row or column: [1])
+      std::vector<R> s;
+    };
+    std::vector<Factors> f(static_cast<size_t>(c.count));
+    struct Triplet {
+      R s;
+      int32_t part, t;
+    };
+    std::vector<Triplet> triplets;
+    std::vector<std::pair<int32_t, int32_t>> left, right;  // (part, column of its U or row of its Vh) of zero values
+    for (int32_t p = 0; p < c.count; ++p) {
+      const std::vector<int64_t> &rp = rows[static_cast<size_t>(p)], &cp = cols[static_cast<size_t>(p)];
+      const auto r = static_cast<int64_t>(rp.size()), q = static_cast<int64_t>(cp.size()), kb = std::min(r, q);
+      Factors& fp = f[static_cast<size_t>(p)];
+      if (kb == 0) {  // a zero row (r = 1) or a zero column (q = 1)
+        fp.u.assign(1, T(1)), fp.vt.assign(1, T(1));
+        (r ? left : right).emplace_back(p, 0);
+        continue;
+      }
+      std::vector<T> block(static_cast<size_t>(r * q));
+      for (int64_t j = 0; j < q; ++j)
+        for (int64_t i = 0; i < r; ++i) block[static_cast<size_t>(j * r + i)] = ab[cp[static_cast<size_t>(j)] * m + rp[static_cast<size_t>(i)]];
+      fp.u.resize(static_cast<size_t>(r * r)), fp.vt.resize(static_cast<size_t>(q * q)), fp.s.resize(static_cast<size_t>(kb));
+      decompose_block(b, r, q, block, fp.u.data(), fp.s.data(), fp.vt.data());
+      for (int64_t t = 0; t < kb; ++t) triplets.push_back({fp.s[static_cast<size_t>(t)], p, static_cast<int32_t>(t)});
+      for (int64_t t = kb; t < r; ++t) left.emplace_back(p, static_cast<int32_t>(t));
+      for (int64_t t = kb; t < q; ++t) right.emplace_back(p, static_cast<int32_t>(t));
+    }
+    std::stable_sort(triplets.begin(), triplets.end(), [](const Triplet& x, const Triplet& y) { return x.s > y.s; });
+    std::fill(u, u + m * ucols(), T(0));
+    std::fill(vt, vt + vrows() * n, T(0));
+    auto put_u = [&](int64_t col, int32_t p, int32_t t) {
+      const std::vector<int64_t>& rp = rows[static_cast<size_t>(p)];
+      const T* from = f[static_cast<size_t>(p)].u.data() + static_cast<int64_t>(t) * static_cast<int64_t>(rp.size());
+      for (size_t i = 0; i < rp.size(); ++i) u[col * m + rp[i]] = from[i];
+    };
+    auto put_vt = [&](int64_t row, int32_t p, int32_t t) {
+      const std::vector<int64_t>& cp = cols[static_cast<size_t>(p)];
+      const T* from = f[static_cast<size_t>(p)].vt.data();
+      const auto q = static_cast<int64_t>(cp.size());
+      for (int64_t j = 0; j < q; ++j) vt[cp[static_cast<size_t>(j)] * vrows() + row] = from[j * q + t];
+    };
+    int64_t col = 0;
+    for (const Triplet& x : triplets) {
+      s[col] = x.s;
+      put_u(col, x.part, x.t), put_vt(col, x.part, x.t);
+      ++col;
+    }
+    for (int64_t i = col; i < k; ++i) s[i] = R(0);
+    for (int64_t i = col; i < ucols(); ++i) put_u(i, left[static_cast<size_t>(i - col)].first, left[static_cast<size_t>(i - col)].second);
+    for (int64_t i = col; i < vrows(); ++i) put_vt(i, right[static_cast<size_t>(i - col)].first, right[static_cast<size_t>(i - col)].second);
+  }
+
+  // The full svd of one r x q block (copied into `block`) of matrix b: ?gesdd with jobz 'A', else ?gesvd.
+  void decompose_block(int64_t b, int64_t r, int64_t q, std::vector<T>& block, T* u, R* s, T* vt) const {
+    const auto lr = static_cast<lapack_int>(r), lq = static_cast<lapack_int>(q);
+    const int64_t kb = std::min(r, q);
+    std::vector<T> copy = block;
+    T query{}, x{};
+    R rx{};
+    lapack_int ix = 0;
+    lapack_int info = Lapack<T>::gesdd('A', lr, lq, &x, &rx, &x, lr, &x, lq, &query, -1, &rx, &ix);
+    EIN_ASSERT(info == 0, "svd: ?gesdd workspace query returned info {}", info);
+    std::vector<T> work(static_cast<size_t>(queried(query)));
+    std::vector<R> rwork(is_complex(dtype_v<T>) ? static_cast<size_t>(kb * std::max(5 * kb + 7, 2 * std::max(r, q) + 2 * kb + 1)) : 1);
+    std::vector<lapack_int> iwork(static_cast<size_t>(8 * kb));
+    info = status(hook, "gesdd", Lapack<T>::gesdd('A', lr, lq, copy.data(), s, u, lr, vt, lq, work.data(),
+                                                  static_cast<lapack_int>(work.size()), rwork.data(), iwork.data()));
+    EIN_ASSERT(info >= 0, "svd: ?gesdd argument {} is illegal", -info);
+    if (info == 0) return;
+    info = Lapack<T>::gesvd('A', lr, lq, &x, &rx, &x, lr, &x, lq, &query, -1, &rx);
+    EIN_ASSERT(info == 0, "svd: ?gesvd workspace query returned info {}", info);
+    work.assign(static_cast<size_t>(queried(query)), T(0));
+    rwork.assign(static_cast<size_t>(std::max<int64_t>(1, 5 * kb)), R(0));
+    info = status(hook, "gesvd", Lapack<T>::gesvd('A', lr, lq, block.data(), s, u, lr, vt, lq, work.data(),
+                                                  static_cast<lapack_int>(work.size()), rwork.data()));
+    EIN_ASSERT(info >= 0, "svd: ?gesvd argument {} is illegal", -info);
+    if (info > 0) fail_converge(LinalgKind::svd, "?gesdd and then ?gesvd", b, info);
   }
 
   // The rare matrix ?gesdd does not converge on: ?gesvd with a workspace of its own.
