@@ -1,5 +1,6 @@
 #include "extensions/einsum/Executor.h"
 
+#include "extensions/einsum/ArenaLayout.h"
 #include "extensions/einsum/Notation.h"
 #include "extensions/api/Kernels.h"
 #include "ir/Quote.h"
@@ -41,53 +42,6 @@ struct Node {
   Shape shape;
   int input = -1;        // >= 0: operand index
   int64_t offset = -1;   // >= 0: byte offset in the arena
-};
-
-// First fit over byte ranges [offset, offset + size); the arena grows at the end when no free block fits.
-class FirstFit {
- public:
-  int64_t allocate(int64_t size, std::string_view what) {
-    if (size == 0) return 0;
-    for (auto it = free_.begin(); it != free_.end(); ++it)
-      if (it->second >= size) {
-        int64_t off = it->first;
-        if (it->second == size) free_.erase(it);
-        else {
-          it->first += size;
-          it->second -= size;
-        }
-        return off;
-      }
-    // A free block touching the end can be extended.
-    if (!free_.empty() && free_.back().first + free_.back().second == end_) {
-      int64_t off = free_.back().first;
-      free_.pop_back();
-      end_ = checked_add(off, size, what);
-      return off;
-    }
-    int64_t off = end_;
-    end_ = checked_add(end_, size, what);
-    return off;
-  }
-  void release(int64_t off, int64_t size) {
-    if (size == 0) return;
-    auto it = std::lower_bound(free_.begin(), free_.end(), std::make_pair(off, int64_t(0)));
-    it = free_.insert(it, {off, size});
-    // coalesce with the next and the previous block
-    if (it + 1 != free_.end() && it->first + it->second == (it + 1)->first) {
-      it->second += (it + 1)->second;
-      free_.erase(it + 1);
-    }
-    if (it != free_.begin() && (it - 1)->first + (it - 1)->second == it->first) {
-      (it - 1)->second += it->second;
-      free_.erase(it);
-    }
-  }
-  int64_t end() const { return end_; }
-
- private:
-  std::vector<std::pair<int64_t, int64_t>> free_;  // sorted by offset
-  int64_t end_ = 0;
 };
 
 // Which tensor of a call a stride comes from.
@@ -151,9 +105,10 @@ struct EinsumPlan::Impl {
 
   void build(const BoundEinsum& bound, std::span<const TensorMeta> metas_in, const PlanSpec& spec,
              const ContractionTree* given_tree);
-  /// `accumulate`: out += the einsum (the last step adds into out; nothing else writes it).
+  /// `accumulate`: out += the einsum (the last step adds into out; nothing else writes it). `lease` and `scratch`
+  /// (run_leased): the caller's lease and scratch bytes instead of a lease of this call's own.
   void run(std::span<const Tensor> operands, Tensor& out, ExecutionContext& context, ThreadPool* pool,
-           bool accumulate = false) const;
+           bool accumulate = false, ScratchAllocator::Lease* lease = nullptr, std::byte* scratch = nullptr) const;
 };
 
 // ---- prepare ----
@@ -464,9 +419,7 @@ class CallScratch {
   CallScratch(const CallScratch&) = delete;
   CallScratch& operator=(const CallScratch&) = delete;
 
-  ContractionProblem& problem() { return state_->problem; }
-  uint64_t problem_of() const { return state_->problem_of; }
-  void set_problem_of(uint64_t id) { state_->problem_of = id; }
+  ExecutorSlot& slot() { return *state_; }
   std::byte* base() { return base_; }
 
  private:
@@ -486,7 +439,8 @@ ContractionProblem::Axis& problem_axis(ContractionProblem& p, uint8_t group, int
 }  // namespace
 
 void EinsumPlan::Impl::run(std::span<const Tensor> operands, Tensor& out, ExecutionContext& context,
-                           ThreadPool* pool, bool accumulate) const {
+                           ThreadPool* pool, bool accumulate, ScratchAllocator::Lease* lease,
+                           std::byte* scratch_bytes) const {
   if (zero_operand) {  // a sum over no terms (or an empty output): zeros, no kernel, no scratch
     if (!accumulate) kernels::fill_zero(out, pool);
     return;
@@ -528,11 +482,15 @@ void EinsumPlan::Impl::run(std::span<const Tensor> operands, Tensor& out, Execut
   }
 
   // Checked before allocating: a plan whose scratch exceeds the machine's memory fails here, naming its largest step.
-  if (!fits_in_memory(arena + workspace)) fail_out_of_memory(arena + workspace, scratch_what());
-  CallScratch scratch(context.scratch(), arena + workspace, [this] { return scratch_what(); });
-  std::byte* arena_base = scratch.base();
+  std::optional<CallScratch> own;
+  if (!lease) {
+    if (!fits_in_memory(arena + workspace)) fail_out_of_memory(arena + workspace, scratch_what());
+    own.emplace(context.scratch(), arena + workspace, [this] { return scratch_what(); });
+  }
+  ExecutorSlot& slot = lease ? lease->object<ExecutorSlot>() : own->slot();
+  std::byte* arena_base = lease ? scratch_bytes : own->base();
   std::byte* ws_base = arena_base + arena;
-  ContractionProblem& p = scratch.problem();
+  ContractionProblem& p = slot.problem;
 
   for (size_t k = 0; k < steps.size(); ++k) {
     const StepPlan& s = steps[k];
@@ -554,9 +512,9 @@ void EinsumPlan::Impl::run(std::span<const Tensor> operands, Tensor& out, Execut
     if (lhs_ws[k] >= 0) a = sum_side(s.lhs, lhs, step_nodes[k].first, a, lhs_ws[k]);
     if (rhs_ws[k] >= 0) b = sum_side(s.rhs, rhs, step_nodes[k].second, b, rhs_ws[k]);
 
-    if (scratch.problem_of() != e.id) {  // else the problem is this step's from the thread's previous call
-      p = e.problem;                     // reuses the thread's vectors: no allocation once they have grown
-      scratch.set_problem_of(e.id);
+    if (slot.problem_of != e.id) {  // else the problem is this step's from the slot's previous call
+      p = e.problem;                // reuses the slot's vectors: no allocation once they have grown
+      slot.problem_of = e.id;
     }
     p.a = a;
     p.b = b;
@@ -649,6 +607,16 @@ void EinsumPlan::execute_into(std::span<const Tensor> operands, Tensor& out, Exe
 void EinsumPlan::accumulate_into(std::span<const Tensor> operands, Tensor& out, ExecutionContext& context) const {
   check_call(operands, out);
   impl_->run(operands, out, context, &context.pool(), true);
+}
+
+void EinsumPlan::run_leased(std::span<const Tensor> operands, Tensor& out, ExecutionContext& context,
+                            ScratchAllocator::Lease& lease, std::byte* scratch, bool accumulate) const {
+  impl_->run(operands, out, context, &context.pool(), accumulate, &lease, scratch);
+}
+
+int64_t EinsumPlan::scratch_bytes() const {
+  const Impl& im = *impl_;
+  return im.zero_operand || im.metas.size() == 1 ? 0 : im.arena + im.workspace;
 }
 
 void EinsumPlan::check_call(std::span<const Tensor> operands, const Tensor& out) const {

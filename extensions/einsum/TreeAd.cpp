@@ -2,6 +2,7 @@
 #include "extensions/einsum/TreeAd.h"
 
 #include "extensions/api/Kernels.h"
+#include "extensions/einsum/ArenaLayout.h"
 #include "extensions/einsum/Notation.h"
 #include "extensions/einsum/ReverseLayout.h"
 #include "ir/Quote.h"
@@ -11,6 +12,8 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
+#include <climits>
 #include <functional>
 #include <numeric>
 #include <optional>
@@ -197,9 +200,18 @@ struct EinsumVjpPlan::Impl {
   int64_t kept = 0;
   bool with_value = false;                     // the forward phase also computes the root: the einsum's value
   DType value_dtype = DType::f64;              // the einsum's (the operands' promoted dtype)
+  // execute()'s arena (ArenaLayout.h): the values of the forward phase below the root and the cotangents of the
+  // nodes above the operands, placed once here from the steps that write and read them, so a call allocates one
+  // block (or none: a lease's buffer) instead of a tensor per step.
+  std::vector<ArenaTensor> arena_tensors;      // as arena_tensors() reports them
+  std::vector<int> value_buffer, ct_buffer;    // per node: its index in arena_tensors (-1: not in the arena)
+  int64_t arena_bytes = 0;
+  int64_t step_scratch = 0;                    // the largest scratch_bytes() of the plans execute() runs leased
+  uint64_t id = 0;                             // unique in the process: a slot's views of this plan's arena
 
   int root() const { return 2 * n - 2; }
   void build(const Subscripts& s, std::span<const TensorMeta> metas, const TensorMeta& ct, const EinsumOptions& o);
+  void lay_out();
   ReverseStep reverse_step(int node, int parent, int sibling, const ReverseLayout& layout,
                            const EinsumOptions& options) const;
   ReverseStep laid_out_step(int node, int parent, int sibling, const std::vector<bool>& wanted,
@@ -304,6 +316,61 @@ void EinsumVjpPlan::Impl::build(const Subscripts& s, std::span<const TensorMeta>
   }
   last_use.assign(static_cast<size_t>(nodes), -1);
   for (size_t i = 0; i < reverse.size(); ++i) last_use[static_cast<size_t>(reverse[i].parent)] = static_cast<int>(i);
+  lay_out();
+}
+
+// execute()'s walk as steps 0..T-1 (the forward steps, by step index) then T + i (reverse step i): which arena
+// tensor each step writes and which it reads, and from that the arena (lay_out_arena: a tensor is live from its
+// write to its last read). A value the forward phase keeps is read until the walk ends (a reverse step reads it, or
+// recomputes a value that was not kept from it); one it does not keep only by its parent's step. A node's cotangent
+// is read by the reverse steps of its children, the last at last_use. The root's value and the slots' cotangents
+// are results (tensors of their own), the root's cotangent the caller's.
+void EinsumVjpPlan::Impl::lay_out() {
+  const size_t nodes = static_cast<size_t>(2 * n - 1);
+  const int forward_steps = static_cast<int>(children.size());
+  const int end = forward_steps + static_cast<int>(reverse.size());
+  value_buffer.assign(nodes, -1);
+  ct_buffer.assign(nodes, -1);
+  auto add = [&](int node, bool cotangent, int written) {
+    ArenaTensor t;
+    t.node = node;
+    t.cotangent = cotangent;
+    t.bytes = checked_bytes((cotangent ? ct_shapes : shapes)[static_cast<size_t>(node)], size_of(dtype),
+                            "an intermediate of the walk");
+    t.written = written;
+    (cotangent ? ct_buffer : value_buffer)[static_cast<size_t>(node)] = static_cast<int>(arena_tensors.size());
+    arena_tensors.push_back(std::move(t));
+  };
+  for (int t = 0; t < forward_steps; ++t) {
+    const int v = n + t;
+    if (!forward_phase[static_cast<size_t>(v)]) continue;
+    for (int c : {children[static_cast<size_t>(t)].first, children[static_cast<size_t>(t)].second})
+      if (value_buffer[static_cast<size_t>(c)] >= 0) arena_tensors[static_cast<size_t>(value_buffer[static_cast<size_t>(c)])].read_at.push_back(t);
+    if (v != root()) add(v, false, t);
+  }
+  for (int v = n; v < root(); ++v)
+    if (keep[static_cast<size_t>(v)]) arena_tensors[static_cast<size_t>(value_buffer[static_cast<size_t>(v)])].read_at.push_back(end);
+  for (size_t i = 0; i < reverse.size(); ++i) {
+    const ReverseStep& r = reverse[i];
+    const int at = forward_steps + static_cast<int>(i);
+    if (ct_buffer[static_cast<size_t>(r.parent)] >= 0)
+      arena_tensors[static_cast<size_t>(ct_buffer[static_cast<size_t>(r.parent)])].read_at.push_back(at);
+    if (r.node >= n) add(r.node, true, at);
+  }
+  std::vector<ArenaBuffer> buffers;
+  for (const ArenaTensor& t : arena_tensors) {
+    int last = t.written;
+    for (int r : t.read_at) last = std::max(last, r);
+    buffers.push_back(ArenaBuffer{t.bytes, t.written, last});
+  }
+  const ArenaLayout layout = lay_out_arena(buffers, 64, "the arena of an einsum vjp walk");
+  for (size_t b = 0; b < arena_tensors.size(); ++b) arena_tensors[b].offset = layout.offsets[b];
+  arena_bytes = layout.bytes;
+  for (size_t t = 0; t < children.size(); ++t)
+    if (forward_phase[static_cast<size_t>(n) + t]) step_scratch = std::max(step_scratch, steps[t]->scratch_bytes());
+  for (const ReverseStep& r : reverse) step_scratch = std::max(step_scratch, r.plan->scratch_bytes());
+  static std::atomic<uint64_t> next_id{1};
+  id = next_id.fetch_add(1, std::memory_order_relaxed);
 }
 
 // The penalty (ReverseLayout.h) of the reverse step giving `node` its cotangent from a parent cotangent laid out as
@@ -443,6 +510,22 @@ EinsumVjpPlan EinsumVjpPlan::prepare(const Subscripts& subscripts, std::span<con
   return plan;
 }
 
+namespace {
+
+// execute()'s arena and step scratch come from one lease of the context's scratch when they are this small (the slot
+// keeps them for the next call, and keeps the views below); a larger arena is a block of the allocator's per call.
+constexpr int64_t kLeasedWalkBytes = int64_t(1) << 20;
+
+// What a slot keeps for the vjp walk besides its buffers: views of one plan's arena tensors at one base address, so
+// a call whose lease gives the same slot buffer again makes no tensor (no shape, stride or storage allocation).
+struct WalkSlot {
+  uint64_t plan = 0;
+  const std::byte* base = nullptr;
+  std::vector<Tensor> views;  // per arena tensor
+};
+
+}  // namespace
+
 std::vector<Tensor> EinsumVjpPlan::execute(std::span<const Tensor> operands, const Tensor& cotangent,
                                            ExecutionContext& context) const {
   const Impl& im = *impl_;
@@ -450,51 +533,106 @@ std::vector<Tensor> EinsumVjpPlan::execute(std::span<const Tensor> operands, con
   EIN_ASSERT(static_cast<int>(operands.size()) == im.n, "einsum vjp: {} operands for a plan of {}", operands.size(),
              im.n);
   const size_t nodes = static_cast<size_t>(2 * im.n - 1);
-  std::vector<Tensor> values(nodes), cts(nodes);
-  for (int i = 0; i < im.n; ++i) {
-    const Tensor& x = operands[static_cast<size_t>(i)];
-    Tensor v = x.dtype() == im.dtype ? x : x.astype(im.dtype);
-    // Conjugated operands make every forward intermediate the conjugate too: the reverse steps read them as they are.
-    if (is_complex(im.dtype) && im.complex_inputs[static_cast<size_t>(i)]) v = kernels::unary(kernels::UnaryOp::conj, v, pool);
-    values[static_cast<size_t>(i)] = std::move(v);
+  // The arena (intermediates) and the steps' own scratch, in one lease; the steps run under it (run_leased).
+  ScratchAllocator& allocator = context.scratch();
+  ScratchAllocator::Lease lease = allocator.lease();
+  std::shared_ptr<std::byte> block;
+  std::byte* base = nullptr;
+  if (im.arena_bytes <= kLeasedWalkBytes) {
+    base = lease.buffer(0, static_cast<size_t>(std::max<int64_t>(im.arena_bytes, 64)));
+  } else {
+    block = allocator.allocate(static_cast<size_t>(im.arena_bytes), "the arena of an einsum vjp walk");
+    base = block.get();
+  }
+  std::byte* step_scratch = im.step_scratch <= kLeasedWalkBytes
+                                ? lease.buffer(1, static_cast<size_t>(std::max<int64_t>(im.step_scratch, 64)))
+                                : nullptr;
+  WalkSlot& slot = lease.object<WalkSlot>();
+  if (slot.plan != im.id || slot.base != base) {
+    slot.views.clear();
+    for (const ArenaTensor& t : im.arena_tensors) {
+      const Shape& shape = (t.cotangent ? im.ct_shapes : im.shapes)[static_cast<size_t>(t.node)];
+      slot.views.push_back(Tensor::view_of(im.dtype, shape, col_major_strides(shape), base + t.offset));
+    }
+    slot.plan = im.id;
+    slot.base = base;
   }
   StepOperands ops;
+  auto run = [&](const EinsumPlan& plan, std::span<const Tensor> step_operands, Tensor& out) {
+    if (step_scratch) plan.run_leased(step_operands, out, context, lease, step_scratch);
+    else plan.execute_into(step_operands, out, context, pool);
+  };
+  // Per node, its value and its cotangent where the walk has them (operands, arena views, results, temporaries).
+  std::vector<const Tensor*> values(nodes, nullptr), cts(nodes, nullptr);
+  std::vector<Tensor> promoted(static_cast<size_t>(im.n));
+  for (int i = 0; i < im.n; ++i) {
+    const Tensor& x = operands[static_cast<size_t>(i)];
+    const bool conj = is_complex(im.dtype) && im.complex_inputs[static_cast<size_t>(i)];
+    if (x.dtype() == im.dtype && !conj) {
+      values[static_cast<size_t>(i)] = &x;
+      continue;
+    }
+    Tensor v = x.dtype() == im.dtype ? x : x.astype(im.dtype);
+    // Conjugated operands make every forward intermediate the conjugate too: the reverse steps read them as they are.
+    if (conj) v = kernels::unary(kernels::UnaryOp::conj, v, pool);
+    promoted[static_cast<size_t>(i)] = std::move(v);
+    values[static_cast<size_t>(i)] = &promoted[static_cast<size_t>(i)];
+  }
+  auto arena = [&](int buffer) -> Tensor& { return slot.views[static_cast<size_t>(buffer)]; };
+  Tensor value;  // the root's, when asked for
   // Forward phase: the kept values, and what they are computed from (released once their parent exists).
   for (size_t t = 0; t < im.steps.size(); ++t) {
     const size_t v = static_cast<size_t>(im.n) + t;
     if (!im.forward_phase[v]) continue;
     auto [a, b] = im.children[t];
-    values[v] = im.steps[t]->execute(ops.of(values[static_cast<size_t>(a)], values[static_cast<size_t>(b)]), context);
+    Tensor* out = &value;
+    if (static_cast<int>(v) == im.root()) value = Tensor::empty(im.dtype, im.shapes[v], allocator);
+    else out = &arena(im.value_buffer[v]);
+    run(*im.steps[t], ops.of(*values[static_cast<size_t>(a)], *values[static_cast<size_t>(b)]), *out);
+    values[v] = out;
     for (int c : {a, b})
-      if (c >= im.n && !im.keep[static_cast<size_t>(c)]) values[static_cast<size_t>(c)] = Tensor();
+      if (c >= im.n && !im.keep[static_cast<size_t>(c)]) values[static_cast<size_t>(c)] = nullptr;
   }
   // A value that was not kept is recomputed from its subtree (kept values and operands) when a reverse step reads it.
   std::function<Tensor(int)> value_of = [&](int v) -> Tensor {
-    if (values[static_cast<size_t>(v)].defined()) return values[static_cast<size_t>(v)];
+    if (values[static_cast<size_t>(v)]) return *values[static_cast<size_t>(v)];
     const size_t t = static_cast<size_t>(v - im.n);
     const Tensor pair[2] = {value_of(im.children[t].first), value_of(im.children[t].second)};
     return im.steps[t]->execute(pair, context);
   };
-  cts[static_cast<size_t>(im.root())] = cotangent.dtype() == im.dtype ? cotangent : cotangent.astype(im.dtype);
+  const Tensor root_ct = cotangent.dtype() == im.dtype ? Tensor() : cotangent.astype(im.dtype);
+  cts[static_cast<size_t>(im.root())] = root_ct.defined() ? &root_ct : &cotangent;
+  std::vector<Tensor> grads(static_cast<size_t>(im.n));  // the slots' cotangents
   for (size_t i = 0; i < im.reverse.size(); ++i) {
     const ReverseStep& r = im.reverse[i];
-    const Tensor& kept = values[static_cast<size_t>(r.sibling)];
-    const Tensor sibling = kept.defined() ? Tensor() : value_of(r.sibling);
-    const auto [x, y] = r.order(cts[static_cast<size_t>(r.parent)], kept.defined() ? kept : sibling);
-    cts[static_cast<size_t>(r.node)] = r.plan->execute(ops.of(x, y, r.ones), context);
-    if (im.last_use[static_cast<size_t>(r.parent)] == static_cast<int>(i)) cts[static_cast<size_t>(r.parent)] = Tensor();
+    const Tensor* sibling = values[static_cast<size_t>(r.sibling)];
+    Tensor recomputed;
+    if (!sibling) {
+      recomputed = value_of(r.sibling);
+      sibling = &recomputed;
+    }
+    Tensor* out = nullptr;
+    if (r.node < im.n) {
+      grads[static_cast<size_t>(r.node)] = Tensor::empty(im.dtype, r.plan->output_shape(), allocator);
+      out = &grads[static_cast<size_t>(r.node)];
+    } else {
+      out = &arena(im.ct_buffer[static_cast<size_t>(r.node)]);
+    }
+    const auto [x, y] = r.order(*cts[static_cast<size_t>(r.parent)], *sibling);
+    run(*r.plan, ops.of(x, y, r.ones), *out);
+    cts[static_cast<size_t>(r.node)] = out;
+    if (im.last_use[static_cast<size_t>(r.parent)] == static_cast<int>(i)) cts[static_cast<size_t>(r.parent)] = nullptr;
   }
   // The value first when asked for (the walk's values are conjugated when complex), then each slot's cotangent in
   // its operand's dtype: the real part for a real operand of a complex walk.
   std::vector<Tensor> out;
   out.reserve(im.slots.size() + 1);
   if (im.with_value) {
-    Tensor& y = values[static_cast<size_t>(im.root())];
-    if (is_complex(im.dtype)) y = kernels::unary(kernels::UnaryOp::conj, y, pool);
-    out.push_back(y.dtype() == im.value_dtype ? std::move(y) : y.astype(im.value_dtype));
+    if (is_complex(im.dtype)) value = kernels::unary(kernels::UnaryOp::conj, value, pool);
+    out.push_back(value.dtype() == im.value_dtype ? std::move(value) : value.astype(im.value_dtype));
   }
   for (int k : im.slots) {
-    Tensor g = std::move(cts[static_cast<size_t>(k)]);
+    Tensor g = std::move(grads[static_cast<size_t>(k)]);
     const DType want = im.operand_dtypes[static_cast<size_t>(k)];
     if (is_complex(g.dtype()) && !is_complex(want)) g = kernels::real_part(g);
     out.push_back(g.dtype() == want ? std::move(g) : g.astype(want));
@@ -576,6 +714,8 @@ std::vector<Tensor> EinsumVjpPlan::execute_tangent(std::span<const Tensor> opera
 }
 
 DType EinsumVjpPlan::dtype() const { return impl_->dtype; }
+const std::vector<EinsumVjpPlan::ArenaTensor>& EinsumVjpPlan::arena_tensors() const { return impl_->arena_tensors; }
+int64_t EinsumVjpPlan::arena_bytes() const { return impl_->arena_bytes; }
 bool EinsumVjpPlan::with_value() const { return impl_->with_value; }
 int64_t EinsumVjpPlan::kept_bytes() const { return impl_->kept; }
 int EinsumVjpPlan::recomputed_count() const { return static_cast<int>(impl_->recomputed.size()); }

@@ -29,6 +29,11 @@
 // ir/Config.h: EINSTAGE_AD_KEEP_BYTES, until an execution context carries it). `--print-stages` (to_string) says
 // which nodes are kept and which recomputed.
 //
+// Memory of a call: prepare() places the forward values and the cotangents above the operands that execute() holds in
+// one arena (ArenaLayout.h, from the walk steps that write and read each), and execute() takes it and the steps'
+// scratch from one lease of the context's scratch allocator and runs every step into it (EinsumPlan::run_leased),
+// so a step allocates no tensor and takes no lease of its own; only the results are tensors of their own.
+//
 // Both plans are immutable after prepare() and may run on several threads at once; results are bitwise the same at
 // every thread count (every contraction is a deterministic executor call).
 #pragma once
@@ -84,6 +89,21 @@ class EinsumVjpPlan {
   int recomputed_count() const;
   /// The forward tree and the reverse steps, for `--print-stages`.
   std::string to_string() const;
+
+  /// One tensor of execute()'s arena: the value (or the cotangent) of tree node `node` (operands 0..n-1, then one
+  /// per step), its byte range, and the walk steps that write and read it (forward step t is t, reverse step i is
+  /// T + i for T forward steps; a value kept for the reverse pass is read at the end, T + the reverse step count).
+  struct ArenaTensor {
+    int node = -1;
+    bool cotangent = false;
+    int64_t offset = 0, bytes = 0;
+    int written = 0;
+    std::vector<int> read_at;
+  };
+  /// execute()'s arena, laid out at prepare time (ArenaLayout.h), and its size. One call leases it from the
+  /// context's scratch instead of allocating a tensor per step; the results are tensors of their own.
+  const std::vector<ArenaTensor>& arena_tensors() const;
+  int64_t arena_bytes() const;
 
   struct Impl;
 
