@@ -53,6 +53,10 @@ bool use_direct(const Fused& m, const Fused& n, const Fused& k, size_t elt) {
   return a_bytes <= double(direct_a_limit(host_cache_info())) && (macs <= 96.0 * 96 * 96 || k.size <= 8);
 }
 
+// Problems up to this many multiply-adds per batch entry that no direct kernel reads run as scalar loops
+// (Gett::gemm_tiny) instead of packed: packing both panels, padding to a tile and the pool calls cost more there.
+constexpr double kTinyMacs = 1024;
+
 // The two-level k geometry of a direct kernel (MicroKernel.h: DirectKernelFn) if the fused k offsets of A and B are
 // p -> (p % inner) * s1 + (p / inner) * s2 for some inner dividing K (any one or two k axes, or nested ones).
 bool k_levels(const Fused& k, int64_t& inner, int64_t geometry[6]) {
@@ -313,8 +317,8 @@ void set_up_dots(Dots<R>& d, const Gett<R>& g) {
 
 // How a set-up problem runs: as an elementwise product over GettSetup::axes, on GettSetup::g, or as C^T = B^T A^T
 // on GettSetup::t (the problem GettSetup::q, A and B exchanged), or as dot products along a contiguous k
-// (GettSetup::dots, GettDots.h).
-enum class GettMode : uint8_t { elementwise, gett, transposed, dots };
+// (GettSetup::dots, GettDots.h), or as scalar loops over g's tables (tiny, GettLoops.h: tiny_run).
+enum class GettMode : uint8_t { elementwise, gett, transposed, dots, tiny };
 
 // Everything contract_jit decides about one problem before it touches data: the mode, the offset tables, the tile,
 // the blocking and the kernels. run_gett makes one per call in its scratch slot (ir/Scratch.h: Lease::object: the
@@ -337,6 +341,9 @@ struct GettSetup {
       case GettMode::gett: return g.run(a, b, c, pool);
       case GettMode::transposed: return t.run(b, a, c, pool);
       case GettMode::dots: return dots.run(a, b, c);
+      case GettMode::tiny:
+        if constexpr (!is_complex_v<T>) tiny_run<T>(g.m, g.n, g.k, g.batch, g.accumulate, a, b, c);
+        return;
     }
   }
   size_t table_bytes() const {
@@ -450,6 +457,12 @@ GettMode set_up_gett(GettSetup<T>& ws, Gett<T>& g, const ContractionProblem& p, 
     }
   }
   if constexpr (!is_complex_v<T>) {
+    // Too small to pack (GettLoops.h: tiny_run), with the packed path's bits: k within its one KC block. A caller
+    // that forbids the no-pack paths gets the packed one.
+    if (!blocking && direct && !swapped && g.m.size >= 1 && g.n.size >= 1 && g.k.size >= 1 && g.batch.size >= 1 &&
+        double(g.m.size) * double(g.n.size) * double(g.k.size) <= kTinyMacs &&
+        g.k.size <= default_blocking(real, cache.host().has_avx512).kc)
+      return GettMode::tiny;
     // A k-major A (rows not contiguous in A: a row-major i,k) is packed by a transpose, the packer's slow way (it
     // reads each row along k and writes each element to another cache line). When B is k-major too and has fewer
     // columns than A has rows, C^T = B^T A^T packs only the smaller operand that way and the larger one, now B with
@@ -523,6 +536,18 @@ bool runs_as_dots(const ContractionProblem& p) {
   const Fused k = fuse(p.k, &Axis::stride_b, &Axis::stride_a, kNeedA | kNeedB);
   const Fused batch = fuse(p.batch, &Axis::stride_c, &Axis::stride_a, kNeedA | kNeedB | kNeedC);
   return !elementwise_shaped(m, n, k) && lane_axis(p) == p.batch.end() && dots_shaped(m, n, k, batch);
+}
+
+bool runs_tiny(const ContractionProblem& p, KernelCache& cache) {
+  auto tiny = [&](auto zero) {
+    using T = decltype(zero);
+    GettSetup<T> ws;
+    set_up(ws, p, cache, nullptr, ScratchAllocator::process_default(), true);
+    return ws.mode == GettMode::tiny;
+  };
+  if (p.dtype == DType::f32) return tiny(float{});
+  if (p.dtype == DType::f64) return tiny(double{});
+  return false;
 }
 
 bool direct_schedule(const ContractionProblem& p, bool avx512, DirectSchedule& out) {

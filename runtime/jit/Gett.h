@@ -77,6 +77,10 @@ bool direct_schedule(const ContractionProblem& p, bool avx512, DirectSchedule& o
 /// True when contract_jit(p) without explicit blocking runs p as dot products along a contiguous k (GettDots.h: a
 /// real matrix-vector product i,ij->j or ji,j->i), which sum in another order than the direct and packed kernels.
 bool runs_as_dots(const ContractionProblem& p);
+/// True when contract_jit(p) without explicit blocking runs p (f32 or f64) as scalar loops over its offset tables
+/// (Gett::gemm_tiny: up to 1024 multiply-adds per batch entry that no direct kernel reads), with the bits of
+/// the packed path. Kernels come from `cache`.
+bool runs_tiny(const ContractionProblem& p, KernelCache& cache);
 
 /// Executes p with JIT micro-kernels from `cache` (nullptr: KernelCache::process_default()) and packing buffers
 /// leased from `scratch` (nullptr: ScratchAllocator::process_default()). dtype f32, f64, c64 or c128; throws

@@ -94,6 +94,54 @@ inline bool unit_run(const std::vector<int64_t>& table, int64_t begin, int64_t c
 // that keeps them for the next call, so packing does not pay for fresh pages every contraction.
 enum PackBuffer : int { kPackA = 0, kPackB = 1 };
 
+// Mode tiny (Gett.cpp: set_up_gett): a problem of a few hundred multiply-adds that no direct kernel reads (the bond-2
+// steps of a grid network have several k axes) runs as scalar loops over its offset tables instead of packing both
+// panels into a tile's padding. Each output sums its k in the packed kernel's order (the k table), from zero, by
+// fused multiply-adds, then is stored or added to C: what the micro-kernel does per lane (MicroKernel.cpp: k_steps,
+// store), so the bits are the packed path's (k within one KC block). C[i, j] (+)= the sum over k:
+template <typename T>
+[[gnu::always_inline]] inline void tiny_product(const Fused& m, const Fused& n, const Fused& k, bool accumulate,
+                                                const T* a, const T* b, T* c) {
+  const int64_t M = m.size, N = n.size, K = k.size;
+  const int64_t* ka = k.a.data();
+  const int64_t* kb = k.b.data();
+  for (int64_t j = 0; j < N; ++j) {
+    const T* bj = b + n.b[j];
+    T* cj = c + n.c[j];
+    for (int64_t i = 0; i < M; ++i) {
+      const T* ai = a + m.a[i];
+      T acc = 0;
+      for (int64_t p = 0; p < K; ++p) acc = std::fma(ai[ka[p]], bj[kb[p]], acc);
+      T& out = cj[m.c[i]];
+      out = accumulate ? out + acc : acc;
+    }
+  }
+}
+// With the FMA instruction inline, and through libm's fma (the same bits, slower) on a CPU without it.
+inline const bool kHostFma = __builtin_cpu_supports("fma");
+template <typename T>
+[[gnu::target("fma")]] void tiny_product_fma(const Fused& m, const Fused& n, const Fused& k, bool accumulate,
+                                             const T* a, const T* b, T* c) {
+  tiny_product<T>(m, n, k, accumulate, a, b, c);
+}
+template <typename T>
+void tiny_product_generic(const Fused& m, const Fused& n, const Fused& k, bool accumulate, const T* a, const T* b,
+                          T* c) {
+  tiny_product<T>(m, n, k, accumulate, a, b, c);
+}
+// Every batch entry of a tiny problem (real T; every extent at least 1).
+template <typename T>
+void tiny_run(const Fused& m, const Fused& n, const Fused& k, const Fused& batch, bool accumulate, const void* a_data,
+              const void* b_data, void* c_data) {
+  const T* a = static_cast<const T*>(a_data);
+  const T* b = static_cast<const T*>(b_data);
+  T* c = static_cast<T*>(c_data);
+  for (int64_t bt = 0; bt < batch.size; ++bt) {
+    if (kHostFma) tiny_product_fma<T>(m, n, k, accumulate, a + batch.a[bt], b + batch.b[bt], c + batch.c[bt]);
+    else tiny_product_generic<T>(m, n, k, accumulate, a + batch.a[bt], b + batch.b[bt], c + batch.c[bt]);
+  }
+}
+
 template <typename T>
 struct Gett {
   using R = typename real_of<T>::type;

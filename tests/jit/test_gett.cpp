@@ -470,3 +470,55 @@ TEST_CASE("jit gett: row split between threads gives each thread its minimum and
     check_against_oracle<double>(y);
   }
 }
+
+// Bond-2 steps of a tensor network (every axis of extent 2, several k axes in any order, so no direct kernel reads
+// them) run as scalar loops over the offset tables (Gett::gemm_tiny) instead of packed: the same bits as the packed
+// path (explicit blocking), on one and two threads, overwriting and accumulating, against the oracle; on 300 seeded
+// problems, most of which take that path.
+TEST_CASE_TEMPLATE("jit gett: tiny problems run as scalar loops with the packed path's bits", T, float, double) {
+  const DType dtype = dtype_v<T>;
+  const GettBlocking packed = default_blocking(dtype, memory_cache().host().has_avx512);
+  ThreadPool two(2);
+  int tiny = 0;
+  for (uint64_t seed = 1; seed <= 300; ++seed) {
+    auto make = [&] {
+      SplitMix64 rng(seed);
+      OwnedProblem op;
+      ContractionProblem& p = op.p;
+      p.dtype = dtype;
+      using Ax = ContractionProblem::Axis;
+      for (auto [group, lo, hi] : {std::tuple{&p.m, 1, 4}, std::tuple{&p.n, 1, 4}, std::tuple{&p.k, 2, 4},
+                                   std::tuple{&p.batch, 0, 1}}) {
+        const int count = lo + static_cast<int>(rng.below(hi - lo + 1));
+        for (int i = 0; i < count; ++i) group->push_back(Ax{2, 0, 0, 0});
+      }
+      p.accumulate = rng.below(2) == 0;
+      std::vector<std::pair<Ax*, int64_t Ax::*>> la, lb, lc;
+      for (Ax& ax : p.m) la.push_back({&ax, &Ax::stride_a}), lc.push_back({&ax, &Ax::stride_c});
+      for (Ax& ax : p.n) lb.push_back({&ax, &Ax::stride_b}), lc.push_back({&ax, &Ax::stride_c});
+      for (Ax& ax : p.k) la.push_back({&ax, &Ax::stride_a}), lb.push_back({&ax, &Ax::stride_b});
+      for (Ax& ax : p.batch)
+        la.push_back({&ax, &Ax::stride_a}), lb.push_back({&ax, &Ax::stride_b}), lc.push_back({&ax, &Ax::stride_c});
+      op.a = layout(rng, la, sizeof(T), false, false);
+      op.b = layout(rng, lb, sizeof(T), false, false);
+      op.c = layout(rng, lc, sizeof(T), false, false);
+      fill<T>(rng, op.a);
+      fill<T>(rng, op.b);
+      fill<T>(rng, op.c);
+      if (!p.accumulate) poison_output<T>(op);
+      op.c_initial = op.c.bytes;
+      op.bind();
+      return op;
+    };
+    OwnedProblem op = make(), threaded = make(), reference = make();
+    INFO("seed " << seed << ": " << describe(op.p));
+    if (runs_tiny(op.p, memory_cache())) ++tiny;
+    contract_jit(op.p, nullptr, &memory_cache());
+    contract_jit(threaded.p, &two, &memory_cache());
+    contract_jit(reference.p, nullptr, &memory_cache(), &packed);
+    check_against_oracle<T>(op);
+    CHECK(op.c.bytes == reference.c.bytes);
+    CHECK(op.c.bytes == threaded.c.bytes);
+  }
+  CHECK(tiny > 150);
+}
