@@ -381,7 +381,7 @@ template <typename T> struct Job {
     }
   }
 
-  void svd(int64_t b, const typename Workspace<T>::Buffers& w) const {
+  void svd(int64_t b, const typename Workspace<T>::Buffers& w, ScratchAllocator::Lease& lease) const {
     const bool full = p.full();
     T* u = result<T>(0, b, m * ucols());
     R* s = result<R>(1, b, k);
@@ -391,7 +391,7 @@ template <typename T> struct Job {
       return;
     }
     const T* ab = a + b * m * n;
-    if (const std::optional<Components> c = block_components(ab, m, n)) return svd_blocks(b, *c, u, s, vt);
+    if (const std::optional<Components> c = block_components(ab, m, n)) return svd_blocks(b, *c, u, s, vt, w, lease);
     std::copy(ab, ab + m * n, w.copy);
     lapack_int info = status(hook, "gesdd", Lapack<T>::gesdd(jobz(), lm(), ln(), w.copy, s, u, lm(), vt,
                                                              ld(vrows()), w.work, static_cast<lapack_int>(ws.work),
@@ -409,16 +409,21 @@ template <typename T> struct Job {
   // is an svd; LAPACK picks one too); full factors take all of them. Block by block the cost is Σ |rows| |cols|
   // min(|rows|, |cols|) instead of M N K: a quarter for two equal square blocks. The factors are an svd of the same
   // matrix, equal to the dense ones to rounding up to the signs and the bases of (exactly) equal singular values.
-  void svd_blocks(int64_t b, const Components& c, T* u, R* s, T* vt) const {
-    const T* ab = a + b * m * n;
+  void svd_blocks(int64_t b, const Components& c, T* u, R* s, T* vt, const typename Workspace<T>::Buffers& w,
+                  ScratchAllocator::Lease& lease) const {
     std::vector<std::vector<int64_t>> rows(static_cast<size_t>(c.count)), cols(static_cast<size_t>(c.count));
     for (int64_t i = 0; i < m; ++i) rows[static_cast<size_t>(c.of[static_cast<size_t>(i)])].push_back(i);
     for (int64_t j = 0; j < n; ++j) cols[static_cast<size_t>(c.of[static_cast<size_t>(m + j)])].push_back(j);
-    struct Factors {
-      std::vector<T> u, vt;  // |rows| x |rows| and |cols| x |cols|, column-major (a zero row or column: [1])
-      std::vector<R> s;
-    };
-    std::vector<Factors> f(static_cast<size_t>(c.count));
+    // Each block's U (|rows|²), Vh (|cols|²) and S in two of the lease's buffers, kept for the next call.
+    std::vector<int64_t> at(static_cast<size_t>(c.count) + 1, 0), s_at(static_cast<size_t>(c.count) + 1, 0);
+    for (int32_t p = 0; p < c.count; ++p) {
+      const auto r = static_cast<int64_t>(rows[static_cast<size_t>(p)].size());
+      const auto q = static_cast<int64_t>(cols[static_cast<size_t>(p)].size());
+      at[static_cast<size_t>(p) + 1] = at[static_cast<size_t>(p)] + r * r + q * q;
+      s_at[static_cast<size_t>(p) + 1] = s_at[static_cast<size_t>(p)] + std::min(r, q);
+    }
+    T* factors = reinterpret_cast<T*>(lease.buffer(1, sizeof(T) * static_cast<size_t>(std::max<int64_t>(1, at.back()))));
+    R* values = reinterpret_cast<R*>(lease.buffer(2, sizeof(R) * static_cast<size_t>(std::max<int64_t>(1, s_at.back()))));
     struct Triplet {
       R s;
       int32_t part, t;
@@ -428,18 +433,14 @@ template <typename T> struct Job {
     for (int32_t p = 0; p < c.count; ++p) {
       const std::vector<int64_t> &rp = rows[static_cast<size_t>(p)], &cp = cols[static_cast<size_t>(p)];
       const auto r = static_cast<int64_t>(rp.size()), q = static_cast<int64_t>(cp.size()), kb = std::min(r, q);
-      Factors& fp = f[static_cast<size_t>(p)];
-      if (kb == 0) {  // a zero row (r = 1) or a zero column (q = 1)
-        fp.u.assign(1, T(1)), fp.vt.assign(1, T(1));
+      if (kb == 0) {  // a zero row (r = 1) or a zero column (q = 1): a unit vector
         (r ? left : right).emplace_back(p, 0);
         continue;
       }
-      std::vector<T> block(static_cast<size_t>(r * q));
-      for (int64_t j = 0; j < q; ++j)
-        for (int64_t i = 0; i < r; ++i) block[static_cast<size_t>(j * r + i)] = ab[cp[static_cast<size_t>(j)] * m + rp[static_cast<size_t>(i)]];
-      fp.u.resize(static_cast<size_t>(r * r)), fp.vt.resize(static_cast<size_t>(q * q)), fp.s.resize(static_cast<size_t>(kb));
-      decompose_block(b, r, q, block, fp.u.data(), fp.s.data(), fp.vt.data());
-      for (int64_t t = 0; t < kb; ++t) triplets.push_back({fp.s[static_cast<size_t>(t)], p, static_cast<int32_t>(t)});
+      T* up = factors + at[static_cast<size_t>(p)];
+      R* sp = values + s_at[static_cast<size_t>(p)];
+      decompose_block(b, rp, cp, up, sp, up + r * r, w);
+      for (int64_t t = 0; t < kb; ++t) triplets.push_back({sp[t], p, static_cast<int32_t>(t)});
       for (int64_t t = kb; t < r; ++t) left.emplace_back(p, static_cast<int32_t>(t));
       for (int64_t t = kb; t < q; ++t) right.emplace_back(p, static_cast<int32_t>(t));
     }
@@ -448,13 +449,16 @@ template <typename T> struct Job {
     std::fill(vt, vt + vrows() * n, T(0));
     auto put_u = [&](int64_t col, int32_t p, int32_t t) {
       const std::vector<int64_t>& rp = rows[static_cast<size_t>(p)];
-      const T* from = f[static_cast<size_t>(p)].u.data() + static_cast<int64_t>(t) * static_cast<int64_t>(rp.size());
-      for (size_t i = 0; i < rp.size(); ++i) u[col * m + rp[i]] = from[i];
+      const auto r = static_cast<int64_t>(rp.size());
+      if (cols[static_cast<size_t>(p)].empty()) return void(u[col * m + rp[0]] = T(1));
+      const T* from = factors + at[static_cast<size_t>(p)] + static_cast<int64_t>(t) * r;
+      for (int64_t i = 0; i < r; ++i) u[col * m + rp[static_cast<size_t>(i)]] = from[i];
     };
     auto put_vt = [&](int64_t row, int32_t p, int32_t t) {
       const std::vector<int64_t>& cp = cols[static_cast<size_t>(p)];
-      const T* from = f[static_cast<size_t>(p)].vt.data();
-      const auto q = static_cast<int64_t>(cp.size());
+      const auto r = static_cast<int64_t>(rows[static_cast<size_t>(p)].size()), q = static_cast<int64_t>(cp.size());
+      if (r == 0) return void(vt[cp[0] * vrows() + row] = T(1));
+      const T* from = factors + at[static_cast<size_t>(p)] + r * r;
       for (int64_t j = 0; j < q; ++j) vt[cp[static_cast<size_t>(j)] * vrows() + row] = from[j * q + t];
     };
     int64_t col = 0;
@@ -468,29 +472,41 @@ template <typename T> struct Job {
     for (int64_t i = col; i < vrows(); ++i) put_vt(i, right[static_cast<size_t>(i - col)].first, right[static_cast<size_t>(i - col)].second);
   }
 
-  // The full svd of one r x q block (copied into `block`) of matrix b: ?gesdd with jobz 'A', else ?gesvd.
-  void decompose_block(int64_t b, int64_t r, int64_t q, std::vector<T>& block, T* u, R* s, T* vt) const {
+  // The full svd of the block of matrix b on rows `rp` and columns `cp` into u, s, vt: ?gesdd with jobz 'A' in the
+  // call's workspace (a block needs no more than the whole matrix), else ?gesvd with a workspace of its own.
+  void decompose_block(int64_t b, const std::vector<int64_t>& rp, const std::vector<int64_t>& cp, T* u, R* s, T* vt,
+                       const typename Workspace<T>::Buffers& w) const {
+    const T* ab = a + b * m * n;
+    const auto r = static_cast<int64_t>(rp.size()), q = static_cast<int64_t>(cp.size());
     const auto lr = static_cast<lapack_int>(r), lq = static_cast<lapack_int>(q);
-    const int64_t kb = std::min(r, q);
-    std::vector<T> copy = block;
+    auto gather = [&](T* block) {
+      for (int64_t j = 0; j < q; ++j) {
+        const T* column = ab + cp[static_cast<size_t>(j)] * m;
+        for (int64_t i = 0; i < r; ++i) block[j * r + i] = column[rp[static_cast<size_t>(i)]];
+      }
+    };
+    gather(w.copy);
     T query{}, x{};
     R rx{};
     lapack_int ix = 0;
     lapack_int info = Lapack<T>::gesdd('A', lr, lq, &x, &rx, &x, lr, &x, lq, &query, -1, &rx, &ix);
     EIN_ASSERT(info == 0, "svd: ?gesdd workspace query returned info {}", info);
-    std::vector<T> work(static_cast<size_t>(queried(query)));
-    std::vector<R> rwork(is_complex(dtype_v<T>) ? static_cast<size_t>(kb * std::max(5 * kb + 7, 2 * std::max(r, q) + 2 * kb + 1)) : 1);
-    std::vector<lapack_int> iwork(static_cast<size_t>(8 * kb));
-    info = status(hook, "gesdd", Lapack<T>::gesdd('A', lr, lq, copy.data(), s, u, lr, vt, lq, work.data(),
-                                                  static_cast<lapack_int>(work.size()), rwork.data(), iwork.data()));
+    std::vector<T> own;
+    T* work = w.work;
+    lapack_int lwork = queried(query);
+    if (lwork <= ws.work) lwork = static_cast<lapack_int>(ws.work);
+    else own.resize(static_cast<size_t>(lwork)), work = own.data();
+    info = status(hook, "gesdd", Lapack<T>::gesdd('A', lr, lq, w.copy, s, u, lr, vt, lq, work, lwork, w.rwork,
+                                                  w.iwork));
     EIN_ASSERT(info >= 0, "svd: ?gesdd argument {} is illegal", -info);
     if (info == 0) return;
+    gather(w.copy);
     info = Lapack<T>::gesvd('A', lr, lq, &x, &rx, &x, lr, &x, lq, &query, -1, &rx);
     EIN_ASSERT(info == 0, "svd: ?gesvd workspace query returned info {}", info);
-    work.assign(static_cast<size_t>(queried(query)), T(0));
-    rwork.assign(static_cast<size_t>(std::max<int64_t>(1, 5 * kb)), R(0));
-    info = status(hook, "gesvd", Lapack<T>::gesvd('A', lr, lq, block.data(), s, u, lr, vt, lq, work.data(),
-                                                  static_cast<lapack_int>(work.size()), rwork.data()));
+    std::vector<T> work2(static_cast<size_t>(queried(query)));
+    std::vector<R> rwork(static_cast<size_t>(std::max<int64_t>(1, 5 * std::min(r, q))));
+    info = status(hook, "gesvd", Lapack<T>::gesvd('A', lr, lq, w.copy, s, u, lr, vt, lq, work2.data(),
+                                                  static_cast<lapack_int>(work2.size()), rwork.data()));
     EIN_ASSERT(info >= 0, "svd: ?gesvd argument {} is illegal", -info);
     if (info > 0) fail_converge(LinalgKind::svd, "?gesdd and then ?gesvd", b, info);
   }
@@ -564,7 +580,7 @@ template <typename T> struct Job {
     const auto w = ws.carve(lease.buffer(0, ws.bytes()));
     for (int64_t b = begin; b < end; ++b) {
       switch (p.kind()) {
-        case LinalgKind::svd: svd(b, w); break;
+        case LinalgKind::svd: svd(b, w, lease); break;
         case LinalgKind::qr: qr(b, w); break;
         case LinalgKind::eigh: eigh(b, w); break;
         case LinalgKind::inv_upper: inv_upper(b); break;
