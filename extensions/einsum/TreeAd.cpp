@@ -383,14 +383,14 @@ double EinsumVjpPlan::Impl::step_penalty(int node, int sibling, LaidOutTerm ct, 
   return layout.sibling_first ? gett_stride_penalty(value, ct, out) : gett_stride_penalty(ct, value, out);
 }
 
-// The least penalty of that step over the layouts laid_out_step considers for `node` (only the identity with the
-// cotangent first for an operand, whose cotangent keeps its layout).
+// The least penalty of that step over the layouts laid_out_step considers for `node` (for an operand, whose
+// cotangent keeps its layout, the identity with either operand first).
 double EinsumVjpPlan::Impl::best_step_penalty(int node, int sibling, LaidOutTerm ct) const {
   const std::vector<Label>& lc = labels[static_cast<size_t>(node)];
   if (node < n) {
     std::vector<int> identity(lc.size());
     std::iota(identity.begin(), identity.end(), 0);
-    return step_penalty(node, sibling, ct, {identity, false});
+    return std::min(step_penalty(node, sibling, ct, {identity, false}), step_penalty(node, sibling, ct, {identity, true}));
   }
   double best = -1;
   for (const ReverseLayout& l : reverse_layout_candidates(ct.labels, labels[static_cast<size_t>(sibling)], lc)) {
@@ -402,16 +402,23 @@ double EinsumVjpPlan::Impl::best_step_penalty(int node, int sibling, LaidOutTerm
 
 // The reverse step of `node` in the layout of least penalty: its own step's plus, looking one level down, that of
 // the best layout of each of its children's reverse steps reading the cotangent so laid out (ties: the earlier
-// candidate, the node's own order with the cotangent first). An operand's cotangent keeps the operand's layout, and
-// a step with ones operands (its labels are not all in its two operands) keeps the node's order.
+// candidate, the node's own order with the cotangent first). An operand's cotangent keeps the operand's layout (its
+// step takes the sibling first where that costs less), and a step with ones operands (its labels are not all in its
+// two operands) keeps the node's order.
 ReverseStep EinsumVjpPlan::Impl::laid_out_step(int node, int parent, int sibling, const std::vector<bool>& wanted,
                                                const EinsumOptions& options) const {
   const std::vector<Label>& lc = labels[static_cast<size_t>(node)];
   std::vector<int> identity(lc.size());
   std::iota(identity.begin(), identity.end(), 0);
   ReverseStep r = reverse_step(node, parent, sibling, {identity, false}, options);
-  if (node < n || !r.ones.empty()) return r;
+  if (!r.ones.empty()) return r;
   const LaidOutTerm ct{ct_labels[static_cast<size_t>(parent)], ct_shapes[static_cast<size_t>(parent)]};
+  if (node < n) {  // the operand's layout, with the sibling's value first where that costs less
+    const ReverseLayout swapped{identity, true};
+    if (step_penalty(node, sibling, ct, swapped) < step_penalty(node, sibling, ct, r.layout))
+      return reverse_step(node, parent, sibling, swapped, options);
+    return r;
+  }
   const auto [a, b] = children[static_cast<size_t>(node - n)];
   double best_cost = -1;
   ReverseLayout best;
