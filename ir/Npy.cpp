@@ -441,7 +441,8 @@ void fill_c_order(Tensor dst, int axis, const FileLayout& layout, const DataRead
 // The tensor `h` describes, its data read through `read` straight into the tensor's storage: data that is already
 // einstage's element type and order is read in one piece; big-endian data of the same width is swapped in place;
 // widened or row-major data goes through a chunk of staging, never a second whole-size buffer.
-Tensor read_npy_data(const NpyHeader& h, size_t available, const DataReader& read, std::string_view source) {
+Tensor read_npy_data(const NpyHeader& h, size_t available, const DataReader& read, std::string_view source,
+                     NpyLayout want) {
   const size_t expected = static_cast<size_t>(
       checked_bytes(h.shape, static_cast<size_t>(h.item_size), fmt::format("{}: the data of shape", source)));
   if (available < expected)
@@ -451,6 +452,14 @@ Tensor read_npy_data(const NpyHeader& h, size_t available, const DataReader& rea
     fail(ErrorKind::io, "{}: {} unexpected bytes after the data: shape {} of dtype {} needs {} bytes after the header "
          "but the file has {}", source, available - expected, shape_to_string(h.shape), h.descr, expected, available);
   const FileLayout layout = layout_from_descr(h.descr, source);
+  if (want == NpyLayout::as_stored && h.order == NpyOrder::c && h.shape.size() > 1 && !layout.type.widened &&
+      !layout.big_endian) {
+    // Row-major data of einstage's element type: the bytes are the column-major storage of the reversed shape, so
+    // they are read in one piece and the reversed view is returned (element (i, j, ...) is NumPy's a[i, j, ...]).
+    Tensor stored = Tensor::empty(h.dtype, Shape(h.shape.rbegin(), h.shape.rend()));
+    if (stored.numel() > 0) read(static_cast<char*>(stored.raw_data()), expected);
+    return stored.transpose();
+  }
   Tensor t = Tensor::empty(h.dtype, h.shape);
   const int64_t count = t.numel();
   if (count == 0) return t;
@@ -485,18 +494,18 @@ Tensor read_npy_data(const NpyHeader& h, size_t available, const DataReader& rea
 
 }  // namespace
 
-Tensor read_npy_bytes(std::string_view bytes, NpyHeader* header_out, std::string_view source) {
+Tensor read_npy_bytes(std::string_view bytes, NpyHeader* header_out, std::string_view source, NpyLayout layout) {
   NpyHeader h = parse_npy_header(bytes, source);
   size_t at = h.data_offset;
   Tensor t = read_npy_data(h, bytes.size() - h.data_offset, [&](char* out, size_t n) {
     std::memcpy(out, bytes.data() + at, n);
     at += n;
-  }, source);
+  }, source, layout);
   if (header_out) *header_out = std::move(h);
   return t;
 }
 
-Tensor read_npy(const std::string& path, NpyHeader* header_out) {
+Tensor read_npy(const std::string& path, NpyHeader* header_out, NpyLayout layout) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
     fail(ErrorKind::io, "cannot read '{}': it is a directory, not a .npy file", shown_arg(path));
@@ -540,7 +549,7 @@ Tensor read_npy(const std::string& path, NpyHeader* header_out) {
     std::memcpy(out, early.data(), from_head);
     early.remove_prefix(from_head);
     read_exactly(out + from_head, n - from_head);
-  }, source);
+  }, source, layout);
   if (header_out) *header_out = std::move(h);
   return t;
 }

@@ -5,7 +5,7 @@
 // i64, float16 to f32; either byte order for every dtype (big-endian data is swapped once). uint64 is refused (its
 // values above 2^63-1 do not fit in i64). Written: einstage's five dtypes, little-endian. A C-order file is read into
 // column-major storage with its element (i, j, ...) unchanged (the bytes are reordered once), and write_npy can
-// produce either order. Every malformed input (bad magic, unknown version, corrupt header dict, unsupported dtype,
+// produce either order (NpyLayout::as_stored skips that reordering for callers that take strided tensors). Every malformed input (bad magic, unknown version, corrupt header dict, unsupported dtype,
 // truncated data, trailing bytes, a shape whose size does not fit in 64 bits) is an einstage::Error naming the file,
 // what was found and what was expected. read_npy reads the data straight into the tensor's storage (reordered,
 // swapped or widened data through a 1 MiB staging chunk, never a second whole-size buffer), and write_npy writes the
@@ -41,10 +41,21 @@ struct NpyHeader {
   size_t data_offset = 0;  // bytes from the start of the file to the first element
 };
 
-/// Reads a .npy file into a column-major tensor; if header is not null, also returns what the header said.
-Tensor read_npy(const std::string& path, NpyHeader* header = nullptr);
+/// The layout read_npy gives the tensor it returns.
+enum class NpyLayout {
+  col_major,  // always column-major storage: a C-order file's bytes are reordered once while reading
+  as_stored,  // a C-order file of rank >= 2 whose elements need no widening or byte swap is read in one piece and
+              // returned as a row-major view of its storage (strides ..., e1*e2, e2, 1), for callers that accept
+              // any strides (einsum, which reads strided operands as cheaply as column-major ones); everything
+              // else as col_major
+};
+
+/// Reads a .npy file into a tensor (column-major unless `layout` is as_stored); if header is not null, also returns
+/// what the header said.
+Tensor read_npy(const std::string& path, NpyHeader* header = nullptr, NpyLayout layout = NpyLayout::col_major);
 /// The same for the bytes of a whole .npy file held in memory; `source` names them in error messages.
-Tensor read_npy_bytes(std::string_view bytes, NpyHeader* header = nullptr, std::string_view source = "npy bytes");
+Tensor read_npy_bytes(std::string_view bytes, NpyHeader* header = nullptr, std::string_view source = "npy bytes",
+                      NpyLayout layout = NpyLayout::col_major);
 /// Parses only the preamble and header dict (data_offset says where the data starts).
 NpyHeader parse_npy_header(std::string_view bytes, std::string_view source = "npy bytes");
 

@@ -167,6 +167,48 @@ TEST_CASE("header versions 2.0 and 3.0") {
   }
 }
 
+TEST_CASE("NpyLayout::as_stored: a C-order file is a row-major view of its bytes, everything else column-major") {
+  // Same elements as the column-major read of every fixture; the storage of a C-order file of a native dtype is the
+  // file's data section unchanged (row-major strides), so no reordering happens.
+  for (DType d : kAllDTypes) {
+    dispatch_dtype(d, [&](auto tag) {
+      using T = decltype(tag);
+      for (std::string order : {"c", "f"}) {
+        const std::string path = fixture(std::string(dtype_file_prefix(d)) + "_" + order + ".npy");
+        CAPTURE(path);
+        const Tensor want = read_npy(path);
+        const Tensor got = read_npy(path, nullptr, NpyLayout::as_stored);
+        REQUIRE(got.shape() == Shape{2, 3, 4});
+        CHECK(got.to_col_major<T>() == want.to_col_major<T>());
+        if (order == "c") {
+          CHECK(got.strides() == Strides{12, 4, 1});
+          CHECK(static_cast<const T*>(got.raw_data())[1] == fixture_value<T>(1.0));  // a[0, 0, 1]: the file's order
+          CHECK(read_npy_bytes(read_file_bytes(path), nullptr, "bytes", NpyLayout::as_stored).strides() ==
+                Strides{12, 4, 1});
+        } else {
+          CHECK(got.is_col_major());
+        }
+      }
+    });
+  }
+  // Data that is widened (int32 to i64) or byte-swapped goes through the column-major path as before.
+  for (std::string name : {"i32.npy", "f64_big_endian.npy"}) {
+    CAPTURE(name);
+    const Tensor want = read_npy(fixture(name));
+    const Tensor got = read_npy(fixture(name), nullptr, NpyLayout::as_stored);
+    CHECK(got.is_col_major());
+    REQUIRE(got.dtype() == want.dtype());
+    dispatch_dtype(got.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      CHECK(got.to_col_major<T>() == want.to_col_major<T>());
+    });
+  }
+  // Rank 0, rank 1 and zero-size arrays are column-major either way.
+  CHECK(read_npy(fixture("i64_vector.npy"), nullptr, NpyLayout::as_stored).to_col_major<int64_t>() ==
+        std::vector<int64_t>{0, 1, 2, 3, 4});
+  CHECK(read_npy(fixture("f64_empty.npy"), nullptr, NpyLayout::as_stored).numel() == 0);
+}
+
 TEST_CASE("rank 0, rank 1 and zero-size fixtures") {
   Tensor s = read_npy(fixture("f64_scalar.npy"));
   CHECK(s.rank() == 0);

@@ -142,7 +142,8 @@ int run_einsum(std::span<const std::string_view> args) {
   auto read_operands = [&] {
     std::vector<Tensor> operands;
     for (const std::string& f : files) {
-      Tensor t = read_npy(f);
+      // As stored: a C-order file is not reordered; the contraction reads its row-major strides directly.
+      Tensor t = read_npy(f, nullptr, NpyLayout::as_stored);
       operands.push_back(dtype && t.dtype() != *dtype ? t.astype(*dtype) : t);
     }
     return operands;
