@@ -54,8 +54,8 @@ bool use_direct(const Fused& m, const Fused& n, const Fused& k, size_t elt) {
 }
 
 // Problems up to this many multiply-adds per batch entry that no direct kernel reads run as scalar loops
-// (Gett::gemm_tiny) instead of packed: packing both panels, padding to a tile and the pool calls cost more there.
-constexpr double kTinyMacs = 1024;
+// (GettLoops.h: tiny_run) instead of packed: packing both panels, padding to a tile and the pool calls cost more there.
+constexpr double kTinyMacs = 256;
 
 // The two-level k geometry of a direct kernel (MicroKernel.h: DirectKernelFn) if the fused k offsets of A and B are
 // p -> (p % inner) * s1 + (p / inner) * s2 for some inner dividing K (any one or two k axes, or nested ones).

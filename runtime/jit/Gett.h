@@ -78,7 +78,7 @@ bool direct_schedule(const ContractionProblem& p, bool avx512, DirectSchedule& o
 /// real matrix-vector product i,ij->j or ji,j->i), which sum in another order than the direct and packed kernels.
 bool runs_as_dots(const ContractionProblem& p);
 /// True when contract_jit(p) without explicit blocking runs p (f32 or f64) as scalar loops over its offset tables
-/// (Gett::gemm_tiny: up to 1024 multiply-adds per batch entry that no direct kernel reads), with the bits of
+/// (GettLoops.h: tiny_run; up to 256 multiply-adds per batch entry that no direct kernel reads), with the bits of
 /// the packed path. Kernels come from `cache`.
 bool runs_tiny(const ContractionProblem& p, KernelCache& cache);
 
