@@ -73,6 +73,14 @@ struct StepExec {
 
 }  // namespace
 
+// A call's operands: a span of tensors (the public calls) or of pointers to them (run_leased: the tree walks pass
+// their steps' operands without copying a Tensor).
+struct OperandList {
+  std::span<const Tensor> tensors;
+  std::span<const Tensor* const> pointers;
+  const Tensor& operator[](size_t i) const { return pointers.empty() ? tensors[i] : *pointers[i]; }
+};
+
 struct EinsumPlan::Impl {
   Subscripts subs;
   std::vector<TensorMeta> metas;
@@ -107,7 +115,7 @@ struct EinsumPlan::Impl {
              const ContractionTree* given_tree);
   /// `accumulate`: out += the einsum (the last step adds into out; nothing else writes it). `lease` and `scratch`
   /// (run_leased): the caller's lease and scratch bytes instead of a lease of this call's own.
-  void run(std::span<const Tensor> operands, Tensor& out, ExecutionContext& context, ThreadPool* pool,
+  void run(OperandList operands, Tensor& out, ExecutionContext& context, ThreadPool* pool,
            bool accumulate = false, ScratchAllocator::Lease* lease = nullptr, std::byte* scratch = nullptr) const;
 };
 
@@ -438,7 +446,7 @@ ContractionProblem::Axis& problem_axis(ContractionProblem& p, uint8_t group, int
 
 }  // namespace
 
-void EinsumPlan::Impl::run(std::span<const Tensor> operands, Tensor& out, ExecutionContext& context,
+void EinsumPlan::Impl::run(OperandList operands, Tensor& out, ExecutionContext& context,
                            ThreadPool* pool, bool accumulate, ScratchAllocator::Lease* lease,
                            std::byte* scratch_bytes) const {
   if (zero_operand) {  // a sum over no terms (or an empty output): zeros, no kernel, no scratch
@@ -601,17 +609,17 @@ void EinsumPlan::execute_into(std::span<const Tensor> operands, Tensor& out, Thr
 void EinsumPlan::execute_into(std::span<const Tensor> operands, Tensor& out, ExecutionContext& context,
                               ThreadPool* pool) const {
   check_call(operands, out);
-  impl_->run(operands, out, context, pool);
+  impl_->run(OperandList{operands, {}}, out, context, pool);
 }
 
 void EinsumPlan::accumulate_into(std::span<const Tensor> operands, Tensor& out, ExecutionContext& context) const {
   check_call(operands, out);
-  impl_->run(operands, out, context, &context.pool(), true);
+  impl_->run(OperandList{operands, {}}, out, context, &context.pool(), true);
 }
 
-void EinsumPlan::run_leased(std::span<const Tensor> operands, Tensor& out, ExecutionContext& context,
+void EinsumPlan::run_leased(std::span<const Tensor* const> operands, Tensor& out, ExecutionContext& context,
                             ScratchAllocator::Lease& lease, std::byte* scratch, bool accumulate) const {
-  impl_->run(operands, out, context, &context.pool(), accumulate, &lease, scratch);
+  impl_->run(OperandList{{}, operands}, out, context, &context.pool(), accumulate, &lease, scratch);
 }
 
 int64_t EinsumPlan::scratch_bytes() const {

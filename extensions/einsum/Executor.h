@@ -90,12 +90,13 @@ class EinsumPlan {
   /// out += the einsum of `operands` (out as for execute_into), on `context`'s pool: the last step's kernel adds
   /// into out (C += A.B) instead of a separate result and an add pass. Same bits at every thread count.
   void accumulate_into(std::span<const Tensor> operands, Tensor& out, ExecutionContext& context) const;
-  /// execute_into on `context`'s pool (accumulate_into when `accumulate`) for a caller that runs many plans in a row
-  /// under one lease of context.scratch() (the tree walks, TreeAd.h): `scratch` (64-byte aligned, at least
+  /// execute_into on `context`'s pool (accumulate_into when `accumulate`), the operands given by pointer, for a caller
+  /// that runs many plans in a row under one lease of context.scratch() (the tree walks, TreeAd.h): `scratch`
+  /// (64-byte aligned, at least
   /// scratch_bytes()) holds the intermediates and one-sided sums and `lease` the reused problem, so the call takes no
   /// lease of its own. The operands and `out` are not checked: the caller prepared the plan for exactly these
   /// dtypes and shapes. The same bits as execute_into.
-  void run_leased(std::span<const Tensor> operands, Tensor& out, ExecutionContext& context,
+  void run_leased(std::span<const Tensor* const> operands, Tensor& out, ExecutionContext& context,
                   ScratchAllocator::Lease& lease, std::byte* scratch, bool accumulate = false) const;
   /// Bytes of scratch a call needs: the arena and the workspace (0 for one operand or a zero-size operand).
   int64_t scratch_bytes() const;

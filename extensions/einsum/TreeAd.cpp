@@ -564,10 +564,18 @@ std::vector<Tensor> EinsumVjpPlan::execute(std::span<const Tensor> operands, con
     slot.plan = im.id;
     slot.base = base;
   }
-  StepOperands ops;
-  auto run = [&](const EinsumPlan& plan, std::span<const Tensor> step_operands, Tensor& out) {
-    if (step_scratch) plan.run_leased(step_operands, out, context, lease, step_scratch);
-    else plan.execute_into(step_operands, out, context, pool);
+  // A step's operands by pointer (x, y, then its ones), in one vector reused across the walk's steps: no Tensor is
+  // copied per step.
+  std::vector<const Tensor*> pointers;
+  StepOperands ops;  // the same as tensors, for a step too large for the lease (execute_into)
+  auto run = [&](const EinsumPlan& plan, const Tensor& x, const Tensor& y, std::span<const Tensor> ones, Tensor& out) {
+    if (step_scratch) {
+      pointers.assign({&x, &y});
+      for (const Tensor& one : ones) pointers.push_back(&one);
+      plan.run_leased(pointers, out, context, lease, step_scratch);
+    } else {
+      plan.execute_into(ops.of(x, y, ones), out, context, pool);
+    }
   };
   // Per node, its value and its cotangent where the walk has them (operands, arena views, results, temporaries).
   std::vector<const Tensor*> values(nodes, nullptr), cts(nodes, nullptr);
@@ -595,7 +603,7 @@ std::vector<Tensor> EinsumVjpPlan::execute(std::span<const Tensor> operands, con
     Tensor* out = &value;
     if (static_cast<int>(v) == im.root()) value = Tensor::empty(im.dtype, im.shapes[v], allocator);
     else out = &arena(im.value_buffer[v]);
-    run(*im.steps[t], ops.of(*values[static_cast<size_t>(a)], *values[static_cast<size_t>(b)]), *out);
+    run(*im.steps[t], *values[static_cast<size_t>(a)], *values[static_cast<size_t>(b)], {}, *out);
     values[v] = out;
     for (int c : {a, b})
       if (c >= im.n && !im.keep[static_cast<size_t>(c)]) values[static_cast<size_t>(c)] = nullptr;
@@ -626,7 +634,7 @@ std::vector<Tensor> EinsumVjpPlan::execute(std::span<const Tensor> operands, con
       out = &arena(im.ct_buffer[static_cast<size_t>(r.node)]);
     }
     const auto [x, y] = r.order(*cts[static_cast<size_t>(r.parent)], *sibling);
-    run(*r.plan, ops.of(x, y, r.ones), *out);
+    run(*r.plan, x, y, r.ones, *out);
     cts[static_cast<size_t>(r.node)] = out;
     if (im.last_use[static_cast<size_t>(r.parent)] == static_cast<int>(i)) cts[static_cast<size_t>(r.parent)] = nullptr;
   }
