@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <span>
 
 namespace einstage {
 
@@ -48,6 +49,26 @@ Interpreter::Interpreter(const Program& program) : program_(&program) {
     if (last[static_cast<size_t>(s)] >= 0) steps_[static_cast<size_t>(last[static_cast<size_t>(s)])].release.push_back(s);
     else release_unused_params_.push_back(s);
   }
+  // Per call, a Tensor copy costs two vector allocations: an operand read once by the step that releases it is moved
+  // into the call, an output named once is moved out, and results of constant shape are not re-evaluated (an einsum
+  // vjp has one operand and one result per operand).
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    Step& step = steps_[i];
+    for (int s : step.operands) {
+      const bool released = std::find(step.release.begin(), step.release.end(), s) != step.release.end();
+      step.take.push_back(released && std::count(step.operands.begin(), step.operands.end(), s) == 1);
+    }
+    step.constant_shapes = true;
+    for (const Value& r : program.instructions[i].results) {
+      step.constant_shapes = step.constant_shapes && r.type.constant_shape();
+      if (!step.constant_shapes) break;
+      Shape& shape = step.shapes.emplace_back();
+      for (const Dim& d : r.type.dims) shape.push_back(d.constant());
+    }
+    if (!step.constant_shapes) step.shapes.clear();
+  }
+  for (int s : output_slots_)
+    output_once_.push_back(std::count(output_slots_.begin(), output_slots_.end(), s) == 1);
 }
 
 DimBindings Interpreter::bind(std::span<const Tensor> inputs) const {
@@ -103,11 +124,16 @@ std::vector<Tensor> Interpreter::execute(std::span<const Tensor> inputs, const D
     const Instruction& inst = p.instructions[i];
     const Step& step = steps_[i];
     operands.clear();
-    for (int s : step.operands) operands.push_back(values[static_cast<size_t>(s)]);
+    for (size_t o = 0; o < step.operands.size(); ++o) {
+      Tensor& v = values[static_cast<size_t>(step.operands[o])];
+      if (step.take[o]) operands.push_back(std::move(v));  // released after this step anyway
+      else operands.push_back(v);
+    }
     const std::string& where = where_[i];
-    std::vector<Shape> shapes;  // per result, under the bindings
-    for (const Value& r : inst.results) {
-      Shape& shape = shapes.emplace_back();
+    std::vector<Shape> evaluated;  // per result, under the bindings (when not constant)
+    const std::vector<Shape>& shapes = step.constant_shapes ? step.shapes : evaluated;
+    for (const Value& r : step.constant_shapes ? std::span<const Value>() : std::span<const Value>(inst.results)) {
+      Shape& shape = evaluated.emplace_back();
       shape.reserve(r.type.dims.size());
       for (const Dim& d : r.type.dims) {
         auto e = d.is_constant() ? std::optional<int64_t>(d.constant()) : d.evaluate(bindings);
@@ -149,6 +175,7 @@ std::vector<Tensor> Interpreter::execute(std::span<const Tensor> inputs, const D
                  name(result.dtype()), shape_to_string(result.shape()), shape_to_string(shapes[0]));
       results.push_back(std::move(result));
     }
+    operands.clear();  // the moved operands die here, as their released slots do
     for (size_t r = 0; r < results.size(); ++r) set(step.results[r], std::move(results[r]));
     for (int s : step.release) release(s);
   }
@@ -161,14 +188,17 @@ std::vector<Tensor> Interpreter::execute(std::span<const Tensor> inputs, const D
   // output, is copied, so callers may write into any output (disjoint slices of one block, say the cotangents a
   // packed vjp result holds, are handed out as they are).
   std::vector<Tensor> outputs;
-  for (int s : output_slots_) {
-    const Tensor& v = values[static_cast<size_t>(s)];
+  outputs.reserve(output_slots_.size());
+  for (size_t o = 0; o < output_slots_.size(); ++o) {
+    Tensor& v = values[static_cast<size_t>(output_slots_[o])];
     bool borrowed = false;
     for (const Tensor& in : inputs) borrowed = borrowed || v.shares_storage_with(in);
-    for (const Tensor& out : outputs) borrowed = borrowed || v.overlaps(out);
+    for (const Tensor& out : outputs) borrowed = borrowed || (v.shares_storage_with(out) && v.overlaps(out));
     for (const Instruction& inst : p.instructions)
       if (const auto* c = std::get_if<Constant>(&inst.op)) borrowed = borrowed || v.shares_storage_with(c->value);
-    outputs.push_back(borrowed ? v.clone() : v.contiguous());
+    if (borrowed) outputs.push_back(v.clone());
+    else if (output_once_[o] && v.is_col_major()) outputs.push_back(std::move(v));
+    else outputs.push_back(v.contiguous());
   }
   return outputs;
 }

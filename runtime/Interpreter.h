@@ -68,6 +68,9 @@ class Interpreter {
     std::vector<int> operands;  // slots
     std::vector<int> results;   // slots, one per result
     std::vector<int> release;   // slots whose last use is this step
+    std::vector<uint8_t> take;  // per operand: moved into the call, not copied (read once here, last use, no output)
+    bool constant_shapes = false;          // every result's dims are constants: `shapes` holds them
+    std::vector<Shape> shapes;
   };
   const Program* program_;
   std::vector<std::string> names_;  // printed name per slot ("%x", "%3")
@@ -75,6 +78,7 @@ class Interpreter {
   std::vector<int> param_slots_;
   std::vector<Step> steps_;
   std::vector<int> output_slots_;
+  std::vector<uint8_t> output_once_;  // per output: its slot is no other output (moved out, not copied)
   std::vector<int> release_unused_params_;  // parameters no instruction or output reads
   int slot_count_ = 0;
 };

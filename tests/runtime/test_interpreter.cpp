@@ -157,6 +157,26 @@ TEST_CASE("interpreter: complex real/imag/conj, unary math and convert") {
   }
 }
 
+// The interpreter moves an operand into the step that last reads it and an output named once out of its slot: a
+// value read twice by one step, read by a later step, or returned twice must still be there and distinct.
+TEST_CASE("interpreter: values read twice, read later or returned twice are not moved away") {
+  Builder b("moves");
+  Value x = b.parameter("x", f64({2}));
+  Value y = b.add(x, x);   // x twice in one step (and read again below)
+  Value z = b.mul(y, x);   // x's last use; y read here and returned
+  Value w = b.mul(z, z);   // z twice at its last use
+  Program p = b.finish({w, y, y, z});
+  Tensor xs = Tensor::from_col_major<double>({2}, {1.0, 2.0});
+  auto out = evaluate(p, std::vector<Tensor>{xs});
+  REQUIRE(out.size() == 4);
+  CHECK(out[0].to_col_major<double>() == std::vector<double>{4.0, 64.0});
+  CHECK(out[1].to_col_major<double>() == std::vector<double>{2.0, 4.0});
+  CHECK(out[2].to_col_major<double>() == std::vector<double>{2.0, 4.0});
+  CHECK(out[3].to_col_major<double>() == std::vector<double>{2.0, 8.0});
+  CHECK_FALSE(out[1].shares_storage_with(out[2]));  // returned twice: the second is a copy
+  CHECK(xs.to_col_major<double>() == std::vector<double>{1.0, 2.0});
+}
+
 TEST_CASE("interpreter: constants and inputs returned as outputs are owned copies") {
   Builder b("owned");
   Value x = b.parameter("x", f64({2}));
