@@ -140,6 +140,24 @@ inline OwnedProblem matmul_problem(int64_t m, int64_t n, int64_t k, int64_t batc
 template <typename T>
 void poison_output(OwnedProblem& op);
 
+/// Gives op's A (its m, k and batch axes), B (n, k, batch) and C (m, n, batch) random layouts with layout() and sets
+/// the strides in op.p's axes; `first`, if given, gets stride 1 in all three.
+inline void lay_out_operands(SplitMix64& rng, OwnedProblem& op, bool allow_gaps, bool allow_negative,
+                             const ContractionProblem::Axis* first = nullptr) {
+  using Ax = ContractionProblem::Axis;
+  ContractionProblem& p = op.p;
+  std::vector<std::pair<Ax*, int64_t Ax::*>> la, lb, lc;
+  for (Ax& ax : p.m) la.push_back({&ax, &Ax::stride_a}), lc.push_back({&ax, &Ax::stride_c});
+  for (Ax& ax : p.n) lb.push_back({&ax, &Ax::stride_b}), lc.push_back({&ax, &Ax::stride_c});
+  for (Ax& ax : p.k) la.push_back({&ax, &Ax::stride_a}), lb.push_back({&ax, &Ax::stride_b});
+  for (Ax& ax : p.batch)
+    la.push_back({&ax, &Ax::stride_a}), lb.push_back({&ax, &Ax::stride_b}), lc.push_back({&ax, &Ax::stride_c});
+  const size_t es = size_of(p.dtype);
+  op.a = layout(rng, la, es, allow_gaps, allow_negative, first);
+  op.b = layout(rng, lb, es, allow_gaps, allow_negative, first);
+  op.c = layout(rng, lc, es, allow_gaps, allow_negative, first);
+}
+
 /// With lane_batch, batch axis 0 exists and has stride 1 in A, B and C (the JIT's lane-kernel layout).
 inline OwnedProblem random_problem(uint64_t seed, DType dtype, bool allow_zero = true, bool lane_batch = false) {
   SplitMix64 rng(seed);
@@ -168,18 +186,7 @@ inline OwnedProblem random_problem(uint64_t seed, DType dtype, bool allow_zero =
     p.batch.insert(p.batch.begin(), ContractionProblem::Axis{kLanes[rng.below(std::size(kLanes))], 0, 0, 0});
   }
   p.accumulate = rng.below(2) == 0;
-  using Ax = ContractionProblem::Axis;
-  std::vector<std::pair<Ax*, int64_t Ax::*>> la, lb, lc;
-  for (Ax& ax : p.m) la.push_back({&ax, &Ax::stride_a}), lc.push_back({&ax, &Ax::stride_c});
-  for (Ax& ax : p.n) lb.push_back({&ax, &Ax::stride_b}), lc.push_back({&ax, &Ax::stride_c});
-  for (Ax& ax : p.k) la.push_back({&ax, &Ax::stride_a}), lb.push_back({&ax, &Ax::stride_b});
-  for (Ax& ax : p.batch)
-    la.push_back({&ax, &Ax::stride_a}), lb.push_back({&ax, &Ax::stride_b}), lc.push_back({&ax, &Ax::stride_c});
-  size_t es = size_of(dtype);
-  const Ax* first = lane_batch ? &p.batch[0] : nullptr;
-  op.a = layout(rng, la, es, true, true, first);
-  op.b = layout(rng, lb, es, true, true, first);
-  op.c = layout(rng, lc, es, true, true, first);
+  lay_out_operands(rng, op, true, true, lane_batch ? &p.batch[0] : nullptr);
   dispatch_dtype(dtype, [&](auto zero) {
     using T = decltype(zero);
     fill<T>(rng, op.a);

@@ -493,15 +493,7 @@ TEST_CASE_TEMPLATE("jit gett: tiny problems run as scalar loops with the packed 
         for (int i = 0; i < count; ++i) group->push_back(Ax{2, 0, 0, 0});
       }
       p.accumulate = rng.below(2) == 0;
-      std::vector<std::pair<Ax*, int64_t Ax::*>> la, lb, lc;
-      for (Ax& ax : p.m) la.push_back({&ax, &Ax::stride_a}), lc.push_back({&ax, &Ax::stride_c});
-      for (Ax& ax : p.n) lb.push_back({&ax, &Ax::stride_b}), lc.push_back({&ax, &Ax::stride_c});
-      for (Ax& ax : p.k) la.push_back({&ax, &Ax::stride_a}), lb.push_back({&ax, &Ax::stride_b});
-      for (Ax& ax : p.batch)
-        la.push_back({&ax, &Ax::stride_a}), lb.push_back({&ax, &Ax::stride_b}), lc.push_back({&ax, &Ax::stride_c});
-      op.a = layout(rng, la, sizeof(T), false, false);
-      op.b = layout(rng, lb, sizeof(T), false, false);
-      op.c = layout(rng, lc, sizeof(T), false, false);
+      lay_out_operands(rng, op, false, false);
       fill<T>(rng, op.a);
       fill<T>(rng, op.b);
       fill<T>(rng, op.c);
