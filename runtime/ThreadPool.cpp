@@ -3,6 +3,7 @@
 #include "runtime/Context.h"
 
 #include <algorithm>
+#include <chrono>
 
 namespace einstage {
 
@@ -10,6 +11,21 @@ namespace {
 // The pool whose chunk this thread is running now, so a nested parallel_for on it runs inline instead of
 // waiting for workers that are all busy (which would deadlock).
 thread_local const ThreadPool* tl_running_in = nullptr;
+
+// Polls `done` for ThreadPool::kSpinMicros; true as soon as it holds, false when the time is up.
+template <typename Pred>
+bool spin_until(Pred done) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(ThreadPool::kSpinMicros);
+  for (;;) {
+    for (int i = 0; i < 64; ++i) {
+      if (done()) return true;
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+    }
+    if (std::chrono::steady_clock::now() >= until) return done();
+  }
+}
 
 struct RunningScope {
   const ThreadPool* saved;
@@ -66,6 +82,11 @@ void ThreadPool::worker_loop() {
   uint64_t seen = 0;
   std::unique_lock lock(mutex_);
   for (;;) {
+    if (!stop_ && generation_.load(std::memory_order_relaxed) == seen) {
+      lock.unlock();
+      spin_until([&] { return generation_.load(std::memory_order_acquire) != seen; });
+      lock.lock();
+    }
     wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
     if (stop_) return;
     seen = generation_;
@@ -96,6 +117,7 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
   }
   wake_.notify_all();
   run_chunks();
+  spin_until([&] { return unfinished_.load(std::memory_order_acquire) == 0; });
   std::exception_ptr err;
   {
     std::unique_lock lock(mutex_);

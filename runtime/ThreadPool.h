@@ -6,8 +6,12 @@
 // depends on n and the chunk count only, never on timing; callers split independent work (output tiles, batch
 // entries), never a reduction, so a result is bitwise the same at any thread count. Nested calls from inside a task
 // and concurrent calls from several outside threads are safe: a nested call runs inline, concurrent calls take turns.
+// Between jobs a worker, and the caller waiting for the last chunk, poll for kSpinMicros before sleeping on a
+// condition variable: a kernel's back-to-back steps (two per KC step of a GEMM) then hand work over without a futex
+// sleep and wake-up each, while an idle pool still sleeps after that short, bounded poll.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -39,6 +43,9 @@ class ThreadPool {
   /// How many chunks parallel_for uses for n items: min(size(), ceil(n / min_chunk)), at least 1 when n > 0.
   int chunk_count(int64_t n, int64_t min_chunk = 1) const;
 
+  /// How long a worker polls for the next job, and the caller for the last chunk, before sleeping.
+  static constexpr int kSpinMicros = 50;
+
  private:
   void worker_loop();
   void run_chunks();
@@ -51,13 +58,13 @@ class ThreadPool {
   std::condition_variable wake_;
   std::condition_variable done_;
   bool stop_ = false;
-  uint64_t generation_ = 0;
+  std::atomic<uint64_t> generation_{0};  // written under mutex_, polled without it
   // The current job; workers notice a new one by generation_ changing.
   const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
   int64_t n_ = 0;
   int chunks_ = 0;
   int next_chunk_ = 0;
-  int unfinished_ = 0;
+  std::atomic<int> unfinished_{0};  // written under mutex_, polled without it
   std::exception_ptr error_;
 };
 

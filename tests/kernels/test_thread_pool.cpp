@@ -1,13 +1,15 @@
-// ThreadPool: the static partition, inline mode, nested calls, exceptions.
+// ThreadPool: the static partition, inline mode, nested calls, exceptions, handover with and without sleeping.
 #include "runtime/ThreadPool.h"
 
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <mutex>
 #include <numeric>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 using einstage::ThreadPool;
@@ -71,4 +73,31 @@ TEST_CASE("thread pool runs nested calls inline and rethrows the first exception
   int64_t total = 0;
   einstage::parallel_for(nullptr, 5, [&](int64_t b, int64_t e) { total += e - b; });
   CHECK(total == 5);
+}
+
+TEST_CASE("thread pool hands over back-to-back jobs and jobs after an idle pause alike") {
+  // Jobs that follow each other at once meet a worker still polling for the next job; jobs after a pause longer
+  // than ThreadPool::kSpinMicros meet it asleep on the condition variable. Both must run every chunk exactly once
+  // (a lost wake-up would hang here), and an exception must not leave the next job's handover stuck.
+  for (int threads : {2, 3}) {
+    CAPTURE(threads);
+    ThreadPool pool(threads);
+    for (int job = 0; job < 400; ++job) {
+      CAPTURE(job);
+      if (job % 50 == 49) std::this_thread::sleep_for(std::chrono::microseconds(4 * ThreadPool::kSpinMicros));
+      const int64_t n = 1 + job % 7;
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+      if (job % 97 == 0) {
+        CHECK_THROWS_AS(pool.parallel_for(n, [&](int64_t b, int64_t e) {
+          for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)]++;
+          throw std::runtime_error("chunk failed");
+        }), std::runtime_error);
+      } else {
+        pool.parallel_for(n, [&](int64_t b, int64_t e) {
+          for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)]++;
+        });
+      }
+      for (auto& h : hits) CHECK(h.load() == 1);
+    }
+  }
 }
