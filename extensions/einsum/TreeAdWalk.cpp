@@ -1,0 +1,389 @@
+// Running the reverse walk of an einsum's planned tree prepared by TreeAd.cpp, and the tangent walk (see TreeAd.h).
+#include "extensions/einsum/TreeAdParts.h"
+
+#include "extensions/api/Kernels.h"
+#include "extensions/einsum/Notation.h"
+#include "ir/Quote.h"
+#include "ir/Size.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <climits>
+#include <functional>
+#include <numeric>
+#include <optional>
+#include <set>
+
+namespace einstage::einsum {
+
+using namespace tree_ad;
+
+namespace {
+
+// execute()'s arena and step scratch come from one lease of the context's scratch when they are this small (the slot
+// keeps them for the next call, and keeps the views below); a larger arena is a block of the allocator's per call.
+constexpr int64_t kLeasedWalkBytes = int64_t(1) << 20;
+
+// What a slot keeps for the vjp walk besides its buffers: views of one plan's arena tensors at one base address, so
+// a call whose lease gives the same slot buffer again makes no tensor (no shape, stride or storage allocation).
+struct WalkSlot {
+  uint64_t plan = 0;
+  const std::byte* base = nullptr;
+  std::vector<Tensor> views;  // per arena tensor
+};
+
+}  // namespace
+
+std::vector<Tensor> EinsumVjpPlan::execute(std::span<const Tensor> operands, const Tensor& cotangent,
+                                           ExecutionContext& context) const {
+  const Impl& im = *impl_;
+  ThreadPool* pool = &context.pool();
+  EIN_ASSERT(static_cast<int>(operands.size()) == im.n, "einsum vjp: {} operands for a plan of {}", operands.size(),
+             im.n);
+  const size_t nodes = static_cast<size_t>(2 * im.n - 1);
+  // The arena (intermediates) and the steps' own scratch, in one lease; the steps run under it (run_leased).
+  ScratchAllocator& allocator = context.scratch();
+  ScratchAllocator::Lease lease = allocator.lease();
+  std::shared_ptr<std::byte> block;
+  std::byte* base = nullptr;
+  if (im.arena_bytes <= kLeasedWalkBytes) {
+    base = lease.buffer(0, static_cast<size_t>(std::max<int64_t>(im.arena_bytes, 64)));
+  } else {
+    block = allocator.allocate(static_cast<size_t>(im.arena_bytes), "the arena of an einsum vjp walk");
+    base = block.get();
+  }
+  std::byte* step_scratch = im.step_scratch <= kLeasedWalkBytes
+                                ? lease.buffer(1, static_cast<size_t>(std::max<int64_t>(im.step_scratch, 64)))
+                                : nullptr;
+  WalkSlot& slot = lease.object<WalkSlot>();
+  if (slot.plan != im.id || slot.base != base) {
+    slot.views.clear();
+    for (const ArenaTensor& t : im.arena_tensors) {
+      const Shape& shape = (t.cotangent ? im.ct_shapes : im.shapes)[static_cast<size_t>(t.node)];
+      slot.views.push_back(Tensor::view_of(im.dtype, shape, col_major_strides(shape), base + t.offset));
+    }
+    slot.plan = im.id;
+    slot.base = base;
+  }
+  // A step's operands by pointer (x, y, then its ones), in one vector reused across the walk's steps: no Tensor is
+  // copied per step.
+  std::vector<const Tensor*> pointers;
+  StepOperands ops;  // the same as tensors, for a step too large for the lease (execute_into)
+  auto run = [&](const EinsumPlan& plan, const Tensor& x, const Tensor& y, std::span<const Tensor> ones, Tensor& out) {
+    if (step_scratch) {
+      pointers.assign({&x, &y});
+      for (const Tensor& one : ones) pointers.push_back(&one);
+      plan.run_leased(pointers, out, context, lease, step_scratch);
+    } else {
+      plan.execute_into(ops.of(x, y, ones), out, context, pool);
+    }
+  };
+  // Per node, its value and its cotangent where the walk has them (operands, arena views, results, temporaries).
+  std::vector<const Tensor*> values(nodes, nullptr), cts(nodes, nullptr);
+  std::vector<Tensor> promoted(static_cast<size_t>(im.n));
+  for (int i = 0; i < im.n; ++i) {
+    const Tensor& x = operands[static_cast<size_t>(i)];
+    const bool conj = is_complex(im.dtype) && im.complex_inputs[static_cast<size_t>(i)];
+    if (x.dtype() == im.dtype && !conj) {
+      values[static_cast<size_t>(i)] = &x;
+      continue;
+    }
+    Tensor v = x.dtype() == im.dtype ? x : x.astype(im.dtype);
+    // Conjugated operands make every forward intermediate the conjugate too: the reverse steps read them as they are.
+    if (conj) v = kernels::unary(kernels::UnaryOp::conj, v, pool);
+    promoted[static_cast<size_t>(i)] = std::move(v);
+    values[static_cast<size_t>(i)] = &promoted[static_cast<size_t>(i)];
+  }
+  auto arena = [&](int buffer) -> Tensor& { return slot.views[static_cast<size_t>(buffer)]; };
+  Tensor value;  // the root's, when asked for
+  // Forward phase: the kept values, and what they are computed from (released once their parent exists).
+  for (size_t t = 0; t < im.steps.size(); ++t) {
+    const size_t v = static_cast<size_t>(im.n) + t;
+    if (!im.forward_phase[v]) continue;
+    auto [a, b] = im.children[t];
+    Tensor* out = &value;
+    if (static_cast<int>(v) == im.root()) value = Tensor::empty(im.dtype, im.shapes[v], allocator);
+    else out = &arena(im.value_buffer[v]);
+    run(*im.steps[t], *values[static_cast<size_t>(a)], *values[static_cast<size_t>(b)], {}, *out);
+    values[v] = out;
+    for (int c : {a, b})
+      if (c >= im.n && !im.keep[static_cast<size_t>(c)]) values[static_cast<size_t>(c)] = nullptr;
+  }
+  // A value that was not kept is recomputed from its subtree (kept values and operands) when a reverse step reads it.
+  std::function<Tensor(int)> value_of = [&](int v) -> Tensor {
+    if (values[static_cast<size_t>(v)]) return *values[static_cast<size_t>(v)];
+    const size_t t = static_cast<size_t>(v - im.n);
+    const Tensor pair[2] = {value_of(im.children[t].first), value_of(im.children[t].second)};
+    return im.steps[t]->execute(pair, context);
+  };
+  const Tensor root_ct = cotangent.dtype() == im.dtype ? Tensor() : cotangent.astype(im.dtype);
+  cts[static_cast<size_t>(im.root())] = root_ct.defined() ? &root_ct : &cotangent;
+  std::vector<Tensor> grads(static_cast<size_t>(im.n));  // the slots' cotangents
+  for (size_t i = 0; i < im.reverse.size(); ++i) {
+    const ReverseStep& r = im.reverse[i];
+    const Tensor* sibling = values[static_cast<size_t>(r.sibling)];
+    Tensor recomputed;
+    if (!sibling) {
+      recomputed = value_of(r.sibling);
+      sibling = &recomputed;
+    }
+    Tensor* out = nullptr;
+    if (r.node < im.n) {
+      grads[static_cast<size_t>(r.node)] = Tensor::empty(im.dtype, r.plan->output_shape(), allocator);
+      out = &grads[static_cast<size_t>(r.node)];
+    } else {
+      out = &arena(im.ct_buffer[static_cast<size_t>(r.node)]);
+    }
+    const auto [x, y] = r.order(*cts[static_cast<size_t>(r.parent)], *sibling);
+    run(*r.plan, x, y, r.ones, *out);
+    cts[static_cast<size_t>(r.node)] = out;
+    if (im.last_use[static_cast<size_t>(r.parent)] == static_cast<int>(i)) cts[static_cast<size_t>(r.parent)] = nullptr;
+  }
+  // The value first when asked for (the walk's values are conjugated when complex), then each slot's cotangent in
+  // its operand's dtype: the real part for a real operand of a complex walk.
+  std::vector<Tensor> out;
+  out.reserve(im.slots.size() + 1);
+  if (im.with_value) {
+    if (is_complex(im.dtype)) value = kernels::unary(kernels::UnaryOp::conj, value, pool);
+    out.push_back(value.dtype() == im.value_dtype ? std::move(value) : value.astype(im.value_dtype));
+  }
+  for (int k : im.slots) {
+    Tensor g = std::move(grads[static_cast<size_t>(k)]);
+    const DType want = im.operand_dtypes[static_cast<size_t>(k)];
+    if (is_complex(g.dtype()) && !is_complex(want)) g = kernels::real_part(g);
+    out.push_back(g.dtype() == want ? std::move(g) : g.astype(want));
+  }
+  return out;
+}
+
+std::vector<Tensor> EinsumVjpPlan::execute_tangent(std::span<const Tensor> operands, const Tensor& cotangent,
+                                                   std::span<const Tensor> tangents, const Tensor& cotangent_tangent,
+                                                   ExecutionContext& context, bool with_cotangents) const {
+  const Impl& im = *impl_;
+  ThreadPool* pool = &context.pool();
+  EIN_ASSERT(static_cast<int>(operands.size()) == im.n && static_cast<int>(tangents.size()) == im.n,
+             "einsum vjp tangent: {} operands and {} tangents for a plan of {}", operands.size(), tangents.size(), im.n);
+  const size_t nodes = static_cast<size_t>(2 * im.n - 1);
+  std::vector<Tensor> values(nodes), dvalues(nodes), cts(nodes), dcts(nodes);
+  auto walk_input = [&](const Tensor& x, size_t i) {
+    Tensor v = promoted_to(x, im.dtype);
+    return is_complex(im.dtype) && im.complex_inputs[i] ? kernels::unary(kernels::UnaryOp::conj, v, pool) : v;
+  };
+  for (size_t i = 0; i < static_cast<size_t>(im.n); ++i) {
+    values[i] = walk_input(operands[i], i);
+    if (tangents[i].defined()) dvalues[i] = walk_input(tangents[i], i);
+  }
+  StepOperands ops;
+  // Forward: every value below the root and its tangent dA.B + A.dB (all kept: the reverse steps read them).
+  for (size_t t = 0; t + 1 < im.children.size(); ++t) {
+    const size_t v = static_cast<size_t>(im.n) + t;
+    const auto [a, b] = im.children[t];
+    const Tensor& va = values[static_cast<size_t>(a)];
+    const Tensor& vb = values[static_cast<size_t>(b)];
+    const Tensor& da = dvalues[static_cast<size_t>(a)];
+    const Tensor& db = dvalues[static_cast<size_t>(b)];
+    values[v] = im.steps[t]->execute(ops.of(va, vb), context);
+    if (da.defined() && db.defined())
+      dvalues[v] = two_terms(*im.steps[t], im.stacked_steps[t], da, vb, va, db, {}, ops, context);
+    else if (da.defined()) dvalues[v] = im.steps[t]->execute(ops.of(da, vb), context);
+    else if (db.defined()) dvalues[v] = im.steps[t]->execute(ops.of(va, db), context);
+  }
+  // Reverse: ct_child = P(ct_parent, V_sibling); its tangent P(dct_parent, V_sibling) + P(ct_parent, dV_sibling).
+  cts[static_cast<size_t>(im.root())] = promoted_to(cotangent, im.dtype);
+  if (cotangent_tangent.defined()) dcts[static_cast<size_t>(im.root())] = promoted_to(cotangent_tangent, im.dtype);
+  for (const ReverseStep& r : im.reverse) {
+    const size_t node = static_cast<size_t>(r.node), parent = static_cast<size_t>(r.parent),
+                 sibling = static_cast<size_t>(r.sibling);
+    // Each product in the plan's operand order (ReverseStep::order).
+    auto run = [&](const Tensor& ct, const Tensor& value) {
+      const auto [x, y] = r.order(ct, value);
+      return r.plan->execute(ops.of(x, y, r.ones), context);
+    };
+    if (r.node >= im.n || with_cotangents) cts[node] = run(cts[parent], values[sibling]);
+    if (dcts[parent].defined() && dvalues[sibling].defined()) {
+      const auto [x0, y0] = r.order(dcts[parent], values[sibling]);
+      const auto [x1, y1] = r.order(cts[parent], dvalues[sibling]);
+      dcts[node] = two_terms(*r.plan, r.stacked, x0, y0, x1, y1, r.ones, ops, context);
+    } else if (dcts[parent].defined()) {
+      dcts[node] = run(dcts[parent], values[sibling]);
+    } else if (dvalues[sibling].defined()) {
+      dcts[node] = run(cts[parent], dvalues[sibling]);
+    }
+  }
+  // The slots' cotangents first when asked for (mode vjp_with_jvp), then their tangents; each in its operand's dtype
+  // (the real part for a real operand of a complex walk), as execute() gives them.
+  std::vector<Tensor> out;
+  out.reserve(2 * im.slots.size());
+  auto give = [&](Tensor g, int k) {
+    const DType want = im.operand_dtypes[static_cast<size_t>(k)];
+    if (!g.defined()) {  // no tangent reaches this slot's cotangent
+      out.push_back(Tensor::zeros(want, im.shapes[static_cast<size_t>(k)]));
+      return;
+    }
+    if (is_complex(g.dtype()) && !is_complex(want)) g = kernels::real_part(g);
+    out.push_back(g.dtype() == want ? std::move(g) : g.astype(want));
+  };
+  if (with_cotangents)
+    for (int k : im.slots) give(std::move(cts[static_cast<size_t>(k)]), k);
+  for (int k : im.slots) give(std::move(dcts[static_cast<size_t>(k)]), k);
+  return out;
+}
+
+DType EinsumVjpPlan::dtype() const { return impl_->dtype; }
+const std::vector<EinsumVjpPlan::ArenaTensor>& EinsumVjpPlan::arena_tensors() const { return impl_->arena_tensors; }
+int64_t EinsumVjpPlan::arena_bytes() const { return impl_->arena_bytes; }
+bool EinsumVjpPlan::with_value() const { return impl_->with_value; }
+int64_t EinsumVjpPlan::kept_bytes() const { return impl_->kept; }
+int EinsumVjpPlan::recomputed_count() const { return static_cast<int>(impl_->recomputed.size()); }
+
+std::string EinsumVjpPlan::to_string() const {
+  const Impl& im = *impl_;
+  auto node = [&](int id) {
+    return fmt::format("{} {}", id < im.n ? fmt::format("operand {}", id) : fmt::format("node {}", id),
+                       quote_for_message(label_string(im.subs, im.labels[static_cast<size_t>(id)])));
+  };
+  std::string out = fmt::format("einsum {}vjp {} over operands [{}] dtype {}\n",
+                                im.with_value ? "value (the forward phase runs to the root) and " : "",
+                                quote_for_message(einsum::to_string(im.subs)), fmt::join(im.slots, ", "),
+                                name(im.dtype));
+  if (!im.forward.tree().steps().empty()) out += fmt::format("tree {}\n", im.forward.tree().to_string());
+  std::vector<std::string> kept;
+  for (size_t t = 0; t < im.steps.size(); ++t)
+    if (im.keep[static_cast<size_t>(im.n) + t]) kept.push_back(node(im.n + static_cast<int>(t)));
+  out += fmt::format("forward keeps {} ({}{}): {}\n", kept.size(), human_bytes(im.kept),
+                     im.keep_limit < 0 ? std::string() : fmt::format(", limit {}", human_bytes(im.keep_limit)),
+                     kept.empty() ? std::string("nothing") : fmt::format("{}", fmt::join(kept, ", ")));
+  if (!im.recomputed.empty()) {
+    std::vector<std::string> names;
+    for (int v : im.recomputed) names.push_back(node(v));
+    out += fmt::format("recomputes {} when read (over the limit): {}\n", names.size(), fmt::join(names, ", "));
+  }
+  for (const ReverseStep& r : im.reverse) {
+    // A cotangent laid out in another order than its node's value, and a step with the value as lhs, say so.
+    std::vector<std::string> layout;
+    if (!std::is_sorted(r.layout.perm.begin(), r.layout.perm.end()))
+      layout.push_back(fmt::format("laid out {}", quote_for_message(label_string(
+                                                      im.subs, im.ct_labels[static_cast<size_t>(r.node)]))));
+    if (r.layout.sibling_first) layout.push_back("value first");
+    out += fmt::format("reverse: ct {} = ct {} x {}{}{}{}\n", node(r.node), node(r.parent), node(r.sibling),
+                       r.ones.empty() ? "" : fmt::format(" x {} ones", r.ones.size()),
+                       r.stacked ? " (tangent terms stacked)" : "",
+                       layout.empty() ? std::string() : fmt::format(" ({})", fmt::join(layout, ", ")));
+  }
+  return out;
+}
+
+// ---- jvp ----
+
+struct EinsumJvpPlan::Impl {
+  int n = 0;
+  DType dtype = DType::f64;
+  std::vector<int> slots;
+  std::vector<int> tangent_of;  // per operand: its index among the tangents (-1: none)
+  PlannedTree tree;             // pairs for every step, the root's included
+  std::vector<std::optional<EinsumPlan>> stacked;  // per step: dA.B + A.dB as one contraction (stacked_terms_plan)
+  std::vector<bool> has_tangent, needs_value;  // per node
+};
+
+EinsumJvpPlan EinsumJvpPlan::prepare(const Subscripts& subscripts, std::span<const TensorMeta> operands,
+                                     std::vector<int> slots, const EinsumOptions& options) {
+  auto im = std::make_shared<Impl>();
+  im->n = static_cast<int>(operands.size());
+  if (im->n < 2)
+    fail(ErrorKind::invalid_argument, "einsum jvp {}: the tree walk needs two or more operands but the einsum has "
+         "{}; differentiate a one-operand einsum as the einsum of its tangent", quote_for_message(einsum::to_string(subscripts)), im->n);
+  im->dtype = operands[0].dtype;
+  for (const TensorMeta& m : operands) im->dtype = promote(im->dtype, m.dtype);
+  std::vector<TensorMeta> promoted;
+  for (const TensorMeta& m : operands) promoted.push_back(TensorMeta{im->dtype, m.shape});
+  im->tree = plan_tree(subscripts, promoted, options, true);
+  for (size_t t = 0; t < im->tree.children.size(); ++t) {
+    const TensorMeta pair[2] = {{im->dtype, im->tree.shapes[static_cast<size_t>(im->tree.children[t].first)]},
+                                {im->dtype, im->tree.shapes[static_cast<size_t>(im->tree.children[t].second)]}};
+    im->stacked.push_back(stacked_terms_plan(*im->tree.pairs[t], pair, options.allow_broadcast));
+  }
+  im->slots = std::move(slots);
+  im->tangent_of.assign(static_cast<size_t>(im->n), -1);
+  for (size_t i = 0; i < im->slots.size(); ++i) im->tangent_of[static_cast<size_t>(im->slots[i])] = static_cast<int>(i);
+  const size_t nodes = static_cast<size_t>(2 * im->n - 1);
+  const auto& children = im->tree.children;
+  im->has_tangent.assign(nodes, false);
+  im->needs_value.assign(nodes, false);
+  for (int k : im->slots) im->has_tangent[static_cast<size_t>(k)] = true;
+  for (size_t t = 0; t < children.size(); ++t)
+    im->has_tangent[static_cast<size_t>(im->n) + t] = im->has_tangent[static_cast<size_t>(children[t].first)] ||
+                                                      im->has_tangent[static_cast<size_t>(children[t].second)];
+  // A step's tangent dA.B + A.dB reads the value of a child whose sibling has a tangent; a value is computed from
+  // its children's values.
+  for (size_t t = children.size(); t-- > 0;) {
+    const size_t v = static_cast<size_t>(im->n) + t, a = static_cast<size_t>(children[t].first),
+                 b = static_cast<size_t>(children[t].second);
+    if (im->has_tangent[v]) {
+      if (im->has_tangent[b]) im->needs_value[a] = true;
+      if (im->has_tangent[a]) im->needs_value[b] = true;
+    }
+    if (im->needs_value[v]) im->needs_value[a] = im->needs_value[b] = true;
+  }
+  EinsumJvpPlan plan;
+  plan.impl_ = std::move(im);
+  return plan;
+}
+
+Tensor EinsumJvpPlan::execute(std::span<const Tensor> operands, std::span<const Tensor> tangents,
+                              ExecutionContext& context) const {
+  const Impl& im = *impl_;
+  EIN_ASSERT(static_cast<int>(operands.size()) == im.n && tangents.size() == im.slots.size(),
+             "einsum jvp: {} operands and {} tangents for a plan of {} and {}", operands.size(), tangents.size(), im.n,
+             im.slots.size());
+  const size_t nodes = static_cast<size_t>(2 * im.n - 1);
+  std::vector<Tensor> values(nodes), dvalues(nodes);
+  for (int i = 0; i < im.n; ++i) {
+    values[static_cast<size_t>(i)] = promoted_to(operands[static_cast<size_t>(i)], im.dtype);
+    if (const int j = im.tangent_of[static_cast<size_t>(i)]; j >= 0)
+      dvalues[static_cast<size_t>(i)] = promoted_to(tangents[static_cast<size_t>(j)], im.dtype);
+  }
+  StepOperands ops;
+  // One pass up the tree: each node's value where read, and its tangent dA.B + A.dB by the step's own pair plan (a
+  // child's value and tangent are read by its parent's step only, so both are released there).
+  for (size_t t = 0; t < im.tree.children.size(); ++t) {
+    const size_t v = static_cast<size_t>(im.n) + t;
+    const auto [a, b] = im.tree.children[t];
+    const EinsumPlan& step = *im.tree.pairs[t];
+    Tensor& va = values[static_cast<size_t>(a)];
+    Tensor& vb = values[static_cast<size_t>(b)];
+    if (im.needs_value[v]) values[v] = step.execute(ops.of(va, vb), context);
+    if (im.has_tangent[v]) {
+      Tensor& da = dvalues[static_cast<size_t>(a)];
+      Tensor& db = dvalues[static_cast<size_t>(b)];
+      if (da.defined() && db.defined()) dvalues[v] = two_terms(step, im.stacked[t], da, vb, va, db, {}, ops, context);
+      else if (da.defined()) dvalues[v] = step.execute(ops.of(da, vb), context);
+      else dvalues[v] = step.execute(ops.of(va, db), context);
+    }
+    va = vb = dvalues[static_cast<size_t>(a)] = dvalues[static_cast<size_t>(b)] = Tensor();
+  }
+  return dvalues.back();
+}
+
+std::string EinsumJvpPlan::to_string() const {
+  const Impl& im = *impl_;
+  std::string out = fmt::format("einsum jvp over operands [{}] dtype {}: tangents along the tree, dA.B + A.dB per "
+                                "step\n", fmt::join(im.slots, ", "), name(im.dtype));
+  if (!im.tree.forward.tree().steps().empty()) out += fmt::format("tree {}\n", im.tree.forward.tree().to_string());
+  for (size_t t = 0; t < im.tree.children.size(); ++t) {
+    const size_t v = static_cast<size_t>(im.n) + t;
+    const auto [a, b] = im.tree.children[t];
+    std::vector<std::string> parts;
+    if (im.needs_value[v]) parts.push_back("value");
+    if (im.has_tangent[v])
+      parts.push_back(fmt::format("tangent = {}", im.has_tangent[static_cast<size_t>(a)] && im.has_tangent[static_cast<size_t>(b)]
+                                                       ? (im.stacked[t] ? "dA.B + A.dB (stacked)" : "dA.B + A.dB")
+                                                       : im.has_tangent[static_cast<size_t>(a)] ? "dA.B" : "A.dB"));
+    out += fmt::format("step {} = ({}, {}): {}\n", v, a, b, parts.empty() ? std::string("nothing") : fmt::format("{}", fmt::join(parts, ", ")));
+  }
+  return out;
+}
+
+}  // namespace einstage::einsum
