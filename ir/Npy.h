@@ -5,9 +5,10 @@
 // i64, float16 to f32; either byte order for every dtype (big-endian data is swapped once). uint64 is refused (its
 // values above 2^63-1 do not fit in i64). Written: einstage's five dtypes, little-endian. A C-order file is read into
 // column-major storage with its element (i, j, ...) unchanged (the bytes are reordered once), and write_npy can
-// produce either order (NpyLayout::as_stored skips that reordering for callers that take strided tensors). Every malformed input (bad magic, unknown version, corrupt header dict, unsupported dtype,
-// truncated data, trailing bytes, a shape whose size does not fit in 64 bits) is an einstage::Error naming the file,
-// what was found and what was expected. read_npy reads the data straight into the tensor's storage (reordered,
+// produce either order (NpyLayout::as_stored skips that reordering for callers that take strided tensors). Every
+// malformed input (bad magic, unknown version, corrupt header dict, unsupported dtype, truncated data, trailing bytes,
+// a shape whose size does not fit in 64 bits) is an einstage::Error naming the file, what was found and what was
+// expected. read_npy reads the data straight into the tensor's storage (reordered,
 // swapped or widened data through a 1 MiB staging chunk, never a second whole-size buffer), and write_npy writes the
 // header and then the data straight from the tensor through write_file_atomically (ir/FileIO.h), so a failure never
 // leaves a partial file. The header dict is a Python literal and is parsed by a small hand parser (no JSON).

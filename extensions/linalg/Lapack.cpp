@@ -501,28 +501,28 @@ template <typename T> struct Job {
     EIN_ASSERT(info >= 0, "svd: ?gesdd argument {} is illegal", -info);
     if (info == 0) return;
     gather(w.copy);
-    info = Lapack<T>::gesvd('A', lr, lq, &x, &rx, &x, lr, &x, lq, &query, -1, &rx);
-    EIN_ASSERT(info == 0, "svd: ?gesvd workspace query returned info {}", info);
-    std::vector<T> work2(static_cast<size_t>(queried(query)));
-    std::vector<R> rwork(static_cast<size_t>(std::max<int64_t>(1, 5 * std::min(r, q))));
-    info = status(hook, "gesvd", Lapack<T>::gesvd('A', lr, lq, w.copy, s, u, lr, vt, lq, work2.data(),
-                                                  static_cast<lapack_int>(work2.size()), rwork.data()));
-    EIN_ASSERT(info >= 0, "svd: ?gesvd argument {} is illegal", -info);
-    if (info > 0) fail_converge(LinalgKind::svd, "?gesdd and then ?gesvd", b, info);
+    gesvd_into(b, 'A', lr, lq, w.copy, s, u, lr, vt, lq);
   }
 
   // The rare matrix ?gesdd does not converge on: ?gesvd with a workspace of its own.
   void gesvd_fallback(int64_t b, T* u, R* s, T* vt, T* copy) const {
     const T* ab = a + b * m * n;
     std::copy(ab, ab + m * n, copy);
+    gesvd_into(b, jobz(), lm(), ln(), copy, s, u, lm(), vt, ld(vrows()));
+  }
+
+  // ?gesvd of the rows x cols matrix in `copy` (overwritten) with a workspace of its own, after ?gesdd failed to
+  // converge on matrix b (or one of its blocks); an error naming both drivers if ?gesvd does not converge either.
+  void gesvd_into(int64_t b, char job, lapack_int rows, lapack_int cols, T* copy, R* s, T* u, lapack_int ldu, T* vt,
+                  lapack_int ldvt) const {
     T query{}, x{};
     R rx{};
-    lapack_int info = Lapack<T>::gesvd(jobz(), lm(), ln(), &x, &rx, &x, lm(), &x, ld(vrows()), &query, -1, &rx);
+    lapack_int info = Lapack<T>::gesvd(job, rows, cols, &x, &rx, &x, ldu, &x, ldvt, &query, -1, &rx);
     EIN_ASSERT(info == 0, "svd: ?gesvd workspace query returned info {}", info);
     std::vector<T> work(static_cast<size_t>(queried(query)));
-    std::vector<R> rwork(static_cast<size_t>(5 * k));
-    info = status(hook, "gesvd", Lapack<T>::gesvd(jobz(), lm(), ln(), copy, s, u, lm(), vt, ld(vrows()),
-                                                  work.data(), static_cast<lapack_int>(work.size()), rwork.data()));
+    std::vector<R> rwork(static_cast<size_t>(std::max<int64_t>(1, 5 * int64_t(std::min(rows, cols)))));
+    info = status(hook, "gesvd", Lapack<T>::gesvd(job, rows, cols, copy, s, u, ldu, vt, ldvt, work.data(),
+                                                  static_cast<lapack_int>(work.size()), rwork.data()));
     EIN_ASSERT(info >= 0, "svd: ?gesvd argument {} is illegal", -info);
     if (info > 0) fail_converge(LinalgKind::svd, "?gesdd and then ?gesvd", b, info);
   }

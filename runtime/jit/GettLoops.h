@@ -117,8 +117,12 @@ template <typename T>
     }
   }
 }
-// With the FMA instruction inline, and through libm's fma (the same bits, slower) on a CPU without it.
-inline const bool kHostFma = __builtin_cpu_supports("fma");
+// With the FMA instruction inline, and through libm's fma (the same bits, slower) on a CPU without it. A constant of
+// the CPU, read on first use (not in a static initialiser, which may run before the CPU model is set up).
+inline bool host_has_fma() {
+  static const bool fma = __builtin_cpu_supports("fma");
+  return fma;
+}
 template <typename T>
 [[gnu::target("fma")]] void tiny_product_fma(const Fused& m, const Fused& n, const Fused& k, bool accumulate,
                                              const T* a, const T* b, T* c) {
@@ -136,8 +140,9 @@ void tiny_run(const Fused& m, const Fused& n, const Fused& k, const Fused& batch
   const T* a = static_cast<const T*>(a_data);
   const T* b = static_cast<const T*>(b_data);
   T* c = static_cast<T*>(c_data);
+  const bool fma = host_has_fma();
   for (int64_t bt = 0; bt < batch.size; ++bt) {
-    if (kHostFma) tiny_product_fma<T>(m, n, k, accumulate, a + batch.a[bt], b + batch.b[bt], c + batch.c[bt]);
+    if (fma) tiny_product_fma<T>(m, n, k, accumulate, a + batch.a[bt], b + batch.b[bt], c + batch.c[bt]);
     else tiny_product_generic<T>(m, n, k, accumulate, a + batch.a[bt], b + batch.b[bt], c + batch.c[bt]);
   }
 }
