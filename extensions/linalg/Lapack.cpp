@@ -1,5 +1,6 @@
 // Batched LAPACK calls for svd, qr and eigh (see Lapack.h).
 #include "extensions/linalg/Lapack.h"
+#include "extensions/linalg/Staged.h"
 
 #include <complex>
 #define lapack_complex_float std::complex<float>
@@ -14,6 +15,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <numeric>
 #include <optional>
@@ -292,14 +294,15 @@ lapack_int status(LapackStatusHook hook, std::string_view routine, lapack_int in
 }
 
 // Element counts of one matrix's LAPACK workspace (queried once per call) and its carving out of one scratch buffer:
-// a copy of the operand (svd only), tau (qr only), work, rwork (complex svd and eigh), iwork (svd and eigh).
+// a copy of the operand (svd, and eigh by the staged driver), tau (qr only), work, rwork (complex svd and eigh), iwork
+// (svd and eigh), and a third-stage task's buffer (the staged drivers).
 template <typename T> struct Workspace {
-  int64_t copy = 0, tau = 0, work = 1, rwork = 1, iwork = 1;
+  int64_t copy = 0, tau = 0, work = 1, rwork = 1, iwork = 1, task = 0;
 
   static constexpr size_t align(size_t bytes) { return (bytes + 63) / 64 * 64; }
   size_t bytes() const {
     return align(sizeof(T) * copy) + align(sizeof(T) * tau) + align(sizeof(T) * work) +
-           align(sizeof(real_t<T>) * rwork) + align(sizeof(lapack_int) * iwork);
+           align(sizeof(real_t<T>) * rwork) + align(sizeof(lapack_int) * iwork) + align(sizeof(T) * task);
   }
   struct Buffers {
     T* copy;
@@ -307,6 +310,7 @@ template <typename T> struct Workspace {
     T* work;
     real_t<T>* rwork;
     lapack_int* iwork;
+    T* task;
   };
   Buffers carve(std::byte* base) const {
     Buffers b{};
@@ -314,7 +318,8 @@ template <typename T> struct Workspace {
     b.tau = reinterpret_cast<T*>(base), base += align(sizeof(T) * tau);
     b.work = reinterpret_cast<T*>(base), base += align(sizeof(T) * work);
     b.rwork = reinterpret_cast<real_t<T>*>(base), base += align(sizeof(real_t<T>) * rwork);
-    b.iwork = reinterpret_cast<lapack_int*>(base);
+    b.iwork = reinterpret_cast<lapack_int*>(base), base += align(sizeof(lapack_int) * iwork);
+    b.task = reinterpret_cast<T*>(base);
     return b;
   }
 };
@@ -327,6 +332,13 @@ template <typename T> struct Job {
   std::vector<Tensor>& out;  // the results, column-major
   LapackStatusHook hook;     // the context's test-only hook (nullptr: LAPACK's status as it is)
   Workspace<T> ws;
+  // The staged drivers of real svd and eigh (Staged.h), when they take this shape.
+  std::optional<staged::Svd<R>> staged_svd;
+  std::optional<staged::Eigh<R>> staged_eigh;
+  // Runs a staged driver's third-stage tasks task(t, buffer of `elements` T), t in [0, count): null, inline on
+  // this thread with the matrix's workspace; else as decompose() set it (a large single matrix: on the pool).
+  std::function<void(int64_t count, int64_t elements, const std::function<void(int64_t, T*)>& task)> spread;
+  static constexpr bool kReal = std::is_same_v<T, R>;
 
   char jobz() const { return p.full() ? 'A' : 'S'; }
   int64_t ucols() const { return p.full() ? m : k; }
@@ -354,7 +366,13 @@ template <typename T> struct Job {
         ws.work = queried(work);
         ws.iwork = 8 * k;
         // LAPACKE's own rwork size for ?gesdd with U and V (the larger of LAPACK's two bounds)
-        if constexpr (!std::is_same_v<T, R>) ws.rwork = k * std::max(5 * k + 7, 2 * std::max(m, n) + 2 * k + 1);
+        if constexpr (!kReal) ws.rwork = k * std::max(5 * k + 7, 2 * std::max(m, n) + 2 * k + 1);
+        if constexpr (kReal) {
+          if (staged::Svd<R>::takes(m, n, p.full())) {
+            const staged::Sizes& z = staged_svd.emplace(m, n).sizes();
+            ws.work = std::max(ws.work, z.work), ws.iwork = std::max(ws.iwork, z.iwork), ws.task = z.task;
+          }
+        }
         return;
       }
       case LinalgKind::qr: {
@@ -375,6 +393,13 @@ template <typename T> struct Job {
         ws.work = queried(work);
         ws.rwork = queried(rwork);
         ws.iwork = std::max<lapack_int>(1, iwork);
+        if constexpr (kReal) {
+          if (staged::Eigh<R>::takes(n)) {
+            const staged::Sizes& z = staged_eigh.emplace(n).sizes();
+            ws.copy = n * n, ws.task = z.task;
+            ws.work = std::max(ws.work, z.work), ws.iwork = std::max(ws.iwork, z.iwork);
+          }
+        }
         return;
       }
       case LinalgKind::inv_upper: return;
@@ -392,6 +417,17 @@ template <typename T> struct Job {
     }
     const T* ab = a + b * m * n;
     if (const std::optional<Components> c = block_components(ab, m, n)) return svd_blocks(b, *c, u, s, vt, w, lease);
+    if constexpr (kReal) {
+      if (staged_svd && staged_svd->in_range(ab)) {
+        std::copy(ab, ab + m * n, w.copy);
+        lapack_int info = status(hook, "gesdd", staged_svd->reduce_and_solve(w.copy, s, u, vt, w.work, w.iwork));
+        EIN_ASSERT(info >= 0, "svd: ?bdsdc argument {} is illegal", -info);
+        if (info > 0) return gesvd_fallback(b, u, s, vt, w.copy);
+        return third_stage(staged_svd->tasks(), staged_svd->sizes().task, w, [&](int64_t t, T* buffer) {
+          staged_svd->back_transform(t, w.copy, w.work, u, vt, buffer);
+        });
+      }
+    }
     std::copy(ab, ab + m * n, w.copy);
     lapack_int info = status(hook, "gesdd", Lapack<T>::gesdd(jobz(), lm(), ln(), w.copy, s, u, lm(), vt,
                                                              ld(vrows()), w.work, static_cast<lapack_int>(ws.work),
@@ -561,11 +597,31 @@ template <typename T> struct Job {
            "zero; LAPACK ?trtri info {}); a qr of a rank-deficient matrix has no derivative", b, info - 1, info);
   }
 
+  // A staged driver's third stage: its tasks inline with the matrix's task buffer, or through `spread`.
+  void third_stage(int64_t count, int64_t elements, const typename Workspace<T>::Buffers& w,
+                   const std::function<void(int64_t, T*)>& task) const {
+    if (spread) return spread(count, elements, task);
+    for (int64_t t = 0; t < count; ++t) task(t, w.task);
+  }
+
   void eigh(int64_t b, const typename Workspace<T>::Buffers& w) const {
     T* v = result<T>(1, b, n * n);
+    const bool herm = is_complex(dtype_v<T>);
+    if constexpr (kReal) {
+      const T* ab = a + b * n * n;
+      if (staged_eigh && staged_eigh->in_range(ab)) {
+        std::copy(ab, ab + n * n, w.copy);
+        lapack_int info = status(hook, "syevd", staged_eigh->reduce_and_solve(w.copy, result<R>(0, b, n), v, w.work,
+                                                                              w.iwork));
+        EIN_ASSERT(info >= 0, "eigh: ?stedc argument {} is illegal", -info);
+        if (info > 0) fail_converge(LinalgKind::eigh, "?syevd", b, info);
+        return third_stage(staged_eigh->tasks(), staged_eigh->sizes().task, w, [&](int64_t t, T* buffer) {
+          staged_eigh->back_transform(t, w.copy, w.work, v, buffer);
+        });
+      }
+    }
     std::copy(a + b * n * n, a + (b + 1) * n * n, v);  // one call; per-column copies of the lower triangle were slower
     if (n == 0) return;
-    const bool herm = is_complex(dtype_v<T>);
     lapack_int info = status(hook, herm ? "heevd" : "syevd",
                              Lapack<T>::evd(ln(), v, result<R>(0, b, n), w.work, static_cast<lapack_int>(ws.work),
                                             w.rwork, static_cast<lapack_int>(ws.rwork), w.iwork,
@@ -645,13 +701,26 @@ std::vector<Tensor> decompose(const LinalgPayload& payload, const Tensor& a_in, 
         fail(ErrorKind::invalid_argument, "{}: operand 0 has a non-finite element (nan or inf) at flat index {} "
              "(column-major); LAPACK was not called; check the input for nan or inf", name(payload.kind()), i);
       if (batches == 0) return;
-      Job<T> job{payload, m, n, k, data, out, context_state(context).hook.load(std::memory_order_acquire), {}};
+      Job<T> job{payload, m, n, k, data, out, context_state(context).hook.load(std::memory_order_acquire), {}, {}, {}, {}};
       job.query();
       if (batches > 1) {  // whole matrices per pool thread (or all inline), each on one OpenBLAS thread
         OpenBlasThreads::Scope one(blas, 1);
         context.pool().parallel_for(batches, [&](int64_t begin, int64_t end) { job.run(begin, end, scratch); });
       } else {  // one matrix on this thread: a large one with OpenBLAS's own threads, a small one on one
-        OpenBlasThreads::Scope scope(blas, std::min(m, n) >= kThreadedExtent ? blas.own() : 1);
+        const bool large = std::min(m, n) >= kThreadedExtent;
+        std::optional<OpenBlasThreads::Scope> scope(std::in_place, blas, large ? blas.own() : 1);
+        // A large one's third stage (staged drivers) as tasks on the pool, each on one OpenBLAS thread: two
+        // single-threaded halves of the reflectors' GEMMs beat one call on two OpenBLAS threads by a third.
+        if (large)
+          job.spread = [&](int64_t count, int64_t elements, const std::function<void(int64_t, T*)>& task) {
+            scope.reset();
+            scope.emplace(blas, 1);
+            context.pool().parallel_for(count, [&](int64_t begin, int64_t end) {
+              ScratchAllocator::Lease lease = scratch.lease();
+              T* buffer = reinterpret_cast<T*>(lease.buffer(0, sizeof(T) * static_cast<size_t>(elements)));
+              for (int64_t t = begin; t < end; ++t) task(t, buffer);
+            });
+          };
         job.run(0, 1, scratch);
       }
     }

@@ -3,8 +3,10 @@
 // public kernel API (extensions/api/Kernels.h), LinalgOp.h and LAPACKE (Debian's liblapacke-dev, whose liblapack.so.3
 // is OpenBLAS's LAPACK when libopenblas0 is installed, else the reference LAPACK; docs/linalg.md).
 //
-// - svd: ?gesdd (divide and conquer, jobz 'S' or 'A'); a matrix on which it does not converge is recomputed with
-//   ?gesvd, and only if that fails too is it an error (naming the op, the matrix's batch index and LAPACK's info).
+// - svd: ?gesdd (divide and conquer, jobz 'S' or 'A'), or for real matrices that ?gesdd reduces directly (near
+//   square, thin factors) its three stages one by one with einstage's block sizes (Staged.h: reduction, ?bdsdc,
+//   back-transformation); a matrix on which either does not converge is recomputed with ?gesvd, and only if that
+//   fails too is it an error (naming the op, the matrix's batch index and LAPACK's info).
 //   A matrix that is block diagonal up to a permutation of its rows and columns, with exact zeros outside the blocks
 //   (the merged tensors of a model with a conserved charge, such as the Ising TRG's Z2 parity), is decomposed block
 //   by block (each block's full ?gesdd, the triplets merged in descending order, zero rows and columns and the
@@ -12,7 +14,8 @@
 //   vector's block, at a quarter of the cost for two equal blocks. Finding the blocks is one pass over the first row
 //   and column for a dense matrix, else one union-find pass over the entries.
 // - qr: ?geqrf, then ?orgqr / ?ungqr for Q; R is the upper triangle of the first K rows.
-// - eigh: ?syevd / ?heevd on the lower triangle.
+// - eigh: ?syevd / ?heevd on the lower triangle; real matrices by ?syevd's three stages one by one (Staged.h:
+//   ?sytrd's reduction, ?stedc, back-transformation).
 // - inv_upper: ?trtri on the upper triangle (a zero diagonal entry is an error naming the matrix).
 // These are NumPy's drivers too (np.linalg svd, qr 'reduced', eigh). Before LAPACK sees anything the operand is
 // checked to be finite (an error naming the op and operand 0 otherwise). The routines are called through LAPACKE's
@@ -21,7 +24,8 @@
 // allocation and no second finiteness check. Threads: a batch of two or more matrices is split over the pool in
 // whole matrices, each one LAPACK call with OpenBLAS held to one thread of its own, so the two levels never
 // oversubscribe the CPUs or queue on OpenBLAS's lock; a single matrix runs on the calling thread, with OpenBLAS's own
-// threads (OPENBLAS_NUM_THREADS, else every CPU) when its smaller extent is 512 or more, else on one OpenBLAS thread
+// threads (OPENBLAS_NUM_THREADS, else every CPU) when its smaller extent is 512 or more (the staged drivers' third
+// stage then runs as tasks on the pool, each on one OpenBLAS thread), else on one OpenBLAS thread
 // (threads gain little there, and concurrent callers of small decompositions would oversubscribe the CPUs with
 // OpenBLAS threads that spin while they wait). OpenBLAS's count is process-wide: batch calls and single-matrix
 // calls take turns (calls of one kind run together), and it is restored when the last leaves; it is found with dlopen
@@ -56,7 +60,8 @@ std::vector<Tensor> decompose(const LinalgPayload& payload, const Tensor& a, Exe
                               OpenBlasThreads& blas);
 
 /// Test-only seam, per execution context: while `context` has a hook, the status (info) of every ?gesdd, ?gesvd and
-/// ?syevd / ?heevd call that runs on it passes through hook(routine, info) ("gesdd", "gesvd", "syevd", "heevd") and
+/// ?syevd / ?heevd call that runs on it passes through hook(routine, info) ("gesdd", "gesvd", "syevd", "heevd"; the
+/// staged drivers' ?bdsdc and ?stedc report as "gesdd" and "syevd", the drivers whose stages they are) and
 /// the decomposition acts on what it returns; other contexts are untouched. No finite input is known to make these
 /// routines fail to converge reliably, so this is how tests/linalg drives the fallback from ?gesdd to ?gesvd and the
 /// errors carrying LAPACK's info code. nullptr (the default) removes the hook. It lives in the context's extension
