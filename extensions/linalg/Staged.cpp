@@ -57,11 +57,6 @@ template <typename T> struct F;
       I info = 0;                                                                                                 \
       P##gebd2_(&m, &n, a, &lda, d, e, tq, tp, work, &info);                                                      \
     }                                                                                                             \
-    static I gebrd(I m, I n, T* a, I lda, T* d, T* e, T* tq, T* tp, T* work, I lwork) {                          \
-      I info = 0;                                                                                                 \
-      LAPACK_##P##gebrd(&m, &n, a, &lda, d, e, tq, tp, work, &lwork, &info);                                      \
-      return info;                                                                                                \
-    }                                                                                                             \
     static void gemm(char ta, char tb, I m, I n, I k, T alpha, const T* a, I lda, const T* b, I ldb, T beta,      \
                      T* c, I ldc) {                                                                               \
       P##gemm_(&ta, &tb, &m, &n, &k, &alpha, a, &lda, b, &ldb, &beta, c, &ldc, 1, 1);                             \
@@ -100,10 +95,14 @@ EINSTAGE_STAGED_ROUTINES(double, d)
 #undef EINSTAGE_STAGED_ROUTINES
 
 // Block sizes, measured at 128 and 1024 on a two-core AVX-512 Xeon with OpenBLAS 0.3.21 (docs/performance.md).
-constexpr int64_t kBrdPanel = 8;       // ?labrd panels below kLarge (LAPACK: unblocked below 128, else 32)
+// ?labrd panels: 8 below kLarge, 16 from there (LAPACK: unblocked below 128, else 32; at 1024 16 is 3% faster on one
+// thread and even on two).
+int64_t brd_panel(int64_t k);
 constexpr int64_t kTrdPanel = 16;      // ?latrd panels (LAPACK: 32)
 constexpr int64_t kTrdUnblocked = 32;  // the last columns by ?sytd2 (LAPACK's crossover)
-constexpr int64_t kLarge = 512;        // from here ?gebrd itself, and eigh's third stage in two column halves
+constexpr int64_t kLarge = 512;        // from here ?labrd panels of 16, and eigh's third stage in two column halves
+
+int64_t brd_panel(int64_t k) { return k < kLarge ? 8 : 16; }
 
 int64_t apply_block(int64_t k) { return k < 256 ? 16 : k < kLarge ? 32 : 96; }
 int64_t parts(int64_t k) { return k >= kLarge ? 2 : 1; }
@@ -157,20 +156,15 @@ template <typename T> T max_abs(const T* a, int64_t count) {
 
 }  // namespace
 
-// Workspace: e, tauq, taup (K each), then the larger of the reduction's ((M + N) x panel, ?gebrd's query, ?gebd2's
-// max(M, N)) and ?bdsdc's 3K² + 4K.
+// Workspace: e, tauq, taup (K each), then the larger of the reduction's ((M + N) x panel, and ?gebd2's max(M, N))
+// and ?bdsdc's 3K² + 4K.
 template <typename T> bool Svd<T>::takes(int64_t m, int64_t n, bool full) {
   const int64_t k = std::min(m, n), bound = k * 11 / 6;  // ?gesdd's MNTHR
   return k >= 2 && std::max(m, n) < bound && (!full || m == n);
 }
 
 template <typename T> Svd<T>::Svd(int64_t m, int64_t n) : m_(m), n_(n), k_(std::min(m, n)), nb_(apply_block(k_)) {
-  int64_t reduce = (m + n) * kBrdPanel + std::max(m, n);
-  if (k_ >= kLarge) {
-    T query{}, x{};
-    F<T>::gebrd(li(m), li(n), &x, li(m), &x, &x, &x, &x, &query, -1);
-    reduce = std::max<int64_t>(reduce, static_cast<int64_t>(query));
-  }
+  const int64_t reduce = (m + n) * brd_panel(k_) + std::max(m, n);
   sizes_.work = 3 * k_ + std::max(reduce, 3 * k_ * k_ + 4 * k_);
   sizes_.iwork = 8 * k_;
   sizes_.task = nb_ * (nb_ + std::max(m, n));
@@ -189,12 +183,8 @@ template <typename T> int Svd<T>::reduce_and_solve(T* a, T* s, T* u, T* vt, T* w
   T* taup = work + 2 * k;
   T* rest = work + 3 * k;
   // Stage 1: ?gebrd's loop with its crossover at the panel size (S holds the diagonal).
+  const int64_t nb = brd_panel(k);
   int64_t i = 0;
-  if (k >= kLarge) {
-    F<T>::gebrd(li(m), li(n), a, li(m), s, e, tauq, taup, rest, li(sizes_.work - 3 * k));
-    i = k;
-  }
-  const int64_t nb = kBrdPanel;
   for (; i < k - nb; i += nb) {
     T* x = rest;
     T* y = rest + m * nb;

@@ -5,8 +5,8 @@
 //
 // - svd of an M x N matrix, K = min(M, N): (1) the reduction to bidiagonal form B = Qᵀ A P, ?gebrd's algorithm
 //   (panels of ?labrd, trailing updates by two GEMMs, ?gebd2 for the last columns) with panels of 8 below K = 512
-//   (?gebrd crosses over to its unblocked ?gebd2 below 128, so at K = 128 LAPACK does it all as BLAS-2 calls, two
-//   rank-1 updates per column), and ?gebrd itself from 512 on; (2) ?bdsdc ('I'), the divide-and-conquer svd of B;
+//   and 16 from there (?gebrd's are 32, and it crosses over to its unblocked ?gebd2 below 128, so at K = 128 LAPACK
+//   does it all as BLAS-2 calls, two rank-1 updates per column); (2) ?bdsdc ('I'), the divide-and-conquer svd of B;
 //   (3) U = Q U_B and Vᴴ = V_Bᴴ Pᵀ, ?ormbr's algorithm (?larft + ?larfb over blocks of reflectors) with blocks of 16
 //   below K = 256, 32 below 512 and 96 from there (LAPACK: 32), as two independent tasks, U and Vᴴ. That is
 //   ?gesdd's path for a matrix it reduces directly (M < 11 N / 6 and N < 11 M / 6); thinner matrices and full factors
