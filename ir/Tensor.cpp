@@ -58,21 +58,9 @@ void for_each_index2(const Shape& shape, const Strides& sa, const Strides& sb, F
   }
 }
 
-// The bytes [first, last) that a non-empty view can touch, from its offset and strides.
-std::pair<uintptr_t, uintptr_t> byte_range(const Tensor& t) {
-  int64_t lo = 0, hi = 0;
-  for (int i = 0; i < t.rank(); ++i) {
-    int64_t reach = (t.shape()[i] - 1) * t.strides()[i];
-    (reach < 0 ? lo : hi) += reach;
-  }
-  auto base = reinterpret_cast<uintptr_t>(t.raw_data());
-  int64_t es = static_cast<int64_t>(size_of(t.dtype()));
-  return {base + lo * es, base + (hi + 1) * es};
-}
-
 bool overlaps(const Tensor& a, const Tensor& b) {
-  auto [a0, a1] = byte_range(a);
-  auto [b0, b1] = byte_range(b);
+  auto [a0, a1] = a.byte_range();
+  auto [b0, b1] = b.byte_range();
   return a0 < b1 && b0 < a1;
 }
 
@@ -86,6 +74,17 @@ std::string format_element(T v) {
 }
 
 }  // namespace
+
+std::pair<uintptr_t, uintptr_t> Tensor::byte_range() const {
+  int64_t lo = 0, hi = 0;
+  for (int i = 0; i < rank(); ++i) {
+    int64_t reach = (shape_[i] - 1) * strides_[i];
+    (reach < 0 ? lo : hi) += reach;
+  }
+  auto base = reinterpret_cast<uintptr_t>(raw_data());
+  int64_t es = static_cast<int64_t>(size_of(dtype_));
+  return {base + lo * es, base + (hi + 1) * es};
+}
 
 bool Tensor::overlaps(const Tensor& other) const {
   return shares_storage_with(other) && numel() > 0 && other.numel() > 0 && einstage::overlaps(*this, other);
@@ -146,6 +145,18 @@ Tensor Tensor::view_of(DType dtype, Shape shape, Strides strides, void* data) {
   t.dtype_ = dtype;
   t.shape_ = std::move(shape);
   t.strides_ = std::move(strides);
+  return t;
+}
+
+Tensor Tensor::in_block(DType dtype, Shape shape, std::shared_ptr<std::byte> block, int64_t offset) {
+  const int64_t es = static_cast<int64_t>(size_of(dtype));
+  EIN_ASSERT(block && offset >= 0 && offset % es == 0, "in_block: byte offset {} is not a multiple of {}", offset, es);
+  Tensor t;
+  t.storage_ = std::move(block);
+  t.dtype_ = dtype;
+  t.strides_ = col_major_strides(shape);
+  t.shape_ = std::move(shape);
+  t.offset_ = offset / es;
   return t;
 }
 

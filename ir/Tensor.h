@@ -16,6 +16,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace einstage {
@@ -58,6 +59,10 @@ class Tensor {
   static Tensor from_bytes(DType dtype, Shape shape, const void* data, size_t bytes, bool col_major);
   /// A non-owning view of caller memory (which must outlive every use of the view).
   static Tensor view_of(DType dtype, Shape shape, Strides strides, void* data);
+  /// A column-major tensor of `shape` at byte `offset` of `block`, sharing the block's ownership (it lives while any
+  /// tensor in it does): several results carved from one allocation. `offset` is a multiple of the element size; the
+  /// caller keeps the tensors inside the block (and disjoint where they are written).
+  static Tensor in_block(DType dtype, Shape shape, std::shared_ptr<std::byte> block, int64_t offset);
 
   bool defined() const { return static_cast<bool>(storage_); }
   DType dtype() const { return dtype_; }
@@ -110,6 +115,12 @@ class Tensor {
   void copy_from(const Tensor& src);
   /// True if both views reference the same storage block.
   bool shares_storage_with(const Tensor& other) const { return storage_ && storage_ == other.storage_; }
+  /// The storage block's address (null when undefined): two defined tensors share storage exactly when theirs are
+  /// equal, so a set of tensors can be sorted by it instead of compared pair by pair.
+  const std::byte* storage_block() const { return storage_.get(); }
+  /// The addresses [first, last) of the bytes a non-empty view may touch (from its offset and strides): overlaps()
+  /// compares these.
+  std::pair<uintptr_t, uintptr_t> byte_range() const;
   /// True if both views share storage and may touch a common byte (the bounding byte ranges of their elements meet;
   /// an empty view touches nothing). Disjoint slices of one block do not overlap.
   bool overlaps(const Tensor& other) const;

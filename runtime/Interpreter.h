@@ -80,6 +80,7 @@ class Interpreter {
   std::vector<int> output_slots_;
   std::vector<uint8_t> output_once_;  // per output: its slot is no other output (moved out, not copied)
   std::vector<int> release_unused_params_;  // parameters no instruction or output reads
+  std::vector<const std::byte*> constant_blocks_;  // the constants' storage blocks, sorted (outputs copy from them)
   int slot_count_ = 0;
 };
 

@@ -333,3 +333,64 @@ TEST_CASE("interpreter: disjoint slices of one block are handed out as outputs w
   CHECK(out[0].at<double>({2}) == 3.0);
   CHECK(out[2].at<double>({2}) == 5.0);
 }
+
+TEST_CASE("interpreter: many slices of one block, in any order, strided or not, are kept or copied by the pairwise "
+          "rule (seeded)") {
+  // Outputs are checked against sorted lists of blocks and byte ranges: the oracle here is the rule pair by pair (an
+  // output is handed out as it is when it is a column-major slice that overlaps no output handed out before it).
+  struct Payload final : ExtensionPayload {
+    explicit Payload(int index) : index(index) {}
+    int index;
+    std::string_view family() const override { return "test.pick.v1"; }
+    std::string to_text() const override { return fmt::format("index = {}", index); }
+    std::string to_json() const override { return "{}"; }
+    uint64_t hash() const override { return static_cast<uint64_t>(index); }
+    bool equals(const ExtensionPayload& o) const override { return static_cast<const Payload&>(o).index == index; }
+    std::unique_ptr<ExtensionPayload> clone() const override { return std::make_unique<Payload>(index); }
+  };
+  ExtensionRegistry registry;
+  ExtensionSemantics sem;
+  sem.family = "test.pick.v1";
+  sem.module = "test";
+  sem.parse_text = [](std::string_view) { return std::make_unique<Payload>(0); };
+  sem.parse_json = [](std::string_view) { return std::make_unique<Payload>(0); };
+  sem.infer_type = [](const ExtensionPayload&, Types in, TypeContext&) { return in[0]; };
+  registry.register_family(sem);
+  for (uint64_t seed = 1; seed <= 40; ++seed) {
+    CAPTURE(seed);
+    uint64_t state = seed * 0x9E3779B97F4A7C15ull;
+    auto next = [&](int64_t bound) {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      return static_cast<int64_t>((state >> 33) % static_cast<uint64_t>(bound));
+    };
+    const int64_t len = 1 + next(4), outputs = 2 + next(30);
+    Tensor block = Tensor::empty(DType::f64, {64});
+    for (int64_t i = 0; i < 64; ++i) block.data<double>()[i] = static_cast<double>(i);
+    std::vector<Tensor> slices;
+    for (int64_t o = 0; o < outputs; ++o) {
+      const int64_t step = 1 + next(2), begin = next(64 - (len - 1) * step);
+      slices.push_back(block.slice(0, begin, begin + (len - 1) * step + 1, step));
+    }
+    Builder b("pick", &registry);
+    Value x = b.parameter("x", f64({len}));
+    std::vector<Value> outs;
+    for (int o = 0; o < static_cast<int>(outputs); ++o) outs.push_back(b.extension(std::make_shared<Payload>(o), {x}));
+    Program p = b.finish(outs);
+    EvalOptions opts;
+    opts.extension = [&](const Instruction& inst, const std::string&, std::span<const Tensor>, const DimBindings&) {
+      return std::vector<Tensor>{slices[static_cast<size_t>(static_cast<const Payload&>(*std::get<ExtensionOp>(inst.op).payload).index)]};
+    };
+    auto out = evaluate(p, std::vector<Tensor>{Tensor::zeros(DType::f64, {len})}, opts);
+    REQUIRE(out.size() == static_cast<size_t>(outputs));
+    std::vector<Tensor> kept;
+    for (size_t o = 0; o < out.size(); ++o) {
+      CAPTURE(o);
+      bool overlapping = false;
+      for (const Tensor& k : kept) overlapping = overlapping || slices[o].overlaps(k);
+      const bool keep = slices[o].is_col_major() && !overlapping;
+      CHECK(out[o].shares_storage_with(block) == keep);
+      CHECK(out[o].to_col_major<double>() == slices[o].to_col_major<double>());
+      if (keep) kept.push_back(slices[o]);
+    }
+  }
+}
