@@ -269,6 +269,16 @@ void EinsumVjpPlan::Impl::lay_out() {
   const ArenaLayout layout = lay_out_arena(buffers, 64, "the arena of an einsum vjp walk");
   for (size_t b = 0; b < arena_tensors.size(); ++b) arena_tensors[b].offset = layout.offsets[b];
   arena_bytes = layout.bytes;
+  result_offset.assign(static_cast<size_t>(n), -1);
+  for (const ReverseStep& r : reverse) {
+    if (r.node >= n) continue;
+    const Shape& shape = ct_shapes[static_cast<size_t>(r.node)];
+    EIN_ASSERT(r.plan->output_shape() == shape, "einsum vjp: operand {}'s cotangent step gives {}, not {}", r.node,
+               shape_to_string(r.plan->output_shape()), shape_to_string(shape));
+    const int64_t bytes = checked_bytes(shape, size_of(dtype), "an operand's cotangent");
+    result_offset[static_cast<size_t>(r.node)] = result_bytes;
+    result_bytes = checked_add(result_bytes, (bytes + 63) / 64 * 64, "the cotangents of an einsum vjp walk");
+  }
   for (size_t t = 0; t < children.size(); ++t)
     if (forward_phase[static_cast<size_t>(n) + t]) step_scratch = std::max(step_scratch, steps[t]->scratch_bytes());
   for (const ReverseStep& r : reverse) step_scratch = std::max(step_scratch, r.plan->scratch_bytes());

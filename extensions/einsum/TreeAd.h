@@ -32,7 +32,9 @@
 // Memory of a call: prepare() places the forward values and the cotangents above the operands that execute() holds in
 // one arena (ArenaLayout.h, from the walk steps that write and read each), and execute() takes it and the steps'
 // scratch from one lease of the context's scratch allocator and runs every step into it (EinsumPlan::run_leased),
-// so a step allocates no tensor and takes no lease of its own; only the results are tensors of their own.
+// so a step allocates no tensor and takes no lease of its own; only the results are tensors of their own, and the
+// slots' cotangents are disjoint tensors in one block (one allocation per call; the block lives while any of them
+// does).
 //
 // Both plans are immutable after prepare() and may run on several threads at once; results are bitwise the same at
 // every thread count (every contraction is a deterministic executor call).

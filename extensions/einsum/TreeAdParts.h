@@ -122,6 +122,10 @@ struct EinsumVjpPlan::Impl {
   std::vector<ArenaTensor> arena_tensors;      // as arena_tensors() reports them
   std::vector<int> value_buffer, ct_buffer;    // per node: its index in arena_tensors (-1: not in the arena)
   int64_t arena_bytes = 0;
+  // The slots' cotangents: disjoint column-major tensors of one block per call (Tensor::in_block), so a call makes one
+  // allocation for its results instead of one per operand.
+  std::vector<int64_t> result_offset;          // per operand: byte offset of its cotangent in the block (-1: no slot)
+  int64_t result_bytes = 0;
   int64_t step_scratch = 0;                    // the largest scratch_bytes() of the plans execute() runs leased
   uint64_t id = 0;                             // unique in the process: a slot's views of this plan's arena
 

@@ -121,7 +121,9 @@ std::vector<Tensor> EinsumVjpPlan::execute(std::span<const Tensor> operands, con
   };
   const Tensor root_ct = cotangent.dtype() == im.dtype ? Tensor() : cotangent.astype(im.dtype);
   cts[static_cast<size_t>(im.root())] = root_ct.defined() ? &root_ct : &cotangent;
-  std::vector<Tensor> grads(static_cast<size_t>(im.n));  // the slots' cotangents
+  std::vector<Tensor> grads(static_cast<size_t>(im.n));  // the slots' cotangents, in one block
+  const std::shared_ptr<std::byte> results =
+      allocator.allocate(static_cast<size_t>(im.result_bytes), "the cotangents of an einsum vjp walk");
   for (size_t i = 0; i < im.reverse.size(); ++i) {
     const ReverseStep& r = im.reverse[i];
     const Tensor* sibling = values[static_cast<size_t>(r.sibling)];
@@ -132,7 +134,8 @@ std::vector<Tensor> EinsumVjpPlan::execute(std::span<const Tensor> operands, con
     }
     Tensor* out = nullptr;
     if (r.node < im.n) {
-      grads[static_cast<size_t>(r.node)] = Tensor::empty(im.dtype, r.plan->output_shape(), allocator);
+      grads[static_cast<size_t>(r.node)] =
+          Tensor::in_block(im.dtype, im.ct_shapes[static_cast<size_t>(r.node)], results, im.result_offset[static_cast<size_t>(r.node)]);
       out = &grads[static_cast<size_t>(r.node)];
     } else {
       out = &arena(im.ct_buffer[static_cast<size_t>(r.node)]);
