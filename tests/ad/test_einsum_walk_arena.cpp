@@ -3,7 +3,7 @@
 // byte, by brute force over the steps; and the walk's results, which live in that arena until copied out, are the
 // same bits with every value kept or every value recomputed (two different layouts), on one and two threads, and
 // match the cotangents of an independent oracle (each operand's cotangent as one einsum of the others) on the
-// networks.
+// networks, where they are disjoint column-major tensors of one block.
 #include "TreeAdTestUtil.h"
 #include "RandomEinsum.h"
 
@@ -168,6 +168,13 @@ TEST_CASE("einsum vjp walk: the arena on 60 seeded random networks of 6 to 14 op
     const bool with_value = rng.chance(0.5);
     const std::vector<Tensor> got = check_walk(c, slots, with_value, ops, ct);
     REQUIRE(got.size() == slots.size() + (with_value ? 1 : 0));
+    // The slots' cotangents are disjoint column-major tensors of one block (one allocation per call).
+    const size_t first = with_value ? 1 : 0;
+    for (size_t i = first; i < got.size(); ++i) {
+      CHECK(got[i].is_col_major());
+      CHECK(got[i].shares_storage_with(got[first]));
+      for (size_t j = first; j < i; ++j) CHECK_FALSE(got[i].overlaps(got[j]));
+    }
     if (with_value) {
       std::string why;
       CHECK_MESSAGE(close(got[0], einsum::einsum(c.subs, ops), 1e-12, &why), "value: " << why);
