@@ -15,7 +15,6 @@ namespace {
 template <typename T> using Acc = std::conditional_t<std::is_same_v<T, int64_t>, uint64_t, T>;
 
 constexpr int64_t kPiece = 256;  // elements per unit of parallel work along an innermost run
-constexpr int64_t kTile = 32;    // transpose tile edge
 
 void check_same(const Tensor& src, const Tensor& dst, const char* op) {
   if (!src.defined() || !dst.defined()) fail(ErrorKind::invalid_argument, "{}: a tensor is undefined", op);
@@ -32,41 +31,7 @@ void copy_typed(const Tensor& src, Tensor& dst, ThreadPool* pool) {
   if (nest.total == 0) return;
   T* d = static_cast<T*>(dst.raw_data());
   const T* s = static_cast<const T*>(src.raw_data());
-  // The source's fastest axis, if it is not the destination's: then tile the two axes.
-  int t = 0;
-  for (int a = 1; a < static_cast<int>(nest.extent.size()); ++a)
-    if (std::llabs(nest.stride[a][1]) < std::llabs(nest.stride[t][1])) t = a;
-  if (t != 0 && nest.extent[0] >= kTile && nest.extent[t] >= kTile && std::llabs(nest.stride[0][1]) > 1) {
-    // Outer positions over the remaining axes (a nest whose innermost axis is a dummy of extent 1).
-    LoopNest<2> rest;
-    rest.extent.push_back(1);
-    rest.stride.push_back({0, 0});
-    for (int a = 1; a < static_cast<int>(nest.extent.size()); ++a)
-      if (a != t) {
-        rest.extent.push_back(nest.extent[a]);
-        rest.stride.push_back(nest.stride[a]);
-        rest.total *= nest.extent[a];
-      }
-    const int64_t e0 = nest.extent[0], et = nest.extent[t];
-    const int64_t d0 = nest.stride[0][0], s0 = nest.stride[0][1], dt = nest.stride[t][0], st = nest.stride[t][1];
-    const int64_t tblocks = (et + kTile - 1) / kTile;
-    parallel_for(pool, rest.outer_count() * tblocks, [&](int64_t u0, int64_t u1) {
-      for (int64_t u = u0; u < u1; ++u) {
-        const int64_t o = u / tblocks, jb = (u % tblocks) * kTile, jlen = std::min(kTile, et - jb);
-        for_each_run(rest, o, o + 1, [&](const std::array<int64_t, 2>& off, int64_t, const std::array<int64_t, 2>&) {
-          for (int64_t ib = 0; ib < e0; ib += kTile) {
-            const int64_t ilen = std::min(kTile, e0 - ib);
-            for (int64_t j = jb; j < jb + jlen; ++j) {
-              T* dp = d + off[0] + j * dt + ib * d0;
-              const T* sp = s + off[1] + j * st + ib * s0;
-              for (int64_t i = 0; i < ilen; ++i) dp[i * d0] = sp[i * s0];
-            }
-          }
-        });
-      }
-    }, std::max<int64_t>(1, (int64_t(1) << 14) / (kTile * e0)));
-    return;
-  }
+  // A transposed source is visited in tiles (Strided.h: parallel_runs).
   parallel_runs(pool, nest, kPiece * 16, [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& st) {
     T* dp = d + off[0];
     const T* sp = s + off[1];

@@ -134,11 +134,71 @@ inline std::vector<int64_t> offset_table(const std::vector<int64_t>& extent, con
 
 namespace einstage::kernels {
 
+/// Tile edge of parallel_runs' transposed traversal (elements along each of the two tiled axes).
+inline constexpr int64_t kTransposeTile = 32;
+
+/// The axis that parallel_runs tiles against the innermost one, or 0 for none: for the first tensor t >= 1 that reads
+/// axis 0 with a |stride| above 1 (a transposed operand: a run along axis 0 touches one cache line per element of
+/// t), the axis of at least kTransposeTile positions along which t's non-zero |stride| is smallest, if that is
+/// smaller than along axis 0, which must be at least kTransposeTile long too.
+template <int NT>
+int transposed_axis(const LoopNest<NT>& nest) {
+  const int rank = static_cast<int>(nest.extent.size());
+  if (nest.total == 0 || rank < 2 || nest.extent[0] < kTransposeTile) return 0;
+  for (int t = 1; t < NT; ++t) {
+    const int64_t s0 = std::llabs(nest.stride[0][t]);
+    if (s0 <= 1) continue;
+    int best = 0;
+    for (int a = 1; a < rank; ++a) {
+      const int64_t s = std::llabs(nest.stride[a][t]);
+      if (s != 0 && nest.extent[a] >= kTransposeTile && (best == 0 || s < std::llabs(nest.stride[best][t]))) best = a;
+    }
+    if (best != 0 && std::llabs(nest.stride[best][t]) < s0) return best;
+  }
+  return 0;
+}
+
 /// Runs fn(offsets, n, inner_strides) over every innermost run of `nest`, cutting runs longer than `piece` into
-/// pieces, and spreading the (run, piece) units over the pool. The cut depends on the nest and `piece` only.
+/// pieces, and spreading the (run, piece) units over the pool. The cut depends on the nest and `piece` only. When a
+/// tensor reads the nest transposed (transposed_axis), the runs are visited in kTransposeTile x kTransposeTile tiles
+/// of the innermost axis and that tensor's fastest one instead (runs of at most kTransposeTile elements, never longer
+/// than `piece`), so both tensors stay in cache within a tile. fn must treat its runs independently (every caller
+/// computes each element, or each kept element of a reduction, within one call), so the visiting order never changes
+/// a result.
 template <int NT, typename Fn>
 void parallel_runs(ThreadPool* pool, const LoopNest<NT>& nest, int64_t piece, Fn&& fn) {
   if (nest.total == 0) return;
+  if (const int t = piece >= kTransposeTile ? transposed_axis(nest) : 0; t != 0) {
+    // Outer positions over the remaining axes (a nest whose innermost axis is a dummy of extent 1).
+    LoopNest<NT> rest;
+    rest.extent.push_back(1);
+    rest.stride.push_back(std::array<int64_t, NT>{});
+    for (int a = 1; a < static_cast<int>(nest.extent.size()); ++a)
+      if (a != t) {
+        rest.extent.push_back(nest.extent[a]);
+        rest.stride.push_back(nest.stride[a]);
+        rest.total *= nest.extent[a];
+      }
+    const int64_t e0 = nest.extent[0], et = nest.extent[t];
+    const std::array<int64_t, NT> s0 = nest.stride[0], st = nest.stride[t];
+    const int64_t tblocks = (et + kTransposeTile - 1) / kTransposeTile;
+    parallel_for(pool, rest.outer_count() * tblocks, [&](int64_t u0, int64_t u1) {
+      for (int64_t u = u0; u < u1; ++u) {
+        const int64_t o = u / tblocks, jb = (u % tblocks) * kTransposeTile, jlen = std::min(kTransposeTile, et - jb);
+        for_each_run(rest, o, o + 1, [&](const std::array<int64_t, NT>& off, int64_t, const std::array<int64_t, NT>&) {
+          for (int64_t ib = 0; ib < e0; ib += kTransposeTile) {
+            const int64_t ilen = std::min(kTransposeTile, e0 - ib);
+            for (int64_t j = jb; j < jb + jlen; ++j) {
+              std::array<int64_t, NT> start;
+              for (int k = 0; k < NT; ++k) start[k] = off[k] + j * st[k] + ib * s0[k];
+              fn(start, ilen, s0);
+            }
+          }
+        });
+      }
+    }, std::max<int64_t>(1, (int64_t(1) << 14) / (kTransposeTile * e0)));
+    return;
+  }
   const int64_t inner = nest.inner();
   const int64_t pieces = (inner + piece - 1) / piece;
   const int64_t units = nest.outer_count() * pieces;
