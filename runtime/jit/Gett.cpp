@@ -290,29 +290,38 @@ int dots_isa() {
 
 // A matrix-vector product whose matrix and vector are both contiguous along k (one row or one column, at least 8 of
 // the other, k at least 16, no batch), on a CPU that runs GettDots.h: it runs as dot products (mode dots), neither
-// on the direct or packed kernels nor specialised (schedule_direct), so a step keeps its bits across calls.
+// on the direct or packed kernels nor specialised (schedule_direct), so a step keeps its bits across calls. So does
+// a product of a few such vectors (2 to kMaxDotVectors rows or columns, at least 8 of the other, k at least 128):
+// both operands k-major (C = Uᵀ X with X skinny, the svd rule's products), which the GEMM paths pack the slow way
+// (a transpose of the large operand for a few uses of each element), while dot products read it once in place.
 bool dots_shaped(const Fused& m, const Fused& n, const Fused& k, const Fused& batch) {
-  const bool one_row = m.size == 1 && n.size >= 8, one_col = n.size == 1 && m.size >= 8;
-  return (one_row || one_col) && batch.size == 1 && k.size >= 16 && unit_run(k.a, 0, k.size) &&
+  const int64_t vectors = std::min(m.size, n.size), columns = std::max(m.size, n.size);
+  const bool few = vectors == 1 ? k.size >= 16 : vectors <= kMaxDotVectors && k.size >= 128;
+  return vectors >= 1 && columns >= 8 && few && batch.size == 1 && unit_run(k.a, 0, k.size) &&
          unit_run(k.b, 0, k.size) && dots_isa() != 0;
 }
 
-// Sets `d` up for a dots_shaped problem `g`.
+// Sets `d` up for a dots_shaped problem `g`: the vectors are the operand with fewer free positions (A's rows when m is
+// at most n), the other's free positions the matrix columns.
 template <typename R>
 void set_up_dots(Dots<R>& d, const Gett<R>& g) {
-  const bool one_row = g.m.size == 1;
+  const bool vec_a = g.m.size <= g.n.size;
   d.isa = dots_isa();
-  d.vector_is_a = one_row;
+  d.vector_is_a = vec_a;
   d.accumulate = g.accumulate;
   d.k = g.k.size;
-  const Fused& outs = one_row ? g.n : g.m;  // the matrix's free axes: one output each
-  const int64_t vec_free = one_row ? g.m.a[0] : g.n.b[0], c_base = (one_row ? g.m.c[0] : g.n.c[0]) + g.batch.c[0];
-  d.vec_offset = vec_free + (one_row ? g.k.a[0] + g.batch.a[0] : g.k.b[0] + g.batch.b[0]);
-  const int64_t mat_k = one_row ? g.k.b[0] + g.batch.b[0] : g.k.a[0] + g.batch.a[0];
-  const std::vector<int64_t>& mat_free = one_row ? outs.b : outs.a;
+  const Fused& vecs = vec_a ? g.m : g.n;
+  const Fused& outs = vec_a ? g.n : g.m;  // the matrix's free axes: one output each per vector
+  const int64_t vec_k = vec_a ? g.k.a[0] + g.batch.a[0] : g.k.b[0] + g.batch.b[0];
+  const int64_t mat_k = vec_a ? g.k.b[0] + g.batch.b[0] : g.k.a[0] + g.batch.a[0];
+  const std::vector<int64_t>& vec_free = vec_a ? vecs.a : vecs.b;
+  const std::vector<int64_t>& mat_free = vec_a ? outs.b : outs.a;
+  d.vecs.resize(size_t(vecs.size));
+  d.vec_out.resize(size_t(vecs.size));
+  for (int64_t h = 0; h < vecs.size; ++h) d.vecs[h] = vec_free[h] + vec_k, d.vec_out[h] = vecs.c[h] + g.batch.c[0];
   d.cols.resize(size_t(outs.size));
   d.out.resize(size_t(outs.size));
-  for (int64_t j = 0; j < outs.size; ++j) d.cols[j] = mat_free[j] + mat_k, d.out[j] = outs.c[j] + c_base;
+  for (int64_t j = 0; j < outs.size; ++j) d.cols[j] = mat_free[j] + mat_k, d.out[j] = outs.c[j];
 }
 
 // How a set-up problem runs: as an elementwise product over GettSetup::axes, on GettSetup::g, or as C^T = B^T A^T

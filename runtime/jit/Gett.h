@@ -75,7 +75,8 @@ inline constexpr int64_t kMaxSpecialisedTiles = 256;
 /// bits are contract_jit's.
 bool direct_schedule(const ContractionProblem& p, bool avx512, DirectSchedule& out);
 /// True when contract_jit(p) without explicit blocking runs p as dot products along a contiguous k (GettDots.h: a
-/// real matrix-vector product i,ij->j or ji,j->i), which sum in another order than the direct and packed kernels.
+/// real matrix-vector product i,ij->j or ji,j->i, or a few such vectors against a k-major matrix), which sum in
+/// another order than the direct and packed kernels.
 bool runs_as_dots(const ContractionProblem& p);
 /// True when contract_jit(p) without explicit blocking runs p (f32 or f64) as scalar loops over its offset tables
 /// (GettLoops.h: tiny_run; up to 256 multiply-adds per batch entry that no direct kernel reads), with the bits of

@@ -1,7 +1,8 @@
 // The JIT's dot-product mode (runtime/jit/GettDots.h): matrix-vector products whose matrix is contiguous along k,
 // i,ij->j (the vector is A) and ji,j->i (the vector is B), against the definitional loop at several sizes (k and
 // the output count not multiples of the vector width), every dtype (complex stays on the 1m path and is checked
-// the same way), accumulate on and off, with the same bits at 1 and 2 threads and on a repeated call.
+// the same way), accumulate on and off, with the same bits at 1 and 2 threads and on a repeated call; and products
+// of a few vectors with a k-major matrix (both operands contiguous along k), with one vector's bits per output.
 #include "ProblemGen.h"
 
 #include "ir/Scratch.h"
@@ -62,4 +63,70 @@ TEST_CASE_TEMPLATE("jit gett: matrix-vector products contiguous along k match th
           CHECK_FALSE(runs_as_dots(one.p));  // complex, or k below 16: the direct kernels
         }
       }
+}
+
+namespace {
+
+// C[m, n] = sum_p A[i, p] B[p, j] with both operands contiguous along k: A[i, p] at i * k + p (k-major, like Uᵀ of a
+// column-major U) and B[p, j] at p + k * j (column-major): the svd rule's Uᵀ X products.
+OwnedProblem k_major_problem(int64_t m, int64_t n, int64_t k, DType dtype, bool accumulate, uint64_t seed) {
+  OwnedProblem op = matmul_problem(m, n, k, 1, dtype, accumulate, seed);
+  op.p.m[0].stride_a = k;
+  op.p.k[0].stride_a = 1;
+  return op;
+}
+
+}  // namespace
+
+// A few vectors (2 to kMaxDotVectors rows of A or columns of B) against a k-major matrix run as blocks of dot
+// products (GettDots.h: dot_block): against the definitional loop, with the bits of one vector at a time (each
+// output is summed in the same order whatever the blocking), at 1 and 2 threads and through a plan; not specialised.
+TEST_CASE_TEMPLATE("jit gett: a few vectors against a k-major matrix run as dot products with one vector's bits", T,
+                   float, double) {
+  const DType dtype = dtype_v<T>;
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return;  // no dots mode on this CPU
+  ThreadPool two(2);
+  for (bool vectors_in_a : {true, false})
+    for (bool accumulate : {false, true})
+      for (auto [vectors, columns, k] : {std::tuple{2, 8, 128}, std::tuple{3, 37, 129}, std::tuple{16, 240, 256},
+                                         std::tuple{16, 16, 256}, std::tuple{5, 100, 300}, std::tuple{7, 9, 200}}) {
+        const int64_t m = vectors_in_a ? vectors : columns, n = vectors_in_a ? columns : vectors;
+        const uint64_t seed = uint64_t(m * 7919 + n * 31 + k * 3 + (accumulate ? 1 : 0));
+        INFO("m " << m << " n " << n << " k " << k << (accumulate ? " accumulate" : " overwrite") << " seed " << seed);
+        OwnedProblem one = k_major_problem(m, n, k, dtype, accumulate, seed);
+        OwnedProblem threaded = k_major_problem(m, n, k, dtype, accumulate, seed);
+        OwnedProblem again = k_major_problem(m, n, k, dtype, accumulate, seed);
+        REQUIRE(runs_as_dots(one.p));
+        DirectSchedule schedule;
+        CHECK_FALSE(direct_schedule(one.p, memory_cache().host().has_avx512, schedule));
+        contract_jit(one.p, nullptr, &memory_cache());
+        check_against_oracle<T>(one);
+        contract_jit(threaded.p, &two, &memory_cache());
+        CHECK(one.c.bytes == threaded.c.bytes);
+        GettPlan plan(again.p, memory_cache(), ScratchAllocator::process_default(), true);
+        plan.run(again.p, nullptr);
+        CHECK(one.c.bytes == again.c.bytes);
+        // Each vector alone (a one-row or one-column product over the same storage) gives the same bits.
+        OwnedProblem single = k_major_problem(m, n, k, dtype, accumulate, seed);
+        for (int64_t v = 0; v < vectors; ++v) {
+          ContractionProblem p = single.p;
+          const T* a = static_cast<const T*>(p.a);
+          const T* b = static_cast<const T*>(p.b);
+          T* c = static_cast<T*>(p.c);
+          if (vectors_in_a) p.m[0].extent = 1, p.a = a + v * k, p.c = c + v;
+          else p.n[0].extent = 1, p.b = b + v * k, p.c = c + v * m;
+          REQUIRE(runs_as_dots(p));
+          contract_jit(p, nullptr, &memory_cache());
+        }
+        CHECK(one.c.bytes == single.c.bytes);
+      }
+  // Outside the mode: more vectors than kMaxDotVectors, or a short k, stay on the GEMM paths.
+  OwnedProblem many = k_major_problem(17, 64, 256, dtype, false, 5);
+  OwnedProblem shallow = k_major_problem(4, 64, 127, dtype, false, 6);
+  CHECK_FALSE(runs_as_dots(many.p));
+  CHECK_FALSE(runs_as_dots(shallow.p));
+  contract_jit(many.p, nullptr, &memory_cache());
+  contract_jit(shallow.p, nullptr, &memory_cache());
+  check_against_oracle<T>(many);
+  check_against_oracle<T>(shallow);
 }
