@@ -485,6 +485,16 @@ GettMode set_up_gett(GettSetup<T>& ws, Gett<T>& g, const ContractionProblem& p, 
       EIN_ASSERT(inner == GettMode::gett, "the swapped GETT set itself up as a GETT");
       return GettMode::transposed;
     }
+    // C's contiguous axis is an n axis of B's, not an m axis (j,i->ij, an outer product written transposed): every
+    // tile of C would be stored one element per cache line. C^T = B^T A^T stores columns of C^T contiguously; with k
+    // within one KC block and in the original order (`swapped`), its bits are the packed path's (256^2 outer
+    // product: 58 us -> 8 us).
+    if (!blocking && !swapped && g.m.size >= 8 && g.n.size >= 8 && !unit_run(g.m.c, 0, g.m.size) &&
+        unit_run(g.n.c, 0, g.n.size) && g.k.size <= default_blocking(real, cache.host().has_avx512).kc) {
+      transpose_into(ws.q, p);
+      if (set_up_gett(ws, ws.t, ws.q, cache, blocking, scratch, direct, true) == GettMode::gett)
+        return GettMode::transposed;
+    }
   }
   // The tile with the least padded work (rows rounded up to MR, columns to NR), weighted by its throughput.
   const double rows = double(g.m.size * Gett<T>::cf), cols = double(g.n.size);

@@ -257,6 +257,36 @@ TEST_CASE_TEMPLATE("jit gett: k-major A and B swapped to C^T = B^T A^T give the 
   }
 }
 
+// C stored transposed (its contiguous axis is B's n axis: j,i->ij, ij,jk->ki) runs as C^T = B^T A^T when k fits one
+// KC block (Gett.cpp): against the oracle, with the unswapped packed path's bits (a blocking argument keeps it
+// unswapped) and the same bits at two threads; k beyond one KC block stays unswapped and must agree as well.
+TEST_CASE_TEMPLATE("jit gett: C stored transposed is swapped to C^T = B^T A^T with the unswapped bits", T, float,
+                   double) {
+  const DType dtype = dtype_v<T>;
+  const GettBlocking packed = default_blocking(dtype, memory_cache().host().has_avx512);
+  ThreadPool two(2);
+  for (auto [m, n, k] : {std::tuple{256, 256, 1}, std::tuple{97, 40, 1}, std::tuple{9, 300, 1}, std::tuple{64, 33, 7},
+                         std::tuple{120, 70, 64}, std::tuple{40, 97, int(packed.kc)},
+                         std::tuple{33, 20, int(packed.kc) + 5}}) {
+    for (bool accumulate : {false, true}) {
+      INFO("m " << m << " n " << n << " k " << k << " accumulate " << accumulate);
+      auto make = [&] {
+        OwnedProblem op = matmul_problem(m, n, k, 1, dtype, accumulate, uint64_t(m * 131 + n * 17 + k));
+        op.p.m[0].stride_c = n;  // C[i, j] at i * n + j
+        op.p.n[0].stride_c = 1;
+        return op;
+      };
+      OwnedProblem swapped = make(), threaded = make(), reference = make();
+      contract_jit(swapped.p, nullptr, &memory_cache());
+      contract_jit(threaded.p, &two, &memory_cache());
+      contract_jit(reference.p, nullptr, &memory_cache(), &packed);
+      check_against_oracle<T>(swapped);
+      CHECK(swapped.c.bytes == reference.c.bytes);
+      CHECK(swapped.c.bytes == threaded.c.bytes);
+    }
+  }
+}
+
 // The shapes the direct path was made for, against the oracle: 16x16 and 64^3 matmuls, an 8^6 four-index
 // contraction whose rows are contiguous only in runs of 8 (acbd,ecfd->abef), and batched 64x64 entries; beta 0 and 1.
 TEST_CASE("jit gett: direct path on its target shapes") {
