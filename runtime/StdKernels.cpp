@@ -2,6 +2,7 @@
 #include "runtime/StdKernels.h"
 
 #include "runtime/jit/Dispatch.h"
+#include "runtime/kernels/BlockProduct.h"
 #include "runtime/kernels/Contraction.h"
 #include "runtime/kernels/Elementwise.h"
 #include "runtime/kernels/Layout.h"
@@ -22,7 +23,9 @@ struct KernelArgs {
 
 std::vector<int> to_int(const Axes& axes) { return {axes.begin(), axes.end()}; }
 
-// ---- dot_general: one GETT problem over the operands' own strides (no transpose pass) ----
+// ---- dot_general: one GETT problem over the operands' own strides (no transpose pass), or, for a large matrix
+// product whose operands' exact zeros split it (block-diagonal factors up to a permutation), its blocks' products
+// (runtime/kernels/BlockProduct.h) ----
 Tensor kernel(const DotGeneral& op, const KernelArgs& a) {
   const Tensor &lhs = a.in[0], &rhs = a.in[1];
   Tensor out = Tensor::empty(lhs.dtype(), a.result_shape);
@@ -48,7 +51,8 @@ Tensor kernel(const DotGeneral& op, const KernelArgs& a) {
   p.a = lhs.raw_data();
   p.b = rhs.raw_data();
   p.c = out.raw_data();
-  contract(p, a.pool);
+  if (!kernels::block_product(p, [&](const ContractionProblem& block) { contract(block, a.pool); }))
+    contract(p, a.pool);
   return out;
 }
 

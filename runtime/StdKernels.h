@@ -2,7 +2,8 @@
 // compares). Stage: runtime. Depends on ir/Ops.h and runtime/kernels; used by the interpreter (runtime/Interpreter.h).
 //
 // Each binding maps an op onto the shared kernels: dot_general becomes one ContractionProblem executed by contract()
-// (JIT or portable, runtime/jit/Dispatch.h) straight from the operands' strides; transpose is a permuted view and
+// (JIT or portable, runtime/jit/Dispatch.h) straight from the operands' strides, block by block when the operands'
+// exact zeros split a large matrix product (runtime/kernels/BlockProduct.h); transpose is a permuted view and
 // reshape a view when the layout allows it (Tensor::reshape), otherwise a copy; broadcast_in_dim copies through a
 // stride-0 view; reduce_sum, extract_diag and embed_diag are runtime/kernels/Layout.h; the arithmetic ops are
 // runtime/kernels/Elementwise.h; convert is Tensor::astype; constant returns its (immutable) literal. Operands are

@@ -1,0 +1,38 @@
+// A matrix product whose operands' exact zeros split it into independent blocks, run block by block. Stage: runtime.
+// Depends on runtime/kernels/Contraction.h only; the dense products of the blocks run on a caller's function (the
+// dot_general kernel passes contract(), so this file needs no JIT header).
+//
+// C = A B splits when the bipartite graph of the nonzeros of A (rows i – contracted k) and of B (k – columns j) has
+// several components: component c has rows I_c, contracted indices K_c and columns J_c, and C[I_c, J_c] =
+// A[I_c, K_c] B[K_c, J_c], with exact zeros everywhere else. The merged matrices of a model with a conserved charge
+// (the Ising tensor's Z2 parity: two 128 × 128 blocks per 256 × 256 matrix, up to a permutation that depends on the
+// data) and the factors of their block-wise SVDs (every singular vector inside one block) are like that, and so are
+// the products the SVD's derivative rule forms of them: their flops fall by the number of blocks squared or more.
+// The test costs one pass over A and B (a bit per entry), after an O(M + N) look at A's first column and B's first
+// row, which ends it for dense operands (a column of A without zeros joins every row).
+//
+// Values: each block's product sums its k in ascending order, like the dense product; the dense product's other
+// terms are exact zeros times finite values, which change no sum but the sign of a zero, so the result is the dense
+// product's, bitwise when the dense kernel sums k in one pass (the JIT's, for K within one KC block) and otherwise
+// to rounding. Operands with a nan or an infinity are never split (0 · inf must stay nan). Threads: the blocks run
+// one after the other, each on the pool given to `dense`, so the bits do not depend on the thread count.
+#pragma once
+
+#include "runtime/kernels/Contraction.h"
+
+#include <functional>
+
+namespace einstage::kernels {
+
+/// Fewest multiply-adds of a product worth testing for blocks: below it the test and the gathers cost about what
+/// the blocks save.
+inline constexpr double kMinBlockProductMacs = 2.0 * 1024 * 1024;
+
+/// Runs p block by block when it is a matrix product (one m, one n and one k axis, no batch axis, overwrite, dtype
+/// f32, f64, c64 or c128, at least kMinBlockProductMacs multiply-adds) whose nonzeros split it into at least two
+/// blocks holding at most half of its multiply-adds: C is zeroed, each block's A and B are gathered into dense
+/// column-major matrices, `dense` computes their product (a plain ContractionProblem over those buffers) and it is
+/// scattered to C. Returns false, having written nothing, for any other problem (the caller runs it densely).
+bool block_product(const ContractionProblem& p, const std::function<void(const ContractionProblem&)>& dense);
+
+}  // namespace einstage::kernels
