@@ -49,8 +49,9 @@ TensorType binary_type(Types in, TypeContext& ctx) {
               "(insert a broadcast_in_dim)", b.to_string(), a.to_string());
   TensorType r{a.dtype, {}};
   for (int i = 0; i < a.rank(); ++i)
-    r.dims.push_back(ctx.unify(a.dims[i], b.dims[i], fmt::format("operand 1 axis {} (operand 0 is {}, operand 1 is {})",
-                                                                 i, a.to_string(), b.to_string())));
+    r.dims.push_back(ctx.unify(a.dims[i], b.dims[i], [&] {
+      return fmt::format("operand 1 axis {} (operand 0 is {}, operand 1 is {})", i, a.to_string(), b.to_string());
+    }));
   return r;
 }
 
@@ -87,12 +88,14 @@ TensorType DotGeneral::infer(const DotGeneral& op, Types in, TypeContext& ctx) {
       ctx.error(ErrorKind::invalid_argument, "rhs axis {} is both a batch and a contracting axis", a);
   for (size_t i = 0; i < op.lhs_contracting.size(); ++i) {
     int64_t la = op.lhs_contracting[i], ra = op.rhs_contracting[i];
-    ctx.unify(l.dims[la], r.dims[ra], fmt::format("contracting pair {}: lhs axis {} vs rhs axis {}", i, la, ra));
+    ctx.unify(l.dims[la], r.dims[ra],
+              [&] { return fmt::format("contracting pair {}: lhs axis {} vs rhs axis {}", i, la, ra); });
   }
   std::vector<Dim> batch;
   for (size_t i = 0; i < op.lhs_batch.size(); ++i) {
     int64_t la = op.lhs_batch[i], ra = op.rhs_batch[i];
-    batch.push_back(ctx.unify(l.dims[la], r.dims[ra], fmt::format("batch pair {}: lhs axis {} vs rhs axis {}", i, la, ra)));
+    batch.push_back(ctx.unify(l.dims[la], r.dims[ra],
+                              [&] { return fmt::format("batch pair {}: lhs axis {} vs rhs axis {}", i, la, ra); }));
   }
   TensorType out{l.dtype, {}};
   for (int a = 0; a < l.rank(); ++a)
@@ -121,7 +124,9 @@ TensorType Reshape::infer(const Reshape& op, Types in, TypeContext& ctx) {
     if (from.is_constant() && to.is_constant())
       ctx.error(ErrorKind::shape, "cannot reshape {} ({} elements) to [{}] ({} elements)", in[0].to_string(),
                 from.to_string(), fmt::join(op.shape, ","), to.to_string());
-    ctx.unify(from, to, fmt::format("element count of {} vs shape [{}]", in[0].to_string(), fmt::join(op.shape, ",")));
+    ctx.unify(from, to, [&] {
+      return fmt::format("element count of {} vs shape [{}]", in[0].to_string(), fmt::join(op.shape, ","));
+    });
   }
   return TensorType{in[0].dtype, op.shape};
 }
@@ -136,8 +141,10 @@ TensorType BroadcastInDim::infer(const BroadcastInDim& op, Types in, TypeContext
   for (int i = 0; i < x.rank(); ++i) {
     const Dim& target = op.shape[op.dims[i]];
     if (x.dims[i] == Dim(1)) continue;  // length-1 axes are repeated
-    ctx.unify(x.dims[i], target, fmt::format("operand axis {} ({}) vs shape[{}] ({}); it must match or be 1", i,
-                                             x.dims[i].to_string(), op.dims[i], target.to_string()));
+    ctx.unify(x.dims[i], target, [&] {
+      return fmt::format("operand axis {} ({}) vs shape[{}] ({}); it must match or be 1", i, x.dims[i].to_string(),
+                         op.dims[i], target.to_string());
+    });
   }
   return TensorType{x.dtype, op.shape};
 }
@@ -194,7 +201,10 @@ TensorType ExtractDiag::infer(const ExtractDiag& op, Types in, TypeContext& ctx)
   check_diag_axes(ctx, op.axis_a, op.axis_b, in[0].rank(), "operand");
   TensorType out = in[0];
   out.dims[op.axis_a] = ctx.unify(in[0].dims[op.axis_a], in[0].dims[op.axis_b],
-                                  fmt::format("diagonal axes {} and {} of {}", op.axis_a, op.axis_b, in[0].to_string()));
+                                  [&] {
+                                    return fmt::format("diagonal axes {} and {} of {}", op.axis_a, op.axis_b,
+                                                       in[0].to_string());
+                                  });
   out.dims.erase(out.dims.begin() + op.axis_b);
   return out;
 }
@@ -289,9 +299,10 @@ TensorType Select::infer(const Select& op, Types in, TypeContext& ctx) {
       ctx.error(ErrorKind::shape, "operand {} ({}) has type {} but operand 0 (a) has {}; all four operands must have "
                 "equal shapes (insert a broadcast_in_dim)", k, kNames[k], t.to_string(), a.to_string());
     for (int i = 0; i < a.rank(); ++i)
-      out.dims[i] = ctx.unify(out.dims[i], t.dims[i], fmt::format("operand {} ({}) axis {} (operand 0 is {}, operand {} "
-                                                                  "is {})", k, kNames[k], i, a.to_string(), k,
-                                                                  t.to_string()));
+      out.dims[i] = ctx.unify(out.dims[i], t.dims[i], [&] {
+        return fmt::format("operand {} ({}) axis {} (operand 0 is {}, operand {} is {})", k, kNames[k], i,
+                           a.to_string(), k, t.to_string());
+      });
   }
   return out;
 }

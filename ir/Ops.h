@@ -22,6 +22,7 @@
 
 #include <fmt/format.h>
 
+#include <concepts>
 #include <optional>
 #include <span>
 #include <string>
@@ -41,26 +42,35 @@ struct DimEquality {
 /// What a type rule can do besides computing the result type: check extents and raise errors that name the op.
 class TypeContext {
  public:
-  /// `where` names the instruction for messages ("%3 in @loss"); `record` collects undecided equalities (nullptr:
+  /// The instruction is named "%<printed> in @<program>" in messages (its first result's printed name, as the
+  /// printer numbers it); the name is formatted only when a message is made, since every instruction built or
+  /// verified gets a context. `program` must outlive the context. `record` collects undecided equalities (nullptr:
   /// accept them silently, as the verifier does, since the program already carries its constraints).
-  TypeContext(std::string_view op_name, std::string where, std::vector<DimEquality>* record)
-      : op_name_(op_name), where_(std::move(where)), record_(record) {}
+  TypeContext(std::string_view op_name, size_t printed, std::string_view program, std::vector<DimEquality>* record)
+      : op_name_(op_name), printed_(printed), program_(program), record_(record) {}
 
   /// Requires a == b. Equal dims pass; two constants that differ fail (naming the op and `what`); anything else is
   /// recorded as a constraint. Returns the more concrete of the two (the constant when there is one).
   Dim unify(const Dim& a, const Dim& b, std::string_view what);
+  /// The same with the description made by `what()` only when a == b does not hold: type rules run for every
+  /// instruction built or verified, and formatting a description for every pair of equal extents dominated them.
+  template <std::invocable F> Dim unify(const Dim& a, const Dim& b, F&& what) {
+    if (a == b) return a;
+    return unify(a, b, std::string_view(std::forward<F>(what)()));
+  }
 
-  /// Throws einstage::Error with the message prefixed by "'<op>' at <where>: ".
+  /// Throws einstage::Error with the message prefixed by "'<op>' at %<printed> in @<program>: ".
   template <typename... Args>
   [[noreturn]] void error(ErrorKind kind, fmt::format_string<Args...> format, Args&&... args) const {
-    throw Error(kind, fmt::format("'{}' at {}: {}", op_name_, where_,
+    throw Error(kind, fmt::format("'{}' at %{} in @{}: {}", op_name_, printed_, program_,
                                   fmt::format(format, std::forward<Args>(args)...)));
   }
   std::string_view op_name() const { return op_name_; }
 
  private:
   std::string_view op_name_;
-  std::string where_;
+  size_t printed_;
+  std::string_view program_;
   std::vector<DimEquality>* record_;
 };
 

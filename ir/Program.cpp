@@ -168,20 +168,15 @@ Builder::Builder(std::string program_name, const ExtensionRegistry* registry) : 
 
 Builder::Builder(Program program, const ExtensionRegistry* registry) : program_(std::move(program)), registry_(registry) {
   next_id_ = program_.next_value_id();
-  types_.resize(static_cast<size_t>(next_id_));
-  defined_.assign(static_cast<size_t>(next_id_), false);
-  names_.resize(static_cast<size_t>(next_id_));
-  for (auto& [id, name] : value_names(program_)) names_[static_cast<size_t>(id)] = name;
-  for (const Parameter& p : program_.params) {
-    types_[p.value.id] = p.value.type;
-    defined_[p.value.id] = true;
+  defs_.resize(static_cast<size_t>(next_id_));
+  for (size_t k = 0; k < program_.params.size(); ++k)
+    defs_[static_cast<size_t>(program_.params[k].value.id)] = {-1 - static_cast<int32_t>(k), 0};
+  for (size_t i = 0; i < program_.instructions.size(); ++i) {
+    const std::vector<Value>& rs = program_.instructions[i].results;
+    for (size_t r = 0; r < rs.size(); ++r)
+      defs_[static_cast<size_t>(rs[r].id)] = {static_cast<int32_t>(i), static_cast<int32_t>(r)};
+    printed_results_ += rs.size();
   }
-  for (const Instruction& i : program_.instructions)
-    for (const Value& r : i.results) {
-      types_[r.id] = r.type;
-      defined_[r.id] = true;
-      ++printed_results_;
-    }
 }
 
 Value Builder::parameter(std::string_view name, TensorType type) {
@@ -191,43 +186,59 @@ Value Builder::parameter(std::string_view name, TensorType type) {
   for (const Parameter& p : program_.params)
     if (p.name == name) fail(ErrorKind::invalid_argument, "@{}: parameter '%{}' is defined twice", program_.name, name);
   Value v{next_id_++, std::move(type)};
+  defs_.push_back({-1 - static_cast<int32_t>(program_.params.size()), 0});
   program_.params.push_back({std::string(name), v});
-  types_.push_back(v.type);
-  defined_.push_back(true);
-  names_.push_back(fmt::format("%{}", name));
   return v;
 }
 
+const TensorType& Builder::defined_type(Def d) const {
+  return d.inst >= 0 ? program_.instructions[static_cast<size_t>(d.inst)].results[static_cast<size_t>(d.result)].type
+                     : program_.params[static_cast<size_t>(-1 - d.inst)].value.type;
+}
+
 void Builder::check_operand(const Value& v, size_t index, std::string_view op) const {
-  std::string where = fmt::format("%{} in @{}", printed_results_, program_.name);
-  if (v.id < 0 || v.id >= next_id_ || !defined_[static_cast<size_t>(v.id)])
+  // The instruction's and the value's printed names are made only for a message.
+  auto where = [&] { return fmt::format("%{} in @{}", printed_results_, program_.name); };
+  if (v.id < 0 || v.id >= next_id_ || defs_[static_cast<size_t>(v.id)].inst == Def::kUndefined)
     fail(ErrorKind::invalid_argument, "'{}' at {}: operand {} (value id {}) is not a value of this program; use "
-         "values returned by this builder", op, where, index, v.id);
-  if (types_[static_cast<size_t>(v.id)] != v.type)
+         "values returned by this builder", op, where(), index, v.id);
+  const Def d = defs_[static_cast<size_t>(v.id)];
+  const TensorType& type = defined_type(d);
+  if (type != v.type) {
+    std::string name;
+    if (d.inst < 0) {
+      name = "%" + program_.params[static_cast<size_t>(-1 - d.inst)].name;
+    } else {
+      size_t printed = static_cast<size_t>(d.result);
+      for (size_t i = 0; i < static_cast<size_t>(d.inst); ++i) printed += program_.instructions[i].results.size();
+      name = fmt::format("%{}", printed);
+    }
     fail(ErrorKind::invalid_argument, "'{}' at {}: operand {} ({}) is given with type {} but was defined with type {}",
-         op, where, index, names_[static_cast<size_t>(v.id)], v.type.to_string(),
-         types_[static_cast<size_t>(v.id)].to_string());
+         op, where(), index, name, v.type.to_string(), type.to_string());
+  }
 }
 
 std::vector<Value> Builder::append(Op op, std::vector<Value> operands, bool single) {
   std::string_view name = op_name(op);
   for (size_t i = 0; i < operands.size(); ++i) check_operand(operands[i], i, name);
   std::vector<TensorType> types;
+  types.reserve(operands.size());
   for (const Value& v : operands) types.push_back(v.type);
   std::vector<DimEquality> equalities;
-  TypeContext ctx(name, fmt::format("%{} in @{}", printed_results_, program_.name), &equalities);
+  TypeContext ctx(name, printed_results_, program_.name, &equalities);
   std::vector<TensorType> result_types = infer_result_types(op, types, ctx, registry_);
   if (single && result_types.size() != 1)
     ctx.error(ErrorKind::invalid_argument, "has {} results but emit returns one value; use emit_results (or "
               "extension_results) to receive all of them", result_types.size());
   // Nothing is appended before the type rule has succeeded.
+  const auto inst = static_cast<int32_t>(program_.instructions.size());
   std::vector<Value> results;
+  results.reserve(result_types.size());
   for (TensorType& t : result_types) {
+    defs_.push_back({inst, static_cast<int32_t>(results.size())});
     results.push_back(Value{next_id_++, std::move(t)});
-    types_.push_back(results.back().type);
-    defined_.push_back(true);
-    names_.push_back(fmt::format("%{}", printed_results_++));
   }
+  printed_results_ += results.size();
   for (DimEquality& e : equalities)
     program_.constraints.push_back({std::move(e.lhs), std::move(e.rhs), results[0].id, std::move(e.what)});
   program_.instructions.push_back({std::move(op), std::move(operands), results});
@@ -326,9 +337,7 @@ Program Builder::finish(std::vector<Value> outputs) {
   program_.name = done.name;
   next_id_ = 0;
   printed_results_ = 0;
-  types_.clear();
-  defined_.clear();
-  names_.clear();
+  defs_.clear();
   return done;
 }
 

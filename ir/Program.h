@@ -170,6 +170,12 @@ class Builder {
   Program finish(std::vector<Value> outputs);
 
  private:
+  // Where value id k is defined: instruction `inst`'s result `result`, or parameter -1 - inst when inst < 0.
+  struct Def {
+    static constexpr int32_t kUndefined = INT32_MIN;
+    int32_t inst = kUndefined, result = 0;
+  };
+  const TensorType& defined_type(Def d) const;
   void check_operand(const Value& v, size_t index, std::string_view op) const;
   /// emit and emit_results; `single` refuses an op with several results before anything is appended.
   std::vector<Value> append(Op op, std::vector<Value> operands, bool single);
@@ -178,9 +184,7 @@ class Builder {
   const ExtensionRegistry* registry_;
   ValueId next_id_ = 0;
   size_t printed_results_ = 0;  // instruction results so far: the printed name of the next one is %printed_results_
-  std::vector<TensorType> types_;  // indexed by id; dtype-only placeholder where an id is unused
-  std::vector<bool> defined_;
-  std::vector<std::string> names_;  // printed name by id, for messages
+  std::vector<Def> defs_;  // indexed by id (kUndefined where an id is unused); types and names are looked up there
 };
 
 }  // namespace einstage

@@ -183,7 +183,7 @@ std::vector<TensorType> infer_einsum_ad_types(const EinsumAdPayload& p, Types op
         ctx.error(ErrorKind::shape, "einsum {}: the tangent of operand {} is {} but the operand is {}; a tangent has "
                   "its operand's type", shown, p.slots()[i], t.to_string(), x.to_string());
       for (int a = 0; a < x.rank(); ++a)
-        ctx.unify(t.dims[a], x.dims[a], fmt::format("tangent of operand {} axis {}", p.slots()[i], a));
+        ctx.unify(t.dims[a], x.dims[a], [&] { return fmt::format("tangent of operand {} axis {}", p.slots()[i], a); });
     }
     return {forward};
   }
@@ -191,7 +191,8 @@ std::vector<TensorType> infer_einsum_ad_types(const EinsumAdPayload& p, Types op
   if (ct.rank() != forward.rank())
     ctx.error(ErrorKind::shape, "einsum {}: the output cotangent is {} but the output is {}; pass a cotangent of the "
               "output's shape", shown, ct.to_string(), forward.to_string());
-  for (int a = 0; a < ct.rank(); ++a) ctx.unify(ct.dims[a], forward.dims[a], fmt::format("cotangent axis {}", a));
+  for (int a = 0; a < ct.rank(); ++a)
+    ctx.unify(ct.dims[a], forward.dims[a], [&] { return fmt::format("cotangent axis {}", a); });
   for (size_t i = 0; i < p.tangents().size(); ++i) {  // vjp_jvp: each tangent has its operand's (or ct's) type
     const size_t of = static_cast<size_t>(p.tangents()[i]);
     const TensorType& x = of == n ? ct : primals[of];
@@ -200,7 +201,8 @@ std::vector<TensorType> infer_einsum_ad_types(const EinsumAdPayload& p, Types op
     if (t.dtype != x.dtype || t.rank() != x.rank())
       ctx.error(ErrorKind::shape, "einsum {}: the tangent of {} is {} but {} is {}; a tangent has its value's type",
                 shown, what, t.to_string(), what, x.to_string());
-    for (int a = 0; a < x.rank(); ++a) ctx.unify(t.dims[a], x.dims[a], fmt::format("tangent of {} axis {}", what, a));
+    for (int a = 0; a < x.rank(); ++a)
+      ctx.unify(t.dims[a], x.dims[a], [&] { return fmt::format("tangent of {} axis {}", what, a); });
   }
   std::vector<TensorType> out;  // (value_vjp: the value first) each slot's cotangent has its operand's type
   if (p.mode() == EinsumAdMode::value_vjp) out.push_back(forward);

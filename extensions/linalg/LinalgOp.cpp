@@ -210,7 +210,7 @@ std::vector<TensorType> infer_linalg_types(const LinalgPayload& p, Types operand
       if (m.is_constant() && n.is_constant() && m != n)
         ctx.error(ErrorKind::shape, "{}: operand 0 has type {}; expected a square matrix [N, N, B...] (axis 0 "
                   "has extent {}, axis 1 extent {})", op, a.to_string(), m.to_string(), n.to_string());
-      Dim sq = ctx.unify(m, n, fmt::format("{}: operand 0's axis 0 vs axis 1 (a square matrix)", op));
+      Dim sq = ctx.unify(m, n, [&] { return fmt::format("{}: operand 0's axis 0 vs axis 1 (a square matrix)", op); });
       if (p.kind() == LinalgKind::inv_upper) return {TensorType{a.dtype, with_batch({sq, sq}, a)}};
       return {TensorType{real, with_batch({sq}, a)}, TensorType{a.dtype, with_batch({sq, sq}, a)}};
     }

@@ -143,7 +143,9 @@ TensorType infer_type(const ExtensionPayload& p, Types in, TypeContext& ctx) {
       char c = spec.inputs[k][a];
       auto it = extent.find(c);
       if (it == extent.end()) extent.emplace(c, in[k].dims[a]);
-      else it->second = ctx.unify(it->second, in[k].dims[a], fmt::format("operand {} axis {} (label {})", k, a, c));
+      else
+        it->second = ctx.unify(it->second, in[k].dims[a],
+                               [&] { return fmt::format("operand {} axis {} (label {})", k, a, c); });
     }
   }
   TensorType out{in[0].dtype, {}};

@@ -621,6 +621,15 @@ TEST_CASE("a builder continues an existing program, as passes do") {
   Value w = more.parameter("w", f64({}));
   Value s = more.add(more.reduce_sum(z, {0}), w);
   Value filled = more.full(f64({}), 2.5);
+  // Names in messages come from where each value is defined: a parameter, or a result of the continued program.
+  Value stale = y;
+  stale.type = f64({4});
+  CHECK(message_of([&] { more.neg(stale); }) ==
+        "'neg' at %5 in @f: operand 0 (%0) is given with type f64[4] but was defined with type f64[n]");
+  Value stale_w = w;
+  stale_w.type = f64({1});
+  CHECK(message_of([&] { more.neg(stale_w); }) ==
+        "'neg' at %5 in @f: operand 0 (%w) is given with type f64[1] but was defined with type f64[]");
   Program q = more.finish({more.mul(s, filled)});
   CHECK(print_program(q) ==
         "program @f(%x: f64[n], %w: f64[]) -> (f64[]) {\n"
