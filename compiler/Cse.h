@@ -2,8 +2,9 @@
 // extension op with an equal payload; same operands) is dropped and its uses read the earlier result (for several results, each the one at its index). Stage:
 // compiler pass (Program -> Program); depends on ir only. Tests: tests/compiler/test_passes.cpp.
 //
-// Ops are found by ir's hash_op (stable FNV over the printed form; extension payloads hash themselves) and compared
-// with the op's equality, so a hash collision never merges different instructions. Every op is pure, so merging is
+// Candidates are found by op kind and operand ids (an op without operands, a constant, by ir's hash_op: FNV over the
+// printed form) and compared with the op's equality (extension ops: their payloads'), so a shared bucket never
+// merges different instructions. Every op is pure, so merging is
 // always sound. Pre: a verified program. Post: no two instructions are equal; constraints recorded at a removed
 // instruction move to the instruction that replaced it (duplicates dropped).
 #pragma once
@@ -12,6 +13,8 @@
 
 namespace einstage {
 
-Program eliminate_common_subexpressions(const Program& program);
+/// Takes the program by value: a caller that is done with its program moves it in, and the kept instructions are
+/// not copied.
+Program eliminate_common_subexpressions(Program program);
 
 }  // namespace einstage

@@ -11,6 +11,8 @@
 
 namespace einstage {
 
-Program eliminate_dead_code(const Program& program);
+/// Takes the program by value: a caller that is done with its program moves it in, and the kept instructions are
+/// not copied.
+Program eliminate_dead_code(Program program);
 
 }  // namespace einstage

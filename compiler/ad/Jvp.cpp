@@ -3,6 +3,7 @@
 #include "compiler/ad/Ad.h"
 #include "compiler/ad/Rules.h"
 #include "compiler/ad/Util.h"
+#include "ir/ValueMap.h"
 
 #include <fmt/format.h>
 
@@ -14,17 +15,19 @@ namespace einstage::ad {
 
 namespace {
 
-// The tangents of one instruction's results from its op's rule; `where` names the instruction for messages.
+// The tangents of one instruction's results from its op's rule; `where` names the instruction for messages (made
+// only for one: this runs for every instruction).
+template <class Where>
 std::vector<Tangent> apply_linearize(Builder& b, const Instruction& inst, std::span<const Value> primals,
                                      std::span<const Tangent> tangents, std::span<const Value> outs,
-                                     const ExtensionRegistry* registry, const std::string& where) {
+                                     const ExtensionRegistry* registry, const Where& where) {
   if (const auto* ext = std::get_if<ExtensionOp>(&inst.op)) {
     const ExtensionSemantics* sem = registry ? registry->find(ext->family()) : nullptr;
-    if (!sem) fail_unknown_family(ext->family(), where);
+    if (!sem) fail_unknown_family(ext->family(), where());
     if (inst.results.size() == 1 && sem->linearize) return {sem->linearize(b, inst, primals, tangents)};
     if (!sem->linearize_results)
       fail(ErrorKind::unsupported, "differentiation rule for '{}' not implemented (needed by {}; module '{}' "
-           "registers no {} rule)", ext->family(), where, sem->module,
+           "registers no {} rule)", ext->family(), where(), sem->module,
            inst.results.size() == 1 ? "linearize" : "linearize_results");
     std::vector<Tangent> ts = sem->linearize_results(b, inst, primals, tangents);
     EIN_ASSERT(ts.size() == inst.results.size(), "linearize_results of '{}' returned {} tangents for {} results",
@@ -33,7 +36,7 @@ std::vector<Tangent> apply_linearize(Builder& b, const Instruction& inst, std::s
   }
   StdLinearizeRule rule = std_ad_rules(kind(inst.op)).linearize;
   if (!rule) fail(ErrorKind::unsupported, "differentiation rule for '{}' not implemented (needed by {})",
-                  op_name(inst.op), where);
+                  op_name(inst.op), where());
   return {rule(b, inst, primals, tangents, outs[0])};
 }
 
@@ -46,12 +49,11 @@ struct JvpValues {
 // parameter, nullopt = zero), emitting each instruction's tangent right after it.
 JvpValues jvp_into(Builder& b, const Program& program, std::span<const Value> primal_args,
                    std::span<const Tangent> tangent_args, const ExtensionRegistry* registry) {
-  std::map<ValueId, Value> primal;
-  std::map<ValueId, Tangent> tangent;
-  const auto names = value_names(program);
+  ValueMap<Value> primal(program);
+  ValueMap<Tangent> tangent(program);  // only values that have one
   for (size_t i = 0; i < program.params.size(); ++i) {
-    primal[program.params[i].value.id] = primal_args[i];
-    if (tangent_args[i]) tangent[program.params[i].value.id] = tangent_args[i];
+    primal.insert_or_assign(program.params[i].value.id, primal_args[i]);
+    if (tangent_args[i]) tangent.insert_or_assign(program.params[i].value.id, tangent_args[i]);
   }
   for (size_t k = 0; k < program.instructions.size(); ++k) {
     const Instruction& inst = program.instructions[k];
@@ -60,34 +62,35 @@ JvpValues jvp_into(Builder& b, const Program& program, std::span<const Value> pr
     bool any = false;
     for (const Value& v : inst.operands) {
       ops.push_back(primal.at(v.id));
-      auto it = tangent.find(v.id);
-      Tangent t = it != tangent.end() && is_floating(v.type.dtype) ? it->second : std::nullopt;
+      const Tangent* found = tangent.find(v.id);
+      Tangent t = found && is_floating(v.type.dtype) ? *found : std::nullopt;
       any |= t.has_value();
       ts.push_back(std::move(t));
     }
     std::vector<Value> outs = b.emit_results(inst.op, ops);
     bool floating = false;
     for (size_t r = 0; r < outs.size(); ++r) {
-      primal[inst.results[r].id] = outs[r];
+      primal.insert_or_assign(inst.results[r].id, outs[r]);
       floating |= is_floating(outs[r].type.dtype);
     }
     // Symbolic zeros: an instruction none of whose operands has a tangent gets none, without asking its rule;
     // integer results never carry one.
     if (!any || !floating) continue;
-    std::vector<Tangent> t = apply_linearize(b, inst, ops, ts, outs, registry, detail::instruction_where(program, names, inst));
+    std::vector<Tangent> t = apply_linearize(b, inst, ops, ts, outs, registry,
+                                             [&] { return detail::instruction_where(program, inst); });
     for (size_t r = 0; r < outs.size(); ++r) {
       if (!t[r] || !is_floating(outs[r].type.dtype)) continue;
       EIN_ASSERT(t[r]->type.dtype == outs[r].type.dtype && t[r]->type.rank() == outs[r].type.rank(),
                  "linearize rule of '{}' returned {} for a result of type {}", op_name(inst.op),
                  t[r]->type.to_string(), outs[r].type.to_string());
-      tangent[inst.results[r].id] = t[r];
+      tangent.insert_or_assign(inst.results[r].id, t[r]);
     }
   }
   JvpValues r;
   for (const Value& v : program.outputs) {
     r.outputs.push_back(primal.at(v.id));
-    auto it = tangent.find(v.id);
-    r.tangents.push_back(it == tangent.end() ? std::nullopt : it->second);
+    const Tangent* found = tangent.find(v.id);
+    r.tangents.push_back(found ? *found : std::nullopt);
   }
   return r;
 }
@@ -131,32 +134,32 @@ Linearized linearize(const Program& program, std::span<const int> wrt, const Ext
 
   // Partial evaluation: `linear` = depends on a tangent parameter; `constant` = depends on no parameter at all
   // (recomputed in the linear program rather than passed as a residual).
-  std::set<ValueId> linear, constant;
+  ValueSet linear(joint), constant(joint);
   for (size_t i = np; i < joint.params.size(); ++i) linear.insert(joint.params[i].value.id);
   // Classified per instruction (id of its first result): all results of one instruction share its class.
-  std::map<ValueId, const Instruction*> defined_by;
+  ValueMap<const Instruction*> defined_by(joint);
   for (const Instruction& inst : joint.instructions) {
     bool lin = false, cst = true;
     for (const Value& v : inst.operands) {
-      lin |= linear.count(v.id) > 0;
-      cst &= constant.count(v.id) > 0;
+      lin |= linear.contains(v.id);
+      cst &= constant.contains(v.id);
     }
     for (const Value& r : inst.results) {
-      defined_by[r.id] = &inst;
+      defined_by.insert_or_assign(r.id, &inst);
       if (lin) linear.insert(r.id);
       else if (cst) constant.insert(r.id);
     }
   }
   // Residuals: primal values (not constants) that the linear part reads, in order of first use.
   std::vector<Value> residuals;
-  std::set<ValueId> is_residual;
+  ValueSet is_residual(joint);
   auto need = [&](const Value& v) {
-    if (linear.count(v.id) || constant.count(v.id) || is_residual.count(v.id)) return;
+    if (linear.contains(v.id) || constant.contains(v.id) || is_residual.contains(v.id)) return;
     is_residual.insert(v.id);
     residuals.push_back(v);
   };
   for (const Instruction& inst : joint.instructions)
-    if (linear.count(inst.results[0].id))
+    if (linear.contains(inst.results[0].id))
       for (const Value& v : inst.operands) need(v);
   for (size_t i = no; i < joint.outputs.size(); ++i) need(joint.outputs[i]);
   // The linear program must bind every symbol its instructions use from its own parameters (a zero tangent output
@@ -169,7 +172,7 @@ Linearized linearize(const Program& program, std::span<const int> wrt, const Ext
   for (const Value& r : residuals) collect(bound, r.type);
   for (size_t i = np; i < joint.params.size(); ++i) collect(bound, joint.params[i].value.type);
   for (const Instruction& inst : joint.instructions)
-    if (linear.count(inst.results[0].id) || constant.count(inst.results[0].id))
+    if (linear.contains(inst.results[0].id) || constant.contains(inst.results[0].id))
       for (const Value& r : inst.results) collect(wanted, r.type);
   for (size_t i = no; i < joint.outputs.size(); ++i) collect(wanted, joint.outputs[i].type);
   for (size_t i = 0; i < np; ++i) {
@@ -191,50 +194,50 @@ Linearized linearize(const Program& program, std::span<const int> wrt, const Ext
   Program primal;
   primal.name = program.name + "_primal";
   primal.params.assign(joint.params.begin(), joint.params.begin() + static_cast<std::ptrdiff_t>(np));
-  std::set<ValueId> kept;
+  ValueSet kept(joint);
   for (const Instruction& inst : joint.instructions)
-    if (!linear.count(inst.results[0].id)) {
+    if (!linear.contains(inst.results[0].id)) {
       primal.instructions.push_back(inst);
       for (const Value& r : inst.results) kept.insert(r.id);
     }
   primal.outputs.assign(joint.outputs.begin(), joint.outputs.begin() + static_cast<std::ptrdiff_t>(no));
   primal.outputs.insert(primal.outputs.end(), residuals.begin(), residuals.end());
   for (const ShapeConstraint& c : joint.constraints)
-    if (c.at < 0 || kept.count(c.at)) primal.constraints.push_back(c);
-  out.primal = detail::clean_up(primal);
+    if (c.at < 0 || kept.contains(c.at)) primal.constraints.push_back(c);
+  out.primal = detail::clean_up(std::move(primal));
 
   // The linear program: residuals and tangents in, the tangent instructions re-emitted.
   Builder b(program.name + "_lin", registry);
   std::set<std::string> used;
   for (const Parameter& p : joint.params) used.insert(p.name);
-  std::map<ValueId, std::string> param_name;
-  for (const Parameter& p : joint.params) param_name[p.value.id] = p.name;
-  std::map<ValueId, Value> mapped;
+  ValueMap<std::string> param_name(joint);
+  for (const Parameter& p : joint.params) param_name.insert_or_assign(p.value.id, p.name);
+  ValueMap<Value> mapped(joint);
   for (size_t r = 0; r < residuals.size(); ++r) {
-    auto it = param_name.find(residuals[r].id);
+    const std::string* given = param_name.find(residuals[r].id);
     // fmt rather than "r" + std::to_string(r): GCC 12 reports a false -Wrestrict inside char_traits for the latter.
-    std::string name = it != param_name.end() ? it->second : detail::fresh_name(used, fmt::format("r{}", r));
-    mapped[residuals[r].id] = b.parameter(name, residuals[r].type);
+    std::string name = given ? *given : detail::fresh_name(used, fmt::format("r{}", r));
+    mapped.insert_or_assign(residuals[r].id, b.parameter(name, residuals[r].type));
   }
   for (size_t i = np; i < joint.params.size(); ++i)
-    mapped[joint.params[i].value.id] = b.parameter(joint.params[i].name, joint.params[i].value.type);
+    mapped.insert_or_assign(joint.params[i].value.id, b.parameter(joint.params[i].name, joint.params[i].value.type));
   // Constants are emitted where first needed (their operands are constants too).
   std::function<Value(const Value&)> value_of = [&](const Value& v) -> Value {
-    if (auto it = mapped.find(v.id); it != mapped.end()) return it->second;
-    EIN_ASSERT(constant.count(v.id), "linearize: value {} is neither linear, residual nor constant", v.id);
+    if (const Value* m = mapped.find(v.id)) return *m;
+    EIN_ASSERT(constant.contains(v.id), "linearize: value {} is neither linear, residual nor constant", v.id);
     const Instruction& inst = *defined_by.at(v.id);
     std::vector<Value> ops;
     for (const Value& o : inst.operands) ops.push_back(value_of(o));
     std::vector<Value> rs = b.emit_results(inst.op, ops);
-    for (size_t r = 0; r < rs.size(); ++r) mapped[inst.results[r].id] = rs[r];
+    for (size_t r = 0; r < rs.size(); ++r) mapped.insert_or_assign(inst.results[r].id, rs[r]);
     return mapped.at(v.id);
   };
   for (const Instruction& inst : joint.instructions) {
-    if (!linear.count(inst.results[0].id)) continue;
+    if (!linear.contains(inst.results[0].id)) continue;
     std::vector<Value> ops;
     for (const Value& v : inst.operands) ops.push_back(value_of(v));
     std::vector<Value> rs = b.emit_results(inst.op, ops);
-    for (size_t r = 0; r < rs.size(); ++r) mapped[inst.results[r].id] = rs[r];
+    for (size_t r = 0; r < rs.size(); ++r) mapped.insert_or_assign(inst.results[r].id, rs[r]);
   }
   std::vector<Value> tangent_outputs;
   for (size_t i = no; i < joint.outputs.size(); ++i) tangent_outputs.push_back(value_of(joint.outputs[i]));

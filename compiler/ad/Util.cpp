@@ -34,13 +34,14 @@ std::string fresh_name(std::set<std::string>& used, const std::string& base) {
   return name;
 }
 
-std::string instruction_where(const Program& program, const std::map<ValueId, std::string>& names,
-                              const Instruction& inst) {
-  return fmt::format("{} in @{}", names.at(inst.results[0].id), shown_arg(program.name));
+std::string instruction_where(const Program& program, const Instruction& inst) {
+  const auto k = static_cast<size_t>(&inst - program.instructions.data());
+  EIN_ASSERT(k < program.instructions.size(), "instruction_where: the instruction is not one of @{}'s", program.name);
+  return fmt::format("{} in @{}", instruction_name(program, k), shown_arg(program.name));
 }
 
-Program clean_up(const Program& program) {
-  Program p = eliminate_dead_code(eliminate_common_subexpressions(eliminate_dead_code(program)));
+Program clean_up(Program program) {
+  Program p = eliminate_dead_code(eliminate_common_subexpressions(eliminate_dead_code(std::move(program))));
   // Inlining copies program-level constraints that the re-run type rules record again, and DCE moves the
   // constraints of removed instructions to the program level: keep one of each equality. A program-level
   // constraint over a symbol no parameter binds could never be checked (it belongs to a program that had that
@@ -67,9 +68,9 @@ Program clean_up(const Program& program) {
   return p;
 }
 
-Program finish_public(const Program& program, const ExtensionRegistry* registry) {
+Program finish_public(Program program, const ExtensionRegistry* registry) {
   if (!registry) return program;
-  Program p = program;
+  Program p = std::move(program);
   for (const std::string& family : registry->families())
     if (const DerivativeRewrite& rewrite = registry->get(family).rewrite_derivative) p = rewrite(p, registry);
   return p;

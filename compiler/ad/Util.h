@@ -22,17 +22,16 @@ void check_parameter_indices(const Program& program, std::span<const int> indice
 /// `base`, or `base` followed by as many '_' as needed to be unused; the result is added to `used`.
 std::string fresh_name(std::set<std::string>& used, const std::string& base);
 
-/// "%k in @name" for an instruction of `program` (by its first result's printed name in `names`, value_names of
-/// the program), as messages name it.
-std::string instruction_where(const Program& program, const std::map<ValueId, std::string>& names,
-                              const Instruction& inst);
+/// "%k in @name" for an instruction of `program` (`inst` is one of program.instructions; %k is its first result's
+/// printed name), as messages name it. Made only for a message: it counts the results before the instruction.
+std::string instruction_where(const Program& program, const Instruction& inst);
 
-/// DCE, CSE, DCE: what every transformation returns.
-Program clean_up(const Program& program);
+/// DCE, CSE, DCE: what every transformation returns (by value: callers move the program they built in).
+Program clean_up(Program program);
 
 /// What a public transformation (jvp, vjp, grad, value_and_grad) hands to the user: `program` after every family's
 /// rewrite_derivative in `registry`, in the order of the family names (ir/Extension.h). The one place those rewrites
 /// run; never inside linearize or transpose, whose results are transformed further.
-Program finish_public(const Program& program, const ExtensionRegistry* registry);
+Program finish_public(Program program, const ExtensionRegistry* registry);
 
 }  // namespace einstage::ad::detail

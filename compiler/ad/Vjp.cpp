@@ -3,6 +3,7 @@
 #include "compiler/ad/Ad.h"
 #include "compiler/ad/Util.h"
 #include "ir/Quote.h"
+#include "ir/ValueMap.h"
 
 #include <map>
 #include <set>
@@ -13,15 +14,15 @@ namespace einstage::ad {
 std::vector<Value> inline_program(Builder& b, const Program& program, std::span<const Value> args) {
   EIN_ASSERT(args.size() == program.params.size(), "inline_program: {} arguments for @{} with {} parameters",
              args.size(), shown_arg(program.name), program.params.size());
-  std::map<ValueId, Value> mapped;
-  for (size_t i = 0; i < args.size(); ++i) mapped[program.params[i].value.id] = args[i];
+  ValueMap<Value> mapped(program);
+  for (size_t i = 0; i < args.size(); ++i) mapped.insert_or_assign(program.params[i].value.id, args[i]);
   for (const ShapeConstraint& c : program.constraints)
     if (c.at < 0) b.require_equal(c.lhs, c.rhs, c.what);
   for (const Instruction& inst : program.instructions) {
     std::vector<Value> ops;
     for (const Value& v : inst.operands) ops.push_back(mapped.at(v.id));
     std::vector<Value> rs = b.emit_results(inst.op, std::move(ops));
-    for (size_t r = 0; r < rs.size(); ++r) mapped[inst.results[r].id] = rs[r];
+    for (size_t r = 0; r < rs.size(); ++r) mapped.insert_or_assign(inst.results[r].id, rs[r]);
   }
   std::vector<Value> out;
   for (const Value& v : program.outputs) out.push_back(mapped.at(v.id));
