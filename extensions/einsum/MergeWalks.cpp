@@ -4,8 +4,11 @@
 
 #include "extensions/einsum/EinsumAdOp.h"
 #include "extensions/einsum/EinsumOp.h"
+#include "ir/ValueMap.h"
 
 #include <algorithm>
+#include <climits>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
@@ -80,19 +83,61 @@ class DependSet {
   std::vector<ValueId> touched_;
 };
 
+// The instructions `find` would pair each instruction with, ignoring order and dependences (they are the only ones
+// the scan of find_merge can pick), worked out once per instruction when it is first a candidate. Every pairing rule
+// of this file requires the partner's leading operands to be the candidate's own, so only the instructions reading
+// the candidate's first operand are asked; a candidate without operands could pair with any (nullopt: scan them all).
+// Without this, each candidate was compared with every later instruction on every search, quadratic in the size of
+// the program (a second of the Ising TRG's jvp of grad before the node list, most of what remained after it).
+template <class Find>
+class Partners {
+ public:
+  Partners(const std::vector<Instruction>& insts, const Find& find) : insts_(insts), find_(find), known_(insts.size()) {
+    for (size_t i = 0; i < insts.size(); ++i)
+      if (!insts[i].operands.empty()) readers_[insts[i].operands[0].id].push_back(i);
+  }
+  const std::optional<std::vector<size_t>>& of(size_t candidate) {
+    std::optional<std::optional<std::vector<size_t>>>& k = known_[candidate];
+    if (k) return *k;
+    const Instruction& inst = insts_[candidate];
+    if (inst.operands.empty()) return k.emplace(std::nullopt);
+    std::vector<size_t> found;
+    if (auto it = readers_.find(inst.operands[0].id); it != readers_.end())
+      for (size_t q : it->second)
+        if (q != candidate && find_(inst, insts_[q])) found.push_back(q);
+    return k.emplace(std::move(found));
+  }
+
+ private:
+  const std::vector<Instruction>& insts_;
+  const Find& find_;
+  std::map<ValueId, std::vector<size_t>> readers_;  // value id -> instructions whose first operand it is
+  std::vector<std::optional<std::optional<std::vector<size_t>>>> known_;
+};
+
 // The first merge `find` proposes for a candidate `first` node and a later `second` one that does not depend on
 // first's results (`depends`: the values that do, up to `second`); its node positions, or nullopt when there is
 // none. Candidates are original extension instructions from node `start` on; a merged node is never a candidate.
+// `gone` marks the instructions that are no longer nodes of their own (a merged pair's two).
 template <class Find>
 std::optional<std::pair<size_t, size_t>> find_merge(const std::vector<Instruction>& insts,
                                                     const std::vector<Node>& order, size_t start, DependSet& depends,
-                                                    std::optional<Merge>& found, const Find& find) {
+                                                    std::optional<Merge>& found, const Find& find,
+                                                    Partners<Find>& partners, const std::vector<bool>& gone) {
   for (size_t p = start; p < order.size(); ++p) {
     const Node& candidate = order[p];
     if (candidate.merge || !std::holds_alternative<ExtensionOp>(insts[candidate.inst].op)) continue;
+    // How many partners the scan can still meet; it stops after the last (none: the candidate is skipped).
+    const std::optional<std::vector<size_t>>& known = partners.of(candidate.inst);
+    size_t remaining = SIZE_MAX;
+    if (known) {
+      remaining = static_cast<size_t>(
+          std::count_if(known->begin(), known->end(), [&](size_t q) { return !gone[q]; }));
+      if (remaining == 0) continue;
+    }
     depends.clear();
     for (ValueId r : candidate.result_ids) depends.insert(r);
-    for (size_t q = p + 1; q < order.size(); ++q) {
+    for (size_t q = p + 1; q < order.size() && remaining > 0; ++q) {
       const Node& c = order[q];
       const Instruction& ci = insts[c.inst];
       const bool reads_first =
@@ -106,6 +151,7 @@ std::optional<std::pair<size_t, size_t>> find_merge(const std::vector<Instructio
         }
       if (reads_first)
         for (ValueId r : c.result_ids) depends.insert(r);
+      if (known && !c.merge && std::find(known->begin(), known->end(), c.inst) != known->end()) --remaining;
     }
   }
   return std::nullopt;
@@ -114,8 +160,8 @@ std::optional<std::pair<size_t, size_t>> find_merge(const std::vector<Instructio
 // Rebuilds `program` with its instructions in the order of `order`, each merged pair as one instruction.
 Program rebuild(const Program& program, const std::vector<Node>& order, const ExtensionRegistry* registry) {
   Builder b(program.name, registry);
-  std::map<ValueId, Value> mapped;
-  for (const Parameter& p : program.params) mapped[p.value.id] = b.parameter(p.name, p.value.type);
+  ValueMap<Value> mapped(program);
+  for (const Parameter& p : program.params) mapped.insert_or_assign(p.value.id, b.parameter(p.name, p.value.type));
   for (const ShapeConstraint& c : program.constraints)
     if (c.at < 0) b.require_equal(c.lhs, c.rhs, c.what);
   for (const Node& n : order) {
@@ -124,12 +170,12 @@ Program rebuild(const Program& program, const std::vector<Node>& order, const Ex
     for (const Value& v : inst.operands) ops.push_back(mapped.at(v.id));
     if (!n.merge) {
       std::vector<Value> rs = b.emit_results(inst.op, std::move(ops));
-      for (size_t r = 0; r < rs.size(); ++r) mapped[inst.results[r].id] = rs[r];
+      for (size_t r = 0; r < rs.size(); ++r) mapped.insert_or_assign(inst.results[r].id, rs[r]);
       continue;
     }
     std::vector<Value> rs = b.extension_results(n.merge->payload, std::move(ops));
     for (size_t r = 0; r < rs.size(); ++r)
-      if (n.result_ids[r] >= 0) mapped[n.result_ids[r]] = rs[r];
+      if (n.result_ids[r] >= 0) mapped.insert_or_assign(n.result_ids[r], rs[r]);
   }
   std::vector<Value> outputs;
   for (const Value& v : program.outputs) outputs.push_back(mapped.at(v.id));
@@ -153,11 +199,15 @@ Program merge_all(const Program& program, const ExtensionRegistry* registry, con
     order.push_back(std::move(n));
   }
   DependSet depends(program.next_value_id());
+  Partners<Find> partners(insts, find);
+  std::vector<bool> gone(insts.size(), false);
   std::optional<Merge> found;
   size_t start = 0;
   bool merged = false;
-  while (std::optional<std::pair<size_t, size_t>> at = find_merge(insts, order, start, depends, found, find)) {
+  while (std::optional<std::pair<size_t, size_t>> at =
+             find_merge(insts, order, start, depends, found, find, partners, gone)) {
     const auto [p, q] = *at;
+    gone[found->first] = gone[found->second] = true;
     std::vector<Node> next;
     next.reserve(order.size() - 1);
     std::vector<Node> deferred;
