@@ -1,5 +1,6 @@
 #include "runtime/Interpreter.h"
 
+#include "ir/ValueMap.h"
 #include "runtime/StdKernels.h"
 
 #include <fmt/format.h>
@@ -13,25 +14,27 @@
 namespace einstage {
 
 Interpreter::Interpreter(const Program& program) : program_(&program) {
-  std::map<ValueId, int> slot;
-  auto names = value_names(program);
-  auto define = [&](ValueId id) {
-    EIN_ASSERT(!slot.count(id), "value %{} defined twice", id);
+  ValueMap<int> slot(program);
+  // Slots are numbered in definition order, parameters first, so a slot's printed name is its parameter's or the
+  // dense result number value_names gives (without building that map of every value).
+  size_t printed = 0;
+  auto define = [&](ValueId id, const std::string* param) {
+    EIN_ASSERT(!slot.contains(id), "value %{} defined twice", id);
     int s = slot_count_++;
-    slot[id] = s;
-    names_.push_back(names.count(id) ? names[id] : fmt::format("%?{}", id));
+    slot.insert_or_assign(id, s);
+    names_.push_back(param ? "%" + *param : fmt::format("%{}", printed++));
     return s;
   };
   auto lookup = [&](ValueId id) {
-    auto it = slot.find(id);
-    EIN_ASSERT(it != slot.end(), "value %{} used before its definition", id);
-    return it->second;
+    const int* s = slot.find(id);
+    EIN_ASSERT(s != nullptr, "value %{} used before its definition", id);
+    return *s;
   };
-  for (const Parameter& p : program.params) param_slots_.push_back(define(p.value.id));
+  for (const Parameter& p : program.params) param_slots_.push_back(define(p.value.id, &p.name));
   for (const Instruction& inst : program.instructions) {
     Step step;
     for (const Value& v : inst.operands) step.operands.push_back(lookup(v.id));
-    for (const Value& r : inst.results) step.results.push_back(define(r.id));
+    for (const Value& r : inst.results) step.results.push_back(define(r.id, nullptr));
     steps_.push_back(std::move(step));
   }
   for (const Value& v : program.outputs) output_slots_.push_back(lookup(v.id));

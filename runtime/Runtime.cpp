@@ -326,7 +326,6 @@ Executable Runtime::prepare(const Program& program) const {
   impl->program = program;
   {
     std::lock_guard lock(state_->mutex);
-    auto names = value_names(program);
     for (const Instruction& inst : program.instructions) {
       const auto* ext = std::get_if<ExtensionOp>(&inst.op);
       if (!ext) {
@@ -339,7 +338,8 @@ Executable Runtime::prepare(const Program& program) const {
         std::string module = family.substr(0, family.rfind('.'));
         fail(ErrorKind::not_found, "@{}: missing extension family \"{}\" (used by {}): load the module that provides "
              "it (Runtime::load_module(\"path/to/{}\")) or link the module in and call Runtime::add_module with its "
-             "descriptor", program.name, family, names[inst.results[0].id], module_library_name(module));
+             "descriptor", program.name, family, value_names(program)[inst.results[0].id],
+             module_library_name(module));
       }
       impl->executors.push_back(it->second);
     }
