@@ -232,12 +232,26 @@ TEST_CASE_TEMPLATE("jit gett: direct small-problem path equals the packed path b
   CHECK(compared > 40);
 }
 
+// Runs three copies of make()'s problem: on the JIT's own choice (which swaps it to C^T = B^T A^T), on 2 threads,
+// and on the packed path with the default blocking (which never swaps): the first against the oracle, all three with
+// the same bits.
+template <typename T, typename Make>
+void check_swapped_bits(const Make& make, ThreadPool& two) {
+  const GettBlocking packed = default_blocking(dtype_v<T>, memory_cache().host().has_avx512);
+  OwnedProblem swapped = make(), threaded = make(), reference = make();
+  contract_jit(swapped.p, nullptr, &memory_cache());
+  contract_jit(threaded.p, &two, &memory_cache());
+  contract_jit(reference.p, nullptr, &memory_cache(), &packed);
+  check_against_oracle<T>(swapped);
+  CHECK(swapped.c.bytes == reference.c.bytes);
+  CHECK(swapped.c.bytes == threaded.c.bytes);
+}
+
 // A k-major A (row-major i,k) and a k-major B with fewer columns than A has rows run as C^T = B^T A^T (Gett.cpp), in
 // the original k order: the same bits as the unswapped packed path (a blocking argument keeps it unswapped), at one
 // and two threads, across KC blocks and edge tiles.
 TEST_CASE_TEMPLATE("jit gett: k-major A and B swapped to C^T = B^T A^T give the unswapped bits", T, float, double) {
   const DType dtype = dtype_v<T>;
-  const GettBlocking packed = default_blocking(dtype, memory_cache().host().has_avx512);
   ThreadPool two(2);
   for (auto [m, n, k] : {std::tuple{300, 21, 600}, std::tuple{97, 40, 300}, std::tuple{64, 9, 5}}) {
     INFO("m " << m << " n " << n << " k " << k);
@@ -247,13 +261,7 @@ TEST_CASE_TEMPLATE("jit gett: k-major A and B swapped to C^T = B^T A^T give the 
       op.p.k[0].stride_a = 1;
       return op;
     };
-    OwnedProblem swapped = make(), threaded = make(), reference = make();
-    contract_jit(swapped.p, nullptr, &memory_cache());
-    contract_jit(threaded.p, &two, &memory_cache());
-    contract_jit(reference.p, nullptr, &memory_cache(), &packed);
-    check_against_oracle<T>(swapped);
-    CHECK(swapped.c.bytes == reference.c.bytes);
-    CHECK(swapped.c.bytes == threaded.c.bytes);
+    check_swapped_bits<T>(make, two);
   }
 }
 
@@ -276,13 +284,7 @@ TEST_CASE_TEMPLATE("jit gett: C stored transposed is swapped to C^T = B^T A^T wi
         op.p.n[0].stride_c = 1;
         return op;
       };
-      OwnedProblem swapped = make(), threaded = make(), reference = make();
-      contract_jit(swapped.p, nullptr, &memory_cache());
-      contract_jit(threaded.p, &two, &memory_cache());
-      contract_jit(reference.p, nullptr, &memory_cache(), &packed);
-      check_against_oracle<T>(swapped);
-      CHECK(swapped.c.bytes == reference.c.bytes);
-      CHECK(swapped.c.bytes == threaded.c.bytes);
+      check_swapped_bits<T>(make, two);
     }
   }
 }
