@@ -2,6 +2,7 @@
 
 #include "runtime/jit/GettDots.h"
 #include "runtime/jit/GettLoops.h"
+#include "runtime/kernels/HostIsa.h"
 
 #include "ir/Error.h"
 #include "ir/Scratch.h"
@@ -282,10 +283,8 @@ void elementwise(const std::vector<Axis>& axes, const void* a_data, const void* 
 
 // The vector width GettDots.h runs at on this CPU: 2 AVX-512, 1 AVX2 with FMA, 0 neither (no dots mode).
 int dots_isa() {
-  static const int isa = __builtin_cpu_supports("avx512f")                                   ? 2
-                         : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 1
-                                                                                           : 0;
-  return isa;
+  const kernels::HostIsa& isa = kernels::host_isa();
+  return isa.avx512f ? 2 : isa.avx2 && isa.fma ? 1 : 0;
 }
 
 // A matrix-vector product whose matrix and vector are both contiguous along k (one row or one column, at least 8 of

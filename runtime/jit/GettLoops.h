@@ -9,6 +9,7 @@
 #include "runtime/ThreadPool.h"
 #include "runtime/jit/Gett.h"
 #include "runtime/jit/Jit.h"
+#include "runtime/kernels/HostIsa.h"
 #include "runtime/kernels/Strided.h"
 
 #include <algorithm>
@@ -117,12 +118,8 @@ template <typename T>
     }
   }
 }
-// With the FMA instruction inline, and through libm's fma (the same bits, slower) on a CPU without it. A constant of
-// the CPU, read on first use (not in a static initialiser, which may run before the CPU model is set up).
-inline bool host_has_fma() {
-  static const bool fma = __builtin_cpu_supports("fma");
-  return fma;
-}
+// With the FMA instruction inline, and through libm's fma (the same bits, slower) on a CPU without it.
+inline bool host_has_fma() { return kernels::host_isa().fma; }
 template <typename T>
 [[gnu::target("fma")]] void tiny_product_fma(const Fused& m, const Fused& n, const Fused& k, bool accumulate,
                                              const T* a, const T* b, T* c) {

@@ -1,13 +1,17 @@
 // Matrix products split by their operands' exact zeros (see BlockProduct.h).
 #include "runtime/kernels/BlockProduct.h"
 
+#include "runtime/kernels/HostIsa.h"
+
 #include <algorithm>
 #include <array>
 #include <bit>
 #include <cmath>
 #include <complex>
 #include <cstdint>
+#include <memory>
 #include <optional>
+#include <span>
 #include <type_traits>
 #include <vector>
 
@@ -48,11 +52,8 @@ template <typename T> Lines<T> lines_of_b(const T* b, const ContractionProblem& 
 }
 
 // Bit e of the result: x[e] != 0, for 64 contiguous entries (a nan counts as nonzero, -0 as zero), with the vector
-// compares of the CPU: AVX-512 or AVX2 (the ISA read once), else one entry at a time.
-int vector_isa() {
-  static const int isa = __builtin_cpu_supports("avx512f") ? 2 : __builtin_cpu_supports("avx2") ? 1 : 0;
-  return isa;
-}
+// compares of the CPU: AVX-512 or AVX2 (HostIsa.h), else one entry at a time.
+int vector_isa() { return host_isa().avx512f ? 2 : host_isa().avx2 ? 1 : 0; }
 [[gnu::target("avx512f")]] uint64_t nonzero_word_avx512(const double* x) {
   uint64_t word = 0;
   for (int g = 0; g < 8; ++g)
@@ -220,11 +221,10 @@ bool run_blocks(const ContractionProblem& p, const std::function<void(const Cont
   if (parts.size() < 2 || work > 0.5 * double(M) * double(N) * double(K)) return false;
 
   // Every nonzero entry is in some block: gather them all, and keep the dense product for a nan or an infinity.
-  // The gathered operands and one block's product, in this thread's buffers (kept: the next product reuses them).
-  thread_local std::vector<T> ga, gb, gc;
-  if (ga.size() < a_size) ga.resize(a_size);
-  if (gb.size() < b_size) gb.resize(b_size);
-  if (gc.size() < c_max) gc.resize(c_max);
+  // The gathered operands and one block's product, in one buffer of this call's (no state kept between calls).
+  const std::unique_ptr<T[]> gathered = std::make_unique_for_overwrite<T[]>(a_size + b_size + c_max);
+  const std::span<T> ga(gathered.get(), a_size), gb(gathered.get() + a_size, b_size),
+      gc(gathered.get() + a_size + b_size, c_max);
   for (const Part& x : parts) {
     const auto mi = static_cast<int64_t>(x.rows.size()), kc = static_cast<int64_t>(x.ks.size());
     T* to = ga.data() + x.a_at;
