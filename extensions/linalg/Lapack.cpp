@@ -508,8 +508,10 @@ template <typename T> struct Job {
     for (int64_t i = col; i < vrows(); ++i) put_vt(i, right[static_cast<size_t>(i - col)].first, right[static_cast<size_t>(i - col)].second);
   }
 
-  // The full svd of the block of matrix b on rows `rp` and columns `cp` into u, s, vt: ?gesdd with jobz 'A' in the
-  // call's workspace (a block needs no more than the whole matrix), else ?gesvd with a workspace of its own.
+  // The full svd of the block of matrix b on rows `rp` and columns `cp` into u, s, vt: a square real block by the
+  // staged driver (Staged.h; ?gesdd would reduce a block below 128 columns by its unblocked BLAS-2 ?gebd2, the
+  // Ising tensor's two 128 x 128 parity blocks included), else ?gesdd with jobz 'A' in the call's workspace (a block
+  // needs no more than the whole matrix); ?gesvd with a workspace of its own if either does not converge.
   void decompose_block(int64_t b, const std::vector<int64_t>& rp, const std::vector<int64_t>& cp, T* u, R* s, T* vt,
                        const typename Workspace<T>::Buffers& w) const {
     const T* ab = a + b * m * n;
@@ -522,6 +524,30 @@ template <typename T> struct Job {
       }
     };
     gather(w.copy);
+    if constexpr (kReal) {
+      if (staged::Svd<R>::takes(r, q, true)) {
+        const staged::Svd<R> block(r, q);
+        if (block.in_range(w.copy)) {
+          const staged::Sizes& z = block.sizes();
+          std::vector<T> own_work, own_task;
+          std::vector<lapack_int> own_iwork;
+          T* work = w.work;
+          T* task = w.task;
+          lapack_int* iwork = w.iwork;
+          if (z.work > ws.work) own_work.resize(static_cast<size_t>(z.work)), work = own_work.data();
+          if (z.task > ws.task) own_task.resize(static_cast<size_t>(z.task)), task = own_task.data();
+          if (z.iwork > ws.iwork) own_iwork.resize(static_cast<size_t>(z.iwork)), iwork = own_iwork.data();
+          const lapack_int info = status(hook, "gesdd", block.reduce_and_solve(w.copy, s, u, vt, work, iwork));
+          EIN_ASSERT(info >= 0, "svd: ?bdsdc argument {} is illegal", -info);
+          if (info == 0) {
+            for (int64_t t = 0; t < block.tasks(); ++t) block.back_transform(t, w.copy, work, u, vt, task);
+            return;
+          }
+          gather(w.copy);
+          return gesvd_into(b, 'A', lr, lq, w.copy, s, u, lr, vt, lq);
+        }
+      }
+    }
     T query{}, x{};
     R rx{};
     lapack_int ix = 0;
