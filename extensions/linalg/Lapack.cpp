@@ -671,11 +671,13 @@ template <typename T> struct Job {
   }
 };
 
-// svd with keep = k: the thin factors split into the k kept triplets and the others (LinalgOp.h).
+// svd with keep = k: the thin factors split into the k kept triplets and the others (LinalgOp.h), as views of the
+// thin factors (results may have any strides; U's and S's parts of a single matrix are even dense): copies of the
+// six parts cost 2% of an Ising TRG evaluation at chi 16.
 std::vector<Tensor> split_kept(const std::vector<Tensor>& thin, int64_t keep) {
   const int64_t k = thin[1].extent(0);
-  return {thin[0].slice(1, 0, keep).clone(), thin[1].slice(0, 0, keep).clone(), thin[2].slice(0, 0, keep).clone(),
-          thin[0].slice(1, keep, k).clone(), thin[1].slice(0, keep, k).clone(), thin[2].slice(0, keep, k).clone()};
+  return {thin[0].slice(1, 0, keep), thin[1].slice(0, 0, keep), thin[2].slice(0, 0, keep),
+          thin[0].slice(1, keep, k), thin[1].slice(0, keep, k), thin[2].slice(0, keep, k)};
 }
 
 }  // namespace
