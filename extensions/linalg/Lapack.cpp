@@ -402,7 +402,8 @@ template <typename T> struct Job {
         }
         return;
       }
-      case LinalgKind::inv_upper: return;
+      case LinalgKind::inv_upper:
+      case LinalgKind::gap_factors: return;
     }
   }
 
@@ -666,6 +667,7 @@ template <typename T> struct Job {
         case LinalgKind::qr: qr(b, w); break;
         case LinalgKind::eigh: eigh(b, w); break;
         case LinalgKind::inv_upper: inv_upper(b); break;
+        case LinalgKind::gap_factors: break;  // not a decomposition (GapFactors.h)
       }
     }
   }
@@ -718,6 +720,7 @@ std::vector<Tensor> decompose(const LinalgPayload& payload, const Tensor& a_in, 
     case LinalgKind::qr: out = {empty(a.dtype(), {m, k}), empty(a.dtype(), {k, n})}; break;
     case LinalgKind::eigh: out = {empty(real, {n}), empty(a.dtype(), {n, n})}; break;
     case LinalgKind::inv_upper: out = {empty(a.dtype(), {n, n})}; break;
+    case LinalgKind::gap_factors: EIN_ASSERT(false, "gap_factors is not a decomposition (GapFactors.h)");
   }
   dispatch_dtype(a.dtype(), [&](auto zero) {
     using T = decltype(zero);

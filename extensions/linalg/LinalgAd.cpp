@@ -103,6 +103,12 @@ struct Mat {
     const Value dq_perp = b.neg(mm(q_k, mm(adj(dq_k), q_perp)));
     return b.add(place_columns(dq_k, 0, q), place_columns(dq_perp, k, q));
   }
+  /// gap_factors(s_I, s_J): H⁺ = (F + G)/2 and H⁻ = (F − G)/2 [I, J, B...] (LinalgOp.h), one op.
+  std::array<Value, 2> gap_factors(const Value& si, const Value& sj, bool diagonal, double eps) const {
+    const std::vector<Value> h = b.extension_results(
+        std::make_shared<LinalgPayload>(LinalgKind::gap_factors, false, eps, 0, diagonal), {si, sj});
+    return {h[0], h[1]};
+  }
   /// inv_upper(r), the differentiable R⁻¹.
   Value inv_upper(const Value& r) const {
     return b.extension_results(std::make_shared<LinalgPayload>(LinalgKind::inv_upper), {r})[0];
@@ -187,20 +193,11 @@ BlockTangents svd_block_tangents(Builder& b, const LinalgPayload& p, std::span<c
       if (!dahu) dahu = adj_mm(b, da, bj.u);
       dph = b.dot_general(bi.vh, *dahu, {1}, {0}, m.batch_axes(bi.vh), m.batch_axes(*dahu));
     }
-    // s_J along the columns, s_I along the rows.
-    std::vector<Dim> grid{bi.s.type.dims[0], bj.s.type.dims[0]};
-    grid.insert(grid.end(), bj.s.type.dims.begin() + 1, bj.s.type.dims.end());
-    Axes along_columns{1}, along_rows{0};
-    for (int64_t x = 1; x < bj.s.type.rank(); ++x) along_columns.push_back(x + 1), along_rows.push_back(x + 1);
-    const Value sj = b.broadcast_in_dim(bj.s, along_columns, grid), si = b.broadcast_in_dim(bi.s, along_rows, grid);
-    Value fm = m.broadened_inverse(b.sub(sj, si), p.eps());
-    if (i == j) fm = b.mul(fm, b.sub(b.full(fm.type, 1.0), b.embed_diag(b.full(bj.s.type, 1.0), 0, 1)));
-    fm = m.as(fm, dp);
-    const Value gp = m.as(m.broadened_inverse(b.add(sj, si), p.eps()), dp);
-    const Value sym = b.mul(fm, b.add(dp, dph));
-    const Value skew = b.mul(gp, b.sub(dp, dph));
-    sum(du, m.mm(bi.u, m.half(b.add(sym, skew))));
-    sum(dvh, adj_mm(b, m.half(b.sub(sym, skew)), bi.vh));
+    // ½(F∘(dP + dPᴴ) ± G∘(dP − dPᴴ)) = H^±∘dP + H^∓∘dPᴴ, with F and G over s_J (columns) against s_I (rows).
+    const auto [hp_real, hm_real] = m.gap_factors(bi.s, bj.s, i == j, p.eps());
+    const Value hp = m.as(hp_real, dp), hm = m.as(hm_real, dp);
+    sum(du, m.mm(bi.u, b.add(b.mul(hp, dp), b.mul(hm, dph))));
+    sum(dvh, adj_mm(b, b.add(b.mul(hm, dp), b.mul(hp, dph)), bi.vh));
     if (i == j) ds = m.real_diag(dp);
     if (tall) sum(u_dp, m.mm(bi.u, dp));
     if (wide) sum(dph_vh, adj_mm(b, dph, bi.vh));
@@ -274,6 +271,36 @@ std::vector<std::optional<Value>> qr_tangents(Builder& b, const Instruction& ins
   return {b.add(m.mm(q, b.sub(omega, c)), dar), m.mm(b.sub(c, omega), r)};
 }
 
+// H^± = (F ± G)/2 with F = f(D), G = f(P), f(x) = x / (x² + eps), D = s_J − s_I, P = s_J + s_I over the grid:
+// dH^± = (f'(D) dD ± f'(P) dP)/2 with f'(x) = (eps − x²) / (x² + eps)², and dF's diagonal zero by the mask when
+// `diagonal` (as F's: a 1/eps there would spoil the next order).
+std::vector<std::optional<Value>> gap_factor_tangents(Builder& b, const LinalgPayload& p, const Value& si,
+                                                      const Value& sj, const std::optional<Value>& dsi,
+                                                      const std::optional<Value>& dsj) {
+  if (!dsi && !dsj) return {std::nullopt, std::nullopt};
+  Mat m{b};
+  std::vector<Dim> grid{si.type.dims[0], sj.type.dims[0]};
+  grid.insert(grid.end(), sj.type.dims.begin() + 1, sj.type.dims.end());
+  Axes along_columns{1}, along_rows{0};
+  for (int64_t x = 1; x < sj.type.rank(); ++x) along_columns.push_back(x + 1), along_rows.push_back(x + 1);
+  auto columns = [&](const Value& v) { return b.broadcast_in_dim(v, along_columns, grid); };
+  auto rows = [&](const Value& v) { return b.broadcast_in_dim(v, along_rows, grid); };
+  const Value cj = columns(sj), ri = rows(si);
+  const Value d = b.sub(cj, ri), s = b.add(cj, ri);
+  const std::optional<Value> tj = dsj ? std::optional<Value>(columns(*dsj)) : std::nullopt;
+  const std::optional<Value> ti = dsi ? std::optional<Value>(rows(*dsi)) : std::nullopt;
+  const Value dd = tj && ti ? b.sub(*tj, *ti) : tj ? *tj : b.neg(*ti);
+  const Value ds = tj && ti ? b.add(*tj, *ti) : tj ? *tj : *ti;
+  auto slope = [&](const Value& x) {  // f'(x)
+    const Value x2 = b.mul(x, x), den = b.add(x2, b.full(x.type, p.eps()));
+    return b.div(b.sub(b.full(x.type, p.eps()), x2), b.mul(den, den));
+  };
+  Value df = b.mul(slope(d), dd);
+  if (p.diagonal()) df = b.mul(df, b.sub(b.full(df.type, 1.0), b.embed_diag(b.full(si.type, 1.0), 0, 1)));
+  const Value dg = b.mul(slope(s), ds);
+  return {m.half(b.add(df, dg)), m.half(b.sub(df, dg))};
+}
+
 // X = R⁻¹ of the upper triangle: dX = −X triu(dR) X.
 std::vector<std::optional<Value>> inv_upper_tangents(Builder& b, const Instruction& inst, const Value& r,
                                                      const Value& dr) {
@@ -289,12 +316,15 @@ std::vector<std::optional<Value>> linearize_linalg(Builder& b, const Instruction
                                                    std::span<const std::optional<Value>> tangents) {
   const auto& p = static_cast<const LinalgPayload&>(*std::get<ExtensionOp>(inst.op).payload);
   const size_t n = inst.results.size();
+  if (p.kind() == LinalgKind::gap_factors)
+    return gap_factor_tangents(b, p, primals[0], primals[1], tangents[0], tangents[1]);
   if (!tangents[0]) return std::vector<std::optional<Value>>(n);
   switch (p.kind()) {
     case LinalgKind::svd: return svd_tangents(b, inst, p, primals[0], *tangents[0]);
     case LinalgKind::eigh: return eigh_tangents(b, inst, p, primals[0], *tangents[0]);
     case LinalgKind::qr: return qr_tangents(b, inst, primals[0], *tangents[0]);
     case LinalgKind::inv_upper: return inv_upper_tangents(b, inst, primals[0], *tangents[0]);
+    case LinalgKind::gap_factors: break;  // above
   }
   EIN_ASSERT(false, "linalg: unknown op");
 }

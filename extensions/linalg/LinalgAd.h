@@ -12,6 +12,8 @@
 //   F = D / (D² + ε)  (the Lorentzian-broadened 1/(s_j − s_i), zero on the diagonal),
 //   G = P / (P² + ε)  (the broadened 1/(s_j + s_i); its diagonal is the guarded 1/(2 s_i)),
 //   dS = Re diag(dP),  Uᴴ dU = ½(F∘(dP + dPᴴ) + G∘(dP − dPᴴ)),  Vᴴ dV = ½(F∘(dP + dPᴴ) − G∘(dP − dPᴴ)),
+// computed as Uᴴ dU = H⁺∘dP + H⁻∘dPᴴ and Vᴴ dV = H⁻∘dP + H⁺∘dPᴴ with H± = (F ± G)/2 from the family's op
+// gap_factors (one pass; its own rule: dH± = (f'(D) dD ± f'(P) dP)/2, f(x) = x / (x² + ε)),
 // plus the projector terms (I − U Uᴴ) dA V S⁻¹ for U when M > N and (I − V Vᴴ) dAᴴ U S⁻¹ for V when N > M (S⁻¹ the
 // guarded s / (s² + ε)). The diagonal of the G term is the complex gauge term, split evenly between U and V.
 // eigh: dP = Vᴴ sym(dA) V with sym(dA) = (dA + dAᴴ)/2, dW = Re diag(dP), Vᴴ dV = F∘dP (F over the eigenvalues).

@@ -15,13 +15,17 @@ namespace {
 using json = nlohmann::json;
 
 constexpr std::string_view kAttrs =
-    "op (svd, qr, eigh or inv_upper), full (svd only), keep (svd only), eps (svd and eigh)";
-constexpr std::string_view kOps = "svd, qr, eigh or inv_upper";
+    "op (svd, qr, eigh, inv_upper or gap_factors), full (svd only), keep (svd only), diagonal (gap_factors only), "
+    "eps (svd, eigh and gap_factors)";
+constexpr std::string_view kOps = "svd, qr, eigh, inv_upper or gap_factors";
 
-bool has_eps(LinalgKind kind) { return kind == LinalgKind::svd || kind == LinalgKind::eigh; }
+bool has_eps(LinalgKind kind) {
+  return kind == LinalgKind::svd || kind == LinalgKind::eigh || kind == LinalgKind::gap_factors;
+}
 
 std::optional<LinalgKind> kind_of(std::string_view text) {
-  for (LinalgKind k : {LinalgKind::svd, LinalgKind::qr, LinalgKind::eigh, LinalgKind::inv_upper})
+  for (LinalgKind k :
+       {LinalgKind::svd, LinalgKind::qr, LinalgKind::eigh, LinalgKind::inv_upper, LinalgKind::gap_factors})
     if (name(k) == text) return k;
   return std::nullopt;
 }
@@ -29,13 +33,13 @@ std::optional<LinalgKind> kind_of(std::string_view text) {
 // The one check of which attributes an op takes, shared by both readers.
 std::unique_ptr<LinalgPayload> make_checked(std::optional<LinalgKind> kind, std::optional<bool> full,
                                             std::optional<double> eps, std::optional<int64_t> keep,
-                                            std::string_view got) {
+                                            std::optional<bool> diagonal, std::string_view got) {
   if (!kind) fail(ErrorKind::parse, "'{}' needs the attribute op = {} (got: {})", kLinalgFamily, kOps, got);
   if (full && *kind != LinalgKind::svd)
     fail(ErrorKind::parse, "'{}' op = {} takes no attribute 'full'; only svd does (got: {})", kLinalgFamily,
          name(*kind), got);
   if (eps && !has_eps(*kind))
-    fail(ErrorKind::parse, "'{}' op = {} takes no attribute 'eps'; only svd and eigh do (got: {})", kLinalgFamily,
+    fail(ErrorKind::parse, "'{}' op = {} takes no attribute 'eps'; only svd, eigh and gap_factors do (got: {})", kLinalgFamily,
          name(*kind), got);
   if (eps && !(*eps >= 0))
     fail(ErrorKind::parse, "'{}' attribute 'eps' must be a number >= 0 (got {})", kLinalgFamily, *eps);
@@ -47,7 +51,11 @@ std::unique_ptr<LinalgPayload> make_checked(std::optional<LinalgKind> kind, std:
          kLinalgFamily, *keep);
   if (keep && full.value_or(false))
     fail(ErrorKind::parse, "'{}' svd takes 'keep' or 'full = true', not both (got: {})", kLinalgFamily, got);
-  return std::make_unique<LinalgPayload>(*kind, full.value_or(false), eps.value_or(kDefaultEps), keep.value_or(0));
+  if (diagonal && *kind != LinalgKind::gap_factors)
+    fail(ErrorKind::parse, "'{}' op = {} takes no attribute 'diagonal'; only gap_factors does (got: {})",
+         kLinalgFamily, name(*kind), got);
+  return std::make_unique<LinalgPayload>(*kind, full.value_or(false), eps.value_or(kDefaultEps), keep.value_or(0),
+                                         diagonal.value_or(false));
 }
 
 // K = min(M, N): known when both extents are constants or they are the same dim.
@@ -63,6 +71,33 @@ std::vector<Dim> with_batch(std::vector<Dim> head, const TensorType& a) {
   return head;
 }
 
+// gap_factors: s_I [I, B...] and s_J [J, B...], real, the same batch axes -> H⁺, H⁻ [I, J, B...].
+std::vector<TensorType> infer_gap_factors(const LinalgPayload& p, Types operands, TypeContext& ctx) {
+  if (operands.size() != 2)
+    ctx.error(ErrorKind::invalid_argument, "gap_factors takes 2 operands (singular values s_I [I, B...] and s_J "
+              "[J, B...]) but {} were given", operands.size());
+  const TensorType &si = operands[0], &sj = operands[1];
+  for (int o = 0; o < 2; ++o) {
+    const TensorType& s = operands[static_cast<size_t>(o)];
+    if (s.dtype != DType::f32 && s.dtype != DType::f64)
+      ctx.error(ErrorKind::dtype, "gap_factors: operand {} has type {}; expected f32 or f64 (singular values are "
+                "real)", o, s.to_string());
+    if (s.rank() < 1)
+      ctx.error(ErrorKind::shape, "gap_factors: operand {} has type {}; expected a vector [K, B...] of rank 1 or "
+                "more", o, s.to_string());
+  }
+  if (si.dtype != sj.dtype || si.rank() != sj.rank())
+    ctx.error(ErrorKind::shape, "gap_factors: operands {} and {} differ in dtype or rank; expected the same dtype "
+              "and batch axes", si.to_string(), sj.to_string());
+  std::vector<Dim> dims{si.dims[0], p.diagonal() ? ctx.unify(si.dims[0], sj.dims[0], [] {
+    return std::string("gap_factors with diagonal = true: operand 0's axis 0 vs operand 1's axis 0");
+  }) : sj.dims[0]};
+  for (int a = 1; a < si.rank(); ++a)
+    dims.push_back(ctx.unify(si.dims[static_cast<size_t>(a)], sj.dims[static_cast<size_t>(a)],
+                             [&] { return fmt::format("gap_factors: batch axis {} of operand 0 vs operand 1", a); }));
+  return {TensorType{si.dtype, dims}, TensorType{si.dtype, dims}};
+}
+
 }  // namespace
 
 std::string_view name(LinalgKind kind) {
@@ -71,12 +106,13 @@ std::string_view name(LinalgKind kind) {
     case LinalgKind::qr: return "qr";
     case LinalgKind::inv_upper: return "inv_upper";
     case LinalgKind::eigh: return "eigh";
+    case LinalgKind::gap_factors: return "gap_factors";
   }
   return "?";
 }
 
-LinalgPayload::LinalgPayload(LinalgKind kind, bool full, double eps, int64_t keep)
-    : kind_(kind), full_(full), eps_(eps), keep_(keep), hash_(hash_bytes(to_text())) {}
+LinalgPayload::LinalgPayload(LinalgKind kind, bool full, double eps, int64_t keep, bool diagonal)
+    : kind_(kind), full_(full), eps_(eps), keep_(keep), diagonal_(diagonal), hash_(hash_bytes(to_text())) {}
 
 std::string LinalgPayload::to_text() const {
   switch (kind_) {
@@ -86,6 +122,9 @@ std::string LinalgPayload::to_text() const {
     case LinalgKind::qr:
     case LinalgKind::inv_upper: return fmt::format("op = {}", name(kind_));
     case LinalgKind::eigh: return fmt::format("eps = {}, op = eigh", format_float(eps_));
+    case LinalgKind::gap_factors:
+      return fmt::format("diagonal = {}, eps = {}, op = gap_factors", diagonal_ ? "true" : "false",
+                         format_float(eps_));
   }
   return {};
 }
@@ -94,6 +133,7 @@ std::string LinalgPayload::to_json() const {
   json j = json::object();
   j["op"] = std::string(name(kind_));
   if (kind_ == LinalgKind::svd) j["full"] = full_;
+  if (kind_ == LinalgKind::gap_factors) j["diagonal"] = diagonal_;
   if (keep_ > 0) j["keep"] = keep_;
   if (has_eps(kind_)) j["eps"] = eps_;
   return j.dump();
@@ -101,7 +141,8 @@ std::string LinalgPayload::to_json() const {
 
 bool LinalgPayload::equals(const ExtensionPayload& other) const {
   const auto* o = dynamic_cast<const LinalgPayload*>(&other);
-  return o && kind_ == o->kind_ && full_ == o->full_ && eps_ == o->eps_ && keep_ == o->keep_;
+  return o && kind_ == o->kind_ && full_ == o->full_ && eps_ == o->eps_ && keep_ == o->keep_ &&
+         diagonal_ == o->diagonal_;
 }
 
 std::unique_ptr<ExtensionPayload> LinalgPayload::clone() const { return std::make_unique<LinalgPayload>(*this); }
@@ -111,6 +152,7 @@ std::unique_ptr<LinalgPayload> LinalgPayload::parse_text(std::string_view attr_t
   std::optional<bool> full;
   std::optional<double> eps;
   std::optional<int64_t> keep;
+  std::optional<bool> diagonal;
   for (const auto& [key, value] : split_attribute_text(attr_text)) {
     if (key == "op") {
       kind = kind_of(value);
@@ -119,6 +161,10 @@ std::unique_ptr<LinalgPayload> LinalgPayload::parse_text(std::string_view attr_t
       if (value != "true" && value != "false")
         fail(ErrorKind::parse, "'{}' attribute 'full': expected true or false (got {})", kLinalgFamily, value);
       full = value == "true";
+    } else if (key == "diagonal") {
+      if (value != "true" && value != "false")
+        fail(ErrorKind::parse, "'{}' attribute 'diagonal': expected true or false (got {})", kLinalgFamily, value);
+      diagonal = value == "true";
     } else if (key == "eps") {
       eps = parse_double(value);
       if (!eps) fail(ErrorKind::parse, "'{}' attribute 'eps': expected a number such as 1e-12 (got {})",
@@ -133,7 +179,7 @@ std::unique_ptr<LinalgPayload> LinalgPayload::parse_text(std::string_view attr_t
       fail(ErrorKind::parse, "'{}' has no attribute '{}'; it takes {}", kLinalgFamily, key, kAttrs);
     }
   }
-  return make_checked(kind, full, eps, keep, attr_text);
+  return make_checked(kind, full, eps, keep, diagonal, attr_text);
 }
 
 std::unique_ptr<LinalgPayload> LinalgPayload::parse_json(std::string_view json_text) {
@@ -144,29 +190,33 @@ std::unique_ptr<LinalgPayload> LinalgPayload::parse_json(std::string_view json_t
   std::optional<bool> full;
   std::optional<double> eps;
   std::optional<int64_t> keep;
+  std::optional<bool> diagonal;
   for (const auto& [key, v] : j.items()) {
     if (key == "op" && v.is_string() && (kind = kind_of(v.get<std::string>()))) continue;
     if (key == "full" && v.is_boolean()) {
       full = v.get<bool>();
+    } else if (key == "diagonal" && v.is_boolean()) {
+      diagonal = v.get<bool>();
     } else if (key == "eps" && v.is_number()) {
       eps = v.get<double>();
     } else if (key == "keep" && v.is_number_integer()) {
       keep = v.get<int64_t>();
-    } else if (key == "op" || key == "full" || key == "eps" || key == "keep") {
+    } else if (key == "op" || key == "full" || key == "eps" || key == "keep" || key == "diagonal") {
       fail(ErrorKind::parse, "'{}' payload: \"{}\" has the wrong value {}; expected {}", kLinalgFamily, key, v.dump(),
-           key == "op"     ? "\"svd\", \"qr\", \"eigh\" or \"inv_upper\""
-           : key == "full" ? "true or false"
+           key == "op"     ? "\"svd\", \"qr\", \"eigh\", \"inv_upper\" or \"gap_factors\""
+           : key == "full" || key == "diagonal" ? "true or false"
            : key == "keep" ? "an integer"
                            : "a number");
     } else {
       fail(ErrorKind::parse, "'{}' payload: unknown key \"{}\"; it takes {}", kLinalgFamily, key, kAttrs);
     }
   }
-  return make_checked(kind, full, eps, keep, json_text);
+  return make_checked(kind, full, eps, keep, diagonal, json_text);
 }
 
 std::vector<TensorType> infer_linalg_types(const LinalgPayload& p, Types operands, TypeContext& ctx) {
   const std::string_view op = name(p.kind());
+  if (p.kind() == LinalgKind::gap_factors) return infer_gap_factors(p, operands, ctx);
   if (operands.size() != 1)
     ctx.error(ErrorKind::invalid_argument, "{} takes 1 operand (a matrix or a batch [M, N, B...]) but {} were given",
               op, operands.size());
@@ -214,6 +264,7 @@ std::vector<TensorType> infer_linalg_types(const LinalgPayload& p, Types operand
       if (p.kind() == LinalgKind::inv_upper) return {TensorType{a.dtype, with_batch({sq, sq}, a)}};
       return {TensorType{real, with_batch({sq}, a)}, TensorType{a.dtype, with_batch({sq, sq}, a)}};
     }
+    case LinalgKind::gap_factors: break;  // above
   }
   ctx.error(ErrorKind::invalid_argument, "unknown op");
 }

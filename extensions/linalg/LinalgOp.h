@@ -9,6 +9,7 @@
 //   %4, %5 = einstage.linalg.v1(%0) {op = qr} : f64[4,3], f64[3,3]
 //   %6, %7 = einstage.linalg.v1(%a) {eps = 1e-12, op = eigh} : f64[3], f64[3,3]
 //   %8 = einstage.linalg.v1(%r) {op = inv_upper} : f64[3,3]
+//   %9, %10 = einstage.linalg.v1(%si, %sj) {diagonal = false, eps = 1e-12, op = gap_factors} : f64[4,3], f64[4,3]
 //
 // - svd: A = U diag(S) Vh with U [M, K, B...], S [K, B...] (real, descending), Vh [K, N, B...]; `full = true` gives
 //   U [M, M, B...] and Vh [N, N, B...]. `keep = k` (1 <= k < K, constant M and N, not with full) splits the thin
@@ -23,7 +24,12 @@
 //   ascending, V [N, N, B...].
 // - inv_upper: the inverse of the upper triangle of a square R [N, N, B...] (one result, upper triangular; the
 //   strict lower triangle is not read). qr's AD rule needs R⁻¹ as a differentiable op.
-// `eps` (svd and eigh) is the Lorentzian broadening of the AD rules (LinalgAd.h), default 1e-12. Dtypes: f32, f64,
+// - gap_factors: the two elementwise factors of svd's AD rule (LinalgAd.h) for singular values s_I [I, B...] and
+//   s_J [J, B...] (real), in one pass: H⁺ = (F + G)/2 and H⁻ = (F − G)/2, [I, J, B...], with F_ij the broadened
+//   1/(s_J,j − s_I,i) and G_ij the broadened 1/(s_J,j + s_I,i); `diagonal = true` (I = J, the same values) makes F's
+//   diagonal zero. svd's rule needs them as a differentiable op; as standard ops they were eleven passes over
+//   [I, J] matrices (two broadcasts, nine arithmetic ops) where the Ising TRG's are 240 x 240.
+// `eps` (svd, eigh and gap_factors) is the Lorentzian broadening of the AD rules (LinalgAd.h), default 1e-12. Dtypes: f32, f64,
 // c64, c128. K needs M and N known: constant extents, or the same symbol for both. Depends on ir only.
 #pragma once
 
@@ -39,18 +45,21 @@ inline constexpr std::string_view kLinalgFamily = "einstage.linalg.v1";
 inline constexpr std::string_view kLinalgModule = "einstage.linalg";
 inline constexpr double kDefaultEps = 1e-12;
 
-enum class LinalgKind : uint8_t { svd, qr, eigh, inv_upper };
+enum class LinalgKind : uint8_t { svd, qr, eigh, inv_upper, gap_factors };
 std::string_view name(LinalgKind kind);
 
 class LinalgPayload final : public ExtensionPayload {
  public:
-  explicit LinalgPayload(LinalgKind kind, bool full = false, double eps = kDefaultEps, int64_t keep = 0);
+  explicit LinalgPayload(LinalgKind kind, bool full = false, double eps = kDefaultEps, int64_t keep = 0,
+                         bool diagonal = false);
 
   LinalgKind kind() const { return kind_; }
   bool full() const { return full_; }
   double eps() const { return eps_; }
   /// svd only: the number of kept triplets of the split form (six results), or 0 (three results).
   int64_t keep() const { return keep_; }
+  /// gap_factors only: whether the operands are the same values (F's diagonal zero).
+  bool diagonal() const { return diagonal_; }
 
   std::string_view family() const override { return kLinalgFamily; }
   std::string to_text() const override;
@@ -68,10 +77,12 @@ class LinalgPayload final : public ExtensionPayload {
   bool full_;
   double eps_;
   int64_t keep_;
+  bool diagonal_;
   uint64_t hash_;
 };
 
-/// The result types (svd: U, S, Vh; qr: Q, R; eigh: W, V; inv_upper: R⁻¹), checking the one operand.
+/// The result types (svd: U, S, Vh; qr: Q, R; eigh: W, V; inv_upper: R⁻¹; gap_factors: H⁺, H⁻), checking the
+/// operands.
 std::vector<TensorType> infer_linalg_types(const LinalgPayload& payload, Types operands, TypeContext& ctx);
 
 /// Registers `einstage.linalg.v1` (readers, type rule, AD rules) in `registry`. Explicit, never from a static

@@ -2,6 +2,7 @@
 #include "extensions/linalg/Module.h"
 
 #include "extensions/api/Kernels.h"
+#include "extensions/linalg/GapFactors.h"
 #include "extensions/linalg/Lapack.h"
 #include "extensions/linalg/LinalgOp.h"
 
@@ -14,6 +15,7 @@ class PreparedDecomposition final : public PreparedOp {
   PreparedDecomposition(LinalgPayload payload, std::shared_ptr<OpenBlasThreads> blas)
       : payload_(std::move(payload)), blas_(std::move(blas)) {}
   std::vector<Tensor> run_results(std::span<const Tensor> operands, ExecutionContext& context) const override {
+    if (payload_.kind() == LinalgKind::gap_factors) return gap_factors(payload_, operands[0], operands[1], context);
     return decompose(payload_, operands[0], context, *blas_);
   }
   std::string describe() const override {

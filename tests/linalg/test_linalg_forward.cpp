@@ -100,18 +100,22 @@ TEST_CASE("linalg: the payload readers' errors name the attribute") {
   auto parse_json = [](std::string_view j) {
     return error_of([&] { registry()->get(linalg::kLinalgFamily).parse_json(j); });
   };
-  CHECK(parse("op = lu") == "'einstage.linalg.v1' attribute 'op': expected svd, qr, eigh or inv_upper (got lu)");
+  CHECK(parse("op = lu") ==
+        "'einstage.linalg.v1' attribute 'op': expected svd, qr, eigh, inv_upper or gap_factors (got lu)");
   CHECK(parse("full = true, op = qr") ==
         "'einstage.linalg.v1' op = qr takes no attribute 'full'; only svd does (got: full = true, op = qr)");
   CHECK(parse("eps = -1, op = eigh") == "'einstage.linalg.v1' attribute 'eps' must be a number >= 0 (got -1)");
   CHECK(parse("op = svd, pivot = true") ==
-        "'einstage.linalg.v1' has no attribute 'pivot'; it takes op (svd, qr, eigh or inv_upper), full (svd only), "
-        "keep (svd only), eps (svd and eigh)");
+        "'einstage.linalg.v1' has no attribute 'pivot'; it takes op (svd, qr, eigh, inv_upper or gap_factors), full "
+        "(svd only), keep (svd only), diagonal (gap_factors only), eps (svd, eigh and gap_factors)");
   CHECK(parse("eps = 0") ==
-        "'einstage.linalg.v1' needs the attribute op = svd, qr, eigh or inv_upper (got: eps = 0)");
+        "'einstage.linalg.v1' needs the attribute op = svd, qr, eigh, inv_upper or gap_factors (got: eps = 0)");
+  CHECK(parse("diagonal = true, op = svd") ==
+        "'einstage.linalg.v1' op = svd takes no attribute 'diagonal'; only gap_factors does (got: diagonal = true, "
+        "op = svd)");
   CHECK(parse("eps = 1, op = inv_upper") ==
-        "'einstage.linalg.v1' op = inv_upper takes no attribute 'eps'; only svd and eigh do (got: eps = 1, op = "
-        "inv_upper)");
+        "'einstage.linalg.v1' op = inv_upper takes no attribute 'eps'; only svd, eigh and gap_factors do (got: eps = "
+        "1, op = inv_upper)");
   CHECK(parse_json(R"({"op":"svd","full":1})") ==
         "'einstage.linalg.v1' payload: \"full\" has the wrong value 1; expected true or false");
   CHECK(registry()->get(linalg::kLinalgFamily).parse_json(R"({"op":"eigh","eps":0})")->to_text() == "eps = 0, op = eigh");
