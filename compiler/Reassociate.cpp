@@ -60,9 +60,41 @@ std::optional<Term> as_product(const Instruction& inst) {
 
 constexpr size_t kMaxTerms = 8;
 
+// The product instruction of op(x) op(y) into `result`.
+Instruction product_instruction(const Factor& x, const Factor& y, const Value& result) {
+  Instruction p;
+  p.op = DotGeneral{.lhs_batch = {}, .lhs_contracting = {x.t ? 0 : 1}, .rhs_batch = {},
+                    .rhs_contracting = {y.t ? 1 : 0}};
+  p.operands = {x.v, y.v};
+  p.results = {result};
+  return p;
+}
+
+// transpose(op(a) op(b)) with perm [1, 0] as the product op(b)ᵀ op(a)ᵀ itself when the transpose is the product's
+// only reader: one pass over the result fewer, and the reader becomes a product the rewrite below can see through.
+void fold_transposed_products(Program& program) {
+  std::vector<Instruction>& insts = program.instructions;
+  std::unordered_map<ValueId, size_t> def, reads;
+  for (size_t i = 0; i < insts.size(); ++i) {
+    for (const Value& r : insts[i].results) def[r.id] = i;
+    for (const Value& v : insts[i].operands) ++reads[v.id];
+  }
+  for (const Value& v : program.outputs) ++reads[v.id];
+  for (Instruction& inst : insts) {
+    const auto* t = std::get_if<Transpose>(&inst.op);
+    if (!t || t->perm != Axes{1, 0}) continue;
+    const auto it = def.find(inst.operands[0].id);
+    if (it == def.end() || reads[inst.operands[0].id] != 1) continue;
+    const std::optional<Term> p = as_product(insts[it->second]);
+    if (!p) continue;
+    inst = product_instruction(flip(p->b), flip(p->a), inst.results[0]);
+  }
+}
+
 }  // namespace
 
 Program reassociate_products(Program program) {
+  fold_transposed_products(program);
   std::vector<Instruction>& insts = program.instructions;
   std::unordered_map<ValueId, size_t> def;                  // result id -> its instruction
   std::unordered_map<ValueId, std::vector<size_t>> readers;  // value id -> reading instructions, once per operand
@@ -134,7 +166,7 @@ Program reassociate_products(Program program) {
     for (size_t k : tree) touched[k] = true;
     for (auto& [r, cs] : chains) touched[r] = true, plan[r] = std::move(cs);
   }
-  if (plan.empty()) return program;
+  if (plan.empty()) return eliminate_dead_code(std::move(program));
 
   ValueId next = program.next_value_id();
   std::vector<Instruction> out;
@@ -142,12 +174,7 @@ Program reassociate_products(Program program) {
   // op(x) op(y) into `result`, or a fresh value.
   auto product = [&](const Factor& x, const Factor& y, const std::optional<Value>& result) {
     const Value v = result ? *result : Value{next++, TensorType{x.v.type.dtype, {Dim(rows(x)), Dim(cols(y))}}};
-    Instruction p;
-    p.op = DotGeneral{.lhs_batch = {}, .lhs_contracting = {x.t ? 0 : 1}, .rhs_batch = {},
-                      .rhs_contracting = {y.t ? 1 : 0}};
-    p.operands = {x.v, y.v};
-    p.results = {v};
-    out.push_back(std::move(p));
+    out.push_back(product_instruction(x, y, v));
     return v;
   };
   for (size_t i = 0; i < insts.size(); ++i) {

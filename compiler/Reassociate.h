@@ -7,7 +7,8 @@
 // singular vectors, dU_R = U_K X_KR + U_R X_RR, is a [256, 240] matrix formed by a 256 x 240 x 240 product, and every
 // reader multiplies it by a [240, 16] or [256, 16] matrix, so U_R (X_RR Z) costs a fifteenth of (U_R X_RR) Z.
 //
-// Only plain matrix products take part: dot_general of two rank-2 operands with one contracting axis each, no batch
+// First, a transpose (perm [1, 0]) that is the only reader of a product becomes the product with its operands
+// swapped, (A B)ᵀ = Bᵀ Aᵀ. Only plain matrix products take part: dot_general of two rank-2 operands with one contracting axis each, no batch
 // axes and constant extents, and add of two such terms (recursively), each intermediate read by nothing else and
 // not an output. A candidate whose readers are not all such products is left alone, and so is one that would not
 // get at least a third cheaper. Post: the same parameters, outputs and results up to rounding (the sums are

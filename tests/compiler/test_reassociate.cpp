@@ -3,6 +3,7 @@
 // by the shapes that remain (the large intermediate is gone), and by the cases it must leave alone.
 #include "CompilerTestUtil.h"
 
+#include "compiler/Dce.h"
 #include "compiler/Reassociate.h"
 #include "ir/Verifier.h"
 #include "runtime/Runtime.h"
@@ -90,7 +91,7 @@ TEST_CASE("reassociate: left alone when a reader is not a product, V is an outpu
     const Value x = b.parameter("x", TensorType{DType::f64, {Dim(60), Dim(40), Dim(2)}});
     const Value xb = b.dot_general(x, bm, {1}, {0});  // [60, 2, 50]: not rank 2, so not a candidate
     const Program p = b.finish({b.dot_general(xb, z, {2}, {0})});
-    CHECK(print_program(reassociate_products(p)) == print_program(p));
+    CHECK(print_program(reassociate_products(p)) == print_program(eliminate_dead_code(p)));  // v is dead here
   }
 }
 
@@ -104,4 +105,17 @@ TEST_CASE("reassociate: a thin reader of a single product: (A B) Z becomes A (B 
   verify(q);
   CHECK_FALSE(has_result_type(q, mat(30, 30)));
   check_same_results(p, q, 7);
+}
+
+TEST_CASE("reassociate: the transpose of a product read only by it is the swapped product") {
+  Builder b("transposed");
+  const Value a = b.parameter("a", mat(30, 20)), bm = b.parameter("b", mat(40, 20)), c = b.parameter("c", mat(20, 5));
+  const Value kept = b.dot_general(a, bm, {1}, {1});  // A Bᵀ [30, 40], also an output: its transpose stays
+  const Program p = b.finish({b.transpose(b.dot_general(a, c, {1}, {0}), {1, 0}), b.transpose(kept, {1, 0}), kept});
+  const Program q = reassociate_products(p);
+  verify(q);
+  size_t transposes = 0;
+  for (const Instruction& inst : q.instructions) transposes += std::holds_alternative<Transpose>(inst.op);
+  CHECK(transposes == 1);
+  check_same_results(p, q, 11);
 }
