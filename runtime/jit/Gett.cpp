@@ -9,6 +9,7 @@
 #include "runtime/ThreadPool.h"
 #include "runtime/jit/Blocking.h"
 #include "runtime/jit/KernelCache.h"
+#include "runtime/kernels/BlockProduct.h"
 #include "runtime/kernels/Strided.h"
 
 #include <algorithm>
@@ -589,6 +590,27 @@ bool same_axes(const std::vector<Axis>& x, const std::vector<Axis>& y) {
 
 }  // namespace
 
+namespace {
+
+// contract_jit without the block split: the set-up and run of p itself.
+void run_unsplit(const ContractionProblem& p, ThreadPool* pool, KernelCache& kernels, const GettBlocking* blocking,
+                 ScratchAllocator& buffers, bool direct);
+
+// Whether kernels::block_product may split p (it decides per call, on the operands' zeros): a product of at least
+// kMinBlockProductMacs multiply-adds that overwrites C, without a batch axis. Blocks run unsplit, one after the
+// other on the caller's pool (BlockProduct.h: the dense product's bits when K fits one KC block).
+bool may_split_blocks(const ContractionProblem& p) {
+  if (p.accumulate || p.dtype == DType::i64) return false;
+  double macs = 1;
+  for (const auto* group : {&p.m, &p.n, &p.k})
+    for (const Axis& ax : *group) macs *= double(ax.extent);
+  for (const Axis& ax : p.batch)
+    if (ax.extent != 1) return false;
+  return macs >= kernels::kMinBlockProductMacs;
+}
+
+}  // namespace
+
 bool same_geometry(const ContractionProblem& x, const ContractionProblem& y) {
   return x.dtype == y.dtype && x.accumulate == y.accumulate && same_axes(x.m, y.m) && same_axes(x.n, y.n) &&
          same_axes(x.k, y.k) && same_axes(x.batch, y.batch);
@@ -597,6 +619,9 @@ bool same_geometry(const ContractionProblem& x, const ContractionProblem& y) {
 struct GettPlan::Impl {
   ContractionProblem signature;  // the problem without its pointers
   bool direct = true;
+  bool may_split = false;  // kernels::block_product may split it: test each call's operands for blocks
+  KernelCache* cache = nullptr;
+  ScratchAllocator* scratch = nullptr;
   virtual ~Impl() = default;
   virtual void run(const void* a, const void* b, void* c, ThreadPool* pool) const = 0;
   virtual size_t table_bytes() const = 0;
@@ -637,6 +662,9 @@ GettPlan::GettPlan(const ContractionProblem& p, KernelCache& cache, ScratchAlloc
   impl_->signature.a = impl_->signature.b = nullptr;
   impl_->signature.c = nullptr;
   impl_->direct = direct;
+  impl_->may_split = may_split_blocks(p);
+  impl_->cache = &cache;
+  impl_->scratch = &scratch;
 }
 
 GettPlan::~GettPlan() = default;
@@ -647,6 +675,10 @@ bool GettPlan::matches(const ContractionProblem& p, bool direct) const {
 
 void GettPlan::run(const ContractionProblem& p, ThreadPool* pool) const {
   if (p.a == nullptr || p.b == nullptr || p.c == nullptr) p.check("contract");  // as contract_jit would refuse it
+  if (impl_->may_split && kernels::block_product(p, [&](const ContractionProblem& block) {
+        run_unsplit(block, pool, *impl_->cache, nullptr, *impl_->scratch, impl_->direct);
+      }))
+    return;
   impl_->run(p.a, p.b, p.c, pool);
 }
 
@@ -657,6 +689,18 @@ void contract_jit(const ContractionProblem& p, ThreadPool* pool, KernelCache* ca
   p.check("contract");
   KernelCache& kernels = cache ? *cache : KernelCache::process_default();
   ScratchAllocator& buffers = scratch ? *scratch : ScratchAllocator::process_default();
+  // Explicit blocking asks for the GETT itself (tests, tuning): it is never split.
+  if (!blocking && may_split_blocks(p) && kernels::block_product(p, [&](const ContractionProblem& block) {
+        run_unsplit(block, pool, kernels, nullptr, buffers, direct);
+      }))
+    return;
+  run_unsplit(p, pool, kernels, blocking, buffers, direct);
+}
+
+namespace {
+
+void run_unsplit(const ContractionProblem& p, ThreadPool* pool, KernelCache& kernels, const GettBlocking* blocking,
+                 ScratchAllocator& buffers, bool direct) {
   switch (p.dtype) {
     case DType::f32: return run_gett<float>(p, pool, kernels, blocking, buffers, direct);
     case DType::f64: return run_gett<double>(p, pool, kernels, blocking, buffers, direct);
@@ -666,5 +710,7 @@ void contract_jit(const ContractionProblem& p, ThreadPool* pool, KernelCache* ca
   }
   fail(ErrorKind::unsupported, "contract: the JIT has no i64 kernel; use contract() or contract_portable()");
 }
+
+}  // namespace
 
 }  // namespace einstage

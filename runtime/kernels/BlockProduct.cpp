@@ -2,6 +2,7 @@
 #include "runtime/kernels/BlockProduct.h"
 
 #include "runtime/kernels/HostIsa.h"
+#include "runtime/kernels/Strided.h"
 
 #include <algorithm>
 #include <array>
@@ -31,80 +32,138 @@ template <typename R> struct RealOf<std::complex<R>> { using type = R; };
 // The index kinds of a product: rows (of A and C), contracted indices, columns (of B and C).
 enum Kind : int { kRows = 0, kContracted = 1, kColumns = 2 };
 
-// One operand read as lines along its smaller stride: line l is index l of kind `node`, its entries the indices of
-// kind `entry`; entry e of line l is at data[l * line_stride + e * entry_stride].
+// The fused offsets of one group of axes in the tensors that carry it (extent-1 axes dropped, the first axis
+// varying fastest): the axes sorted by |stride in `key`| (ties by |stride in `tie`|, then by position), so a
+// problem's k order is the JIT's (runtime/jit/GettLoops.h: fuse; k by B's strides, then A's).
+struct Group {
+  int64_t size = 1;
+  std::vector<int64_t> off[2];  // offsets in the two tensors the group is read from (A or B, and the other)
+};
+Group fuse_group(const std::vector<ContractionProblem::Axis>& axes, int64_t ContractionProblem::Axis::*key,
+                 int64_t ContractionProblem::Axis::*tie, int64_t ContractionProblem::Axis::*other) {
+  std::vector<ContractionProblem::Axis> sorted;
+  for (const ContractionProblem::Axis& ax : axes)
+    if (ax.extent != 1) sorted.push_back(ax);
+  std::stable_sort(sorted.begin(), sorted.end(), [&](const auto& x, const auto& y) {
+    const int64_t kx = std::abs(x.*key), ky = std::abs(y.*key);
+    return kx != ky ? kx < ky : std::abs(x.*tie) < std::abs(y.*tie);
+  });
+  Group g;
+  std::vector<int64_t> extent, stride;
+  for (const auto& ax : sorted) extent.push_back(ax.extent), g.size *= ax.extent;
+  for (int t = 0; t < 2; ++t) {
+    stride.clear();
+    for (const auto& ax : sorted) stride.push_back(t == 0 ? ax.*key : ax.*other);
+    offset_table(extent, stride, g.off[t]);
+  }
+  return g;
+}
+
+// One operand read as lines: line l is index l of kind `node`, its entries the indices of kind `entry`; entry e of
+// line l is at data[line_off[l] + entry_off[e]]. `unit8[g]`: entries 8g to 8g + 7 are contiguous in memory.
 template <typename T> struct Lines {
   const T* data;
-  int64_t count, len, line_stride, entry_stride;
+  int64_t count, len;
+  const int64_t* line_off;
+  const int64_t* entry_off;
+  std::vector<uint8_t> unit8;
   Kind node, entry;
 };
 
-// A's lines along its smaller stride (a column-major A: one line per contracted index, entries the rows).
-template <typename T> Lines<T> lines_of_a(const T* a, const ContractionProblem& p) {
-  const ContractionProblem::Axis &m = p.m[0], &k = p.k[0];
-  if (std::abs(m.stride_a) <= std::abs(k.stride_a)) return {a, k.extent, m.extent, k.stride_a, m.stride_a, kContracted, kRows};
-  return {a, m.extent, k.extent, m.stride_a, k.stride_a, kRows, kContracted};
-}
-template <typename T> Lines<T> lines_of_b(const T* b, const ContractionProblem& p) {
-  const ContractionProblem::Axis &n = p.n[0], &k = p.k[0];
-  if (std::abs(k.stride_b) <= std::abs(n.stride_b)) return {b, n.extent, k.extent, n.stride_b, k.stride_b, kColumns, kContracted};
-  return {b, k.extent, n.extent, k.stride_b, n.stride_b, kContracted, kColumns};
+// Lines whose entries are the group with the smaller innermost stride (a column-major A: one line per contracted
+// index, entries the rows), so that the nonzero test reads memory in runs.
+template <typename T>
+Lines<T> make_lines(const T* data, const std::vector<int64_t>& x, Kind kx, const std::vector<int64_t>& y, Kind ky) {
+  auto inner = [](const std::vector<int64_t>& t) { return t.size() > 1 ? std::abs(t[1] - t[0]) : INT64_MAX; };
+  const bool x_entries = inner(x) <= inner(y);
+  const std::vector<int64_t>& entries = x_entries ? x : y;
+  const std::vector<int64_t>& lines = x_entries ? y : x;
+  Lines<T> out{data, static_cast<int64_t>(lines.size()), static_cast<int64_t>(entries.size()), lines.data(),
+               entries.data(), {}, x_entries ? ky : kx, x_entries ? kx : ky};
+  out.unit8.resize(entries.size() / 8);
+  for (size_t g = 0; g < out.unit8.size(); ++g)
+    out.unit8[g] = entries[8 * g + 7] - entries[8 * g] == 7 &&
+                   std::adjacent_find(entries.begin() + 8 * g, entries.begin() + 8 * g + 8,
+                                      [](int64_t p, int64_t q) { return q != p + 1; }) == entries.begin() + 8 * g + 8;
+  return out;
 }
 
-// Bit e of the result: x[e] != 0, for 64 contiguous entries (a nan counts as nonzero, -0 as zero), with the vector
-// compares of the CPU: AVX-512 or AVX2 (HostIsa.h), else one entry at a time.
+// Bits e to e + 7 of the result: x[e] != 0 for 8 contiguous entries (a nan counts as nonzero, -0 as zero), with the
+// vector compares of the CPU: AVX-512 or AVX2 (HostIsa.h), else one entry at a time.
 int vector_isa() { return host_isa().avx512f ? 2 : host_isa().avx2 ? 1 : 0; }
-[[gnu::target("avx512f")]] uint64_t nonzero_word_avx512(const double* x) {
-  uint64_t word = 0;
-  for (int g = 0; g < 8; ++g)
-    word |= uint64_t(_mm512_cmp_pd_mask(_mm512_loadu_pd(x + 8 * g), _mm512_setzero_pd(), _CMP_NEQ_UQ)) << (8 * g);
-  return word;
+[[gnu::target("avx512f")]] uint64_t nonzero8_avx512(const double* x) {
+  return _mm512_cmp_pd_mask(_mm512_loadu_pd(x), _mm512_setzero_pd(), _CMP_NEQ_UQ);
 }
-[[gnu::target("avx512f")]] uint64_t nonzero_word_avx512(const float* x) {
-  uint64_t word = 0;
-  for (int g = 0; g < 4; ++g)
-    word |= uint64_t(_mm512_cmp_ps_mask(_mm512_loadu_ps(x + 16 * g), _mm512_setzero_ps(), _CMP_NEQ_UQ)) << (16 * g);
-  return word;
+[[gnu::target("avx2")]] uint64_t nonzero8_avx2(const double* x) {
+  const __m256d lo = _mm256_cmp_pd(_mm256_loadu_pd(x), _mm256_setzero_pd(), _CMP_NEQ_UQ);
+  const __m256d hi = _mm256_cmp_pd(_mm256_loadu_pd(x + 4), _mm256_setzero_pd(), _CMP_NEQ_UQ);
+  return uint64_t(static_cast<uint32_t>(_mm256_movemask_pd(lo))) |
+         uint64_t(static_cast<uint32_t>(_mm256_movemask_pd(hi))) << 4;
 }
-[[gnu::target("avx2")]] uint64_t nonzero_word_avx2(const double* x) {
-  uint64_t word = 0;
-  for (int g = 0; g < 16; ++g) {
-    const __m256d ne = _mm256_cmp_pd(_mm256_loadu_pd(x + 4 * g), _mm256_setzero_pd(), _CMP_NEQ_UQ);
-    word |= uint64_t(static_cast<uint32_t>(_mm256_movemask_pd(ne))) << (4 * g);
-  }
-  return word;
-}
-[[gnu::target("avx2")]] uint64_t nonzero_word_avx2(const float* x) {
-  uint64_t word = 0;
-  for (int g = 0; g < 8; ++g) {
-    const __m256 ne = _mm256_cmp_ps(_mm256_loadu_ps(x + 8 * g), _mm256_setzero_ps(), _CMP_NEQ_UQ);
-    word |= uint64_t(static_cast<uint32_t>(_mm256_movemask_ps(ne))) << (8 * g);
-  }
-  return word;
+[[gnu::target("avx2")]] uint64_t nonzero8_avx2(const float* x) {
+  const __m256 ne = _mm256_cmp_ps(_mm256_loadu_ps(x), _mm256_setzero_ps(), _CMP_NEQ_UQ);
+  return uint64_t(static_cast<uint32_t>(_mm256_movemask_ps(ne)));
 }
 
-// The nonzero pattern of one line as 64-bit words (bit e: entry e is not zero).
-template <typename T> void line_bits(const Lines<T>& x, int64_t l, int64_t words, uint64_t* out) {
-  const T* line = x.data + l * x.line_stride;
+// Bits 0 to 7: v[0..8) != 0, for contiguous entries of a real type on a CPU with vector compares.
+template <typename T> uint64_t nonzero8(const T* v, int isa) {
+  if constexpr (std::is_same_v<T, double>) return isa == 2 ? nonzero8_avx512(v) : nonzero8_avx2(v);
+  else return nonzero8_avx2(v);
+}
+
+// The nonzero pattern of one f64 line on AVX-512, its compares inline (a call per 8 entries cost as much as the test).
+[[gnu::target("avx512f")]] void line_bits_avx512(const Lines<double>& x, int64_t l, int64_t words, uint64_t* out) {
+  const double* line = x.data + x.line_off[l];
   for (int64_t w = 0; w < words; ++w) {
     const int64_t e0 = w * 64, n = std::min<int64_t>(64, x.len - e0);
     uint64_t word = 0;
-    if constexpr (std::is_same_v<T, double> || std::is_same_v<T, float>) {
-      if (x.entry_stride == 1 && n == 64 && vector_isa() > 0) {
-        out[w] = vector_isa() == 2 ? nonzero_word_avx512(line + e0) : nonzero_word_avx2(line + e0);
+    for (int64_t e = 0; e < n;) {
+      if (e % 8 == 0 && e + 8 <= n && x.unit8[static_cast<size_t>((e0 + e) / 8)]) {
+        word |= uint64_t(_mm512_cmp_pd_mask(_mm512_loadu_pd(line + x.entry_off[e0 + e]), _mm512_setzero_pd(),
+                                            _CMP_NEQ_UQ))
+                << e;
+        e += 8;
         continue;
       }
+      word |= uint64_t(line[x.entry_off[e0 + e]] != 0.0) << e;
+      ++e;
     }
-    for (int64_t e = 0; e < n; ++e) word |= uint64_t(line[(e0 + e) * x.entry_stride] != T(0)) << e;
     out[w] = word;
   }
 }
 
-// Whether line 0 of x has no zero entry (then it joins every index of its entry kind into one block).
-template <typename T> bool dense_line(const Lines<T>& x) {
-  for (int64_t e = 0; e < x.len; ++e)
-    if (x.data[e * x.entry_stride] == T(0)) return false;
-  return x.len > 0;
+// The nonzero pattern of one line as 64-bit words (bit e: entry e is not zero).
+template <typename T> void line_bits(const Lines<T>& x, int64_t l, int64_t words, uint64_t* out) {
+  if constexpr (std::is_same_v<T, double>) {
+    if (vector_isa() == 2) return line_bits_avx512(x, l, words, out);
+  }
+  const T* line = x.data + x.line_off[l];
+  constexpr bool real = std::is_same_v<T, double> || std::is_same_v<T, float>;
+  const int isa = real ? vector_isa() : 0;
+  for (int64_t w = 0; w < words; ++w) {
+    const int64_t e0 = w * 64, n = std::min<int64_t>(64, x.len - e0);
+    uint64_t word = 0;
+    for (int64_t e = 0; e < n;) {
+      if constexpr (real) {
+        if (isa > 0 && e % 8 == 0 && e + 8 <= n && x.unit8[static_cast<size_t>((e0 + e) / 8)]) {
+          word |= nonzero8(line + x.entry_off[e0 + e], isa) << e;
+          e += 8;
+          continue;
+        }
+      }
+      word |= uint64_t(line[x.entry_off[e0 + e]] != T(0)) << e;
+      ++e;
+    }
+    out[w] = word;
+  }
+}
+
+// Whether line 0 of an operand (entries at `entry` offsets from `line`) has no zero entry (then it joins every index
+// of its entry kind into one block).
+template <typename T> bool dense_line(const T* line, const std::vector<int64_t>& entry) {
+  for (int64_t e : entry)
+    if (line[e] == T(0)) return false;
+  return !entry.empty();
 }
 
 // Whether v[0, count) holds a nan or an infinity: x - x is 0 for a finite x and nan otherwise, summed in independent
@@ -187,15 +246,21 @@ std::optional<std::vector<Block>> components(const std::array<Lines<T>, 2>& oper
 
 template <typename T>
 bool run_blocks(const ContractionProblem& p, const std::function<void(const ContractionProblem&)>& dense) {
-  const ContractionProblem::Axis &m = p.m[0], &n = p.n[0], &k = p.k[0];
-  const int64_t M = m.extent, N = n.extent, K = k.extent;
+  using Axis = ContractionProblem::Axis;
   const T* a = static_cast<const T*>(p.a);
   const T* b = static_cast<const T*>(p.b);
   T* c = static_cast<T*>(p.c);
-  const std::array<Lines<T>, 2> operands{lines_of_a(a, p), lines_of_b(b, p)};
+  // Rows: offsets in A and C; columns: in B and C; contracted indices: in B and A, in the JIT's k order.
+  const Group rows = fuse_group(p.m, &Axis::stride_a, &Axis::stride_c, &Axis::stride_c);
+  const Group cols = fuse_group(p.n, &Axis::stride_b, &Axis::stride_c, &Axis::stride_c);
+  const Group ks = fuse_group(p.k, &Axis::stride_b, &Axis::stride_a, &Axis::stride_a);
+  const std::vector<int64_t>&ma = rows.off[0], &mc = rows.off[1], &nb = cols.off[0], &nc = cols.off[1];
+  const std::vector<int64_t>&kb = ks.off[0], &ka = ks.off[1];
+  const int64_t M = rows.size, N = cols.size, K = ks.size;
   // A column of A without zeros joins every row, a row of B without zeros every column: one block.
-  const Lines<T> a_column{a, 1, M, 0, m.stride_a, kContracted, kRows}, b_row{b, 1, N, 0, n.stride_b, kContracted, kColumns};
-  if (dense_line(a_column) || dense_line(b_row)) return false;
+  if (dense_line(a + ka[0], ma) || dense_line(b + kb[0], nb)) return false;
+  const std::array<Lines<T>, 2> operands{make_lines(a, ma, kRows, ka, kContracted),
+                                         make_lines(b, nb, kColumns, kb, kContracted)};
   const int64_t words[3] = {(M + 63) / 64, (K + 63) / 64, (N + 63) / 64};
   std::optional<std::vector<Block>> blocks = components(operands, words);
   if (!blocks || blocks->size() < 2) return false;
@@ -225,26 +290,30 @@ bool run_blocks(const ContractionProblem& p, const std::function<void(const Cont
   const std::unique_ptr<T[]> gathered = std::make_unique_for_overwrite<T[]>(a_size + b_size + c_max);
   const std::span<T> ga(gathered.get(), a_size), gb(gathered.get() + a_size, b_size),
       gc(gathered.get() + a_size + b_size, c_max);
+  std::vector<int64_t> row_at, k_at;  // one part's element offsets in A (rows, contracted) or B (contracted)
+  auto offsets = [](const std::vector<int64_t>& index, const std::vector<int64_t>& table, std::vector<int64_t>& out) {
+    out.resize(index.size());
+    for (size_t i = 0; i < index.size(); ++i) out[i] = table[static_cast<size_t>(index[i])];
+  };
   for (const Part& x : parts) {
     const auto mi = static_cast<int64_t>(x.rows.size()), kc = static_cast<int64_t>(x.ks.size());
     T* to = ga.data() + x.a_at;
+    offsets(x.rows, ma, row_at);
+    offsets(x.ks, ka, k_at);
     for (int64_t s = 0; s < kc; ++s) {
-      const T* col = a + x.ks[static_cast<size_t>(s)] * k.stride_a;
-      for (int64_t r = 0; r < mi; ++r) to[s * mi + r] = col[x.rows[static_cast<size_t>(r)] * m.stride_a];
+      const T* col = a + k_at[static_cast<size_t>(s)];
+      for (int64_t r = 0; r < mi; ++r) to[s * mi + r] = col[row_at[static_cast<size_t>(r)]];
     }
     T* tb = gb.data() + x.b_at;
+    offsets(x.ks, kb, k_at);
     for (size_t t = 0; t < x.cols.size(); ++t) {
-      const T* col = b + x.cols[t] * n.stride_b;
-      for (int64_t s = 0; s < kc; ++s) tb[static_cast<int64_t>(t) * kc + s] = col[x.ks[static_cast<size_t>(s)] * k.stride_b];
+      const T* col = b + nb[static_cast<size_t>(x.cols[t])];
+      for (int64_t s = 0; s < kc; ++s) tb[static_cast<int64_t>(t) * kc + s] = col[k_at[static_cast<size_t>(s)]];
     }
   }
   if (has_non_finite(ga.data(), a_size) || has_non_finite(gb.data(), b_size)) return false;
 
-  for (int64_t j = 0; j < N; ++j) {
-    T* col = c + j * n.stride_c;
-    if (m.stride_c == 1) std::fill(col, col + M, T(0));
-    else for (int64_t i = 0; i < M; ++i) col[i * m.stride_c] = T(0);
-  }
+  bool zeroed = false;
   for (const Part& x : parts) {
     const auto mi = static_cast<int64_t>(x.rows.size()), kc = static_cast<int64_t>(x.ks.size());
     const auto nj = static_cast<int64_t>(x.cols.size());
@@ -257,9 +326,25 @@ bool run_blocks(const ContractionProblem& p, const std::function<void(const Cont
     q.b = gb.data() + x.b_at;
     q.c = gc.data();
     dense(q);
+    if (!zeroed) {  // after the first block's product: C is untouched if `dense` throws there (no JIT kernel)
+      bool packed = true;  // C's elements are c[0, M N) (the usual dense output): one fill
+      for (int64_t i = 0; i < M && packed; ++i) packed = mc[static_cast<size_t>(i)] == i;
+      for (int64_t j = 0; j < N && packed; ++j) packed = nc[static_cast<size_t>(j)] == j * M;
+      if (packed) {
+        std::fill(c, c + M * N, T(0));
+      } else {
+        for (int64_t j = 0; j < N; ++j) {
+          T* col = c + nc[static_cast<size_t>(j)];
+          for (int64_t i = 0; i < M; ++i) col[mc[static_cast<size_t>(i)]] = T(0);
+        }
+      }
+      zeroed = true;
+    }
+    offsets(x.rows, mc, row_at);
     for (int64_t t = 0; t < nj; ++t) {
-      T* col = c + x.cols[static_cast<size_t>(t)] * n.stride_c;
-      for (int64_t r = 0; r < mi; ++r) col[x.rows[static_cast<size_t>(r)] * m.stride_c] = gc[static_cast<size_t>(t * mi + r)];
+      T* col = c + nc[static_cast<size_t>(x.cols[static_cast<size_t>(t)])];
+      const T* from = gc.data() + t * mi;
+      for (int64_t r = 0; r < mi; ++r) col[row_at[static_cast<size_t>(r)]] = from[r];
     }
   }
   return true;
@@ -268,10 +353,12 @@ bool run_blocks(const ContractionProblem& p, const std::function<void(const Cont
 }  // namespace
 
 bool block_product(const ContractionProblem& p, const std::function<void(const ContractionProblem&)>& dense) {
-  if (p.accumulate || p.m.size() != 1 || p.n.size() != 1 || p.k.size() != 1) return false;
+  if (p.accumulate) return false;
   for (const ContractionProblem::Axis& ax : p.batch)
     if (ax.extent != 1) return false;
-  const double macs = double(p.m[0].extent) * double(p.n[0].extent) * double(p.k[0].extent);
+  double macs = 1;
+  for (const auto* group : {&p.m, &p.n, &p.k})
+    for (const ContractionProblem::Axis& ax : *group) macs *= double(ax.extent);
   if (!(macs >= kMinBlockProductMacs)) return false;
   switch (p.dtype) {
     case DType::f32: return run_blocks<float>(p, dense);

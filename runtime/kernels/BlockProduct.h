@@ -8,8 +8,9 @@
 // (the Ising tensor's Z2 parity: two 128 × 128 blocks per 256 × 256 matrix, up to a permutation that depends on the
 // data) and the factors of their block-wise SVDs (every singular vector inside one block) are like that, and so are
 // the products the SVD's derivative rule forms of them: their flops fall by the number of blocks squared or more.
-// The test costs one pass over A and B (a bit per entry), after an O(M + N) look at A's first column and B's first
-// row, which ends it for dense operands (a column of A without zeros joins every row).
+// The test costs one pass over A and B (a bit per entry, vector compares where the entries are contiguous), after
+// an O(M + N) look at A's first column and B's first row, which ends it for dense operands (a column of A without
+// zeros joins every row).
 //
 // Values: each block's product sums its k in ascending order, like the dense product; the dense product's other
 // terms are exact zeros times finite values, which change no sum but the sign of a zero, so the result is the dense
@@ -28,11 +29,15 @@ namespace einstage::kernels {
 /// the blocks save.
 inline constexpr double kMinBlockProductMacs = 2.0 * 1024 * 1024;
 
-/// Runs p block by block when it is a matrix product (one m, one n and one k axis, no batch axis, overwrite, dtype
-/// f32, f64, c64 or c128, at least kMinBlockProductMacs multiply-adds) whose nonzeros split it into at least two
-/// blocks holding at most half of its multiply-adds: C is zeroed, each block's A and B are gathered into dense
-/// column-major matrices, `dense` computes their product (a plain ContractionProblem over those buffers) and it is
-/// scattered to C. Returns false, having written nothing, for any other problem (the caller runs it densely).
+/// Runs p block by block when it is a product without a batch axis (any number of m, n and k axes, each group fused
+/// into one index: k in the JIT's order, by B's strides then A's, so a block sums its k in the dense GETT's order;
+/// overwrite; dtype f32, f64, c64 or c128; at least kMinBlockProductMacs multiply-adds) whose nonzeros split it into
+/// at least two blocks holding at most half of its multiply-adds: each block's A and B are gathered into dense
+/// column-major matrices, `dense` computes their product (a plain ContractionProblem over those buffers), C is
+/// zeroed after the first block's product (so C is untouched if that call throws) and each product is scattered to
+/// C. Returns false, having written nothing, for any other problem (the caller runs it densely). The JIT's
+/// contract_jit and GettPlan::run call it themselves (Gett.h), so einsum steps split too: the Ising TRG's
+/// plaquette steps (16^4 tensors with a Z2 charge, fused rows interleaving the two parities) do a quarter of the work.
 bool block_product(const ContractionProblem& p, const std::function<void(const ContractionProblem&)>& dense);
 
 }  // namespace einstage::kernels
