@@ -99,6 +99,20 @@ int64_t row_vector_stride(const Fused& m, int64_t mr, int64_t lanes) {
   return stride == 0 ? lanes : stride;  // one-vector tiles: any stride serves
 }
 
+// The A distance between consecutive rows of every `lanes`-row tile when each tile's rows are contiguous in C and
+// that far apart in A, the same distance throughout and not 1 (a k-major A); 0 otherwise.
+int64_t kmajor_row_stride(const Fused& m, int64_t lanes) {
+  int64_t stride = 0;
+  for (int64_t i0 = 0; i0 < m.size; i0 += lanes) {
+    const int64_t rows = std::min(lanes, m.size - i0);
+    if (!unit_run(m.c, i0, rows)) return 0;
+    if (rows > 1 && stride == 0) stride = m.a[i0 + 1] - m.a[i0];
+    for (int64_t r = 1; r < rows; ++r)
+      if (m.a[i0 + r] - m.a[i0] != r * stride) return 0;
+  }
+  return stride == 1 ? 0 : stride;
+}
+
 // micro_kernel_candidates / direct_kernel_candidates (they depend on the dtype and vector width only), made once:
 // run_gett asks on every call. Never destroyed: a thread may still be setting up a contraction while another calls
 // exit(), and a table freed by the exit handlers under it crashed that thread (tests/runtime test_context's exit test).
@@ -131,10 +145,13 @@ bool plan_direct(Gett<T>& g, DType real, bool avx512, MicroKernelSpec& tile) {
   const bool all_unit = unit_run(g.m.a, 0, g.m.size) && unit_run(g.m.c, 0, g.m.size);
   std::pair<int64_t, int64_t> seen[8];  // (mr, vector stride)
   int n_seen = 0;
+  // k-major tiles (MicroKernel.h: kmajor_a) need k contiguous in A in groups of lanes, at least 8 columns and A rows
+  // not contiguous; their "vector stride" is the A distance between a tile's rows.
+  const bool kmajor = !all_unit && g.n.size >= 8 && k_levels(g.k, g.k_inner, g.k_geometry) && g.k_geometry[1] == 1;
   for (const MicroKernelChoice& choice : candidates) {
     const MicroKernelSpec& s = choice.spec;
-    if (s.nr > 32) continue;
-    int64_t vec_stride = all_unit ? s.lanes : -1;
+    if (s.nr > 32 || (s.kmajor_a && !(kmajor && g.k_inner % s.lanes == 0))) continue;
+    int64_t vec_stride = s.kmajor_a ? kmajor_row_stride(g.m, s.lanes) : all_unit ? s.lanes : -1;
     for (int i = 0; vec_stride < 0 && i < n_seen; ++i)
       if (seen[i].first == s.mr) vec_stride = seen[i].second;
     if (vec_stride < 0) {
@@ -142,7 +159,7 @@ bool plan_direct(Gett<T>& g, DType real, bool avx512, MicroKernelSpec& tile) {
       if (n_seen < 8) seen[n_seen++] = {s.mr, vec_stride};
     }
     if (vec_stride == 0) continue;
-    if (vec_stride != s.lanes && !s.split_rows) continue;  // the contiguous kernel reads vector v at v * lanes
+    if (vec_stride != s.lanes && !s.split_rows && !s.kmajor_a) continue;  // the contiguous kernel reads v * lanes
     if (vec_stride == s.lanes && s.split_rows) continue;   // the plain kernel serves (one register less)
     double cost = std::ceil(double(g.m.size) / s.mr) * s.mr * std::ceil(double(g.n.size) / s.nr) * s.nr / choice.efficiency;
     // Under 8 columns a step is bound by reading A, once per column sliver: fewest slivers first, then least work.

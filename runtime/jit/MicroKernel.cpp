@@ -16,8 +16,9 @@
 namespace einstage {
 
 std::string MicroKernelSpec::symbol() const {
-  return fmt::format("ein_{}_{}_{}x{}_v{}_u{}", lane ? "lkr" : split_rows ? "dks" : direct ? "dkr" : "ukr", name(dtype),
-                     mr, nr, lanes, k_unroll);
+  return fmt::format("ein_{}_{}_{}x{}_v{}_u{}",
+                     lane ? "lkr" : split_rows ? "dks" : kmajor_a ? "dkt" : direct ? "dkr" : "ukr", name(dtype), mr, nr,
+                     lanes, k_unroll);
 }
 
 MicroKernelSpec default_micro_kernel(DType real_dtype, bool avx512) {
@@ -109,6 +110,19 @@ std::vector<MicroKernelChoice> direct_kernel_candidates(DType real_dtype, bool a
     split.efficiency *= 0.97;
     out.push_back(split);
   }
+  // k-major tiles: one vector of rows, each group of `lanes` k steps transposed in registers (lanes^2 elements by
+  // lanes * log2(lanes) two-source shuffles) before the FMAs. The shuffles share a port with the FMAs, so the widest
+  // tile whose accumulators, transposed vectors and shuffle temporaries fit in the registers amortises them best:
+  // 16 columns with AVX-512 (16 + 8 + 8 zmm), 8 with AVX2 (8 + 4 + 4 ymm). Plus a half-width tile for 8 columns.
+  const int wide_nr = avx512 ? 16 : 8;
+  for (int nr : {wide_nr, wide_nr / 2}) {
+    MicroKernelChoice kt{out.front().spec, nr == wide_nr ? 0.85 : 0.8};
+    kt.spec.mr = kt.spec.lanes;
+    kt.spec.nr = nr;
+    kt.spec.split_rows = false;
+    kt.spec.kmajor_a = true;
+    out.push_back(kt);
+  }
   return out;
 }
 
@@ -129,6 +143,13 @@ struct Emitter {
   llvm::Value* a_stride = nullptr;
   llvm::Value* b_stride = nullptr;
   std::vector<llvm::Value*> a_vec_off;  // element offset of each row vector from the tile's first row
+  // k-major kernels: the stack buffer of one group's transposed vectors, and the state k_steps reads while it runs
+  // the plain direct steps on that buffer (swapped in for the group: one row vector at offset 0, unmasked, stride
+  // lanes).
+  llvm::Value* group_buffer = nullptr;
+  std::vector<llvm::Value*> group_vec_off, group_masks;
+  llvm::Value* group_stride = nullptr;
+  bool in_group = false;
 
   Emitter(const MicroKernelSpec& s, llvm::LLVMContext& c)
       : spec(s), ctx(c), b(c),
@@ -148,6 +169,50 @@ struct Emitter {
   // One k step for `steps` consecutive k: acc[v*nr + j] += A[k, v] * B[k, j].
   void k_steps(std::vector<llvm::Value*>& acc, llvm::Value*& pa, llvm::Value*& pb, int steps) {
     llvm::Function* fma = llvm::Intrinsic::getDeclaration(fn->getParent(), llvm::Intrinsic::fma, {vec});
+    if (spec.kmajor_a && !in_group) {
+      // One step is `lanes` k steps: row r's k vector at pa + a_vec_off[r] (rows >= m_rem are not read), transposed
+      // in registers so that t[q] holds the tile's rows at k step q and stored to a stack buffer; then an inner loop
+      // runs the plain direct kernel's k steps on that buffer (one vector of rows per k step, B broadcast through
+      // its run-time column offsets and stride, like every direct kernel: the same order, the same bits). A loop,
+      // not straight-line code: unrolled, the code generator would keep lanes x nr B offsets live and spill them.
+      const int L = spec.lanes;
+      for (int u = 0; u < steps; ++u) {
+        std::vector<llvm::Value*> t(L);
+        for (int r = 0; r < L; ++r)
+          t[r] = b.CreateMaskedLoad(vec, gep(pa, a_vec_off[r]), elt_align(), row_masks[r],
+                                    llvm::Constant::getNullValue(vec));
+        // Swap bit `bit` of the row index with bit `bit` of the lane index, for every bit: t[q][r] = A[row r, k q].
+        for (int bit = 1; bit < L; bit <<= 1) {
+          std::vector<int> lo(L), hi(L);
+          for (int e = 0; e < L; ++e) {
+            lo[e] = (e & bit) ? L + (e ^ bit) : e;
+            hi[e] = (e & bit) ? L + e : (e | bit);
+          }
+          for (int r = 0; r < L; ++r) {
+            if (r & bit) continue;
+            llvm::Value* x = t[r];
+            llvm::Value* y = t[r | bit];
+            t[r] = b.CreateShuffleVector(x, y, lo);
+            t[r | bit] = b.CreateShuffleVector(x, y, hi);
+          }
+        }
+        const llvm::Align vec_align(int64_t(L) * int64_t(size_of(spec.dtype)));
+        for (int q = 0; q < L; ++q) b.CreateAlignedStore(t[q], gep(group_buffer, int64_t(q) * L), vec_align);
+        in_group = true;
+        std::swap(a_vec_off, group_vec_off);
+        std::swap(row_masks, group_masks);
+        std::swap(a_stride, group_stride);
+        llvm::Value* pt = group_buffer;
+        const int unroll = L % spec.k_unroll == 0 ? spec.k_unroll : 1;
+        acc = loop("k.group", b.getInt64(L / unroll), acc, pt, pb, unroll);
+        std::swap(a_vec_off, group_vec_off);
+        std::swap(row_masks, group_masks);
+        std::swap(a_stride, group_stride);
+        in_group = false;
+        pa = gep(pa, b.CreateMul(a_stride, b.getInt64(L)));
+      }
+      return;
+    }
     if (spec.direct) {
       // pa is A's row pointer for this k, pb B's k pointer (column j at pb + b_cols[j]); both advance by a run-time
       // stride per k step (the inner k level). Pointer increments, not table loads: a loaded offset would make the
@@ -259,9 +324,13 @@ struct Emitter {
     llvm::Value* pa = gep(a, b.CreateMul(i, a_outer));
     llvm::Value* pb = gep(bb, b.CreateMul(i, b_outer));
     std::vector<llvm::Value*> cur(acc_phi.begin(), acc_phi.end());
-    const int u = spec.k_unroll;
-    cur = loop("k.main", b.CreateSDiv(kc, b.getInt64(u)), cur, pa, pb, u);
-    cur = loop("k.rem", b.CreateSRem(kc, b.getInt64(u)), cur, pa, pb, 1);
+    if (spec.kmajor_a) {
+      cur = loop("k.main", b.CreateSDiv(kc, b.getInt64(spec.lanes)), cur, pa, pb, 1);  // kc is a multiple of lanes
+    } else {
+      const int u = spec.k_unroll;
+      cur = loop("k.main", b.CreateSDiv(kc, b.getInt64(u)), cur, pa, pb, u);
+      cur = loop("k.rem", b.CreateSRem(kc, b.getInt64(u)), cur, pa, pb, 1);
+    }
     llvm::Value* i_next = b.CreateAdd(i, b.getInt64(1));
     llvm::BasicBlock* latch = b.GetInsertBlock();
     i->addIncoming(i_next, latch);
@@ -440,13 +509,29 @@ struct Emitter {
       std::vector<llvm::Constant*> iota;
       for (int l = 0; l < spec.lanes; ++l) iota.push_back(b.getInt64(l));
       llvm::Value* lane = llvm::ConstantVector::get(iota);
-      for (int v = 0; v < mv; ++v)
-        row_masks.push_back(b.CreateICmpSLT(
-            lane, b.CreateVectorSplat(spec.lanes, b.CreateSub(m_rem, b.getInt64(int64_t(v) * spec.lanes)))));
       a_stride = load_i64(k_geometry, 1);
       b_stride = load_i64(k_geometry, 2);
-      llvm::Value* vec_stride = spec.split_rows ? static_cast<llvm::Value*>(load_i64(k_geometry, 5)) : b.getInt64(spec.lanes);
-      for (int v = 0; v < mv; ++v) a_vec_off.push_back(b.CreateMul(vec_stride, b.getInt64(v)));
+      if (spec.kmajor_a) {
+        // Per row of the tile: its A offset and an all-or-nothing load mask (rows >= m_rem are not read).
+        llvm::Value* row_stride = load_i64(k_geometry, 5);
+        for (int r = 0; r < spec.lanes; ++r) {
+          row_masks.push_back(b.CreateVectorSplat(spec.lanes, b.CreateICmpSLT(b.getInt64(r), m_rem)));
+          a_vec_off.push_back(b.CreateMul(row_stride, b.getInt64(r)));
+        }
+        llvm::AllocaInst* buffer = b.CreateAlloca(llvm::ArrayType::get(vec, spec.lanes));
+        buffer->setAlignment(llvm::Align(int64_t(spec.lanes) * int64_t(size_of(spec.dtype))));
+        group_buffer = buffer;
+        group_vec_off = {b.getInt64(0)};
+        group_masks = {llvm::Constant::getAllOnesValue(llvm::FixedVectorType::get(b.getInt1Ty(), spec.lanes))};
+        group_stride = b.getInt64(spec.lanes);
+      } else {
+        for (int v = 0; v < mv; ++v)
+          row_masks.push_back(b.CreateICmpSLT(
+              lane, b.CreateVectorSplat(spec.lanes, b.CreateSub(m_rem, b.getInt64(int64_t(v) * spec.lanes)))));
+        llvm::Value* vec_stride =
+            spec.split_rows ? static_cast<llvm::Value*>(load_i64(k_geometry, 5)) : b.getInt64(spec.lanes);
+        for (int v = 0; v < mv; ++v) a_vec_off.push_back(b.CreateMul(vec_stride, b.getInt64(v)));
+      }
     }
     // Touch the C tile early so its lines arrive while the k loop runs (write intent: the epilogue stores there).
     llvm::Function* prefetch = llvm::Intrinsic::getDeclaration(&module, llvm::Intrinsic::prefetch, {ptr});
@@ -492,7 +577,8 @@ struct Emitter {
 std::unique_ptr<llvm::Module> micro_kernel_module(Jit& jit, const MicroKernelSpec& spec, llvm::LLVMContext& context) {
   EIN_ASSERT(spec.dtype == DType::f32 || spec.dtype == DType::f64, "micro-kernels are real");
   EIN_ASSERT(spec.mr > 0 && (spec.lane || spec.mr % spec.lanes == 0) && spec.nr > 0 && spec.k_unroll > 0 &&
-                 !(spec.lane && spec.direct) && (spec.direct || !spec.split_rows),
+                 !(spec.lane && spec.direct) && (spec.direct || !spec.split_rows) &&
+                 (!spec.kmajor_a || (spec.direct && !spec.split_rows && spec.mr == spec.lanes)),
              "bad micro-kernel tile");
   auto module = jit.impl().new_module(context, spec.symbol());
   Emitter(spec, context).emit(*module);

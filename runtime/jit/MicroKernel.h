@@ -40,9 +40,15 @@ struct MicroKernelSpec {
   /// Direct kernel whose tile rows are contiguous in A only in runs of `lanes`: vector v of the tile is read at
   /// k_geometry[5] * v elements from the tile's first row (e.g. acbd,ecfd->abef at 8^6: runs of 8 rows, 64 apart).
   bool split_rows = false;
+  /// Direct kernel for a k-major A (rows not contiguous in A, k is: a row-major i,k, e.g. the reverse steps of a
+  /// grid's gradient such as denr,dnbq->ebrq whose lhs has its contracted d first). One vector of rows (mr = lanes),
+  /// row r of the tile at r * k_geometry[5] elements from its first row; the inner k level must be contiguous in A
+  /// (k_geometry[1] = 1) and kc a multiple of lanes. Each group of `lanes` k steps is read as one vector per row and
+  /// transposed in registers, then summed like the other direct kernels (k = 0, 1, ... per element: the same bits).
+  bool kmajor_a = false;
 
   /// Unique symbol name, e.g. "ein_ukr_f64_24x8_v8_u4" (lane kernels "ein_lkr_...", direct kernels "ein_dkr_...",
-  /// split-row direct kernels "ein_dks_...").
+  /// split-row direct kernels "ein_dks_...", k-major direct kernels "ein_dkt_...").
   std::string symbol() const;
   friend bool operator==(const MicroKernelSpec&, const MicroKernelSpec&) = default;
 };
@@ -102,7 +108,8 @@ int vector_registers(bool avx512);
 /// AVX2: 4, 3, 2 for 1, 2, 4 columns (4 x 4 needed 25 of 16 ymm registers and moved ~160 vectors through the stack).
 int narrow_tile_vectors(int nr, bool avx512);
 
-/// The tiles the direct path chooses from (same rule as micro_kernel_candidates).
+/// The tiles the direct path chooses from (same rule as micro_kernel_candidates); the k-major ones (kmajor_a) serve
+/// only problems whose A rows are not contiguous.
 std::vector<MicroKernelChoice> direct_kernel_candidates(DType real_dtype, bool avx512);
 
 /// One tile call of a shape-specialised step kernel: the direct kernel's arguments that vary per tile.
