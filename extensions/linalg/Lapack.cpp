@@ -491,12 +491,12 @@ template <typename T> struct Job {
       const T* from = factors + at[static_cast<size_t>(p)] + static_cast<int64_t>(t) * r;
       for (int64_t i = 0; i < r; ++i) u[col * m + rp[static_cast<size_t>(i)]] = from[i];
     };
+    // Vh's row of each part's right vector t, -1 where it has none (thin factors): Vh is written column by column
+    // below, since one of its rows is strided by vrows() (row by row was 1% of an Ising TRG evaluation).
+    std::vector<std::vector<int64_t>> vt_row(static_cast<size_t>(c.count));
+    for (int32_t p = 0; p < c.count; ++p) vt_row[static_cast<size_t>(p)].assign(cols[static_cast<size_t>(p)].size(), -1);
     auto put_vt = [&](int64_t row, int32_t p, int32_t t) {
-      const std::vector<int64_t>& cp = cols[static_cast<size_t>(p)];
-      const auto r = static_cast<int64_t>(rows[static_cast<size_t>(p)].size()), q = static_cast<int64_t>(cp.size());
-      if (r == 0) return void(vt[cp[0] * vrows() + row] = T(1));
-      const T* from = factors + at[static_cast<size_t>(p)] + r * r;
-      for (int64_t j = 0; j < q; ++j) vt[cp[static_cast<size_t>(j)] * vrows() + row] = from[j * q + t];
+      vt_row[static_cast<size_t>(p)][static_cast<size_t>(t)] = row;
     };
     int64_t col = 0;
     for (const Triplet& x : triplets) {
@@ -507,6 +507,22 @@ template <typename T> struct Job {
     for (int64_t i = col; i < k; ++i) s[i] = R(0);
     for (int64_t i = col; i < ucols(); ++i) put_u(i, left[static_cast<size_t>(i - col)].first, left[static_cast<size_t>(i - col)].second);
     for (int64_t i = col; i < vrows(); ++i) put_vt(i, right[static_cast<size_t>(i - col)].first, right[static_cast<size_t>(i - col)].second);
+    for (int32_t p = 0; p < c.count; ++p) {
+      const std::vector<int64_t>& cp = cols[static_cast<size_t>(p)];
+      const std::vector<int64_t>& to = vt_row[static_cast<size_t>(p)];
+      const auto r = static_cast<int64_t>(rows[static_cast<size_t>(p)].size()), q = static_cast<int64_t>(cp.size());
+      if (q == 0) continue;
+      if (r == 0) {  // a zero column: its unit vector
+        if (to[0] >= 0) vt[cp[0] * vrows() + to[0]] = T(1);
+        continue;
+      }
+      const T* from = factors + at[static_cast<size_t>(p)] + r * r;  // the part's Vh, q x q
+      for (int64_t j = 0; j < q; ++j) {
+        T* column = vt + cp[static_cast<size_t>(j)] * vrows();
+        for (int64_t t = 0; t < q; ++t)
+          if (to[static_cast<size_t>(t)] >= 0) column[to[static_cast<size_t>(t)]] = from[j * q + t];
+      }
+    }
   }
 
   // The full svd of the block of matrix b on rows `rp` and columns `cp` into u, s, vt: a square real block by the
