@@ -244,6 +244,17 @@ std::optional<std::vector<Block>> components(const std::array<Lines<T>, 2>& oper
   return blocks;
 }
 
+// Elements of A, B and C: what a split reads or writes (about once or twice each) whatever its blocks.
+double elements(int64_t M, int64_t N, int64_t K) {
+  return double(M) * double(K) + double(K) * double(N) + double(M) * double(N);
+}
+double macs_of(const ContractionProblem& p) {
+  double macs = 1;
+  for (const auto* group : {&p.m, &p.n, &p.k})
+    for (const ContractionProblem::Axis& ax : *group) macs *= double(ax.extent);
+  return macs;
+}
+
 template <typename T>
 bool run_blocks(const ContractionProblem& p, const std::function<void(const ContractionProblem&)>& dense) {
   using Axis = ContractionProblem::Axis;
@@ -257,6 +268,7 @@ bool run_blocks(const ContractionProblem& p, const std::function<void(const Cont
   const std::vector<int64_t>&ma = rows.off[0], &mc = rows.off[1], &nb = cols.off[0], &nc = cols.off[1];
   const std::vector<int64_t>&kb = ks.off[0], &ka = ks.off[1];
   const int64_t M = rows.size, N = cols.size, K = ks.size;
+  if (macs_of(p) < kBlockSplitMacsPerElement * elements(M, N, K)) return false;  // even splitting it all away
   // A column of A without zeros joins every row, a row of B without zeros every column: one block.
   if (dense_line(a + ka[0], ma) || dense_line(b + kb[0], nb)) return false;
   const std::array<Lines<T>, 2> operands{make_lines(a, ma, kRows, ka, kContracted),
@@ -283,7 +295,9 @@ bool run_blocks(const ContractionProblem& p, const std::function<void(const Cont
     c_max = std::max(c_max, part.rows.size() * part.cols.size());
     parts.push_back(std::move(part));
   }
-  if (parts.size() < 2 || work > 0.5 * double(M) * double(N) * double(K)) return false;
+  const double macs = double(M) * double(N) * double(K);
+  if (parts.size() < 2 || work > 0.5 * macs || macs - work < kBlockSplitMacsPerElement * elements(M, N, K))
+    return false;
 
   // Every nonzero entry is in some block: gather them all, and keep the dense product for a nan or an infinity.
   // The gathered operands and one block's product, in one buffer of this call's (no state kept between calls).
@@ -356,10 +370,7 @@ bool block_product(const ContractionProblem& p, const std::function<void(const C
   if (p.accumulate) return false;
   for (const ContractionProblem::Axis& ax : p.batch)
     if (ax.extent != 1) return false;
-  double macs = 1;
-  for (const auto* group : {&p.m, &p.n, &p.k})
-    for (const ContractionProblem::Axis& ax : *group) macs *= double(ax.extent);
-  if (!(macs >= kMinBlockProductMacs)) return false;
+  if (!(macs_of(p) >= kMinBlockProductMacs)) return false;
   switch (p.dtype) {
     case DType::f32: return run_blocks<float>(p, dense);
     case DType::f64: return run_blocks<double>(p, dense);

@@ -28,11 +28,18 @@ namespace einstage::kernels {
 /// Fewest multiply-adds of a product worth testing for blocks: below it the test and the gathers cost about what
 /// the blocks save.
 inline constexpr double kMinBlockProductMacs = 2.0 * 1024 * 1024;
+/// Multiply-adds the dense JIT product does in the time a split spends per element of A, B and C it reads or writes
+/// (the test, the gathers, C's zeroing and the scatter; measured in the Ising TRG, where the operands come cold: about
+/// 35 multiply-adds per ns against about 1 ns per element). A product splits only when the multiply-adds it saves are
+/// at least this many times M K + K N + M N: 256^3 at a quarter of the work does (~480 -> ~280 us), 256 x 256 x 32
+/// and 256 x 16 x 240 do not (they ran slower split).
+inline constexpr double kBlockSplitMacsPerElement = 32;
 
 /// Runs p block by block when it is a product without a batch axis (any number of m, n and k axes, each group fused
 /// into one index: k in the JIT's order, by B's strides then A's, so a block sums its k in the dense GETT's order;
 /// overwrite; dtype f32, f64, c64 or c128; at least kMinBlockProductMacs multiply-adds) whose nonzeros split it into
-/// at least two blocks holding at most half of its multiply-adds: each block's A and B are gathered into dense
+/// at least two blocks holding at most half of its multiply-adds, saving at least kBlockSplitMacsPerElement per
+/// element of A, B and C: each block's A and B are gathered into dense
 /// column-major matrices, `dense` computes their product (a plain ContractionProblem over those buffers), C is
 /// zeroed after the first block's product (so C is untouched if that call throws) and each product is scattered to
 /// C. Returns false, having written nothing, for any other problem (the caller runs it densely). The JIT's
