@@ -61,14 +61,29 @@ struct StrideTerm {
   int64_t constant = 0;
 };
 
+// A flag that a moved StepExec does not carry (a std::atomic is neither copyable nor movable): plans are built
+// before any call, so a step is never moved while it is taken.
+struct TakenFlag {
+  std::atomic<bool> taken{false};
+  TakenFlag() = default;
+  TakenFlag(TakenFlag&&) noexcept {}
+  TakenFlag& operator=(TakenFlag&&) noexcept { return *this; }
+};
+
 // A binary step as execute() runs it: the problem with every extent and every stride known at prepare time
 // (intermediates, workspaces, broadcast axes), plus the terms that add the operands' and the output's strides.
+// `live` is the step's own copy of `problem` that one call at a time fills and runs in place (taken with `busy`),
+// so a step costs no copy of its axes: in a tree walk every step is a plan of its own, and the one problem a
+// thread's slot keeps had been copied from the plan on every step (four vectors). A call that finds the step
+// taken by another thread fills its slot's problem as before.
 struct StepExec {
   uint64_t id = 0;             // unique in the process: a thread's problem still holding this step is reused as is
-  ContractionProblem problem;  // pointers null
+  ContractionProblem problem;  // pointers null; never written after prepare
   std::vector<StrideTerm> terms;
   int lhs_input = -1, rhs_input = -1;  // operand index of an input operand (-1: an intermediate in the arena)
   int64_t dst_offset = -1;             // arena byte offset of the result (-1: the output tensor)
+  mutable ContractionProblem live;     // written only by the call holding `busy`
+  mutable TakenFlag busy;
 };
 
 }  // namespace
@@ -97,6 +112,10 @@ struct EinsumPlan::Impl {
   int largest_step = -1;      // the step whose result is the largest intermediate (-1: none in the arena)
   int64_t largest_bytes = 0;  // its bytes
   std::vector<std::shared_ptr<StepKernel>> step_kernels;  // one per step; counts calls, holds specialised kernels
+  // The last step's kernel when it adds into the output (accumulate_into, run_leased's accumulate): C += A.B is
+  // another geometry for the JIT than C = A.B, and one handle alternating between the two (the tangent walk runs
+  // a reverse step's plan both ways) set up its kernel anew on every call once it had seen four geometries.
+  std::shared_ptr<StepKernel> accumulate_kernel;
   // Per-call facts fixed at prepare time, so execute() only does pointer arithmetic and kernel calls.
   std::vector<StepExec> exec;          // one per binary step
   std::vector<uint8_t> needs_convert;  // per operand: its dtype differs from dtype (converted per call)
@@ -212,6 +231,7 @@ void EinsumPlan::Impl::build(const BoundEinsum& bound, std::span<const TensorMet
   (void)checked_add(arena, workspace, fmt::format("einsum {}: the scratch (arena + workspace bytes)",
                                                   quote_for_message(einsum::to_string(subs))));
   for (size_t k = 0; k < steps.size(); ++k) step_kernels.push_back(std::make_shared<StepKernel>());
+  accumulate_kernel = std::make_shared<StepKernel>();
   build_exec();
 }
 
@@ -298,6 +318,7 @@ void EinsumPlan::Impl::build_exec() {
     add_axes(3, e.problem.batch, s.batch, {0, 1, 2});
     static std::atomic<uint64_t> next_id{1};
     e.id = next_id.fetch_add(1, std::memory_order_relaxed);
+    e.live = e.problem;
     exec.push_back(std::move(e));
   }
 }
@@ -495,10 +516,10 @@ void EinsumPlan::Impl::run(OperandList operands, Tensor& out, ExecutionContext& 
     if (!fits_in_memory(arena + workspace)) fail_out_of_memory(arena + workspace, scratch_what());
     own.emplace(context.scratch(), arena + workspace, [this] { return scratch_what(); });
   }
-  ExecutorSlot& slot = lease ? lease->object<ExecutorSlot>() : own->slot();
+  // Looked up only when a step is held by another call (the slot's objects are a list searched by type).
+  auto the_slot = [&]() -> ExecutorSlot& { return lease ? lease->object<ExecutorSlot>() : own->slot(); };
   std::byte* arena_base = lease ? scratch_bytes : own->base();
   std::byte* ws_base = arena_base + arena;
-  ContractionProblem& p = slot.problem;
 
   for (size_t k = 0; k < steps.size(); ++k) {
     const StepPlan& s = steps[k];
@@ -520,20 +541,31 @@ void EinsumPlan::Impl::run(OperandList operands, Tensor& out, ExecutionContext& 
     if (lhs_ws[k] >= 0) a = sum_side(s.lhs, lhs, step_nodes[k].first, a, lhs_ws[k]);
     if (rhs_ws[k] >= 0) b = sum_side(s.rhs, rhs, step_nodes[k].second, b, rhs_ws[k]);
 
-    if (slot.problem_of != e.id) {  // else the problem is this step's from the slot's previous call
-      p = e.problem;                // reuses the slot's vectors: no allocation once they have grown
-      slot.problem_of = e.id;
+    // The step's own problem when no other call holds it, else the slot's (copied from the step's once per run
+    // of other steps in between).
+    const bool in_place = !e.busy.taken.exchange(true, std::memory_order_acquire);
+    struct Release {
+      std::atomic<bool>* flag;
+      ~Release() {
+        if (flag) flag->store(false, std::memory_order_release);
+      }
+    } release{in_place ? &e.busy.taken : nullptr};
+    ExecutorSlot* slot = in_place ? nullptr : &the_slot();
+    ContractionProblem& p = in_place ? e.live : slot->problem;
+    if (slot && slot->problem_of != e.id) {  // else the problem is this step's from the slot's previous call
+      p = e.problem;                        // reuses the slot's vectors: no allocation once they have grown
+      slot->problem_of = e.id;
     }
     p.a = a;
     p.b = b;
     p.c = e.dst_offset >= 0 ? static_cast<void*>(arena_base + e.dst_offset) : out.raw_data();
-    p.accumulate = accumulate && e.dst_offset < 0;  // set on every step: the thread's problem is reused
+    p.accumulate = accumulate && e.dst_offset < 0;  // set on every step: the problem is reused
     for (const StrideTerm& t : e.terms) {
       const Tensor& src = t.tensor == CallTensor::lhs ? *lhs : t.tensor == CallTensor::rhs ? *rhs : out;
       int64_t& stride = problem_axis(p, t.group, t.index).*t.field;
       stride = (t.first ? t.constant : stride) + src.strides()[static_cast<size_t>(t.axis)];
     }
-    run_contraction(*step_kernels[k], p, context, pool);
+    run_contraction(p.accumulate ? *accumulate_kernel : *step_kernels[k], p, context, pool);
   }
 }
 
@@ -670,6 +702,12 @@ const std::vector<StepPlan>& EinsumPlan::steps() const { return impl_->steps; }
 int64_t EinsumPlan::peak_intermediate_bytes() const { return impl_->peak; }
 int64_t EinsumPlan::arena_bytes() const { return impl_->arena; }
 int64_t EinsumPlan::workspace_bytes() const { return impl_->workspace; }
+
+int64_t EinsumPlan::specialised_calls() const {
+  int64_t calls = impl_->accumulate_kernel ? impl_->accumulate_kernel->specialised_calls() : 0;
+  for (const auto& k : impl_->step_kernels) calls += k->specialised_calls();
+  return calls;
+}
 
 std::string EinsumPlan::to_string() const {
   const Impl& im = *impl_;

@@ -9,9 +9,11 @@
 // workspace, every product is one ContractionProblem, and the final transpose and output diagonals are folded into
 // the output strides. Everything shape-dependent is fixed at prepare time (per step: the ContractionProblem with
 // its extents and the strides of intermediates, plus which operand and output axes add their strides), so a call
-// with operands of the prepared dtypes allocates nothing: it fills a per-thread problem and runs the kernels, with
-// the arena in a per-thread buffer (kept up to 256 KiB; larger arenas are allocated per call). A plan is immutable
-// and may run on several threads at once (each thread has its own problem and arena). Mixed operand dtypes promote
+// with operands of the prepared dtypes allocates nothing and copies no problem: it sets the pointers and the call's
+// strides in the step's own problem (or, while another thread's call holds that step, in its thread's) and runs the
+// kernels, with the arena in a per-thread buffer (kept up to 256 KiB; larger arenas are allocated per call). A plan
+// is immutable but for those per-step problems and may run on several threads at once (each call has its own arena).
+// The last step keeps a second kernel handle for calls that add into the output (accumulate_into). Mixed operand dtypes promote
 // like NumPy (ir/DType.h promote(): f32+f64 -> f64, i64+f32 -> f64, real+complex -> complex of the wider
 // precision); differing operands are converted once per call (a copy outside the arena). Depends on the notation, planner and StepPlan headers and on runtime kernels; not on the compiler.
 #pragma once
@@ -121,6 +123,9 @@ class EinsumPlan {
   int64_t workspace_bytes() const;
   /// Steps and arena offsets, for dumps.
   std::string to_string() const;
+  /// Calls of this plan's steps that ran a shape-specialised kernel (StepKernel::specialised_calls, summed over the
+  /// steps and over the last step's accumulating handle), for tests and benchmarks.
+  int64_t specialised_calls() const;
 
   struct Impl;
 

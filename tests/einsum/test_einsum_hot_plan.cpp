@@ -4,6 +4,7 @@
 #include "support/Random.h"
 
 #include "extensions/einsum/Executor.h"
+#include "runtime/Context.h"
 #include "runtime/jit/Dispatch.h"
 #include "runtime/jit/Jit.h"
 #include "runtime/jit/Specialise.h"
@@ -166,4 +167,86 @@ TEST_CASE("a prepared plan called with operands and outputs of changing layouts"
     const std::vector<double> values = got.to_col_major<double>();
     for (size_t i = 0; i < values.size(); ++i) CHECK(values[i] == doctest::Approx(expect3[i]).epsilon(1e-12));
   }
+}
+
+TEST_CASE("a plan run both as C = A.B and as C += A.B keeps a specialised kernel for each") {
+  // The tangent walk runs a reverse step's plan both ways; one kernel handle for both saw two geometries in turn and,
+  // once it had set up four, set the kernel up anew on every call. Each way has its handle now.
+  if (!jit_enabled()) return;
+  const int64_t m = 7, k = 6, n = 5;  // a shape no other test uses
+  test::SplitMix64 rng{913};
+  const Tensor a = random_matrix(rng, m, k), b = random_matrix(rng, k, n), start = random_matrix(rng, m, n);
+  const std::vector<Tensor> ops = {a, b};
+  const es::EinsumPlan plan =
+      es::EinsumPlan::prepare("ij,jk->ik", std::vector<es::TensorMeta>{es::TensorMeta::of(a), es::TensorMeta::of(b)});
+  std::vector<double> expect_set(static_cast<size_t>(m * n), 0.0), expect_add = start.to_col_major<double>();
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t i = 0; i < m; ++i) {
+      double sum = 0;
+      for (int64_t l = 0; l < k; ++l) sum += a.at<double>({i, l}) * b.at<double>({l, j});
+      expect_set[static_cast<size_t>(i + m * j)] = sum;
+      expect_add[static_cast<size_t>(i + m * j)] += sum;
+    }
+  std::vector<double> first_set, first_add;
+  auto round = [&] {
+    Tensor set = Tensor::empty(DType::f64, {m, n});
+    plan.execute_into(ops, set);
+    Tensor add = start.clone();
+    plan.accumulate_into(ops, add, default_context());
+    const std::vector<double> got_set = set.to_col_major<double>(), got_add = add.to_col_major<double>();
+    if (first_set.empty()) {
+      for (size_t i = 0; i < got_set.size(); ++i) {
+        CHECK(got_set[i] == doctest::Approx(expect_set[i]).epsilon(1e-12));
+        CHECK(got_add[i] == doctest::Approx(expect_add[i]).epsilon(1e-12));
+      }
+      first_set = got_set;
+      first_add = got_add;
+    }
+    CHECK(std::memcmp(got_set.data(), first_set.data(), got_set.size() * sizeof(double)) == 0);
+    CHECK(std::memcmp(got_add.data(), first_add.data(), got_add.size() * sizeof(double)) == 0);
+  };
+  for (int64_t call = 0; call < StepKernel::kHotCalls + 2; ++call) round();
+  wait_specialise_idle();
+  const int64_t before = plan.specialised_calls();
+  for (int call = 0; call < 8; ++call) round();
+  CHECK(plan.specialised_calls() - before == 16);  // both ways of all 8 rounds
+}
+
+TEST_CASE("one plan run from several threads at once with operands of different layouts") {
+  // A step's problem is filled in place by one call at a time; a call that finds it taken fills its thread's own.
+  // Threads with different strides must each see their own.
+  const int64_t m = 6, k = 5, n = 4;
+  test::SplitMix64 rng{914};
+  const Tensor a = random_matrix(rng, m, k), b = random_matrix(rng, k, n), c = random_matrix(rng, n, 3);
+  const Tensor a_t = a.transpose().contiguous().transpose();
+  Tensor b_wide = Tensor::zeros(DType::f64, {k, 3 * n});
+  b_wide.slice(1, 0, 3 * n, 3).copy_from(b);
+  const Tensor b_strided = b_wide.slice(1, 0, 3 * n, 3);
+  const std::vector<es::TensorMeta> metas = {es::TensorMeta::of(a), es::TensorMeta::of(b), es::TensorMeta::of(c)};
+  es::EinsumOptions options;
+  options.plan = es::PlanSpec::left_to_right_plan();
+  const es::EinsumPlan plan = es::EinsumPlan::prepare("ij,jk,kl->li", metas, options);
+  // Per thread: its operands, its output (whose column stride differs) and the result of one call alone.
+  auto operands_of = [&](int t) { return std::vector<Tensor>{t % 2 ? a_t : a, t / 2 ? b_strided : b, c}; };
+  std::vector<Tensor> want;
+  const Tensor reference = plan.execute(operands_of(0));
+  for (int t = 0; t < 4; ++t) {
+    want.push_back(plan.execute(operands_of(t)));
+    const std::vector<double> got = want.back().to_col_major<double>(), ref = reference.to_col_major<double>();
+    for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == doctest::Approx(ref[i]).epsilon(1e-12));
+  }
+  std::vector<int> mismatches(4, 0);
+  std::vector<std::thread> workers;
+  for (int t = 0; t < 4; ++t)
+    workers.emplace_back([&, t] {
+      const std::vector<Tensor> ops = operands_of(t);
+      Tensor out_base = Tensor::empty(DType::f64, {3 + t, m});
+      Tensor out = out_base.slice(0, 0, 3);
+      for (int call = 0; call < 300; ++call) {
+        plan.execute_into(ops, out);
+        mismatches[static_cast<size_t>(t)] += !bitwise_equal(out, want[static_cast<size_t>(t)]);
+      }
+    });
+  for (std::thread& w : workers) w.join();
+  for (int t = 0; t < 4; ++t) CHECK(mismatches[static_cast<size_t>(t)] == 0);
 }
