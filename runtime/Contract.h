@@ -42,8 +42,11 @@ class StepKernel {
   StepKernel& operator=(const StepKernel&) = delete;
 
   /// Executes p (as contract(p, context, pool) would, with the same bits) on `pool`, with the context's kernels and
-  /// specialiser. Thread-safe.
-  void run(const ContractionProblem& p, ExecutionContext& context, ThreadPool* pool);
+  /// specialiser. Thread-safe. `geometry` (0: unknown) is the caller's promise that every call of this handle with
+  /// the same non-zero value has the same geometry (extents, strides, dtype, accumulate; not the pointers): a call
+  /// whose value was seen with the handle's kernel or set-up skips comparing p with it (a prepared einsum step, whose
+  /// problem only changes when its operands' strides do, passes one per version of its problem).
+  void run(const ContractionProblem& p, ExecutionContext& context, ThreadPool* pool, uint64_t geometry = 0);
   /// The same on default_context().
   void run(const ContractionProblem& p, ThreadPool* pool = nullptr);
 

@@ -24,8 +24,9 @@ namespace {
 // which picks the JIT GETT for floating types and the portable kernel otherwise, and swaps in a shape-specialised
 // kernel once the step is hot, all on the context's JIT. Replace with contract_portable to run
 // without the JIT.
-void run_contraction(StepKernel& step, const ContractionProblem& p, ExecutionContext& context, ThreadPool* pool) {
-  step.run(p, context, pool);
+void run_contraction(StepKernel& step, const ContractionProblem& p, ExecutionContext& context, ThreadPool* pool,
+                     uint64_t geometry) {
+  step.run(p, context, pool, geometry);
 }
 
 std::vector<Label> first_occurrences(const std::vector<Label>& labels) {
@@ -59,6 +60,7 @@ struct StrideTerm {
   int axis = 0;
   int64_t ContractionProblem::Axis::*field = nullptr;
   int64_t constant = 0;
+  mutable int64_t last = INT64_MIN;  // the stride it added in the step's live problem (written under its `busy`)
 };
 
 // A flag that a moved StepExec does not carry (a std::atomic is neither copyable nor movable): plans are built
@@ -83,6 +85,7 @@ struct StepExec {
   int lhs_input = -1, rhs_input = -1;  // operand index of an input operand (-1: an intermediate in the arena)
   int64_t dst_offset = -1;             // arena byte offset of the result (-1: the output tensor)
   mutable ContractionProblem live;     // written only by the call holding `busy`
+  mutable uint64_t live_version = 0;   // changes with live's strides (StepKernel::run's `geometry`); 0: none yet
   mutable TakenFlag busy;
 };
 
@@ -560,12 +563,21 @@ void EinsumPlan::Impl::run(OperandList operands, Tensor& out, ExecutionContext& 
     p.b = b;
     p.c = e.dst_offset >= 0 ? static_cast<void*>(arena_base + e.dst_offset) : out.raw_data();
     p.accumulate = accumulate && e.dst_offset < 0;  // set on every step: the problem is reused
+    bool changed = false;  // a stride of the live problem differs from its previous call's
     for (const StrideTerm& t : e.terms) {
       const Tensor& src = t.tensor == CallTensor::lhs ? *lhs : t.tensor == CallTensor::rhs ? *rhs : out;
       int64_t& stride = problem_axis(p, t.group, t.index).*t.field;
-      stride = (t.first ? t.constant : stride) + src.strides()[static_cast<size_t>(t.axis)];
+      const int64_t add = src.strides()[static_cast<size_t>(t.axis)];
+      stride = (t.first ? t.constant : stride) + add;
+      if (in_place && t.last != add) changed = true, t.last = add;
     }
-    run_contraction(p.accumulate ? *accumulate_kernel : *step_kernels[k], p, context, pool);
+    // The live problem's geometry is a function of its terms' strides and `accumulate` (whose two values run on
+    // two handles): one version number per set of strides tells the kernel handle it saw this geometry before.
+    static std::atomic<uint64_t> next_version{1};
+    if (in_place && (changed || e.live_version == 0))
+      e.live_version = next_version.fetch_add(1, std::memory_order_relaxed);
+    run_contraction(p.accumulate ? *accumulate_kernel : *step_kernels[k], p, context, pool,
+                    in_place ? e.live_version : 0);
   }
 }
 

@@ -29,6 +29,7 @@ struct StepKernel::Shared {
   double macs = 0;          // multiply-adds of one call, all batch entries
   uint64_t context_id = 0;  // ExecutionContext::id() of the context whose JIT holds `kernel`
   std::atomic<SpecialisedKernelFn> kernel{nullptr};
+  std::atomic<uint64_t> kernel_geometry{0};  // a caller's geometry value seen to match `signature`
 
   // The JIT set-up of the problems this step ran (Gett.h: GettPlan), so that a call of a problem seen before only
   // checks it and runs: `plan` is the current one, made by the first JIT call and replaced when a call's problem (or
@@ -38,6 +39,7 @@ struct StepKernel::Shared {
   struct Prepared {
     uint64_t context_id = 0;
     GettPlan plan;
+    mutable std::atomic<uint64_t> geometry{0};  // 2 x a caller's geometry value seen to match, + the direct switch
     Prepared(uint64_t id, const ContractionProblem& p, ExecutionContext& context)
         : context_id(id), plan(p, context.kernels(), context.scratch(), context.config().jit_direct) {}
   };
@@ -49,14 +51,18 @@ struct StepKernel::Shared {
   std::vector<std::unique_ptr<Prepared>> plans;
 
   // Runs p on a plan of this handle when it may (true); false sends the call to contract().
-  bool run_prepared(const ContractionProblem& p, ExecutionContext& context, ThreadPool* pool);
+  bool run_prepared(const ContractionProblem& p, ExecutionContext& context, ThreadPool* pool, uint64_t geometry);
 };
 
-bool StepKernel::Shared::run_prepared(const ContractionProblem& p, ExecutionContext& context, ThreadPool* pool) {
+bool StepKernel::Shared::run_prepared(const ContractionProblem& p, ExecutionContext& context, ThreadPool* pool,
+                                      uint64_t geometry) {
   if (!jit_enabled(context) || p.dtype == DType::i64) return false;
   const bool direct = context.config().jit_direct;
   const Prepared* current = plan.load(std::memory_order_acquire);
-  if (!current || current->context_id != context.id() || !current->plan.matches(p, direct)) {
+  const uint64_t seen = geometry ? 2 * geometry + direct : 0;  // the caller's geometry value and the switch
+  const bool known = current && seen && current->context_id == context.id() &&
+                     current->geometry.load(std::memory_order_relaxed) == seen;
+  if (!known && (!current || current->context_id != context.id() || !current->plan.matches(p, direct))) {
     if (plans_closed.load(std::memory_order_relaxed)) return false;
     std::lock_guard lock(plans_mutex);
     current = plan.load(std::memory_order_relaxed);
@@ -83,6 +89,7 @@ bool StepKernel::Shared::run_prepared(const ContractionProblem& p, ExecutionCont
       plan.store(current, std::memory_order_release);
     }
   }
+  if (seen && !known) current->geometry.store(seen, std::memory_order_relaxed);  // current matches p
   current->plan.run(p, pool);
   context.calls().jit.fetch_add(1, std::memory_order_relaxed);  // as contract() counts its JIT calls
   return true;
@@ -196,10 +203,12 @@ StepKernel::~StepKernel() = default;
 
 void StepKernel::run(const ContractionProblem& p, ThreadPool* pool) { run(p, default_context(), pool); }
 
-void StepKernel::run(const ContractionProblem& p, ExecutionContext& context, ThreadPool* pool) {
+void StepKernel::run(const ContractionProblem& p, ExecutionContext& context, ThreadPool* pool, uint64_t geometry) {
   Shared& s = *shared_;
+  const bool known = geometry && s.kernel_geometry.load(std::memory_order_relaxed) == geometry;
   if (SpecialisedKernelFn fn = s.kernel.load(std::memory_order_acquire);
-      fn && s.context_id == context.id() && same_geometry(p, s.signature)) {
+      fn && s.context_id == context.id() && (known || same_geometry(p, s.signature))) {
+    if (geometry && !known) s.kernel_geometry.store(geometry, std::memory_order_relaxed);
     if (p.a == nullptr || p.b == nullptr || p.c == nullptr) p.check("contract");  // contract() would refuse it too
     const DirectSchedule& d = s.schedule;
     const int64_t elt = s.element_bytes;
@@ -244,7 +253,7 @@ void StepKernel::run(const ContractionProblem& p, ExecutionContext& context, Thr
       queue(context, shared_);
     }
   }
-  if (!s.run_prepared(p, context, pool)) contract(p, context, pool);
+  if (!s.run_prepared(p, context, pool, geometry)) contract(p, context, pool);
 }
 
 StepKernel::State StepKernel::state() const { return State(shared_->state.load()); }
