@@ -453,6 +453,7 @@ class CallScratch {
 
   ExecutorSlot& slot() { return *state_; }
   std::byte* base() { return base_; }
+  static std::byte* empty_base() { return empty_; }
 
  private:
   ScratchAllocator::Lease lease_;
@@ -514,14 +515,20 @@ void EinsumPlan::Impl::run(OperandList operands, Tensor& out, ExecutionContext& 
   }
 
   // Checked before allocating: a plan whose scratch exceeds the machine's memory fails here, naming its largest step.
+  // A plan without scratch (one step and no one-sided sum: every step of a tree walk) takes a lease only when a
+  // step is held by another call and needs the slot's problem.
   std::optional<CallScratch> own;
   if (!lease) {
     if (!fits_in_memory(arena + workspace)) fail_out_of_memory(arena + workspace, scratch_what());
-    own.emplace(context.scratch(), arena + workspace, [this] { return scratch_what(); });
+    if (arena + workspace > 0) own.emplace(context.scratch(), arena + workspace, [this] { return scratch_what(); });
   }
   // Looked up only when a step is held by another call (the slot's objects are a list searched by type).
-  auto the_slot = [&]() -> ExecutorSlot& { return lease ? lease->object<ExecutorSlot>() : own->slot(); };
-  std::byte* arena_base = lease ? scratch_bytes : own->base();
+  auto the_slot = [&]() -> ExecutorSlot& {
+    if (lease) return lease->object<ExecutorSlot>();
+    if (!own) own.emplace(context.scratch(), 0, [this] { return scratch_what(); });
+    return own->slot();
+  };
+  std::byte* arena_base = lease ? scratch_bytes : own ? own->base() : CallScratch::empty_base();
   std::byte* ws_base = arena_base + arena;
 
   for (size_t k = 0; k < steps.size(); ++k) {

@@ -255,4 +255,21 @@ TEST_CASE("one plan run from several threads at once with operands of different 
     });
   for (std::thread& w : workers) w.join();
   for (int t = 0; t < 4; ++t) CHECK(mismatches[static_cast<size_t>(t)] == 0);
+
+  // A plan without scratch (one step) takes no lease unless its step is held: then the call leases a slot for its
+  // problem alone.
+  const es::EinsumPlan pair = es::EinsumPlan::prepare("ij,jk->ki", std::vector<es::TensorMeta>{metas[0], metas[1]});
+  REQUIRE(pair.scratch_bytes() == 0);
+  std::vector<Tensor> pair_want;
+  for (int t = 0; t < 4; ++t) pair_want.push_back(pair.execute(std::vector<Tensor>{t % 2 ? a_t : a, t / 2 ? b_strided : b}));
+  std::vector<int> pair_mismatches(4, 0);
+  workers.clear();
+  for (int t = 0; t < 4; ++t)
+    workers.emplace_back([&, t] {
+      const std::vector<Tensor> ops = {t % 2 ? a_t : a, t / 2 ? b_strided : b};
+      for (int call = 0; call < 300; ++call)
+        pair_mismatches[static_cast<size_t>(t)] += !bitwise_equal(pair.execute(ops), pair_want[static_cast<size_t>(t)]);
+    });
+  for (std::thread& w : workers) w.join();
+  for (int t = 0; t < 4; ++t) CHECK(pair_mismatches[static_cast<size_t>(t)] == 0);
 }
