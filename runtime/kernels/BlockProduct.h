@@ -8,7 +8,8 @@
 // (the Ising tensor's Z2 parity: two 128 × 128 blocks per 256 × 256 matrix, up to a permutation that depends on the
 // data) and the factors of their block-wise SVDs (every singular vector inside one block) are like that, and so are
 // the products the SVD's derivative rule forms of them: their flops fall by the number of blocks squared or more.
-// The test costs one pass over A and B (a bit per entry, vector compares where the entries are contiguous), after
+// The test costs one pass over A and B (a bit per entry, vector compares where the entries are contiguous, gathers
+// on AVX-512 where they are not), after
 // an O(M + N) look at A's first column and B's first row, which ends it for dense operands (a column of A without
 // zeros joins every row).
 //

@@ -207,18 +207,20 @@ struct ChargeCase {
   ContractionProblem p;
   std::array<int64_t, 6> sa{}, sb{}, sc{};  // strides (0: not in that tensor)
 
-  explicit ChargeCase(Rng& r) {
+  // `a_order`, `b_order`: the axes of A and B from the fastest (random when empty).
+  explicit ChargeCase(Rng& r, std::vector<int> a_order = {}, std::vector<int> b_order = {}) {
     for (int64_t& e : extent) e = 12 + r.below(3);
-    // Column-major strides of a tensor over axes `ids`, in a random order.
-    auto layout = [&](std::array<int, 4> ids, std::array<int64_t, 6>& stride) {
+    // Column-major strides of a tensor over axes `ids`, in a random order unless `fixed` gives one.
+    auto layout = [&](std::array<int, 4> ids, const std::vector<int>& fixed, std::array<int64_t, 6>& stride) {
       for (int i = 3; i > 0; --i) std::swap(ids[size_t(i)], ids[size_t(r.below(i + 1))]);
+      if (!fixed.empty()) std::copy(fixed.begin(), fixed.end(), ids.begin());
       int64_t s = 1;
       for (int id : ids) stride[size_t(id)] = s, s *= extent[size_t(id)];
       return s;
     };
-    a.assign(size_t(layout({0, 1, 2, 3}, sa)), 0.0);
-    b.assign(size_t(layout({2, 3, 4, 5}, sb)), 0.0);
-    c.assign(size_t(layout({0, 1, 4, 5}, sc)), 7.0);
+    a.assign(size_t(layout({0, 1, 2, 3}, a_order, sa)), 0.0);
+    b.assign(size_t(layout({2, 3, 4, 5}, b_order, sb)), 0.0);
+    c.assign(size_t(layout({0, 1, 4, 5}, {}, sc)), 7.0);
     fill(r, a, sa, {0, 1, 2, 3});
     fill(r, b, sb, {2, 3, 4, 5});
     p.dtype = DType::f64;
@@ -266,32 +268,55 @@ struct ChargeCase {
 
 }  // namespace
 
+namespace {
+
+// x split by block_product: against the oracle, bitwise against the unsplit GETT, and contract_jit and a GettPlan
+// (which split it themselves) with the same bits at 1 and 2 threads.
+void check_charge_case(ChargeCase& x, ThreadPool& two) {
+  KernelCache& cache = KernelCache::process_default();
+  REQUIRE(run_blocks(x.p, nullptr));
+  x.expect_close_to_oracle();
+  const std::vector<double> split = x.c;
+  // The unsplit GETT sums the same nonzero terms in the same k order (K < 256: one KC block).
+  std::fill(x.c.begin(), x.c.end(), 7.0);
+  contract_unsplit(x.p, nullptr);
+  for (size_t e = 0; e < split.size(); ++e)
+    if (!(split[e] == x.c[e])) FAIL_CHECK("entry " << e << " differs from the unsplit product");
+  for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &two}) {
+    std::fill(x.c.begin(), x.c.end(), 7.0);
+    contract_jit(x.p, pool);
+    CHECK(same_bits(split, x.c));
+    std::fill(x.c.begin(), x.c.end(), 7.0);
+    GettPlan plan(x.p, cache, ScratchAllocator::process_default(), true);
+    plan.run(x.p, pool);
+    CHECK(same_bits(split, x.c));
+  }
+}
+
+}  // namespace
+
 TEST_CASE("block product: multi-axis Z2 steps split, against the oracle, with the unsplit GETT's bits") {
   ThreadPool two(2);
-  KernelCache& cache = KernelCache::process_default();
   for (uint64_t seed = 301; seed < 309; ++seed) {
     Rng r(seed);
     ChargeCase x(r);
     INFO("seed " << seed << ": extents " << x.extent[0] << " " << x.extent[1] << " " << x.extent[2] << " "
                  << x.extent[3] << " " << x.extent[4] << " " << x.extent[5]);
     MESSAGE("block product multi-axis seed " << seed);
-    REQUIRE(run_blocks(x.p, nullptr));
-    x.expect_close_to_oracle();
-    const std::vector<double> split = x.c;
-    // The unsplit GETT sums the same nonzero terms in the same k order (K < 256: one KC block).
-    std::fill(x.c.begin(), x.c.end(), 7.0);
-    contract_unsplit(x.p, nullptr);
-    for (size_t e = 0; e < split.size(); ++e)
-      if (!(split[e] == x.c[e])) FAIL_CHECK("entry " << e << " differs from the unsplit product");
-    // contract_jit and a GettPlan split it themselves: the same bits at 1 and 2 threads.
-    for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &two}) {
-      std::fill(x.c.begin(), x.c.end(), 7.0);
-      contract_jit(x.p, pool);
-      CHECK(same_bits(split, x.c));
-      std::fill(x.c.begin(), x.c.end(), 7.0);
-      GettPlan plan(x.p, cache, ScratchAllocator::process_default(), true);
-      plan.run(x.p, pool);
-      CHECK(same_bits(split, x.c));
-    }
+    check_charge_case(x, two);
+  }
+}
+
+TEST_CASE("block product: a Z2 step whose A has neither rows nor contracted indices contiguous (gathered test)") {
+  // A[k2, m1, k1, m2] and B[k1, k2, n1, n2] (fastest first): k is fused by B's strides (k1 first, A stride e3 e0),
+  // the rows by A's (m1 first, A stride e3), so no 8 entries of A's lines are contiguous in either orientation.
+  ThreadPool two(2);
+  for (uint64_t seed = 311; seed < 315; ++seed) {
+    Rng r(seed);
+    ChargeCase x(r, {3, 0, 2, 1}, {2, 3, 4, 5});
+    INFO("seed " << seed << ": extents " << x.extent[0] << " " << x.extent[1] << " " << x.extent[2] << " "
+                 << x.extent[3] << " " << x.extent[4] << " " << x.extent[5]);
+    MESSAGE("block product strided-A seed " << seed);
+    check_charge_case(x, two);
   }
 }
