@@ -18,9 +18,11 @@
 #include <complex>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <numeric>
 #include <optional>
+#include <span>
 #include <tuple>
 #include <type_traits>
 #include <vector>
@@ -394,6 +396,8 @@ void transpose_into(ContractionProblem& q, const ContractionProblem& p) {
     for (Axis& ax : *group) std::swap(ax.stride_a, ax.stride_b);
 }
 
+template <typename T> void set_up_packed(Gett<T>& g, KernelCache& cache, const GettBlocking* blocking);
+
 // Sets p up in `g` (ws.g, or ws.t for the transposed problem) and returns the mode: gett means "run g". `swapped`: p
 // is the transpose of the caller's problem (the packed path's C^T = B^T A^T), whose k order it keeps.
 template <typename T>
@@ -513,7 +517,15 @@ GettMode set_up_gett(GettSetup<T>& ws, Gett<T>& g, const ContractionProblem& p, 
         return GettMode::transposed;
     }
   }
-  // The tile with the least padded work (rows rounded up to MR, columns to NR), weighted by its throughput.
+  set_up_packed(g, cache, blocking);
+  return GettMode::gett;
+}
+
+// The packed path for g's fused tables: the tile with the least padded work (rows rounded up to MR, columns to NR),
+// weighted by its throughput, its kernel, the blocking and the tables the loops derive.
+template <typename T> void set_up_packed(Gett<T>& g, KernelCache& cache, const GettBlocking* blocking) {
+  using R = typename real_of<T>::type;
+  const DType real = dtype_v<R>;
   const double rows = double(g.m.size * Gett<T>::cf), cols = double(g.n.size);
   MicroKernelSpec spec;
   spec.mr = 0;
@@ -535,7 +547,6 @@ GettMode set_up_gett(GettSetup<T>& ws, Gett<T>& g, const ContractionProblem& p, 
   for (int64_t j = 0; j < g.n.size; ++j) g.cn_real[j] = g.n.c[j] * Gett<T>::cf;
   g.b_k_unit = unit_run(g.k.b, 0, g.k.size);
   g.a_k_unit = unit_run(g.k.a, 0, g.k.size);
-  return GettMode::gett;
 }
 
 template <typename T>
@@ -613,9 +624,46 @@ namespace {
 void run_unsplit(const ContractionProblem& p, ThreadPool* pool, KernelCache& kernels, const GettBlocking* blocking,
                  ScratchAllocator& buffers, bool direct);
 
-// Whether kernels::block_product may split p (it decides per call, on the operands' zeros): a product of at least
-// kMinBlockProductMacs multiply-adds that overwrites C, without a batch axis. Blocks run unsplit, one after the
-// other on the caller's pool (BlockProduct.h: the dense product's bits when K fits one KC block).
+// The blocks of a split p (kernels::block_product_in_place), each a packed GEMM reading A and B and writing C
+// through the block's offset tables: the bits of the dense packed product when K fits one KC block (every C entry
+// sums its nonzero terms in the dense k order, from zero, in one pass), one block after the other on `pool`.
+template <typename T>
+void run_blocks_in_place(const ContractionProblem& p, std::span<const kernels::BlockTables> blocks,
+                         const std::function<void()>& zero_c, ThreadPool* pool, KernelCache& cache,
+                         ScratchAllocator& scratch) {
+  std::vector<Gett<T>> getts(blocks.size());
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const kernels::BlockTables& x = blocks[i];
+    Gett<T>& g = getts[i];
+    g.scratch = &scratch;
+    g.m = {static_cast<int64_t>(x.ma.size()), x.ma, {}, x.mc};
+    g.n = {static_cast<int64_t>(x.nb.size()), {}, x.nb, x.nc};
+    g.k = {static_cast<int64_t>(x.ka.size()), x.ka, x.kb, {}};
+    g.batch = {1, {0}, {0}, {0}};
+    set_up_packed(g, cache, nullptr);  // may throw: before anything is written
+  }
+  zero_c();
+  for (const Gett<T>& g : getts) g.run(p.a, p.b, p.c, pool);
+}
+
+// contract_jit's and GettPlan::run's block split: true when p split (and ran).
+bool split_in_place(const ContractionProblem& p, ThreadPool* pool, KernelCache& cache, ScratchAllocator& scratch) {
+  return kernels::block_product_in_place(
+      p, [&](std::span<const kernels::BlockTables> blocks, const std::function<void()>& zero_c) {
+        switch (p.dtype) {
+          case DType::f32: return run_blocks_in_place<float>(p, blocks, zero_c, pool, cache, scratch);
+          case DType::f64: return run_blocks_in_place<double>(p, blocks, zero_c, pool, cache, scratch);
+          case DType::c64: return run_blocks_in_place<c64>(p, blocks, zero_c, pool, cache, scratch);
+          case DType::c128: return run_blocks_in_place<c128>(p, blocks, zero_c, pool, cache, scratch);
+          case DType::i64: break;
+        }
+        EIN_ASSERT(false, "block products are f32, f64, c64 or c128");
+      });
+}
+
+// Whether kernels::block_product_in_place may split p (it decides per call, on the operands' zeros): a product of
+// at least kMinBlockProductMacs multiply-adds that overwrites C, without a batch axis. Blocks run as packed GEMMs
+// through their offset tables (run_blocks_in_place), one after the other on the caller's pool.
 bool may_split_blocks(const ContractionProblem& p) {
   if (p.accumulate || p.dtype == DType::i64) return false;
   double macs = 1;
@@ -692,10 +740,7 @@ bool GettPlan::matches(const ContractionProblem& p, bool direct) const {
 
 void GettPlan::run(const ContractionProblem& p, ThreadPool* pool) const {
   if (p.a == nullptr || p.b == nullptr || p.c == nullptr) p.check("contract");  // as contract_jit would refuse it
-  if (impl_->may_split && kernels::block_product(p, [&](const ContractionProblem& block) {
-        run_unsplit(block, pool, *impl_->cache, nullptr, *impl_->scratch, impl_->direct);
-      }))
-    return;
+  if (impl_->may_split && split_in_place(p, pool, *impl_->cache, *impl_->scratch)) return;
   impl_->run(p.a, p.b, p.c, pool);
 }
 
@@ -707,10 +752,7 @@ void contract_jit(const ContractionProblem& p, ThreadPool* pool, KernelCache* ca
   KernelCache& kernels = cache ? *cache : KernelCache::process_default();
   ScratchAllocator& buffers = scratch ? *scratch : ScratchAllocator::process_default();
   // Explicit blocking asks for the GETT itself (tests, tuning): it is never split.
-  if (!blocking && may_split_blocks(p) && kernels::block_product(p, [&](const ContractionProblem& block) {
-        run_unsplit(block, pool, kernels, nullptr, buffers, direct);
-      }))
-    return;
+  if (!blocking && may_split_blocks(p) && split_in_place(p, pool, kernels, buffers)) return;
   run_unsplit(p, pool, kernels, blocking, buffers, direct);
 }
 

@@ -114,9 +114,12 @@ template <typename T> uint64_t nonzero8(const T* v, int isa) {
 
 // The nonzero pattern of one f64 line on AVX-512, its compares inline (a call per 8 entries cost as much as the test);
 // 8 entries that are not contiguous are gathered (the scalar loop cost ~1 ns per entry: a plaquette layout whose
-// rows and contracted indices both have strides > 1 in A tested ~90 us slower than the others).
-[[gnu::target("avx512f")]] void line_bits_avx512(const Lines<double>& x, int64_t l, int64_t words, uint64_t* out) {
+// rows and contracted indices both have strides > 1 in A tested ~90 us slower than the others). Returns false when
+// an entry is a nan or an infinity: x - x is +0 for a finite x and a nan otherwise, its bits or-ed together.
+[[gnu::target("avx512f")]] bool line_bits_avx512(const Lines<double>& x, int64_t l, int64_t words, uint64_t* out) {
   const double* line = x.data + x.line_off[l];
+  __m512i waste = _mm512_setzero_si512();
+  bool finite = true;
   for (int64_t w = 0; w < words; ++w) {
     const int64_t e0 = w * 64, n = std::min<int64_t>(64, x.len - e0);
     uint64_t word = 0;
@@ -125,22 +128,37 @@ template <typename T> uint64_t nonzero8(const T* v, int isa) {
       const int64_t* at = x.entry_off + e0 + e;
       const __m512d v = x.unit8[static_cast<size_t>((e0 + e) / 8)]
                             ? _mm512_loadu_pd(line + *at)
-                            : _mm512_i64gather_pd(_mm512_loadu_si512(at), line, sizeof(double));
+                            : _mm512_mask_i64gather_pd(_mm512_setzero_pd(), 0xff, _mm512_loadu_si512(at), line,
+                                                        sizeof(double));
       word |= uint64_t(_mm512_cmp_pd_mask(v, _mm512_setzero_pd(), _CMP_NEQ_UQ)) << e;
+      waste = _mm512_or_si512(waste, _mm512_castpd_si512(_mm512_sub_pd(v, v)));
     }
-    for (; e < n; ++e) word |= uint64_t(line[x.entry_off[e0 + e]] != 0.0) << e;
+    for (; e < n; ++e) {
+      const double v = line[x.entry_off[e0 + e]];
+      word |= uint64_t(v != 0.0) << e;
+      finite &= v - v == 0;
+    }
     out[w] = word;
   }
+  return finite && _mm512_test_epi64_mask(waste, waste) == 0;
 }
 
-// The nonzero pattern of one line as 64-bit words (bit e: entry e is not zero).
-template <typename T> void line_bits(const Lines<T>& x, int64_t l, int64_t words, uint64_t* out) {
+// Whether v is finite (every part of a complex v): v - v is 0 then, a nan otherwise.
+template <typename T> bool finite(T v) {
+  if constexpr (std::is_same_v<T, typename RealOf<T>::type>) return v - v == T(0);
+  else return v.real() - v.real() == 0 && v.imag() - v.imag() == 0;
+}
+
+// The nonzero pattern of one line as 64-bit words (bit e: entry e is not zero); false when an entry is a nan or an
+// infinity.
+template <typename T> bool line_bits(const Lines<T>& x, int64_t l, int64_t words, uint64_t* out) {
   if constexpr (std::is_same_v<T, double>) {
     if (vector_isa() == 2) return line_bits_avx512(x, l, words, out);
   }
   const T* line = x.data + x.line_off[l];
   constexpr bool real = std::is_same_v<T, double> || std::is_same_v<T, float>;
   const int isa = real ? vector_isa() : 0;
+  bool all_finite = true;
   for (int64_t w = 0; w < words; ++w) {
     const int64_t e0 = w * 64, n = std::min<int64_t>(64, x.len - e0);
     uint64_t word = 0;
@@ -155,8 +173,10 @@ template <typename T> void line_bits(const Lines<T>& x, int64_t l, int64_t words
       word |= uint64_t(line[x.entry_off[e0 + e]] != T(0)) << e;
       ++e;
     }
+    for (int64_t e = 0; e < n; ++e) all_finite &= finite(line[x.entry_off[e0 + e]]);
     out[w] = word;
   }
+  return all_finite;
 }
 
 // Whether line 0 of an operand (entries at `entry` offsets from `line`) has no zero entry (then it joins every index
@@ -165,23 +185,6 @@ template <typename T> bool dense_line(const T* line, const std::vector<int64_t>&
   for (int64_t e : entry)
     if (line[e] == T(0)) return false;
   return !entry.empty();
-}
-
-// Whether v[0, count) holds a nan or an infinity: x - x is 0 for a finite x and nan otherwise, summed in independent
-// lanes so that the loop vectorises.
-template <typename T> bool has_non_finite(const T* v, size_t count) {
-  using R = typename RealOf<T>::type;
-  const R* r = reinterpret_cast<const R*>(v);  // std::complex<R> is an array of two R
-  const auto n = static_cast<int64_t>(count * (sizeof(T) / sizeof(R)));
-  constexpr int kLanes = 16;
-  R lanes[kLanes] = {};
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int l = 0; l < kLanes; ++l) lanes[l] += r[i + l] - r[i + l];
-  R sum = 0;
-  for (; i < n; ++i) sum += r[i] - r[i];
-  for (int l = 0; l < kLanes; ++l) sum += lanes[l];
-  return sum != sum;
 }
 
 bool intersects(const uint64_t* x, const uint64_t* y, int64_t words) {
@@ -207,7 +210,8 @@ struct Block {
   std::array<std::vector<uint64_t>, 3> sets;
 };
 
-// The components of the nonzeros of A and B (at most kMaxBlocks; nothing when there are more): every line with a
+// The components of the nonzeros of A and B (at most kMaxBlocks; nothing when there are more, or when an entry of A
+// or B is a nan or an infinity: 0 * inf must stay nan, so such a product stays dense): every line with a
 // nonzero entry joins its own index and its entries' indices to one block, merging the blocks it touches. Lines are
 // read in the order of their offsets, so that strided entries (gathered) come from cache lines the previous lines
 // loaded; the components do not depend on the order; their order in the result does (the blocks' products do not
@@ -225,7 +229,7 @@ std::optional<std::vector<Block>> components(const std::array<Lines<T>, 2>& oper
     std::iota(order.begin(), order.end(), int64_t(0));
     std::sort(order.begin(), order.end(), [&](int64_t p, int64_t q) { return x.line_off[p] < x.line_off[q]; });
     for (int64_t l : order) {
-      line_bits(x, l, we, bits.data());
+      if (!line_bits(x, l, we, bits.data())) return std::nullopt;
       if (!any(bits.data(), we)) continue;
       const uint64_t node_bit = uint64_t(1) << (l % 64);
       hits.clear();
@@ -263,80 +267,112 @@ double macs_of(const ContractionProblem& p) {
   return macs;
 }
 
-template <typename T>
-bool run_blocks(const ContractionProblem& p, const std::function<void(const ContractionProblem&)>& dense) {
+// The blocks of a product: its fused rows, columns and contracted indices (offset tables) and each block's indices.
+struct Part {
+  std::vector<int64_t> rows, ks, cols;
+  size_t a_at = 0, b_at = 0;  // where the gathered path puts the block's A and B
+};
+struct Split {
+  Group rows, cols, ks;
+  std::vector<Part> parts;
+  size_t a_size = 0, b_size = 0, c_max = 0;  // the gathered path's buffers
+};
+
+// p's blocks when it splits (the rules of BlockProduct.h), else nothing.
+template <typename T> std::optional<Split> find_split(const ContractionProblem& p) {
   using Axis = ContractionProblem::Axis;
   const T* a = static_cast<const T*>(p.a);
   const T* b = static_cast<const T*>(p.b);
-  T* c = static_cast<T*>(p.c);
   // Rows: offsets in A and C; columns: in B and C; contracted indices: in B and A, in the JIT's k order.
-  const Group rows = fuse_group(p.m, &Axis::stride_a, &Axis::stride_c, &Axis::stride_c);
-  const Group cols = fuse_group(p.n, &Axis::stride_b, &Axis::stride_c, &Axis::stride_c);
-  const Group ks = fuse_group(p.k, &Axis::stride_b, &Axis::stride_a, &Axis::stride_a);
-  const std::vector<int64_t>&ma = rows.off[0], &mc = rows.off[1], &nb = cols.off[0], &nc = cols.off[1];
-  const std::vector<int64_t>&kb = ks.off[0], &ka = ks.off[1];
-  const int64_t M = rows.size, N = cols.size, K = ks.size;
-  if (macs_of(p) < kBlockSplitMacsPerElement * elements(M, N, K)) return false;  // even splitting it all away
+  Split split;
+  split.rows = fuse_group(p.m, &Axis::stride_a, &Axis::stride_c, &Axis::stride_c);
+  split.cols = fuse_group(p.n, &Axis::stride_b, &Axis::stride_c, &Axis::stride_c);
+  split.ks = fuse_group(p.k, &Axis::stride_b, &Axis::stride_a, &Axis::stride_a);
+  const std::vector<int64_t>&ma = split.rows.off[0], &nb = split.cols.off[0];
+  const std::vector<int64_t>&kb = split.ks.off[0], &ka = split.ks.off[1];
+  const int64_t M = split.rows.size, N = split.cols.size, K = split.ks.size;
+  if (macs_of(p) < kBlockSplitMacsPerElement * elements(M, N, K)) return std::nullopt;  // even splitting it all away
   // A column of A without zeros joins every row, a row of B without zeros every column: one block.
-  if (dense_line(a + ka[0], ma) || dense_line(b + kb[0], nb)) return false;
+  if (dense_line(a + ka[0], ma) || dense_line(b + kb[0], nb)) return std::nullopt;
   const std::array<Lines<T>, 2> operands{make_lines(a, ma, kRows, ka, kContracted),
                                          make_lines(b, nb, kColumns, kb, kContracted)};
   const int64_t words[3] = {(M + 63) / 64, (K + 63) / 64, (N + 63) / 64};
   std::optional<std::vector<Block>> blocks = components(operands, words);
-  if (!blocks || blocks->size() < 2) return false;
+  if (!blocks || blocks->size() < 2) return std::nullopt;
 
   // Each block's rows, contracted indices and columns (ascending: the dense product's k order); blocks without
-  // rows or columns add nothing to C.
-  struct Part {
-    std::vector<int64_t> rows, ks, cols;
-    size_t a_at, b_at;
-  };
-  std::vector<Part> parts;
+  // rows or columns add nothing to C (their A or B entries are zeros or meet only zeros, all finite).
   double work = 0;
-  size_t a_size = 0, b_size = 0, c_max = 0;
   for (const Block& x : *blocks) {
-    Part part{indices(x.sets[kRows]), indices(x.sets[kContracted]), indices(x.sets[kColumns]), a_size, b_size};
+    Part part{indices(x.sets[kRows]), indices(x.sets[kContracted]), indices(x.sets[kColumns]), split.a_size,
+              split.b_size};
     if (part.rows.empty() || part.ks.empty() || part.cols.empty()) continue;
     work += double(part.rows.size()) * double(part.ks.size()) * double(part.cols.size());
-    a_size += part.rows.size() * part.ks.size();
-    b_size += part.ks.size() * part.cols.size();
-    c_max = std::max(c_max, part.rows.size() * part.cols.size());
-    parts.push_back(std::move(part));
+    split.a_size += part.rows.size() * part.ks.size();
+    split.b_size += part.ks.size() * part.cols.size();
+    split.c_max = std::max(split.c_max, part.rows.size() * part.cols.size());
+    split.parts.push_back(std::move(part));
   }
   const double macs = double(M) * double(N) * double(K);
-  if (parts.size() < 2 || work > 0.5 * macs || macs - work < kBlockSplitMacsPerElement * elements(M, N, K))
-    return false;
+  if (split.parts.size() < 2 || work > 0.5 * macs || macs - work < kBlockSplitMacsPerElement * elements(M, N, K))
+    return std::nullopt;
+  return split;
+}
 
-  // Every nonzero entry is in some block: gather them all, and keep the dense product for a nan or an infinity.
+// C = 0 at every row and column (blocks then overwrite theirs).
+template <typename T> void zero_c(const ContractionProblem& p, const Split& split) {
+  T* c = static_cast<T*>(p.c);
+  const std::vector<int64_t>&mc = split.rows.off[1], &nc = split.cols.off[1];
+  const int64_t M = split.rows.size, N = split.cols.size;
+  bool packed = true;  // C's elements are c[0, M N) (the usual dense output): one fill
+  for (int64_t i = 0; i < M && packed; ++i) packed = mc[static_cast<size_t>(i)] == i;
+  for (int64_t j = 0; j < N && packed; ++j) packed = nc[static_cast<size_t>(j)] == j * M;
+  if (packed) return std::fill(c, c + M * N, T(0));
+  for (int64_t j = 0; j < N; ++j) {
+    T* col = c + nc[static_cast<size_t>(j)];
+    for (int64_t i = 0; i < M; ++i) col[mc[static_cast<size_t>(i)]] = T(0);
+  }
+}
+
+// table[index[i]] for every i.
+std::vector<int64_t> pick(const std::vector<int64_t>& index, const std::vector<int64_t>& table) {
+  std::vector<int64_t> out(index.size());
+  for (size_t i = 0; i < index.size(); ++i) out[i] = table[static_cast<size_t>(index[i])];
+  return out;
+}
+
+template <typename T>
+bool run_gathered(const ContractionProblem& p, const std::function<void(const ContractionProblem&)>& dense) {
+  const std::optional<Split> found = find_split<T>(p);
+  if (!found) return false;
+  const Split& split = *found;
+  const T* a = static_cast<const T*>(p.a);
+  const T* b = static_cast<const T*>(p.b);
+  T* c = static_cast<T*>(p.c);
+  const std::vector<int64_t>&mc = split.rows.off[1], &nc = split.cols.off[1], &nb = split.cols.off[0];
   // The gathered operands and one block's product, in one buffer of this call's (no state kept between calls).
-  const std::unique_ptr<T[]> gathered = std::make_unique_for_overwrite<T[]>(a_size + b_size + c_max);
-  const std::span<T> ga(gathered.get(), a_size), gb(gathered.get() + a_size, b_size),
-      gc(gathered.get() + a_size + b_size, c_max);
-  std::vector<int64_t> row_at, k_at;  // one part's element offsets in A (rows, contracted) or B (contracted)
-  auto offsets = [](const std::vector<int64_t>& index, const std::vector<int64_t>& table, std::vector<int64_t>& out) {
-    out.resize(index.size());
-    for (size_t i = 0; i < index.size(); ++i) out[i] = table[static_cast<size_t>(index[i])];
-  };
-  for (const Part& x : parts) {
+  const std::unique_ptr<T[]> gathered =
+      std::make_unique_for_overwrite<T[]>(split.a_size + split.b_size + split.c_max);
+  T* const ga = gathered.get();
+  T* const gb = ga + split.a_size;
+  T* const gc = gb + split.b_size;
+  for (const Part& x : split.parts) {
     const auto mi = static_cast<int64_t>(x.rows.size()), kc = static_cast<int64_t>(x.ks.size());
-    T* to = ga.data() + x.a_at;
-    offsets(x.rows, ma, row_at);
-    offsets(x.ks, ka, k_at);
+    T* to = ga + x.a_at;
+    const std::vector<int64_t> row_at = pick(x.rows, split.rows.off[0]), ka_at = pick(x.ks, split.ks.off[1]);
     for (int64_t s = 0; s < kc; ++s) {
-      const T* col = a + k_at[static_cast<size_t>(s)];
+      const T* col = a + ka_at[static_cast<size_t>(s)];
       for (int64_t r = 0; r < mi; ++r) to[s * mi + r] = col[row_at[static_cast<size_t>(r)]];
     }
-    T* tb = gb.data() + x.b_at;
-    offsets(x.ks, kb, k_at);
+    T* tb = gb + x.b_at;
+    const std::vector<int64_t> kb_at = pick(x.ks, split.ks.off[0]);
     for (size_t t = 0; t < x.cols.size(); ++t) {
       const T* col = b + nb[static_cast<size_t>(x.cols[t])];
-      for (int64_t s = 0; s < kc; ++s) tb[static_cast<int64_t>(t) * kc + s] = col[k_at[static_cast<size_t>(s)]];
+      for (int64_t s = 0; s < kc; ++s) tb[static_cast<int64_t>(t) * kc + s] = col[kb_at[static_cast<size_t>(s)]];
     }
   }
-  if (has_non_finite(ga.data(), a_size) || has_non_finite(gb.data(), b_size)) return false;
-
   bool zeroed = false;
-  for (const Part& x : parts) {
+  for (const Part& x : split.parts) {
     const auto mi = static_cast<int64_t>(x.rows.size()), kc = static_cast<int64_t>(x.ks.size());
     const auto nj = static_cast<int64_t>(x.cols.size());
     ContractionProblem q;
@@ -344,48 +380,65 @@ bool run_blocks(const ContractionProblem& p, const std::function<void(const Cont
     q.m = {{mi, 1, 0, 1}};
     q.n = {{nj, 0, kc, mi}};
     q.k = {{kc, mi, 1, 0}};
-    q.a = ga.data() + x.a_at;
-    q.b = gb.data() + x.b_at;
-    q.c = gc.data();
+    q.a = ga + x.a_at;
+    q.b = gb + x.b_at;
+    q.c = gc;
     dense(q);
-    if (!zeroed) {  // after the first block's product: C is untouched if `dense` throws there (no JIT kernel)
-      bool packed = true;  // C's elements are c[0, M N) (the usual dense output): one fill
-      for (int64_t i = 0; i < M && packed; ++i) packed = mc[static_cast<size_t>(i)] == i;
-      for (int64_t j = 0; j < N && packed; ++j) packed = nc[static_cast<size_t>(j)] == j * M;
-      if (packed) {
-        std::fill(c, c + M * N, T(0));
-      } else {
-        for (int64_t j = 0; j < N; ++j) {
-          T* col = c + nc[static_cast<size_t>(j)];
-          for (int64_t i = 0; i < M; ++i) col[mc[static_cast<size_t>(i)]] = T(0);
-        }
-      }
-      zeroed = true;
-    }
-    offsets(x.rows, mc, row_at);
+    if (!zeroed) zero_c<T>(p, split), zeroed = true;  // after the first block: C untouched if `dense` throws there
+    const std::vector<int64_t> row_at = pick(x.rows, mc);
     for (int64_t t = 0; t < nj; ++t) {
       T* col = c + nc[static_cast<size_t>(x.cols[static_cast<size_t>(t)])];
-      const T* from = gc.data() + t * mi;
+      const T* from = gc + t * mi;
       for (int64_t r = 0; r < mi; ++r) col[row_at[static_cast<size_t>(r)]] = from[r];
     }
   }
   return true;
 }
 
-}  // namespace
+template <typename T> bool run_in_place(const ContractionProblem& p, const BlockRunner& run) {
+  const std::optional<Split> found = find_split<T>(p);
+  if (!found) return false;
+  const Split& split = *found;
+  std::vector<BlockTables> blocks;
+  for (const Part& x : split.parts)
+    blocks.push_back({pick(x.rows, split.rows.off[0]), pick(x.rows, split.rows.off[1]),
+                      pick(x.cols, split.cols.off[0]), pick(x.cols, split.cols.off[1]), pick(x.ks, split.ks.off[1]),
+                      pick(x.ks, split.ks.off[0])});
+  run(blocks, [&] { zero_c<T>(p, split); });
+  return true;
+}
 
-bool block_product(const ContractionProblem& p, const std::function<void(const ContractionProblem&)>& dense) {
+// Calls f<T>() for p's dtype (f32, f64, c64, c128) when p is a candidate (see BlockProduct.h); false otherwise.
+template <template <typename> class F, typename... Args> bool dispatch(const ContractionProblem& p, Args&&... args) {
   if (p.accumulate) return false;
   for (const ContractionProblem::Axis& ax : p.batch)
     if (ax.extent != 1) return false;
   if (!(macs_of(p) >= kMinBlockProductMacs)) return false;
   switch (p.dtype) {
-    case DType::f32: return run_blocks<float>(p, dense);
-    case DType::f64: return run_blocks<double>(p, dense);
-    case DType::c64: return run_blocks<std::complex<float>>(p, dense);
-    case DType::c128: return run_blocks<std::complex<double>>(p, dense);
+    case DType::f32: return F<float>::run(p, args...);
+    case DType::f64: return F<double>::run(p, args...);
+    case DType::c64: return F<std::complex<float>>::run(p, args...);
+    case DType::c128: return F<std::complex<double>>::run(p, args...);
     default: return false;
   }
+}
+template <typename T> struct Gathered {
+  static bool run(const ContractionProblem& p, const std::function<void(const ContractionProblem&)>& dense) {
+    return run_gathered<T>(p, dense);
+  }
+};
+template <typename T> struct InPlace {
+  static bool run(const ContractionProblem& p, const BlockRunner& runner) { return run_in_place<T>(p, runner); }
+};
+
+}  // namespace
+
+bool block_product(const ContractionProblem& p, const std::function<void(const ContractionProblem&)>& dense) {
+  return dispatch<Gathered>(p, dense);
+}
+
+bool block_product_in_place(const ContractionProblem& p, const BlockRunner& run) {
+  return dispatch<InPlace>(p, run);
 }
 
 }  // namespace einstage::kernels

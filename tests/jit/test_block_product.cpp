@@ -16,7 +16,9 @@
 #include <cmath>
 #include <complex>
 #include <cstring>
+#include <functional>
 #include <limits>
+#include <span>
 #include <vector>
 
 using namespace einstage;
@@ -111,6 +113,15 @@ bool run_blocks(const ContractionProblem& p, ThreadPool* pool) {
   return kernels::block_product(p, [&](const ContractionProblem& q) { contract_jit(q, pool); });
 }
 
+// Whether block_product_in_place splits p (its runner is called; it writes nothing here).
+bool splits_in_place(const ContractionProblem& p) {
+  bool called = false;
+  const bool split = kernels::block_product_in_place(
+      p, [&](std::span<const kernels::BlockTables>, const std::function<void()>&) { called = true; });
+  CHECK(split == called);
+  return split;
+}
+
 template <typename T> void random_block_cases(uint64_t first_seed, int count, int64_t lo, int64_t hi) {
   ThreadPool two(2);
   for (uint64_t seed = first_seed; seed < first_seed + uint64_t(count); ++seed) {
@@ -119,6 +130,17 @@ template <typename T> void random_block_cases(uint64_t first_seed, int count, in
     const int64_t M = lo + r.below(hi - lo + 1), N = lo + r.below(hi - lo + 1), K = lo + r.below(hi - lo + 1);
     INFO("seed " << seed << ": " << blocks << " classes, M " << M << " N " << N << " K " << K);
     BlockCase<T> x(r, blocks, M, N, K);
+    MESSAGE("block product random seed " << seed);
+    // contract_jit splits it in place (block_product_in_place: packed GEMMs through the blocks' offset tables).
+    REQUIRE(splits_in_place(x.p));
+    contract_jit(x.p, nullptr);
+    x.expect_close_to_oracle();
+    const std::vector<T> in_place = x.c;
+    std::fill(x.c.begin(), x.c.end(), T(7));
+    contract_jit(x.p, &two);
+    CHECK(same_bits(in_place, x.c));
+    // block_product on gathered copies (the dot_general kernel's way).
+    std::fill(x.c.begin(), x.c.end(), T(7));
     REQUIRE(run_blocks(x.p, nullptr));
     x.expect_close_to_oracle();
     const std::vector<T> one = x.c;
@@ -130,7 +152,7 @@ template <typename T> void random_block_cases(uint64_t first_seed, int count, in
     if (K <= (std::is_same_v<T, std::complex<double>> ? 128 : 256)) {
       contract_unsplit(x.p, nullptr);
       for (size_t e = 0; e < one.size(); ++e)
-        if (!(one[e] == x.c[e])) FAIL_CHECK("entry " << e << " differs from the dense product");
+        if (!(one[e] == x.c[e]) || !(in_place[e] == x.c[e])) FAIL_CHECK("entry " << e << " differs from the dense product");
     }
   }
 }
@@ -152,7 +174,7 @@ TEST_CASE("block product: problems that stay dense, with C untouched") {
     auto* c = static_cast<double*>(p.c);
     const int64_t size = p.m[0].extent * p.n[0].extent;
     std::fill(c, c + size, 7.0);
-    const bool split = run_blocks(p, nullptr);
+    const bool split = run_blocks(p, nullptr) || splits_in_place(p);
     for (int64_t e = 0; e < size; ++e)
       if (c[e] != 7.0) return false;
     return !split;
@@ -180,6 +202,35 @@ TEST_CASE("block product: problems that stay dense, with C untouched") {
       p.b = b.data();
       CHECK(untouched(p));
     }
+  }
+  SUBCASE("an infinity in A in a block whose rows of B are all zero (C's rows there are nan)") {
+    // Three classes; the component of row 0 in A alone (its rows and contracted indices) is given zero rows of B,
+    // so it has no columns and no product, but 0 * inf must still make C's entries in its rows nan.
+    BlockCase<double> y(r, 3, 200, 200, 200);
+    const ContractionProblem::Axis m = y.p.m[0], k = y.p.k[0], n = y.p.n[0];
+    auto at_a = [&](int64_t i, int64_t s) -> double& { return y.a[size_t(i * m.stride_a + s * k.stride_a)]; };
+    int64_t i0 = 0;
+    while (i0 < 200 && [&] { for (int64_t s = 0; s < 200; ++s) if (at_a(i0, s) != 0) return false; return true; }())
+      ++i0;
+    REQUIRE(i0 < 200);
+    std::vector<char> rows(200, 0), ks(200, 0);
+    rows[size_t(i0)] = 1;
+    for (bool grew = true; grew;) {
+      grew = false;
+      for (int64_t i = 0; i < 200; ++i)
+        for (int64_t s = 0; s < 200; ++s)
+          if (at_a(i, s) != 0 && rows[size_t(i)] != ks[size_t(s)]) rows[size_t(i)] = ks[size_t(s)] = 1, grew = true;
+    }
+    for (int64_t s = 0; s < 200; ++s)
+      if (ks[size_t(s)])
+        for (int64_t j = 0; j < 200; ++j) y.b[size_t(s * k.stride_b + j * n.stride_b)] = 0;
+    REQUIRE((run_blocks(y.p, nullptr) && splits_in_place(y.p)));  // the other two classes still split it
+    for (int64_t s = 0; s < 200; ++s)
+      if (at_a(i0, s) != 0) {
+        at_a(i0, s) = std::numeric_limits<double>::infinity();
+        break;
+      }
+    CHECK(untouched(y.p));
   }
   SUBCASE("fewer multiply-adds than kMinBlockProductMacs") {
     BlockCase<double> small(r, 2, 100, 100, 100);
