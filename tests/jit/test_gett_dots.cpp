@@ -29,6 +29,19 @@ OwnedProblem dots_problem(bool vector_is_a, int64_t outputs, int64_t k, DType dt
   return op;
 }
 
+// Runs `one` on the calling thread against the definitional loop, then fresh copies (from `make`) on `two` threads
+// and through a GettPlan (the executor's path): both must give the first call's bits.
+template <typename T, typename Make> void check_call_threads_plan(OwnedProblem& one, Make make, ThreadPool& two) {
+  OwnedProblem threaded = make(), again = make();
+  contract_jit(one.p, nullptr, &memory_cache());
+  check_against_oracle<T>(one);
+  contract_jit(threaded.p, &two, &memory_cache());
+  CHECK(one.c.bytes == threaded.c.bytes);
+  GettPlan plan(again.p, memory_cache(), ScratchAllocator::process_default(), true);
+  plan.run(again.p, nullptr);
+  CHECK(one.c.bytes == again.c.bytes);
+}
+
 }  // namespace
 
 TEST_CASE_TEMPLATE("jit gett: matrix-vector products contiguous along k match the definitional loop", T, float, double,
@@ -43,16 +56,8 @@ TEST_CASE_TEMPLATE("jit gett: matrix-vector products contiguous along k match th
         INFO((vector_is_a ? "i,ij->j" : "ji,j->i") << " outputs " << outputs << " k " << k
                                                    << (accumulate ? " accumulate" : " overwrite") << " seed " << seed);
         OwnedProblem one = dots_problem(vector_is_a, outputs, k, dtype, accumulate, seed);
-        OwnedProblem threaded = dots_problem(vector_is_a, outputs, k, dtype, accumulate, seed);
-        OwnedProblem again = dots_problem(vector_is_a, outputs, k, dtype, accumulate, seed);
-        contract_jit(one.p, nullptr, &memory_cache());
-        check_against_oracle<T>(one);
-        contract_jit(threaded.p, &two, &memory_cache());
-        CHECK(one.c.bytes == threaded.c.bytes);
-        // A plan (the executor's path) gives the call's bits.
-        GettPlan plan(again.p, memory_cache(), ScratchAllocator::process_default(), true);
-        plan.run(again.p, nullptr);
-        CHECK(one.c.bytes == again.c.bytes);
+        auto make = [&] { return dots_problem(vector_is_a, outputs, k, dtype, accumulate, seed); };
+        check_call_threads_plan<T>(one, make, two);
         // The dots mode is not specialised (Specialise.h), so a hot step keeps these bits: real dtypes with
         // k >= 16 on a CPU with AVX2 and FMA run as dot products, which direct_schedule refuses.
         if (!is_complex(dtype) && k >= 16 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
@@ -94,18 +99,10 @@ TEST_CASE_TEMPLATE("jit gett: a few vectors against a k-major matrix run as dot 
         const uint64_t seed = uint64_t(m * 7919 + n * 31 + k * 3 + (accumulate ? 1 : 0));
         INFO("m " << m << " n " << n << " k " << k << (accumulate ? " accumulate" : " overwrite") << " seed " << seed);
         OwnedProblem one = k_major_problem(m, n, k, dtype, accumulate, seed);
-        OwnedProblem threaded = k_major_problem(m, n, k, dtype, accumulate, seed);
-        OwnedProblem again = k_major_problem(m, n, k, dtype, accumulate, seed);
         REQUIRE(runs_as_dots(one.p));
         DirectSchedule schedule;
         CHECK_FALSE(direct_schedule(one.p, memory_cache().host().has_avx512, schedule));
-        contract_jit(one.p, nullptr, &memory_cache());
-        check_against_oracle<T>(one);
-        contract_jit(threaded.p, &two, &memory_cache());
-        CHECK(one.c.bytes == threaded.c.bytes);
-        GettPlan plan(again.p, memory_cache(), ScratchAllocator::process_default(), true);
-        plan.run(again.p, nullptr);
-        CHECK(one.c.bytes == again.c.bytes);
+        check_call_threads_plan<T>(one, [&] { return k_major_problem(m, n, k, dtype, accumulate, seed); }, two);
         // Each vector alone (a one-row or one-column product over the same storage) gives the same bits.
         OwnedProblem single = k_major_problem(m, n, k, dtype, accumulate, seed);
         for (int64_t v = 0; v < vectors; ++v) {

@@ -52,6 +52,15 @@ Tensor random_view(kt::Rng& r, const Shape& shape) {
   return v;
 }
 
+// A dense operand of random values; an integer one has no zero (it may be a divisor).
+template <typename T> Tensor random_operand(kt::Rng& r, const Shape& s) {
+  std::vector<T> v(static_cast<size_t>(element_count(s)));
+  for (auto& e : v) e = kt::random_value<T>(r);
+  if constexpr (std::is_same_v<T, int64_t>)
+    for (auto& e : v) e = e == 0 ? 3 : e;
+  return Tensor::from_col_major<T>(s, std::span<const T>(v));
+}
+
 Shape random_shape(kt::Rng& r, int rank) {
   Shape s;
   for (int i = 0; i < rank; ++i) s.push_back(r.uniform(0, 9) == 0 ? 0 : r.uniform(1, 6));
@@ -234,13 +243,7 @@ TEST_CASE_TEMPLATE("elementwise kernels match the scalar operations", T, float, 
 TEST_CASE_TEMPLATE("binary kernel: every stride pattern gives the scalar operation's bits", T, float, double, int64_t) {
   kt::Rng r(23);
   const Shape shape{37, 5};
-  auto dense = [&](const Shape& s) {
-    std::vector<T> v(static_cast<size_t>(element_count(s)));
-    for (auto& e : v) e = kt::random_value<T>(r);
-    if constexpr (std::is_same_v<T, int64_t>)
-      for (auto& e : v) e = e == 0 ? 3 : e;  // a nonzero divisor
-    return Tensor::from_col_major<T>(s, std::span<const T>(v));
-  };
+  auto dense = [&](const Shape& s) { return random_operand<T>(r, s); };
   Tensor x = dense(shape), y = dense(shape), col = dense({1, 5}), row = dense({37, 1}), xt = dense({5, 37});
   Tensor spread_col = Tensor::view_of(dtype_v<T>, shape, {0, 1}, col.raw_data());  // stride 0 along the run
   Tensor spread_row = Tensor::view_of(dtype_v<T>, shape, {1, 0}, row.raw_data());
@@ -494,13 +497,7 @@ TEST_CASE_TEMPLATE("transposed operands take the tiled traversal and keep every 
     const int64_t e0 = r.uniform(32, 75), e1 = r.uniform(32, 75), e2 = r.uniform(1, 3);
     INFO("seed " << seed << ": shape [" << e0 << ", " << e1 << ", " << e2 << "]");
     const Shape shape{e0, e1, e2};
-    auto dense = [&](const Shape& s) {
-      std::vector<T> v(static_cast<size_t>(element_count(s)));
-      for (auto& e : v) e = kt::random_value<T>(r);
-      if constexpr (std::is_same_v<T, int64_t>)
-        for (auto& e : v) e = e == 0 ? 3 : e;  // a nonzero divisor
-      return Tensor::from_col_major<T>(s, std::span<const T>(v));
-    };
+    auto dense = [&](const Shape& s) { return random_operand<T>(r, s); };
     Tensor x = dense(shape);
     Tensor yt = dense({e1, e0, e2}).permute({1, 0, 2});  // transposed in its first two axes
     Tensor zt = dense({e2, e1, e0}).permute({2, 1, 0});
