@@ -12,14 +12,17 @@
 // /usr/bin/python3 (when python3-torch is installed; "n/a" and the reason otherwise): "torch+path" contracts
 // pairwise along einstage's planned tree with torch.einsum per step (what opt_einsum's contract_expression with the
 // torch backend does; opt_einsum itself has no Debian package here), "torch.einsum" is one torch.einsum call (only
-// where every label is a letter). f64, seeded data, one thread for both (torch.set_num_threads(1)), best of repeated
-// calls after a warm-up. Not a test: it prints a table and JSON.
+// where every label is a letter). f64, seeded data, one thread for both by default (torch.set_num_threads(1));
+// --threads N runs einstage on N threads and torch with torch.set_num_threads(N) (0: einstage's default, every CPU
+// this process may use, and the same count for torch). Best of repeated calls after a warm-up. Not a test: it
+// prints a table and JSON.
 //
-// Usage: einstage_bench_ad [--min-time S] [--json FILE] [--no-torch] [--only TEXT] [--hvp] [--cpu-time]   (--only:
+// Usage: einstage_bench_ad [--min-time S] [--json FILE] [--no-torch] [--only TEXT] [--hvp] [--cpu-time]
+//                          [--threads N]   (--only:
 // workloads whose name contains TEXT; --hvp also times Hessian-vector products, ad::jvp of ad::grad, as returned
 // (merged: the gradient and its tangent from one walk) and without the merge; --cpu-time
 // takes the best thread CPU time instead of wall time, for both systems, so a loaded machine's waits for a CPU drop
-// out of the ratios)
+// out of the ratios; it measures the calling thread only, so it needs --threads 1)
 #include "tools/bench/BenchUtil.h"
 #include "tools/bench/Machine.h"
 #include "compiler/Trace.h"
@@ -30,6 +33,7 @@
 #include "extensions/einsum/Notation.h"
 #include "extensions/einsum/TraceEinsum.h"
 #include "extensions/einsum/TreeAd.h"
+#include "runtime/Cpus.h"
 #include "runtime/Runtime.h"
 
 #include <fmt/format.h>
@@ -96,8 +100,8 @@ std::vector<Tensor> operands(const Workload& w) {
 constexpr const char* kTorchScript = R"PY(
 import json, sys, time
 import torch
-torch.set_num_threads(1)
 cfg = json.load(sys.stdin)
+torch.set_num_threads(cfg["threads"])
 out = {"torch": torch.__version__, "rows": []}
 clock = time.thread_time if cfg["cpu_time"] else time.perf_counter
 def best(fn, min_time):
@@ -176,7 +180,7 @@ int64_t kept_bytes(const Workload& w, const Shape& output) {
 }
 
 // torch.autograd timings; nullopt with a reason when it cannot run.
-std::optional<json> torch_times(const std::vector<Workload>& ws, double min_time, bool cpu_time,
+std::optional<json> torch_times(const std::vector<Workload>& ws, double min_time, bool cpu_time, int threads,
                                 const bench::Machine& machine, std::string& why) {
   if (!std::filesystem::exists("/usr/bin/python3")) {
     why = "/usr/bin/python3 not found";
@@ -186,7 +190,7 @@ std::optional<json> torch_times(const std::vector<Workload>& ws, double min_time
     why = "python3-torch is not installed for /usr/bin/python3";
     return std::nullopt;
   }
-  json cfg = {{"min_time", min_time}, {"cpu_time", cpu_time}, {"rows", json::array()}};
+  json cfg = {{"min_time", min_time}, {"cpu_time", cpu_time}, {"threads", threads}, {"rows", json::array()}};
   for (const Workload& w : ws) cfg["rows"].push_back(torch_row(w));
   char script[] = "/tmp/einstage_bench_ad_py_XXXXXX";
   char input[] = "/tmp/einstage_bench_ad_in_XXXXXX";
@@ -199,8 +203,8 @@ std::optional<json> torch_times(const std::vector<Workload>& ws, double min_time
   close(fi);
   std::ofstream(script) << kTorchScript;
   std::ofstream(input) << cfg.dump();
-  const std::string cmd = fmt::format("{}OMP_NUM_THREADS=1 /usr/bin/python3 '{}' < '{}'", machine.peer_env(),
-                                      script, input);
+  const std::string cmd = fmt::format("{}OMP_NUM_THREADS={} /usr/bin/python3 '{}' < '{}'", machine.peer_env(),
+                                      threads, script, input);
   std::optional<json> out = bench::run_peer_json(cmd, "the torch script", why);
   std::filesystem::remove(script);
   std::filesystem::remove(input);
@@ -219,6 +223,9 @@ int main(int argc, char** argv) {
   std::string only;
   bool hvp = false;
   bool cpu_time = false;
+  int threads = 1;
+  const char* usage = "usage: einstage_bench_ad [--min-time S] [--json FILE] [--no-torch] [--only TEXT] [--hvp] "
+                      "[--cpu-time] [--threads N]\n";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--min-time" && i + 1 < argc) min_time = std::atof(argv[++i]);
@@ -227,26 +234,42 @@ int main(int argc, char** argv) {
     else if (a == "--only" && i + 1 < argc) only = argv[++i];
     else if (a == "--hvp") hvp = true;
     else if (a == "--cpu-time") cpu_time = true;
-    else {
-      std::fprintf(stderr, "usage: einstage_bench_ad [--min-time S] [--json FILE] [--no-torch] [--only TEXT] [--hvp] [--cpu-time]\n");
+    else if (a == "--threads" && i + 1 < argc) {
+      const std::string v = argv[++i];
+      char* end = nullptr;
+      const long n = std::strtol(v.c_str(), &end, 10);
+      if (v.empty() || *end != '\0' || n < 0 || n > 1024) {
+        std::fprintf(stderr, "einstage_bench_ad: --threads takes a count from 0 (every CPU) to 1024, got '%s'\n",
+                     v.c_str());
+        return 2;
+      }
+      threads = static_cast<int>(n);
+    } else {
+      std::fprintf(stderr, "%s", usage);
       return 2;
     }
+  }
+  if (threads == 0) threads = default_threads();
+  if (cpu_time && threads > 1) {
+    std::fprintf(stderr, "einstage_bench_ad: --cpu-time measures the calling thread only, so it cannot time %d "
+                         "threads; drop --cpu-time (wall time) or use --threads 1\n", threads);
+    return 2;
   }
   std::vector<Workload> ws;
   for (Workload& w : workloads())
     if (w.name.find(only) != std::string::npos) ws.push_back(std::move(w));
   std::string why = "--no-torch";
   const bench::Machine machine = bench::detect_machine();
-  std::optional<json> tt = torch ? torch_times(ws, min_time, cpu_time, machine, why) : std::nullopt;
+  std::optional<json> tt = torch ? torch_times(ws, min_time, cpu_time, threads, machine, why) : std::nullopt;
 
-  Runtime rt(RuntimeOptions{1});  // one thread, like torch here
+  Runtime rt(RuntimeOptions{threads});  // the same thread count as torch
   rt.add_module(einsum::module_descriptor());
-  json result = {{"machine", machine.to_json()}, {"threads", 1}, {"cpu_time", cpu_time}, {"rows", json::array()}};
+  json result = {{"machine", machine.to_json()}, {"threads", threads}, {"cpu_time", cpu_time}, {"rows", json::array()}};
   if (tt) result["torch"] = (*tt)["torch"];
   else result["torch_failure"] = why;
   fmt::print("{}\n", machine.summary());
-  fmt::print("value vs value + gradient (all operands), f64, 1 thread, best {} of repeated calls (milliseconds)\n",
-             cpu_time ? "thread CPU time" : "wall time");
+  fmt::print("value vs value + gradient (all operands), f64, {} thread{} (einstage and torch), best {} of repeated "
+             "calls (milliseconds)\n", threads, threads == 1 ? "" : "s", cpu_time ? "thread CPU time" : "wall time");
   fmt::print("{:<14} | {:>8} {:>10} {:>6} | {:>10} {:>6} | {:>10} {:>6} | {:>10} {:>6} | {:>8} | {:>8} {:>10} {:>6} | "
              "{:>10} | {:>7}\n", "workload", "value", "value+grad", "ratio", "value+grad", "ratio", "value+grad",
              "ratio", "value+grad", "ratio", "kept MiB", "value", "value+grad", "ratio", "value+grad", "speedup");
