@@ -83,22 +83,27 @@ bool k_levels(const Fused& k, int64_t& inner, int64_t geometry[6]) {
   return true;
 }
 
-// The A distance between the row vectors of every mr-row tile when each tile's rows are contiguous in C and, in A,
-// contiguous in runs of `lanes` rows that start a fixed distance apart (`lanes` when the tile is contiguous in A);
-// 0 when some tile is not like that.
-int64_t row_vector_stride(const Fused& m, int64_t mr, int64_t lanes) {
-  int64_t stride = 0;
+// The A and C distances between the row vectors of every mr-row tile when each tile's rows are contiguous, in A and
+// in C, in runs of `lanes` rows that start a fixed distance apart (`lanes` where the tile is contiguous); {0, 0} when
+// some tile is not like that.
+struct VectorStrides {
+  int64_t a = 0, c = 0;
+};
+VectorStrides row_vector_strides(const Fused& m, int64_t mr, int64_t lanes) {
+  int64_t sa = 0, sc = 0;
   for (int64_t i0 = 0; i0 < m.size; i0 += mr) {
     const int64_t rows = std::min(mr, m.size - i0);
-    if (!unit_run(m.c, i0, rows)) return 0;
     for (int64_t v = 0; v * lanes < rows; ++v) {
-      const int64_t r0 = i0 + v * lanes;
-      if (!unit_run(m.a, r0, std::min(lanes, rows - v * lanes))) return 0;
-      if (v == 1 && stride == 0) stride = m.a[r0] - m.a[i0];
-      if (v >= 1 && m.a[r0] - m.a[i0] != v * stride) return 0;
+      const int64_t r0 = i0 + v * lanes, run = std::min(lanes, rows - v * lanes);
+      if (!unit_run(m.a, r0, run) || !unit_run(m.c, r0, run)) return {};
+      if (v == 1 && sa == 0 && sc == 0) sa = m.a[r0] - m.a[i0], sc = m.c[r0] - m.c[i0];
+      if (v >= 1 && (m.a[r0] - m.a[i0] != v * sa || m.c[r0] - m.c[i0] != v * sc)) return {};
     }
   }
-  return stride == 0 ? lanes : stride;  // one-vector tiles: any stride serves
+  if (sa == 0 && sc == 0) return {lanes, lanes};  // one-vector tiles: any distance serves
+  // A zero distance would make two vectors share rows (a broadcast m axis): the kernels would store them twice.
+  if (sa == 0 || sc == 0) return {};
+  return {sa, sc};
 }
 
 // The A distance between consecutive rows of every `lanes`-row tile when each tile's rows are contiguous in C and
@@ -140,12 +145,12 @@ bool plan_direct(Gett<T>& g, DType real, bool avx512, MicroKernelSpec& tile) {
   if (!use_direct(g.m, g.n, g.k, sizeof(typename Gett<T>::R))) return false;
   const MicroKernelSpec* best = nullptr;
   double best_cost = 0;
-  int64_t best_vec_stride = 0;
+  VectorStrides best_strides;
   const std::vector<MicroKernelChoice>& candidates = cached_candidates(real, avx512, true);
   // Tiles share a few row counts: scan the row tables once per distinct mr (this runs on every call), and not at all
   // when m is contiguous in A and C throughout (the common case).
   const bool all_unit = unit_run(g.m.a, 0, g.m.size) && unit_run(g.m.c, 0, g.m.size);
-  std::pair<int64_t, int64_t> seen[8];  // (mr, vector stride)
+  std::pair<int64_t, VectorStrides> seen[8];  // (mr, vector distances in A and C)
   int n_seen = 0;
   // k-major tiles (MicroKernel.h: kmajor_a) need k contiguous in A in groups of lanes, at least 8 columns and A rows
   // not contiguous; their "vector stride" is the A distance between a tile's rows.
@@ -153,23 +158,29 @@ bool plan_direct(Gett<T>& g, DType real, bool avx512, MicroKernelSpec& tile) {
   for (const MicroKernelChoice& choice : candidates) {
     const MicroKernelSpec& s = choice.spec;
     if (s.nr > 32 || (s.kmajor_a && !(kmajor && g.k_inner % s.lanes == 0))) continue;
-    int64_t vec_stride = s.kmajor_a ? kmajor_row_stride(g.m, s.lanes) : all_unit ? s.lanes : -1;
-    for (int i = 0; vec_stride < 0 && i < n_seen; ++i)
-      if (seen[i].first == s.mr) vec_stride = seen[i].second;
-    if (vec_stride < 0) {
-      vec_stride = row_vector_stride(g.m, s.mr, s.lanes);
-      if (n_seen < 8) seen[n_seen++] = {s.mr, vec_stride};
+    VectorStrides vs{-1, -1};
+    if (s.kmajor_a) vs = {kmajor_row_stride(g.m, s.lanes), s.lanes};
+    else if (all_unit) vs = {s.lanes, s.lanes};
+    for (int i = 0; vs.a < 0 && i < n_seen; ++i)
+      if (seen[i].first == s.mr) vs = seen[i].second;
+    if (vs.a < 0) {
+      vs = row_vector_strides(g.m, s.mr, s.lanes);
+      if (n_seen < 8) seen[n_seen++] = {s.mr, vs};
     }
-    if (vec_stride == 0) continue;
-    if (vec_stride != s.lanes && !s.split_rows && !s.kmajor_a) continue;  // the contiguous kernel reads v * lanes
-    if (vec_stride == s.lanes && s.split_rows) continue;   // the plain kernel serves (one register less)
+    if (vs.a == 0) continue;
+    // Each tile reads the distances it was made for; where a simpler one serves, it wins (fewer registers).
+    if (vs.c != s.lanes && !s.split_c) continue;                      // only split_c kernels store at v * distance
+    if (vs.c == s.lanes && s.split_c) continue;
+    if (vs.a != s.lanes && !s.split_rows && !s.kmajor_a) continue;  // the contiguous kernel reads v * lanes
+    if (vs.a == s.lanes && s.split_rows && !s.split_c) continue;    // the plain kernel serves
     double cost = std::ceil(double(g.m.size) / s.mr) * s.mr * std::ceil(double(g.n.size) / s.nr) * s.nr / choice.efficiency;
     // Under 8 columns a step is bound by reading A, once per column sliver: fewest slivers first, then least work.
     if (g.n.size < 8) cost += std::ceil(double(g.n.size) / s.nr) * 1e18;
-    if (!best || cost < best_cost) best = &s, best_cost = cost, best_vec_stride = vec_stride;
+    if (!best || cost < best_cost) best = &s, best_cost = cost, best_strides = vs;
   }
   if (!best || !k_levels(g.k, g.k_inner, g.k_geometry)) return false;
-  g.k_geometry[5] = best_vec_stride;
+  g.k_geometry[5] = best_strides.a;
+  g.k_geometry[6] = best_strides.c;
   tile = *best;
   g.mr = g.mrc = best->mr;
   g.nr = best->nr;

@@ -15,7 +15,8 @@
 // least padded work. Small real problems (A within 5/6 of L1d, at most 96^3 multiply-adds per batch entry) whose row
 // tiles are contiguous in A and C and whose k offsets form at most two affine levels skip packing: direct kernels
 // (MicroKernel.h: DirectKernelFn) read A and B in place; with K inside one KC block they give the packed path's bits.
-// Rows contiguous in A only in runs of one vector a fixed distance apart take split-row direct tiles, rows not
+// Rows contiguous in A only in runs of one vector a fixed distance apart take split-row direct tiles (and split-C ones
+// when C's rows are such runs too, e.g. a cotangent laid out [i0 j0 i1 j1]), rows not
 // contiguous in A at all but k contiguous in groups of a vector (a row-major i,k) k-major tiles; steps with fewer
 // than 8 columns take narrow direct tiles at any size (A read once in place). Steps without a contracted axis whose
 // per-entry GEMM is small or skinny (min(M, N) < 8 or M*N < 64^2, e.g. ij,ij->ij or batches of 3 x 3 outer

@@ -152,7 +152,7 @@ struct Gett {
   MicroKernelFn kernel = nullptr;
   DirectKernelFn direct = nullptr;  // small problems: no packing (MicroKernel.h)
   int64_t k_inner = 0;              // direct: inner k steps and the k geometry (DirectKernelFn)
-  int64_t k_geometry[6] = {};
+  int64_t k_geometry[kKGeometry] = {};
   int64_t mr, nr;     // micro-tile in reals (rows) / columns
   int64_t mrc;        // element rows per micro-tile
   int64_t kc_e, mc_e, nc;  // blocks in elements

@@ -17,7 +17,7 @@ namespace einstage {
 
 std::string MicroKernelSpec::symbol() const {
   return fmt::format("ein_{}_{}_{}x{}_v{}_u{}",
-                     lane ? "lkr" : split_rows ? "dks" : kmajor_a ? "dkt" : direct ? "dkr" : "ukr", name(dtype), mr, nr,
+                     lane ? "lkr" : split_c ? "dkc" : split_rows ? "dks" : kmajor_a ? "dkt" : direct ? "dkr" : "ukr", name(dtype), mr, nr,
                      lanes, k_unroll);
 }
 
@@ -109,6 +109,11 @@ std::vector<MicroKernelChoice> direct_kernel_candidates(DType real_dtype, bool a
     split.spec.split_rows = true;
     split.efficiency *= 0.97;
     out.push_back(split);
+    // And with C's rows in runs of one vector too (a fixed distance apart in C): without it such a step took
+    // one-vector tiles, load-bound at about 0.6 of the FMA rate (the grid4x4 gradient's cotangent steps, 8^6).
+    split.spec.split_c = true;
+    split.efficiency *= 0.97;
+    out.push_back(split);
   }
   // k-major tiles: one vector of rows, each group of `lanes` k steps transposed in registers (lanes^2 elements by
   // lanes * log2(lanes) two-source shuffles) before the FMAs. The shuffles share a port with the FMAs, so the widest
@@ -143,6 +148,7 @@ struct Emitter {
   llvm::Value* a_stride = nullptr;
   llvm::Value* b_stride = nullptr;
   std::vector<llvm::Value*> a_vec_off;  // element offset of each row vector from the tile's first row
+  std::vector<llvm::Value*> c_vec_off;  // the same in C (constants v * lanes but for split_c kernels)
   // k-major kernels: the stack buffer of one group's transposed vectors, and the state k_steps reads while it runs
   // the plain direct steps on that buffer (swapped in for the group: one row vector at offset 0, unmasked, stride
   // lanes).
@@ -365,7 +371,7 @@ struct Emitter {
       llvm::Value* off = b.CreateAlignedLoad(i64, b.CreateInBoundsGEP(i64, col_off, b.getInt64(j)), llvm::Align(8));
       llvm::Value* column = gep(c, off);
       for (int v = 0; v < mv; ++v) {
-        llvm::Value* p = gep(column, int64_t(v) * spec.lanes);
+        llvm::Value* p = gep(column, c_vec_off[v]);
         llvm::Value* value = acc[v * spec.nr + j];
         if (edge) {
           if (beta) value = b.CreateFAdd(b.CreateMaskedLoad(vec, p, elt_align(), masks[v], nullptr), value);
@@ -533,14 +539,21 @@ struct Emitter {
         for (int v = 0; v < mv; ++v) a_vec_off.push_back(b.CreateMul(vec_stride, b.getInt64(v)));
       }
     }
+    llvm::Value* c_stride = spec.split_c ? static_cast<llvm::Value*>(b.CreateAlignedLoad(i64, b.CreateInBoundsGEP(i64, k_geometry, b.getInt64(6)),
+                                                                llvm::Align(8)))
+                                         : b.getInt64(spec.lanes);
+    for (int v = 0; v < mv; ++v) c_vec_off.push_back(b.CreateMul(c_stride, b.getInt64(v)));
     // Touch the C tile early so its lines arrive while the k loop runs (write intent: the epilogue stores there).
     llvm::Function* prefetch = llvm::Intrinsic::getDeclaration(&module, llvm::Intrinsic::prefetch, {ptr});
     for (int j = 0; j < spec.nr; ++j) {
       llvm::Value* off = b.CreateAlignedLoad(i64, b.CreateInBoundsGEP(i64, col_off, b.getInt64(j)), llvm::Align(8));
       llvm::Value* column = gep(c, off);
-      for (int64_t byte = 0; byte < int64_t(spec.mr) * int64_t(size_of(spec.dtype)); byte += 64)
-        b.CreateCall(prefetch, {b.CreateInBoundsGEP(b.getInt8Ty(), column, b.getInt64(byte)), b.getInt32(1),
-                                b.getInt32(3), b.getInt32(1)});
+      for (int v = 0; v < mv; ++v) {
+        llvm::Value* row_vector = gep(column, c_vec_off[v]);
+        for (int64_t byte = 0; byte < int64_t(spec.lanes) * int64_t(size_of(spec.dtype)); byte += 64)
+          b.CreateCall(prefetch, {b.CreateInBoundsGEP(b.getInt8Ty(), row_vector, b.getInt64(byte)), b.getInt32(1),
+                                  b.getInt32(3), b.getInt32(1)});
+      }
     }
     std::vector<llvm::Value*> acc(size_t(mv) * spec.nr, llvm::Constant::getNullValue(vec));
     int u = spec.k_unroll;
@@ -577,7 +590,7 @@ struct Emitter {
 std::unique_ptr<llvm::Module> micro_kernel_module(Jit& jit, const MicroKernelSpec& spec, llvm::LLVMContext& context) {
   EIN_ASSERT(spec.dtype == DType::f32 || spec.dtype == DType::f64, "micro-kernels are real");
   EIN_ASSERT(spec.mr > 0 && (spec.lane || spec.mr % spec.lanes == 0) && spec.nr > 0 && spec.k_unroll > 0 &&
-                 !(spec.lane && spec.direct) && (spec.direct || !spec.split_rows) &&
+                 !(spec.lane && spec.direct) && (spec.direct || !spec.split_rows) && (spec.split_rows || !spec.split_c) &&
                  (!spec.kmajor_a || (spec.direct && !spec.split_rows && spec.mr == spec.lanes)),
              "bad micro-kernel tile");
   auto module = jit.impl().new_module(context, spec.symbol());
@@ -598,9 +611,9 @@ std::string micro_kernel_assembly(Jit& jit, const MicroKernelSpec& spec) {
 }
 
 std::string SpecialisedKernelSpec::describe() const {
-  std::string text = fmt::format("specialised generator {} tile {} k {} [{},{},{},{},{},{}] beta {}\ncols", 2,
+  std::string text = fmt::format("specialised generator {} tile {} k {} [{},{},{},{},{},{},{}] beta {}\ncols", 3,
                                  tile.symbol(), k_inner, k_geometry[0], k_geometry[1], k_geometry[2], k_geometry[3],
-                                 k_geometry[4], k_geometry[5], accumulate ? 1 : 0);
+                                 k_geometry[4], k_geometry[5], k_geometry[6], accumulate ? 1 : 0);
   for (int64_t off : col_off) text += fmt::format(" {}", off);
   for (const SpecialisedTile& t : tiles) {
     text += fmt::format("\ntile {} {} {} {} {} b", t.a_off, t.c_off, t.j0, t.m_rem, t.n_rem);

@@ -25,7 +25,7 @@ class Jit;
 
 /// Bump when the generated code changes for the same MicroKernelSpec: it is part of the disk-cache key, so objects
 /// from an older generator are recompiled instead of reused.
-inline constexpr int kMicroKernelGeneratorVersion = 4;
+inline constexpr int kMicroKernelGeneratorVersion = 5;
 
 struct MicroKernelSpec {
   DType dtype = DType::f64;  // f32 or f64
@@ -40,6 +40,11 @@ struct MicroKernelSpec {
   /// Direct kernel whose tile rows are contiguous in A only in runs of `lanes`: vector v of the tile is read at
   /// k_geometry[5] * v elements from the tile's first row (e.g. acbd,ecfd->abef at 8^6: runs of 8 rows, 64 apart).
   bool split_rows = false;
+  /// Split-row direct kernel whose tile rows are contiguous in C only in runs of `lanes` too: vector v of the tile is
+  /// stored at k_geometry[6] * v elements from the tile's first row of C (A's distance stays k_geometry[5], which may
+  /// be `lanes`). E.g. the reverse steps of a grid's gradient that write a cotangent laid out [i0 j0 i1 j1] (runs of
+  /// 8 rows, 64 apart in C), which would otherwise take one-vector tiles.
+  bool split_c = false;
   /// Direct kernel for a k-major A (rows not contiguous in A, k is: a row-major i,k, e.g. the reverse steps of a
   /// grid's gradient such as denr,dnbq->ebrq whose lhs has its contracted d first). One vector of rows (mr = lanes),
   /// row r of the tile at r * k_geometry[5] elements from its first row; the inner k level must be contiguous in A
@@ -48,7 +53,7 @@ struct MicroKernelSpec {
   bool kmajor_a = false;
 
   /// Unique symbol name, e.g. "ein_ukr_f64_24x8_v8_u4" (lane kernels "ein_lkr_...", direct kernels "ein_dkr_...",
-  /// split-row direct kernels "ein_dks_...", k-major direct kernels "ein_dkt_...").
+  /// split-row direct kernels "ein_dks_...", split-row-and-C ones "ein_dkc_...", k-major direct kernels "ein_dkt_...").
   std::string symbol() const;
   friend bool operator==(const MicroKernelSpec&, const MicroKernelSpec&) = default;
 };
@@ -66,13 +71,16 @@ using LaneKernelFn = void (*)(int64_t kc, const void* a, const void* b, void* c,
 
 /// A direct kernel serves small problems without packing (packing both panels costs about as much as the product
 /// there). k runs on two levels: g = k_geometry = {outer count (>= 1), inner A stride, inner B stride, outer A stride,
-/// outer B stride, A distance between row vectors (split_rows kernels only)} (elements), kc inner steps per outer step, so k index p = q + kc * o sits at A offset
+/// outer B stride, A distance between row vectors (split_rows kernels only), C distance between row vectors (split_c
+/// kernels only)} (elements, kKGeometry of them), kc inner steps per outer step, so k index p = q + kc * o sits at A offset
 /// q * g[1] + o * g[3] and B offset q * g[2] + o * g[4]: one or two k axes, or any nesting of them, fit. Row r of the
 /// tile is at a + (A offset) + r (the rows are contiguous in A); B's column j at b + (B offset) + b_coff[j]. A is read
 /// with masked loads (rows >= m_rem are neither read nor stored); b_coff must hold nr valid offsets (callers repeat
 /// the last valid column's offset for j >= n_rem: read, never stored). Every element is summed in the order
 /// p = 0, 1, ..., like the packed kernel over one KC block, so both give the same bits. The epilogue is the packed
 /// kernel's.
+/// Entries of a direct kernel's k_geometry table.
+inline constexpr int kKGeometry = 7;
 using DirectKernelFn = void (*)(int64_t kc, const void* a, const void* b, void* c, const int64_t* col_off,
                                 int64_t m_rem, int64_t n_rem, int64_t beta, const int64_t* k_geometry,
                                 const int64_t* b_coff);
@@ -124,7 +132,7 @@ struct SpecialisedTile {
 struct SpecialisedKernelSpec {
   MicroKernelSpec tile;  // a direct tile
   int64_t k_inner = 0;
-  int64_t k_geometry[6] = {};
+  int64_t k_geometry[kKGeometry] = {};
   bool accumulate = false;
   std::vector<int64_t> col_off;  // C column offsets, padded with nr zeros
   std::vector<SpecialisedTile> tiles;

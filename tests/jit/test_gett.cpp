@@ -425,6 +425,53 @@ TEST_CASE_TEMPLATE("jit gett: split-row direct tiles (runs of one vector in A)",
   CHECK(schedule.kernel.k_geometry[5] == L * c);
 }
 
+// Rows contiguous in C only in runs of one vector (C laid out [i0 j0 i1 j1], as the grid gradients' cotangent steps
+// write it), with A contiguous or split into runs itself: the split-C direct tiles. Against the oracle, against the
+// packed path bitwise (K within one KC block) and at 2 threads, overwriting and accumulating; m = 5 runs, so 24-row
+// tiles end in a partial tile, and 12 columns end in a partial column sliver.
+TEST_CASE_TEMPLATE("jit gett: split-C direct tiles (runs of one vector in C)", T, float, double) {
+  const int64_t L = sizeof(T) == 8 ? 8 : 16;  // one vector of rows
+  struct Case {
+    std::vector<ContractionProblem::Axis> m, n, k;
+    int64_t a, b, c, c_distance;
+  };
+  // C[i0, j0, i1, j1] with i0 = L, j0 = 3, i1 = 5, j1 = 4: row vectors 3L apart in C.
+  const int64_t i1 = 5, j0 = 3, j1 = 4, k0 = 6, k1 = 2;
+  const std::vector<ContractionProblem::Axis> n = {{j0, 0, 1, L}, {j1, 0, j0 * k0, L * j0 * i1}};
+  const std::vector<ContractionProblem::Axis> kb = {{k0, 0, j0, 0}, {k1, 0, j0 * k0 * j1, 0}};
+  auto with_a = [&](std::vector<ContractionProblem::Axis> k, int64_t a1, int64_t a_k0, int64_t a_k1) {
+    k[0].stride_a = a_k0, k[1].stride_a = a_k1;
+    return Case{{{L, 1, 0, 1}, {i1, a1, 0, L * j0}}, n, k, L * i1 * k0 * k1, j0 * k0 * j1 * k1, L * j0 * i1 * j1,
+                L * j0};
+  };
+  const std::vector<Case> cases = {
+      with_a(kb, L, L * i1, L * i1 * k0),       // A contiguous: [i0 i1 k0 k1]
+      with_a(kb, L * k0, L, L * k0 * i1),       // A in runs too: [i0 k0 i1 k1]
+  };
+  SplitMix64 rng(2026);
+  ThreadPool two(2);
+  for (const Case& cs : cases) {
+    for (bool accumulate : {false, true}) {
+      OwnedProblem op;
+      op.p.dtype = dtype_v<T>;
+      op.p.m = cs.m, op.p.n = cs.n, op.p.k = cs.k;
+      op.p.accumulate = accumulate;
+      op.a.elements = cs.a, op.b.elements = cs.b, op.c.elements = cs.c;
+      allocate_and_fill<T>(op, rng);
+      check_jit_paths<T>(op, two, /*packed=*/true);
+    }
+    // A split-C tile is what runs, not one-vector tiles or the packed fallback.
+    ContractionProblem p;
+    p.dtype = dtype_v<T>;
+    p.m = cs.m, p.n = cs.n, p.k = cs.k;
+    DirectSchedule schedule;
+    REQUIRE(direct_schedule(p, true, schedule));
+    CHECK(schedule.kernel.tile.split_c);
+    CHECK(schedule.kernel.tile.mr > L);
+    CHECK(schedule.kernel.k_geometry[6] == cs.c_distance);
+  }
+}
+
 // No contracted axis and a small or skinny GEMM per batch entry (gm_queen5_5_3's 3 x 3 outer products over millions
 // of batch entries, 1 x N broadcasts): the elementwise loop with m / n axes broadcast. Against the oracle, and for
 // real dtypes bitwise against the packed GEMM path (k = 1: fma(a, b, 0) is a * b), at 1 and 2 threads.
