@@ -122,6 +122,13 @@ Tensor two_terms(const EinsumPlan& plan, const std::optional<EinsumPlan>& stacke
 
 using namespace tree_ad;
 
+ContractionWork contraction_work(const EinsumPlan& plan) {
+  const Subscripts& s = plan.subscripts();
+  const int n = static_cast<int>(s.inputs.size());
+  const ContractionTree tree = plan.is_shortcut() || n < 2 ? ContractionTree::left_to_right(n) : plan.tree();
+  return ContractionWork{1, static_cast<int64_t>(plan.steps().size()), evaluate(s, plan.extents(), tree).flops};
+}
+
 
 void EinsumVjpPlan::Impl::build(const Subscripts& s, std::span<const TensorMeta> metas, const TensorMeta& ct,
                                 const EinsumOptions& options) {

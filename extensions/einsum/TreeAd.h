@@ -34,7 +34,9 @@
 // scratch from one lease of the context's scratch allocator and runs every step into it (EinsumPlan::run_leased),
 // so a step allocates no tensor and takes no lease of its own; only the results are tensors of their own, and the
 // slots' cotangents are disjoint tensors in one block (one allocation per call; the block lives while any of them
-// does).
+// does). execute_tangent does the same with its own arena, laid out on its first call for a set of nonzero tangents
+// (the lease's slot keeps it, with the views, for the next call): its values, tangents, cotangents and their
+// tangents, and the stacked operands of a step whose two tangent terms are one contraction.
 //
 // Both plans are immutable after prepare() and may run on several threads at once; results are bitwise the same at
 // every thread count (every contraction is a deterministic executor call).
@@ -49,6 +51,21 @@
 #include <vector>
 
 namespace einstage::einsum {
+
+/// The work of running prepared plans: calls (EinsumPlan runs), their pairwise steps (one kernel call each) and
+/// multiply-adds, one per point of each step's joint index space (the planner's cost model, ContractionTree.h).
+struct ContractionWork {
+  int64_t calls = 0, steps = 0;
+  double multiply_adds = 0;
+  ContractionWork& operator+=(const ContractionWork& o) {
+    calls += o.calls;
+    steps += o.steps;
+    multiply_adds += o.multiply_adds;
+    return *this;
+  }
+};
+/// One run of `plan`.
+ContractionWork contraction_work(const EinsumPlan& plan);
 
 class EinsumVjpPlan {
  public:
@@ -74,13 +91,24 @@ class EinsumVjpPlan {
   /// the root and its tangent are computed (all kept, whatever the limit), then each reverse step gives its child
   /// the cotangent P(ct, V) and its tangent P(dct, V) + P(ct, dV), P the step's reverse pairwise einsum (the second
   /// term added by the kernel into the first's tensor, or both terms one contraction with a stacked length-2 label where
-  /// the output outgrows the operands; the same for dA.B + A.dB). So a Hessian-vector product costs
-  /// about two value-and-gradient walks. One result per slot, as execute(); `with_cotangents` (mode vjp_with_jvp):
+  /// the output outgrows the operands; the same for dA.B + A.dB). A term whose tangent factor is zero is skipped and
+  /// only what a result reads is computed. So a Hessian-vector product costs about three value-and-gradient walks: 9x
+  /// the value's multiply-adds when every operand has a tangent (tangent_work). One result per slot, as execute(); `with_cotangents` (mode vjp_with_jvp):
   /// first the slots' cotangents, bitwise what execute() gives (the same plans on the same values), then the tangents.
   std::vector<Tensor> execute_tangent(std::span<const Tensor> operands, const Tensor& cotangent,
                                       std::span<const Tensor> tangents, const Tensor& cotangent_tangent,
                                       ExecutionContext& context = default_context(),
                                       bool with_cotangents = false) const;
+
+  /// What execute_tangent runs, by part: the forward values, their tangents, the cotangents and their tangents (a
+  /// tangent's two terms stacked into one contraction count as one call of their joint work).
+  struct TangentWork {
+    ContractionWork values, tangents, cotangents, cotangent_tangents;
+    ContractionWork total() const;
+  };
+  /// For tangents of the operands flagged in `tangents` (one per operand) and of the cotangent when
+  /// `cotangent_tangent`: the calls execute_tangent makes, from the same schedule.
+  TangentWork tangent_work(const std::vector<bool>& tangents, bool cotangent_tangent, bool with_cotangents) const;
 
   /// The dtype the walk computes in (the operands' and the cotangent's promoted dtype).
   DType dtype() const;

@@ -8,6 +8,7 @@
 #include "extensions/einsum/ReverseLayout.h"
 #include "extensions/einsum/TreeAd.h"
 
+#include <array>
 #include <optional>
 #include <span>
 #include <string>
@@ -88,6 +89,26 @@ Tensor two_terms(const EinsumPlan& plan, const std::optional<EinsumPlan>& stacke
                  const Tensor& y0, const Tensor& x1, const Tensor& y1, std::span<const Tensor> ones,
                  StepOperands& ops, ExecutionContext& context);
 
+// The tangent walk (EinsumVjpPlan::execute_tangent) as a list of contraction calls, fixed by which tangents are
+// nonzero: forward step t (below the root) writes its value and its tangent dA.B + A.dB, reverse step i its node's
+// cotangent P(ct, V) (an intermediate node's always, an operand's when the cotangents are returned) and the tangent
+// P(dct, V) + P(ct, dV). A term runs only when its tangent factor is nonzero, so a tangent with no nonzero term is not
+// computed (zero). Running the walk, laying out its arena and counting its work all read this one list.
+enum class Part { value, tangent, cotangent, cotangent_tangent };
+struct Ref {
+  Part part = Part::value;
+  int node = -1;
+};
+struct WalkCall {
+  int time = 0;                       // the walk step: forward step t, then T - 1 + reverse step i
+  Ref out;
+  const EinsumPlan* plan = nullptr;   // one term x0.y0 (and the second term added into it when `terms` is 2)
+  const EinsumPlan* stacked = nullptr;  // both terms as one contraction over a stacked length-2 label (two terms only)
+  int terms = 1;
+  std::array<Ref, 4> in;              // x0, y0, x1, y1 in the plan's operand order
+  std::span<const Tensor> ones;       // the plan's operands after the first two
+};
+
 }  // namespace einstage::einsum::tree_ad
 
 namespace einstage::einsum {
@@ -138,6 +159,10 @@ struct EinsumVjpPlan::Impl {
                             const EinsumOptions& options) const;
   double step_penalty(int node, int sibling, LaidOutTerm ct, const ReverseLayout& layout) const;
   double best_step_penalty(int node, int sibling, LaidOutTerm ct) const;
+  /// The tangent walk's calls for nonzero tangents of the operands flagged in `tangents` (and of the cotangent when
+  /// `cotangent_tangent`), in execution order.
+  std::vector<tree_ad::WalkCall> tangent_calls(const std::vector<bool>& tangents, bool cotangent_tangent,
+                                               bool with_cotangents) const;
 };
 
 }  // namespace einstage::einsum

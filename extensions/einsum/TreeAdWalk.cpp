@@ -162,6 +162,192 @@ std::vector<Tensor> EinsumVjpPlan::execute(std::span<const Tensor> operands, con
   return out;
 }
 
+std::vector<WalkCall> EinsumVjpPlan::Impl::tangent_calls(const std::vector<bool>& tangents, bool cotangent_tangent,
+                                                         bool with_cotangents) const {
+  const int nodes = 2 * n - 1;
+  const int forward_steps = static_cast<int>(children.size());
+  std::vector<bool> dv(static_cast<size_t>(nodes), false), dct(static_cast<size_t>(nodes), false);
+  for (int i = 0; i < n; ++i) dv[static_cast<size_t>(i)] = tangents[static_cast<size_t>(i)];
+  std::vector<WalkCall> calls;
+  auto make = [](int time, Ref out, const EinsumPlan& plan) {
+    WalkCall c;
+    c.time = time;
+    c.out = out;
+    c.plan = &plan;
+    return c;
+  };
+  // Forward: every value below the root, and its tangent where a child has one.
+  for (int t = 0; t + 1 < forward_steps; ++t) {
+    const int v = n + t;
+    const auto [a, b] = children[static_cast<size_t>(t)];
+    WalkCall value = make(t, {Part::value, v}, *steps[static_cast<size_t>(t)]);
+    value.in = {Ref{Part::value, a}, Ref{Part::value, b}};
+    calls.push_back(value);
+    const bool da = dv[static_cast<size_t>(a)], db = dv[static_cast<size_t>(b)];
+    dv[static_cast<size_t>(v)] = da || db;
+    if (!da && !db) continue;
+    WalkCall c = make(t, {Part::tangent, v}, *steps[static_cast<size_t>(t)]);
+    if (da && db) {
+      c.terms = 2;
+      if (stacked_steps[static_cast<size_t>(t)]) c.stacked = &*stacked_steps[static_cast<size_t>(t)];
+      c.in = {Ref{Part::tangent, a}, Ref{Part::value, b}, Ref{Part::value, a}, Ref{Part::tangent, b}};
+    } else if (da) {
+      c.in = {Ref{Part::tangent, a}, Ref{Part::value, b}};
+    } else {
+      c.in = {Ref{Part::value, a}, Ref{Part::tangent, b}};
+    }
+    calls.push_back(c);
+  }
+  // Reverse: ct_child = P(ct_parent, V_sibling); its tangent P(dct_parent, V_sibling) + P(ct_parent, dV_sibling).
+  dct[static_cast<size_t>(root())] = cotangent_tangent;
+  for (size_t i = 0; i < reverse.size(); ++i) {
+    const ReverseStep& r = reverse[i];
+    const int time = forward_steps - 1 + static_cast<int>(i);
+    auto ordered = [&](Ref ct, Ref value) {  // ReverseStep::order
+      return r.layout.sibling_first ? std::pair{value, ct} : std::pair{ct, value};
+    };
+    if (r.node >= n || with_cotangents) {
+      WalkCall c = make(time, {Part::cotangent, r.node}, *r.plan);
+      const auto [x, y] = ordered({Part::cotangent, r.parent}, {Part::value, r.sibling});
+      c.in = {x, y};
+      c.ones = r.ones;
+      calls.push_back(c);
+    }
+    const bool first = dct[static_cast<size_t>(r.parent)], second = dv[static_cast<size_t>(r.sibling)];
+    dct[static_cast<size_t>(r.node)] = first || second;
+    if (!first && !second) continue;
+    WalkCall c = make(time, {Part::cotangent_tangent, r.node}, *r.plan);
+    c.ones = r.ones;
+    const auto [x0, y0] = ordered({Part::cotangent_tangent, r.parent}, {Part::value, r.sibling});
+    const auto [x1, y1] = ordered({Part::cotangent, r.parent}, {Part::tangent, r.sibling});
+    if (first && second) {
+      c.terms = 2;
+      if (r.stacked) c.stacked = &*r.stacked;
+      c.in = {x0, y0, x1, y1};
+    } else if (first) {
+      c.in = {x0, y0};
+    } else {
+      c.in = {x1, y1};
+    }
+    calls.push_back(c);
+  }
+  // Only calls whose result is read: the slots' cotangents (when returned) and their tangents are the results, and a
+  // call is kept when a kept call reads what it writes.
+  auto index = [&](Ref r) { return static_cast<size_t>(r.part) * static_cast<size_t>(nodes) + static_cast<size_t>(r.node); };
+  std::vector<bool> needed(4 * static_cast<size_t>(nodes), false);
+  for (int k : slots) {
+    if (with_cotangents) needed[index({Part::cotangent, k})] = true;
+    needed[index({Part::cotangent_tangent, k})] = true;
+  }
+  std::vector<WalkCall> kept;
+  for (size_t c = calls.size(); c-- > 0;) {
+    if (!needed[index(calls[c].out)]) continue;
+    for (int k = 0; k < 2 * calls[c].terms; ++k) needed[index(calls[c].in[static_cast<size_t>(k)])] = true;
+    kept.push_back(calls[c]);
+  }
+  std::reverse(kept.begin(), kept.end());
+  return kept;
+}
+
+EinsumVjpPlan::TangentWork EinsumVjpPlan::tangent_work(const std::vector<bool>& tangents, bool cotangent_tangent,
+                                                       bool with_cotangents) const {
+  EIN_ASSERT(static_cast<int>(tangents.size()) == impl_->n, "einsum vjp tangent work: {} flags for a plan of {}",
+             tangents.size(), impl_->n);
+  TangentWork work;
+  for (const WalkCall& c : impl_->tangent_calls(tangents, cotangent_tangent, with_cotangents)) {
+    ContractionWork w = contraction_work(c.stacked ? *c.stacked : *c.plan);
+    if (!c.stacked && c.terms == 2) w += w;
+    switch (c.out.part) {
+      case Part::value: work.values += w; break;
+      case Part::tangent: work.tangents += w; break;
+      case Part::cotangent: work.cotangents += w; break;
+      case Part::cotangent_tangent: work.cotangent_tangents += w; break;
+    }
+  }
+  return work;
+}
+
+ContractionWork EinsumVjpPlan::TangentWork::total() const {
+  ContractionWork t = values;
+  t += tangents;
+  t += cotangents;
+  t += cotangent_tangents;
+  return t;
+}
+
+namespace {
+
+// What a slot keeps for the tangent walk of one plan and one set of nonzero tangents: its calls, the arena their
+// intermediates are laid out in (ArenaLayout.h, from the calls that write and read each), the results' offsets in
+// their block, and views of the arena's tensors at one base address (rebuilt when the lease gives another buffer).
+struct TangentSlot {
+  uint64_t plan = 0;
+  std::vector<bool> key;            // the operands' nonzero tangents, the cotangent's, with_cotangents
+  std::vector<WalkCall> calls;
+  std::vector<int> place;           // per ref (part * nodes + node): its arena tensor (-1: none)
+  std::vector<int64_t> result_at;   // per ref: its byte offset in the results' block (-1: not a result)
+  std::vector<std::array<int, 2>> stacks;  // per call: the arena tensors of its two stacked operands (-1: none)
+  std::vector<Shape> shapes;        // per arena tensor
+  std::vector<int64_t> offsets;     // per arena tensor
+  int64_t bytes = 0, result_bytes = 0, scratch = 0;
+  const std::byte* base = nullptr;
+  std::vector<Tensor> views;        // per arena tensor
+  std::vector<std::array<Tensor, 2>> halves;  // per arena tensor: a stack's two halves (undefined: not a stack)
+};
+
+void lay_out_tangent_walk(const EinsumVjpPlan::Impl& im, TangentSlot& slot, const std::vector<bool>& key) {
+  const size_t nodes = static_cast<size_t>(2 * im.n - 1);
+  const size_t n = static_cast<size_t>(im.n);
+  slot.key = key;
+  slot.calls = im.tangent_calls(std::vector<bool>(key.begin(), key.begin() + im.n), key[n], key[n + 1]);
+  auto index = [&](Ref r) { return static_cast<size_t>(r.part) * nodes + static_cast<size_t>(r.node); };
+  auto shape_of = [&](Ref r) -> const Shape& {
+    const bool value = r.part == Part::value || r.part == Part::tangent;
+    return (value ? im.shapes : im.ct_shapes)[static_cast<size_t>(r.node)];
+  };
+  slot.place.assign(4 * nodes, -1);
+  slot.result_at.assign(4 * nodes, -1);
+  slot.stacks.assign(slot.calls.size(), {-1, -1});
+  slot.shapes.clear();
+  slot.result_bytes = 0;
+  slot.scratch = 0;
+  std::vector<ArenaBuffer> buffers;
+  auto add = [&](Shape shape, int time) {
+    const int64_t bytes = checked_bytes(shape, size_of(im.dtype), "an intermediate of the tangent walk");
+    slot.shapes.push_back(std::move(shape));
+    buffers.push_back(ArenaBuffer{bytes, time, time});
+    return static_cast<int>(buffers.size()) - 1;
+  };
+  for (size_t c = 0; c < slot.calls.size(); ++c) {
+    const WalkCall& call = slot.calls[c];
+    for (int k = 0; k < 2 * call.terms; ++k)
+      if (const int p = slot.place[index(call.in[static_cast<size_t>(k)])]; p >= 0)
+        buffers[static_cast<size_t>(p)].last = std::max(buffers[static_cast<size_t>(p)].last, call.time);
+    if (call.stacked)
+      for (int k : {0, 1}) {
+        Shape s = shape_of(call.in[static_cast<size_t>(k)]);
+        s.push_back(2);
+        slot.stacks[c][static_cast<size_t>(k)] = add(std::move(s), call.time);
+      }
+    if (call.out.node < im.n) {
+      const int64_t bytes = checked_bytes(shape_of(call.out), size_of(im.dtype), "an operand's cotangent");
+      slot.result_at[index(call.out)] = slot.result_bytes;
+      slot.result_bytes = checked_add(slot.result_bytes, (bytes + 63) / 64 * 64, "the results of a tangent walk");
+    } else {
+      slot.place[index(call.out)] = add(shape_of(call.out), call.time);
+    }
+    for (const EinsumPlan* p : {call.plan, call.stacked})
+      if (p) slot.scratch = std::max(slot.scratch, p->scratch_bytes());
+  }
+  const ArenaLayout layout = lay_out_arena(buffers, 64, "the arena of an einsum vjp tangent walk");
+  slot.offsets = layout.offsets;
+  slot.bytes = layout.bytes;
+  slot.plan = im.id;
+  slot.base = nullptr;
+}
+
+}  // namespace
+
 std::vector<Tensor> EinsumVjpPlan::execute_tangent(std::span<const Tensor> operands, const Tensor& cotangent,
                                                    std::span<const Tensor> tangents, const Tensor& cotangent_tangent,
                                                    ExecutionContext& context, bool with_cotangents) const {
@@ -170,68 +356,139 @@ std::vector<Tensor> EinsumVjpPlan::execute_tangent(std::span<const Tensor> opera
   EIN_ASSERT(static_cast<int>(operands.size()) == im.n && static_cast<int>(tangents.size()) == im.n,
              "einsum vjp tangent: {} operands and {} tangents for a plan of {}", operands.size(), tangents.size(), im.n);
   const size_t nodes = static_cast<size_t>(2 * im.n - 1);
-  std::vector<Tensor> values(nodes), dvalues(nodes), cts(nodes), dcts(nodes);
+  auto index = [&](Ref r) { return static_cast<size_t>(r.part) * nodes + static_cast<size_t>(r.node); };
+  ScratchAllocator& allocator = context.scratch();
+  ScratchAllocator::Lease lease = allocator.lease();
+  TangentSlot& slot = lease.object<TangentSlot>();
+  std::vector<bool> key(static_cast<size_t>(im.n) + 2);
+  for (size_t i = 0; i < static_cast<size_t>(im.n); ++i) key[i] = tangents[i].defined();
+  key[static_cast<size_t>(im.n)] = cotangent_tangent.defined();
+  key[static_cast<size_t>(im.n) + 1] = with_cotangents;
+  if (slot.plan != im.id || slot.key != key) lay_out_tangent_walk(im, slot, key);
+  // The arena and the steps' scratch from the lease when small (the slot keeps them, and its views, for the next
+  // call), else blocks of the allocator for this call.
+  std::shared_ptr<std::byte> block;
+  std::byte* base = nullptr;
+  if (slot.bytes <= kLeasedWalkBytes) {
+    base = lease.buffer(0, static_cast<size_t>(std::max<int64_t>(slot.bytes, 64)));
+  } else {
+    block = allocator.allocate(static_cast<size_t>(slot.bytes), "the arena of an einsum vjp tangent walk");
+    base = block.get();
+  }
+  std::byte* step_scratch =
+      slot.scratch <= kLeasedWalkBytes ? lease.buffer(1, static_cast<size_t>(std::max<int64_t>(slot.scratch, 64)))
+                                       : nullptr;
+  if (slot.base != base) {
+    slot.views.clear();
+    slot.halves.clear();
+    for (size_t b = 0; b < slot.shapes.size(); ++b) {
+      const Shape& shape = slot.shapes[b];
+      std::byte* at = base + slot.offsets[b];
+      slot.views.push_back(Tensor::view_of(im.dtype, shape, col_major_strides(shape), at));
+      slot.halves.emplace_back();
+    }
+    for (const std::array<int, 2>& pair : slot.stacks)
+      for (int b : pair) {
+        if (b < 0) continue;
+        Shape half = slot.shapes[static_cast<size_t>(b)];
+        half.pop_back();
+        const int64_t bytes = element_count(half) * static_cast<int64_t>(size_of(im.dtype));
+        std::byte* at = base + slot.offsets[static_cast<size_t>(b)];
+        const Strides strides = col_major_strides(half);
+        slot.halves[static_cast<size_t>(b)] = {Tensor::view_of(im.dtype, half, strides, at),
+                                               Tensor::view_of(im.dtype, half, strides, at + bytes)};
+      }
+    slot.base = base;
+  }
+  std::vector<const Tensor*> pointers;
+  StepOperands ops;  // for a step whose scratch is too large for the lease (execute_into)
+  auto run = [&](const EinsumPlan& plan, const Tensor& x, const Tensor& y, std::span<const Tensor> ones, Tensor& out,
+                 bool accumulate) {
+    if (step_scratch) {
+      pointers.assign({&x, &y});
+      for (const Tensor& one : ones) pointers.push_back(&one);
+      plan.run_leased(pointers, out, context, lease, step_scratch, accumulate);
+    } else if (accumulate) {
+      plan.accumulate_into(ops.of(x, y, ones), out, context);
+    } else {
+      plan.execute_into(ops.of(x, y, ones), out, context, pool);
+    }
+  };
+  // Per ref, the tensor the walk has for it: the operands and their tangents in the walk's dtype, the cotangent and
+  // its tangent, then what each call writes.
+  std::vector<const Tensor*> at(4 * nodes, nullptr);
+  std::vector<Tensor> inputs(2 * static_cast<size_t>(im.n) + 2);
   auto walk_input = [&](const Tensor& x, size_t i) {
     Tensor v = promoted_to(x, im.dtype);
     return is_complex(im.dtype) && im.complex_inputs[i] ? kernels::unary(kernels::UnaryOp::conj, v, pool) : v;
   };
   for (size_t i = 0; i < static_cast<size_t>(im.n); ++i) {
-    values[i] = walk_input(operands[i], i);
-    if (tangents[i].defined()) dvalues[i] = walk_input(tangents[i], i);
-  }
-  StepOperands ops;
-  // Forward: every value below the root and its tangent dA.B + A.dB (all kept: the reverse steps read them).
-  for (size_t t = 0; t + 1 < im.children.size(); ++t) {
-    const size_t v = static_cast<size_t>(im.n) + t;
-    const auto [a, b] = im.children[t];
-    const Tensor& va = values[static_cast<size_t>(a)];
-    const Tensor& vb = values[static_cast<size_t>(b)];
-    const Tensor& da = dvalues[static_cast<size_t>(a)];
-    const Tensor& db = dvalues[static_cast<size_t>(b)];
-    values[v] = im.steps[t]->execute(ops.of(va, vb), context);
-    if (da.defined() && db.defined())
-      dvalues[v] = two_terms(*im.steps[t], im.stacked_steps[t], da, vb, va, db, {}, ops, context);
-    else if (da.defined()) dvalues[v] = im.steps[t]->execute(ops.of(da, vb), context);
-    else if (db.defined()) dvalues[v] = im.steps[t]->execute(ops.of(va, db), context);
-  }
-  // Reverse: ct_child = P(ct_parent, V_sibling); its tangent P(dct_parent, V_sibling) + P(ct_parent, dV_sibling).
-  cts[static_cast<size_t>(im.root())] = promoted_to(cotangent, im.dtype);
-  if (cotangent_tangent.defined()) dcts[static_cast<size_t>(im.root())] = promoted_to(cotangent_tangent, im.dtype);
-  for (const ReverseStep& r : im.reverse) {
-    const size_t node = static_cast<size_t>(r.node), parent = static_cast<size_t>(r.parent),
-                 sibling = static_cast<size_t>(r.sibling);
-    // Each product in the plan's operand order (ReverseStep::order).
-    auto run = [&](const Tensor& ct, const Tensor& value) {
-      const auto [x, y] = r.order(ct, value);
-      return r.plan->execute(ops.of(x, y, r.ones), context);
+    const bool plain = !(is_complex(im.dtype) && im.complex_inputs[i]);
+    auto give_input = [&](const Tensor& x, Ref r, size_t k) {
+      if (plain && x.dtype() == im.dtype) {
+        at[index(r)] = &x;
+        return;
+      }
+      inputs[k] = walk_input(x, i);
+      at[index(r)] = &inputs[k];
     };
-    if (r.node >= im.n || with_cotangents) cts[node] = run(cts[parent], values[sibling]);
-    if (dcts[parent].defined() && dvalues[sibling].defined()) {
-      const auto [x0, y0] = r.order(dcts[parent], values[sibling]);
-      const auto [x1, y1] = r.order(cts[parent], dvalues[sibling]);
-      dcts[node] = two_terms(*r.plan, r.stacked, x0, y0, x1, y1, r.ones, ops, context);
-    } else if (dcts[parent].defined()) {
-      dcts[node] = run(dcts[parent], values[sibling]);
-    } else if (dvalues[sibling].defined()) {
-      dcts[node] = run(cts[parent], dvalues[sibling]);
+    give_input(operands[i], {Part::value, static_cast<int>(i)}, 2 * i);
+    if (tangents[i].defined()) give_input(tangents[i], {Part::tangent, static_cast<int>(i)}, 2 * i + 1);
+  }
+  inputs[2 * static_cast<size_t>(im.n)] = promoted_to(cotangent, im.dtype);
+  at[index({Part::cotangent, im.root()})] = &inputs[2 * static_cast<size_t>(im.n)];
+  if (cotangent_tangent.defined()) {
+    inputs[2 * static_cast<size_t>(im.n) + 1] = promoted_to(cotangent_tangent, im.dtype);
+    at[index({Part::cotangent_tangent, im.root()})] = &inputs[2 * static_cast<size_t>(im.n) + 1];
+  }
+  // The slots' cotangents and their tangents: disjoint tensors of one block (one allocation per call).
+  const std::shared_ptr<std::byte> results =
+      allocator.allocate(static_cast<size_t>(std::max<int64_t>(slot.result_bytes, 64)),
+                         "the results of an einsum vjp tangent walk");
+  std::vector<Tensor> result(4 * nodes);
+  for (size_t c = 0; c < slot.calls.size(); ++c) {
+    const WalkCall& call = slot.calls[c];
+    const size_t o = index(call.out);
+    Tensor* out = nullptr;
+    if (slot.result_at[o] >= 0) {
+      const Ref r = call.out;
+      result[o] = Tensor::in_block(im.dtype, im.ct_shapes[static_cast<size_t>(r.node)], results, slot.result_at[o]);
+      out = &result[o];
+    } else {
+      out = &slot.views[static_cast<size_t>(slot.place[o])];
     }
+    auto in = [&](size_t k) -> const Tensor& { return *at[index(call.in[k])]; };
+    if (call.stacked) {
+      for (size_t k : {size_t(0), size_t(1)}) {
+        const size_t b = static_cast<size_t>(slot.stacks[c][k]);
+        slot.halves[b][0].copy_from(in(k));
+        slot.halves[b][1].copy_from(in(k + 2));
+      }
+      run(*call.stacked, slot.views[static_cast<size_t>(slot.stacks[c][0])],
+          slot.views[static_cast<size_t>(slot.stacks[c][1])], call.ones, *out, false);
+    } else {
+      run(*call.plan, in(0), in(1), call.ones, *out, false);
+      if (call.terms == 2) run(*call.plan, in(2), in(3), call.ones, *out, true);
+    }
+    at[o] = out;
   }
   // The slots' cotangents first when asked for (mode vjp_with_jvp), then their tangents; each in its operand's dtype
-  // (the real part for a real operand of a complex walk), as execute() gives them.
+  // (the real part for a real operand of a complex walk), zeros where no nonzero tangent reaches it.
   std::vector<Tensor> out;
   out.reserve(2 * im.slots.size());
-  auto give = [&](Tensor g, int k) {
-    const DType want = im.operand_dtypes[static_cast<size_t>(k)];
-    if (!g.defined()) {  // no tangent reaches this slot's cotangent
-      out.push_back(Tensor::zeros(want, im.shapes[static_cast<size_t>(k)]));
+  auto give = [&](Ref r) {
+    const DType want = im.operand_dtypes[static_cast<size_t>(r.node)];
+    Tensor g = std::move(result[index(r)]);
+    if (!g.defined()) {
+      out.push_back(Tensor::zeros(want, im.shapes[static_cast<size_t>(r.node)]));
       return;
     }
     if (is_complex(g.dtype()) && !is_complex(want)) g = kernels::real_part(g);
     out.push_back(g.dtype() == want ? std::move(g) : g.astype(want));
   };
   if (with_cotangents)
-    for (int k : im.slots) give(std::move(cts[static_cast<size_t>(k)]), k);
-  for (int k : im.slots) give(std::move(dcts[static_cast<size_t>(k)]), k);
+    for (int k : im.slots) give({Part::cotangent, k});
+  for (int k : im.slots) give({Part::cotangent_tangent, k});
   return out;
 }
 

@@ -179,6 +179,27 @@ int64_t kept_bytes(const Workload& w, const Shape& output) {
       .kept_bytes();
 }
 
+// The work of the value (the einsum's planned tree) and of the HVP's one walk (EinsumVjpPlan::tangent_work: the
+// gradient and its tangent, tangents for every operand, none for the loss's constant cotangent), from the plans.
+struct HvpWork {
+  einsum::ContractionWork value;
+  einsum::EinsumVjpPlan::TangentWork hvp;
+};
+HvpWork hvp_work(const Workload& w, const Shape& output) {
+  std::vector<einsum::TensorMeta> metas;
+  std::vector<int> slots;
+  for (const Shape& s : w.shapes) {
+    metas.push_back({DType::f64, s});
+    slots.push_back(static_cast<int>(slots.size()));
+  }
+  const einsum::Subscripts subs = einsum::parse_subscripts(w.spec);
+  const auto vjp = einsum::EinsumVjpPlan::prepare(subs, metas, {DType::f64, output}, slots, {});
+  return {einsum::contraction_work(einsum::EinsumPlan::prepare(subs, metas)),
+          vjp.tangent_work(std::vector<bool>(w.shapes.size(), true), false, true)};
+}
+
+json work_json(const einsum::ContractionWork& w) { return {{"calls", w.calls}, {"multiply_adds", w.multiply_adds}}; }
+
 // torch.autograd timings; nullopt with a reason when it cannot run.
 std::optional<json> torch_times(const std::vector<Workload>& ws, double min_time, bool cpu_time, int threads,
                                 const bench::Machine& machine, std::string& why) {
@@ -310,6 +331,7 @@ int main(int argc, char** argv) {
     const int64_t kept = kept_bytes(w, out_shape);
     // Hessian-vector products: jvp of the gradient program (forward over reverse), tangents for every operand.
     double th = -1, thu = -1;
+    json hvp_json = nullptr;  // the work of the value and of the HVP, from the plans
     if (hvp) {
       // The gradient and its tangent from one walk (the default), and the two walks unmerged.
       Program hv = ad::jvp(ad::grad(loss, wrt, &rt.registry()), wrt, &rt.registry());
@@ -321,6 +343,22 @@ int main(int argc, char** argv) {
       thu = best_time([&] { unmerged_hvp_exe.run(std::span<const Tensor>(hin)); }, min_time, cpu_time);
       fmt::print("{:<14} | hvp (jvp of grad) {} ms = {} value; without the merge {} ms = {}\n", w.name, ms(th),
                  ratio(th, tv), ms(thu), ratio(thu, tv));
+      const HvpWork work = hvp_work(w, out_shape);
+      const einsum::ContractionWork total = work.hvp.total();
+      auto part = [&](const einsum::ContractionWork& p) {
+        return fmt::format("{} in {}", ratio(p.multiply_adds, work.value.multiply_adds), p.calls);
+      };
+      fmt::print("{:<14} | hvp multiply-adds / value multiply-adds {} ({} calls; value {:.3g} in {} calls): forward "
+                 "values {}, their tangents {}, cotangents {}, their tangents {}\n", w.name,
+                 ratio(total.multiply_adds, work.value.multiply_adds), total.calls, work.value.multiply_adds,
+                 work.value.calls, part(work.hvp.values), part(work.hvp.tangents), part(work.hvp.cotangents),
+                 part(work.hvp.cotangent_tangents));
+      hvp_json = {{"value", work_json(work.value)}, {"hvp", work_json(total)},
+                  {"hvp_forward_values", work_json(work.hvp.values)},
+                  {"hvp_forward_tangents", work_json(work.hvp.tangents)},
+                  {"hvp_cotangents", work_json(work.hvp.cotangents)},
+                  {"hvp_cotangent_tangents", work_json(work.hvp.cotangent_tangents)},
+                  {"hvp_multiply_adds_per_value", total.multiply_adds / work.value.multiply_adds}};
     }
     double pv = -1, pg = -1, ev = -1, eg = -1;
     if (tt)
@@ -351,6 +389,7 @@ int main(int argc, char** argv) {
                                             {"kept_intermediate_bytes", kept},
                                             {"hvp_s", th},
                                             {"hvp_unmerged_s", thu},
+                                            {"hvp_work", hvp_json},
                                             {"extension_ops_in_value_and_grad", count_ext(vg)},
                                             {"extension_ops_per_operand", count_ext(old_vg)},
                                             {"extension_ops_split", count_ext(split_vg)}}},
