@@ -20,7 +20,9 @@
 // Usage: einstage_bench_ad [--min-time S] [--json FILE] [--no-torch] [--only TEXT] [--hvp] [--cpu-time]
 //                          [--threads N]   (--only:
 // workloads whose name contains TEXT; --hvp also times Hessian-vector products, ad::jvp of ad::grad, as returned
-// (merged: the gradient and its tangent from one walk) and without the merge; --cpu-time
+// (merged: the gradient and its tangent from one walk) and without the merge, and the work of the value and of the
+// HVP's walk from their plans (multiply-adds, pairwise steps and calls by part: EinsumVjpPlan::tangent_work), with the
+// time per step the HVP spends beyond its multiply-adds at the value's rate ("hvp_work" in the JSON); --cpu-time
 // takes the best thread CPU time instead of wall time, for both systems, so a loaded machine's waits for a CPU drop
 // out of the ratios; it measures the calling thread only, so it needs --threads 1)
 #include "tools/bench/BenchUtil.h"
@@ -198,7 +200,9 @@ HvpWork hvp_work(const Workload& w, const Shape& output) {
           vjp.tangent_work(std::vector<bool>(w.shapes.size(), true), false, true)};
 }
 
-json work_json(const einsum::ContractionWork& w) { return {{"calls", w.calls}, {"multiply_adds", w.multiply_adds}}; }
+json work_json(const einsum::ContractionWork& w) {
+  return {{"calls", w.calls}, {"steps", w.steps}, {"multiply_adds", w.multiply_adds}};
+}
 
 // torch.autograd timings; nullopt with a reason when it cannot run.
 std::optional<json> torch_times(const std::vector<Workload>& ws, double min_time, bool cpu_time, int threads,
@@ -346,13 +350,18 @@ int main(int argc, char** argv) {
       const HvpWork work = hvp_work(w, out_shape);
       const einsum::ContractionWork total = work.hvp.total();
       auto part = [&](const einsum::ContractionWork& p) {
-        return fmt::format("{} in {}", ratio(p.multiply_adds, work.value.multiply_adds), p.calls);
+        return fmt::format("{} in {} steps", ratio(p.multiply_adds, work.value.multiply_adds), p.steps);
       };
-      fmt::print("{:<14} | hvp multiply-adds / value multiply-adds {} ({} calls; value {:.3g} in {} calls): forward "
-                 "values {}, their tangents {}, cotangents {}, their tangents {}\n", w.name,
-                 ratio(total.multiply_adds, work.value.multiply_adds), total.calls, work.value.multiply_adds,
-                 work.value.calls, part(work.hvp.values), part(work.hvp.tangents), part(work.hvp.cotangents),
-                 part(work.hvp.cotangent_tangents));
+      // The time the HVP takes beyond its multiply-adds at the value's rate, per step: the cost of a step that is
+      // not its arithmetic (calls, copies, smaller kernels).
+      const double floor_s = tv * total.multiply_adds / work.value.multiply_adds;
+      fmt::print("{:<14} | hvp multiply-adds / value multiply-adds {} (value {:.3g} in {} steps, {:.1f} per ns; hvp "
+                 "{} steps in {} calls, {:.1f} per ns; {:.2f} us per step beyond the value's rate): forward values "
+                 "{}, their tangents {}, cotangents {}, their tangents {}\n", w.name,
+                 ratio(total.multiply_adds, work.value.multiply_adds), work.value.multiply_adds, work.value.steps,
+                 work.value.multiply_adds / tv * 1e-9, total.steps, total.calls, total.multiply_adds / th * 1e-9,
+                 (th - floor_s) / static_cast<double>(total.steps) * 1e6, part(work.hvp.values),
+                 part(work.hvp.tangents), part(work.hvp.cotangents), part(work.hvp.cotangent_tangents));
       hvp_json = {{"value", work_json(work.value)}, {"hvp", work_json(total)},
                   {"hvp_forward_values", work_json(work.hvp.values)},
                   {"hvp_forward_tangents", work_json(work.hvp.tangents)},
