@@ -379,7 +379,7 @@ struct GettSetup {
       case GettMode::elementwise: return elementwise<T>(axes, a, b, c, accumulate);
       case GettMode::gett: return g.run(a, b, c, pool);
       case GettMode::transposed: return t.run(b, a, c, pool);
-      case GettMode::dots: return dots.run(a, b, c);
+      case GettMode::dots: return dots.run(a, b, c, pool);
       case GettMode::tiny:
         if constexpr (!is_complex_v<T>) tiny_run<T>(g.m, g.n, g.k, g.batch, g.accumulate, a, b, c);
         return;

@@ -8,12 +8,17 @@
 // columns for several, one vector accumulator per output, then one horizontal sum per output. Every output is summed
 // in the same order (lanes of the vector accumulator over k in steps of W, the lanes added first to last, then the
 // tail of k in order), whatever block it runs in, so the bits do not depend on the number of vectors or columns or
-// on threads (the pass is single-threaded: a 256 x 256 product is a few microseconds). Real dtypes only; complex
-// stays on the 1m path. Included by Gett.cpp only.
+// on threads. From kMinThreadedMacs multiply-adds on, the matrix columns are split between the pool's threads in
+// runs of eight (each thread reads its own columns once; a 256 x 256 product is about 10 us read from L3, which a
+// gradient walk's six reverse matrix-vector steps spent on one core while the other waited). Real dtypes only;
+// complex stays on the 1m path. Included by Gett.cpp only.
 #pragma once
 
 #include "runtime/jit/GettLoops.h"
 
+#include "runtime/ThreadPool.h"
+
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 #include <vector>
@@ -107,13 +112,27 @@ struct Dots {
   int64_t k = 0;
   std::vector<int64_t> vecs, vec_out, cols, out;
 
-  void run(const void* a, const void* b, void* c_data) const {
+  // Columns per work item of the threaded split: the one-vector pass's block, so a split adds no tail columns.
+  static constexpr int64_t kSplitColumns = 8;
+
+  void run(const void* a, const void* b, void* c_data, ThreadPool* pool) const {
     const R* v = static_cast<const R*>(vector_is_a ? a : b);
     const R* m = static_cast<const R*>(vector_is_a ? b : a);
     R* c = static_cast<R*>(c_data);
     const int64_t nvec = static_cast<int64_t>(vecs.size()), count = static_cast<int64_t>(cols.size());
-    if (isa == 2) dot_all_avx512<R>(v, vecs.data(), vec_out.data(), nvec, m, cols.data(), out.data(), count, c, k, accumulate);
-    else dot_all_avx2<R>(v, vecs.data(), vec_out.data(), nvec, m, cols.data(), out.data(), count, c, k, accumulate);
+    auto columns = [&](int64_t j0, int64_t j1) {
+      if (isa == 2) dot_all_avx512<R>(v, vecs.data(), vec_out.data(), nvec, m, cols.data() + j0, out.data() + j0, j1 - j0, c, k, accumulate);
+      else dot_all_avx2<R>(v, vecs.data(), vec_out.data(), nvec, m, cols.data() + j0, out.data() + j0, j1 - j0, c, k, accumulate);
+    };
+    if (pool == nullptr || pool->size() <= 1 || double(nvec) * double(count) * double(k) < kMinThreadedMacs) {
+      columns(0, count);
+      return;
+    }
+    // Every output has its own accumulator and order (dot_block), so a split by columns keeps the bits.
+    const int64_t groups = (count + kSplitColumns - 1) / kSplitColumns;
+    parallel_for(pool, groups, [&](int64_t g0, int64_t g1) {
+      columns(g0 * kSplitColumns, std::min(count, g1 * kSplitColumns));
+    });
   }
   size_t table_bytes() const {
     return (vecs.capacity() + vec_out.capacity() + cols.capacity() + out.capacity()) * sizeof(int64_t);

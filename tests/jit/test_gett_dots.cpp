@@ -1,8 +1,9 @@
 // The JIT's dot-product mode (runtime/jit/GettDots.h): matrix-vector products whose matrix is contiguous along k,
 // i,ij->j (the vector is A) and ji,j->i (the vector is B), against the definitional loop at several sizes (k and
 // the output count not multiples of the vector width), every dtype (complex stays on the 1m path and is checked
-// the same way), accumulate on and off, with the same bits at 1 and 2 threads and on a repeated call; and products
-// of a few vectors with a k-major matrix (both operands contiguous along k), with one vector's bits per output.
+// the same way), accumulate on and off, with the same bits at 1 and 2 threads (256 x 256, and 41 outputs with
+// k = 1000, split their columns between the threads) and on a repeated call; and products of a few vectors with a
+// k-major matrix (both operands contiguous along k), with one vector's bits per output.
 #include "ProblemGen.h"
 
 #include "ir/Scratch.h"
@@ -51,7 +52,7 @@ TEST_CASE_TEMPLATE("jit gett: matrix-vector products contiguous along k match th
   for (bool vector_is_a : {true, false})
     for (bool accumulate : {false, true})
       for (auto [outputs, k] : {std::tuple{8, 16}, std::tuple{9, 17}, std::tuple{37, 100}, std::tuple{256, 256},
-                                std::tuple{23, 1000}, std::tuple{8, 15}}) {
+                                std::tuple{23, 1000}, std::tuple{8, 15}, std::tuple{41, 1000}}) {
         const uint64_t seed = uint64_t(outputs * 1009 + k * 7 + (accumulate ? 1 : 0) + (vector_is_a ? 2 : 0));
         INFO((vector_is_a ? "i,ij->j" : "ji,j->i") << " outputs " << outputs << " k " << k
                                                    << (accumulate ? " accumulate" : " overwrite") << " seed " << seed);
