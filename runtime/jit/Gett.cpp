@@ -2,6 +2,7 @@
 
 #include "runtime/jit/GettDots.h"
 #include "runtime/jit/GettLoops.h"
+#include "runtime/jit/GettOuter.h"
 #include "runtime/kernels/HostIsa.h"
 
 #include "ir/Error.h"
@@ -198,6 +199,7 @@ std::vector<Axis>::const_iterator lane_axis(const ContractionProblem& p) {
 
 bool elementwise_shaped(const Fused& m, const Fused& n, const Fused& k);
 bool dots_shaped(const Fused& m, const Fused& n, const Fused& k, const Fused& batch);
+bool outer_shaped(const Fused& m, const Fused& n, const Fused& k, const Fused& batch, bool accumulate, size_t elt);
 
 template <typename T>
 bool schedule_direct(const ContractionProblem& p, bool avx512, DirectSchedule& out) {
@@ -210,6 +212,7 @@ bool schedule_direct(const ContractionProblem& p, bool avx512, DirectSchedule& o
     return false;
   Fused batch = fuse(p.batch, &Axis::stride_c, &Axis::stride_a, kNeedA | kNeedB | kNeedC);
   if (dots_shaped(g.m, g.n, g.k, batch)) return false;  // GettMode::dots runs it
+  if (outer_shaped(g.m, g.n, g.k, batch, p.accumulate, sizeof(T))) return false;  // GettMode::outer runs it
   MicroKernelSpec tile;
   if (!plan_direct(g, dtype_v<T>, avx512, tile)) return false;
   // A specialised kernel inlines one call per tile: worth it for small steps, where per-call overhead is the cost.
@@ -331,6 +334,27 @@ bool dots_shaped(const Fused& m, const Fused& n, const Fused& k, const Fused& ba
          unit_run(k.b, 0, k.size) && dots_isa() != 0;
 }
 
+// A large outer product (GettOuter.h): no contracted axis, no batch, C overwritten, A's and C's rows contiguous, not
+// elementwise-shaped (at least 8 rows and columns) and C at least L2 / kStreamDivisor bytes, on a CPU with AVX2 and
+// FMA. It runs in mode outer (streaming stores inside a StreamedOutputs scope, ordinary ones outside), not
+// specialised (schedule_direct), so a step keeps one path; the bits are the direct kernels' either way.
+bool outer_shaped(const Fused& m, const Fused& n, const Fused& k, const Fused& batch, bool accumulate, size_t elt) {
+  return k.size == 1 && batch.size == 1 && !accumulate && !elementwise_shaped(m, n, k) &&
+         double(m.size) * double(n.size) * double(elt) >= double(host_cache_info().l2 / kStreamDivisor) &&
+         unit_run(m.a, 0, m.size) && unit_run(m.c, 0, m.size) && dots_isa() != 0;
+}
+
+template <typename R>
+void set_up_outer(Outer<R>& o, const Gett<R>& g) {
+  o.isa = dots_isa();
+  o.rows = g.m.size;
+  o.a0 = g.m.a[0] + g.k.a[0] + g.batch.a[0];
+  o.b_off.resize(size_t(g.n.size));
+  o.c_off.resize(size_t(g.n.size));
+  for (int64_t j = 0; j < g.n.size; ++j)
+    o.b_off[j] = g.n.b[j] + g.k.b[0] + g.batch.b[0], o.c_off[j] = g.n.c[j] + g.m.c[0] + g.batch.c[0];
+}
+
 // Sets `d` up for a dots_shaped problem `g`: the vectors are the operand with fewer free positions (A's rows when m is
 // at most n), the other's free positions the matrix columns.
 template <typename R>
@@ -356,8 +380,9 @@ void set_up_dots(Dots<R>& d, const Gett<R>& g) {
 
 // How a set-up problem runs: as an elementwise product over GettSetup::axes, on GettSetup::g, or as C^T = B^T A^T
 // on GettSetup::t (the problem GettSetup::q, A and B exchanged), or as dot products along a contiguous k
-// (GettSetup::dots, GettDots.h), or as scalar loops over g's tables (tiny, GettLoops.h: tiny_run).
-enum class GettMode : uint8_t { elementwise, gett, transposed, dots, tiny };
+// (GettSetup::dots, GettDots.h), or as scalar loops over g's tables (tiny, GettLoops.h: tiny_run), or as an outer
+// product written by columns (GettSetup::outer, GettOuter.h; streaming stores inside a StreamedOutputs scope).
+enum class GettMode : uint8_t { elementwise, gett, transposed, dots, tiny, outer };
 
 // Everything contract_jit decides about one problem before it touches data: the mode, the offset tables, the tile,
 // the blocking and the kernels. run_gett makes one per call in its scratch slot (ir/Scratch.h: Lease::object: the
@@ -373,6 +398,7 @@ struct GettSetup {
   FuseScratch fuse;
   ContractionProblem q;     // the transposed problem
   Dots<typename real_of<T>::type> dots;  // mode dots
+  Outer<typename real_of<T>::type> outer;  // mode outer
 
   void run(const void* a, const void* b, void* c, ThreadPool* pool) const {
     switch (mode) {
@@ -380,13 +406,15 @@ struct GettSetup {
       case GettMode::gett: return g.run(a, b, c, pool);
       case GettMode::transposed: return t.run(b, a, c, pool);
       case GettMode::dots: return dots.run(a, b, c, pool);
+      case GettMode::outer: return outer.run(a, b, c, pool, StreamedOutputs::active());
       case GettMode::tiny:
         if constexpr (!is_complex_v<T>) tiny_run<T>(g.m, g.n, g.k, g.batch, g.accumulate, a, b, c);
         return;
     }
   }
   size_t table_bytes() const {
-    return g.table_bytes() + t.table_bytes() + axes.capacity() * sizeof(Axis) + dots.table_bytes();
+    return g.table_bytes() + t.table_bytes() + axes.capacity() * sizeof(Axis) + dots.table_bytes() +
+           outer.table_bytes();
   }
 
   // Tables above this many bytes go back to malloc after a call: memory kept in a slot's object is outside the
@@ -394,7 +422,7 @@ struct GettSetup {
   // of tables).
   static constexpr size_t kKeepBytes = size_t(1) << 18;
   void trim() {
-    if (table_bytes() > kKeepBytes) g = Gett<T>(), t = Gett<T>(), axes = {}, dots = {};
+    if (table_bytes() > kKeepBytes) g = Gett<T>(), t = Gett<T>(), axes = {}, dots = {}, outer = {};
   }
 };
 
@@ -469,6 +497,10 @@ GettMode set_up_gett(GettSetup<T>& ws, Gett<T>& g, const ContractionProblem& p, 
     if (!blocking && direct && dots_shaped(g.m, g.n, g.k, g.batch)) {
       set_up_dots(ws.dots, g);
       return GettMode::dots;
+    }
+    if (!blocking && direct && !swapped && outer_shaped(g.m, g.n, g.k, g.batch, g.accumulate, sizeof(R))) {
+      set_up_outer(ws.outer, g);
+      return GettMode::outer;
     }
     MicroKernelSpec tile;
     if (!blocking && direct && plan_direct(g, real, cache.host().has_avx512, tile)) {
@@ -582,6 +614,14 @@ void run_gett(const ContractionProblem& p, ThreadPool* pool, KernelCache& cache,
 
 }  // namespace
 
+namespace {
+thread_local bool tl_streamed_outputs = false;
+}  // namespace
+
+StreamedOutputs::StreamedOutputs(bool on) : saved_(tl_streamed_outputs) { tl_streamed_outputs = on; }
+StreamedOutputs::~StreamedOutputs() { tl_streamed_outputs = saved_; }
+bool StreamedOutputs::active() { return tl_streamed_outputs; }
+
 int gemm_row_chunks(int64_t M, int64_t tile_rows, int threads) {
   const int64_t tiles = (M + std::max<int64_t>(tile_rows, 1) - 1) / std::max<int64_t>(tile_rows, 1);
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, tiles / kMinRowTilesPerThread)));
@@ -594,6 +634,15 @@ bool runs_as_dots(const ContractionProblem& p) {
   const Fused k = fuse(p.k, &Axis::stride_b, &Axis::stride_a, kNeedA | kNeedB);
   const Fused batch = fuse(p.batch, &Axis::stride_c, &Axis::stride_a, kNeedA | kNeedB | kNeedC);
   return !elementwise_shaped(m, n, k) && lane_axis(p) == p.batch.end() && dots_shaped(m, n, k, batch);
+}
+
+bool runs_as_streamed_outer(const ContractionProblem& p) {
+  if (p.dtype != DType::f32 && p.dtype != DType::f64) return false;
+  const Fused m = fuse(p.m, &Axis::stride_c, &Axis::stride_a, kNeedA | kNeedC);
+  const Fused n = fuse(p.n, &Axis::stride_c, &Axis::stride_b, kNeedB | kNeedC);
+  const Fused k = fuse(p.k, &Axis::stride_b, &Axis::stride_a, kNeedA | kNeedB);
+  const Fused batch = fuse(p.batch, &Axis::stride_c, &Axis::stride_a, kNeedA | kNeedB | kNeedC);
+  return lane_axis(p) == p.batch.end() && outer_shaped(m, n, k, batch, p.accumulate, size_of(p.dtype));
 }
 
 bool runs_tiny(const ContractionProblem& p, KernelCache& cache) {
