@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstddef>
 #include <cstring>
 #include <functional>
 #include <new>
@@ -48,18 +49,18 @@ struct Node {
 // Which tensor of a call a stride comes from.
 enum class CallTensor : uint8_t { lhs, rhs, out };
 
-// One stride of a step's ContractionProblem that depends on the call's tensors: the problem's `field` of axis
-// `index` in group `group` (0 m, 1 n, 2 k, 3 batch) gets the stride of axis `axis` of `tensor` added (a repeated
-// label adds several axes: the diagonal). The first term of a field sets it to `constant` + that stride, so a problem
-// left from the same step's previous call on this thread needs no reset.
+// One stride of a step's ContractionProblem that depends on the call's tensors: the stride field at byte `at` of
+// axis group `group` (0 m, 1 n, 2 k, 3 batch; `at` counts from the group's first Axis) gets the stride of axis `axis`
+// of `tensor` added (a repeated label adds several axes: the diagonal). The first term of a field sets it to that
+// stride (a field with terms has no constant part: its tensor is a call's, not an arena's or the workspace's), so a
+// problem left from the same step's previous call on this thread needs no reset. 24 bytes: a step's terms share a
+// cache line or two.
 struct StrideTerm {
   uint8_t group = 0;
   CallTensor tensor = CallTensor::lhs;
   bool first = false;
-  int index = 0;
-  int axis = 0;
-  int64_t ContractionProblem::Axis::*field = nullptr;
-  int64_t constant = 0;
+  uint32_t at = 0;
+  int32_t axis = 0;
   mutable int64_t last = INT64_MIN;  // the stride it added in the step's live problem (written under its `busy`)
 };
 
@@ -78,15 +79,21 @@ struct TakenFlag {
 // so a step costs no copy of its axes: in a tree walk every step is a plan of its own, and the one problem a
 // thread's slot keeps had been copied from the plan on every step (four vectors). A call that finds the step
 // taken by another thread fills its slot's problem as before.
+// What a call reads comes first and in this one object (where the operands and the result are, the workspace
+// offsets, the kernel handle), not in per-plan vectors indexed by step: a tree walk runs ~190 one-step plans per
+// call, and each vector read was another cache line (EinsumPlan::Impl::run was ~11% of the 8x8 grid's gradient).
 struct StepExec {
+  mutable TakenFlag busy;
+  int lhs_input = -1, rhs_input = -1;  // operand index of an input operand (-1: an intermediate in the arena)
+  int64_t lhs_at = -1, rhs_at = -1;    // arena byte offset of an intermediate operand
+  int64_t lhs_ws = -1, rhs_ws = -1;    // workspace byte offset of a one-sided sum (-1: none)
+  int64_t dst_offset = -1;             // arena byte offset of the result (-1: the output tensor)
+  StepKernel* kernel = nullptr;        // the step's handle (owned by Impl::step_kernels)
+  mutable uint64_t live_version = 0;   // changes with live's strides (StepKernel::run's `geometry`); 0: none yet
+  std::vector<StrideTerm> terms;
+  mutable ContractionProblem live;     // written only by the call holding `busy`
   uint64_t id = 0;             // unique in the process: a thread's problem still holding this step is reused as is
   ContractionProblem problem;  // pointers null; never written after prepare
-  std::vector<StrideTerm> terms;
-  int lhs_input = -1, rhs_input = -1;  // operand index of an input operand (-1: an intermediate in the arena)
-  int64_t dst_offset = -1;             // arena byte offset of the result (-1: the output tensor)
-  mutable ContractionProblem live;     // written only by the call holding `busy`
-  mutable uint64_t live_version = 0;   // changes with live's strides (StepKernel::run's `geometry`); 0: none yet
-  mutable TakenFlag busy;
 };
 
 }  // namespace
@@ -291,6 +298,11 @@ void EinsumPlan::Impl::build_exec() {
     };
     const SymbolicView lv = side(a, s.lhs, lhs_ws[k] >= 0, CallTensor::lhs, e.lhs_input);
     const SymbolicView rv = side(b, s.rhs, rhs_ws[k] >= 0, CallTensor::rhs, e.rhs_input);
+    e.lhs_at = nodes[static_cast<size_t>(a)].offset;
+    e.rhs_at = nodes[static_cast<size_t>(b)].offset;
+    e.lhs_ws = lhs_ws[k];
+    e.rhs_ws = rhs_ws[k];
+    e.kernel = step_kernels[k].get();
     const SymbolicView dv = s.final ? symbolic_view(s.output, s.output_distinct, nullptr, CallTensor::out, {})
                                     : symbolic_view(s.result, s.result, nullptr, std::nullopt,
                                                     col_major_strides(s.result_shape));
@@ -298,7 +310,8 @@ void EinsumPlan::Impl::build_exec() {
     e.problem.dtype = dtype;
     using Axis = ContractionProblem::Axis;
     const SymbolicView* views[3] = {&lv, &rv, &dv};
-    int64_t Axis::*fields[3] = {&Axis::stride_a, &Axis::stride_b, &Axis::stride_c};
+    const uint32_t fields[3] = {offsetof(Axis, stride_a), offsetof(Axis, stride_b), offsetof(Axis, stride_c)};
+    int64_t Axis::*members[3] = {&Axis::stride_a, &Axis::stride_b, &Axis::stride_c};
     auto add_axes = [&](uint8_t group, std::vector<Axis>& axes, const std::vector<Label>& labels,
                         std::initializer_list<int> present) {
       for (Label l : labels) {
@@ -307,10 +320,12 @@ void EinsumPlan::Impl::build_exec() {
         const int index = static_cast<int>(axes.size());
         for (int w : present) {
           const SymbolicStride& st = views[w]->at(l);
-          axis.*fields[w] = st.constant;
+          axis.*members[w] = st.constant;
+          EIN_ASSERT(st.axes.empty() || st.constant == 0, "einsum step {}: a stride of a call tensor with a constant part", k);
           for (size_t t = 0; t < st.axes.size(); ++t)
-            e.terms.push_back(StrideTerm{group, st.axes[t].first, t == 0, index, st.axes[t].second, fields[w],
-                                         st.constant});
+            e.terms.push_back(StrideTerm{group, st.axes[t].first, t == 0,
+                                         static_cast<uint32_t>(index * sizeof(Axis) + fields[w]),
+                                         st.axes[t].second});
         }
         axes.push_back(axis);
       }
@@ -464,10 +479,6 @@ class CallScratch {
   alignas(64) static inline std::byte empty_[64];
 };
 
-ContractionProblem::Axis& problem_axis(ContractionProblem& p, uint8_t group, int index) {
-  std::vector<ContractionProblem::Axis>* groups[4] = {&p.m, &p.n, &p.k, &p.batch};
-  return (*groups[group])[static_cast<size_t>(index)];
-}
 
 }  // namespace
 
@@ -486,7 +497,8 @@ void EinsumPlan::Impl::run(OperandList operands, Tensor& out, ExecutionContext& 
     for (int i = 0; i < n; ++i)
       if (needs_convert[i]) converted[i] = operands[i].astype(dtype);
   }
-  auto input = [&](int i) -> const Tensor& { return needs_convert[i] ? converted[i] : operands[i]; };
+  const bool convert = any_convert;
+  auto input = [&](int i) -> const Tensor& { return convert && needs_convert[i] ? converted[i] : operands[i]; };
   // Off-diagonal zeros; the steps write the diagonal (accumulating: out's off-diagonal entries stay as they are).
   if (repeated_output && !accumulate) kernels::fill_zero(out, pool);
 
@@ -531,16 +543,13 @@ void EinsumPlan::Impl::run(OperandList operands, Tensor& out, ExecutionContext& 
   std::byte* arena_base = lease ? scratch_bytes : own ? own->base() : CallScratch::empty_base();
   std::byte* ws_base = arena_base + arena;
 
-  for (size_t k = 0; k < steps.size(); ++k) {
-    const StepPlan& s = steps[k];
+  void* const out_data = out.raw_data();
+  for (size_t k = 0; k < exec.size(); ++k) {
     const StepExec& e = exec[k];
     const Tensor* lhs = e.lhs_input >= 0 ? &input(e.lhs_input) : nullptr;
     const Tensor* rhs = e.rhs_input >= 0 ? &input(e.rhs_input) : nullptr;
-    auto operand_data = [&](const Tensor* t, int id) -> void* {
-      return t ? const_cast<void*>(t->raw_data()) : arena_base + nodes[static_cast<size_t>(id)].offset;
-    };
-    void* a = operand_data(lhs, step_nodes[k].first);
-    void* b = operand_data(rhs, step_nodes[k].second);
+    void* a = lhs ? const_cast<void*>(lhs->raw_data()) : arena_base + e.lhs_at;
+    void* b = rhs ? const_cast<void*>(rhs->raw_data()) : arena_base + e.rhs_at;
     // One-sided sums into the workspace (views built per call: these steps do a reduction pass anyway).
     auto sum_side = [&](const StepOperand& op, const Tensor* t, int id, void* data, int64_t ws_offset) -> void* {
       const Strides stored = t ? t->strides() : col_major_strides(nodes[static_cast<size_t>(id)].shape);
@@ -548,8 +557,8 @@ void EinsumPlan::Impl::run(OperandList operands, Tensor& out, ExecutionContext& 
       sum_first(op, v, dtype, ws_base + ws_offset, pool);
       return ws_base + ws_offset;
     };
-    if (lhs_ws[k] >= 0) a = sum_side(s.lhs, lhs, step_nodes[k].first, a, lhs_ws[k]);
-    if (rhs_ws[k] >= 0) b = sum_side(s.rhs, rhs, step_nodes[k].second, b, rhs_ws[k]);
+    if (e.lhs_ws >= 0) a = sum_side(steps[k].lhs, lhs, step_nodes[k].first, a, e.lhs_ws);
+    if (e.rhs_ws >= 0) b = sum_side(steps[k].rhs, rhs, step_nodes[k].second, b, e.rhs_ws);
 
     // The step's own problem when no other call holds it, else the slot's (copied from the step's once per run
     // of other steps in between).
@@ -568,14 +577,18 @@ void EinsumPlan::Impl::run(OperandList operands, Tensor& out, ExecutionContext& 
     }
     p.a = a;
     p.b = b;
-    p.c = e.dst_offset >= 0 ? static_cast<void*>(arena_base + e.dst_offset) : out.raw_data();
+    p.c = e.dst_offset >= 0 ? static_cast<void*>(arena_base + e.dst_offset) : out_data;
     p.accumulate = accumulate && e.dst_offset < 0;  // set on every step: the problem is reused
+    std::byte* const groups[4] = {reinterpret_cast<std::byte*>(p.m.data()), reinterpret_cast<std::byte*>(p.n.data()),
+                                  reinterpret_cast<std::byte*>(p.k.data()),
+                                  reinterpret_cast<std::byte*>(p.batch.data())};
+    const int64_t* const strides[3] = {lhs ? lhs->strides().data() : nullptr, rhs ? rhs->strides().data() : nullptr,
+                                       out.strides().data()};
     bool changed = false;  // a stride of the live problem differs from its previous call's
     for (const StrideTerm& t : e.terms) {
-      const Tensor& src = t.tensor == CallTensor::lhs ? *lhs : t.tensor == CallTensor::rhs ? *rhs : out;
-      int64_t& stride = problem_axis(p, t.group, t.index).*t.field;
-      const int64_t add = src.strides()[static_cast<size_t>(t.axis)];
-      stride = (t.first ? t.constant : stride) + add;
+      int64_t& stride = *reinterpret_cast<int64_t*>(groups[t.group] + t.at);
+      const int64_t add = strides[static_cast<int>(t.tensor)][t.axis];
+      stride = (t.first ? 0 : stride) + add;
       if (in_place && t.last != add) changed = true, t.last = add;
     }
     // The live problem's geometry is a function of its terms' strides and `accumulate` (whose two values run on
@@ -583,7 +596,7 @@ void EinsumPlan::Impl::run(OperandList operands, Tensor& out, ExecutionContext& 
     static std::atomic<uint64_t> next_version{1};
     if (in_place && (changed || e.live_version == 0))
       e.live_version = next_version.fetch_add(1, std::memory_order_relaxed);
-    run_contraction(p.accumulate ? *accumulate_kernel : *step_kernels[k], p, context, pool,
+    run_contraction(p.accumulate ? *accumulate_kernel : *e.kernel, p, context, pool,
                     in_place ? e.live_version : 0);
   }
 }
