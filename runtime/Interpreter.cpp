@@ -7,11 +7,93 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <optional>
 #include <span>
 #include <tuple>
 
 namespace einstage {
+
+namespace {
+
+// A set of storage-block addresses (open addressing, a power-of-two table), for the outputs' check against the
+// inputs' and the constants' blocks: a gradient program has dozens of inputs and outputs, and sorting and binary
+// searching them (one misprediction per probe) was most of the interpreter's own time in the 8x8 grid's
+// value-and-gradient call.
+class BlockSet {
+ public:
+  void reset(size_t count) {
+    size_t size = 16;
+    while (size < 2 * count) size *= 2;
+    table_.assign(size, nullptr);
+  }
+  void insert(const std::byte* block) {
+    for (size_t i = index(block);; i = (i + 1) & (table_.size() - 1)) {
+      if (table_[i] == block) return;
+      if (!table_[i]) {
+        table_[i] = block;
+        return;
+      }
+    }
+  }
+  bool contains(const std::byte* block) const {
+    for (size_t i = index(block);; i = (i + 1) & (table_.size() - 1)) {
+      if (table_[i] == block) return true;
+      if (!table_[i]) return false;
+    }
+  }
+
+ private:
+  size_t index(const std::byte* block) const {
+    return static_cast<size_t>((reinterpret_cast<uintptr_t>(block) >> 6) * 0x9e3779b97f4a7c15ull >> 32) &
+           (table_.size() - 1);
+  }
+  std::vector<const std::byte*> table_;
+};
+
+// The non-empty outputs so far as (block, first byte, last byte), sorted.
+using Range = std::tuple<const std::byte*, uintptr_t, uintptr_t>;
+
+// What one execute() call works in: kept per thread between calls, so a call allocates none of these (a gradient
+// program's value table alone is a few KiB, and each such allocation also made glibc consolidate its small free
+// chunks). A call nested in another on the same thread (from an extension handler) takes buffers of its own.
+struct CallBuffers {
+  std::vector<Tensor> values;
+  std::vector<Tensor> operands;
+  BlockSet foreign;
+  std::vector<Range> given;
+};
+
+class BuffersLease {
+ public:
+  BuffersLease() {
+    std::vector<std::unique_ptr<CallBuffers>>& free = free_list();
+    if (free.empty()) {
+      buffers_ = std::make_unique<CallBuffers>();
+    } else {
+      buffers_ = std::move(free.back());
+      free.pop_back();
+    }
+  }
+  ~BuffersLease() {
+    buffers_->values.clear();  // no tensor outlives its call
+    buffers_->operands.clear();
+    buffers_->given.clear();
+    free_list().push_back(std::move(buffers_));
+  }
+  BuffersLease(const BuffersLease&) = delete;
+  BuffersLease& operator=(const BuffersLease&) = delete;
+  CallBuffers& operator*() const { return *buffers_; }
+
+ private:
+  static std::vector<std::unique_ptr<CallBuffers>>& free_list() {
+    thread_local std::vector<std::unique_ptr<CallBuffers>> free;
+    return free;
+  }
+  std::unique_ptr<CallBuffers> buffers_;
+};
+
+}  // namespace
 
 Interpreter::Interpreter(const Program& program) : program_(&program) {
   ValueMap<int> slot(program);
@@ -87,7 +169,9 @@ DimBindings Interpreter::bind(std::span<const Tensor> inputs) const {
     fail(ErrorKind::invalid_argument, "@{} takes {} input{} ({}) but {} {} given", p.name, p.params.size(),
          p.params.size() == 1 ? "" : "s", fmt::join(list, ", "), inputs.size(), inputs.size() == 1 ? "was" : "were");
   }
-  std::vector<Shape> shapes;
+  // Reused per thread: assigning a shape into one kept from an earlier call allocates nothing.
+  thread_local std::vector<Shape> shapes;
+  shapes.resize(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& t = inputs[i];
     const TensorType& type = p.params[i].value.type;
@@ -97,7 +181,7 @@ DimBindings Interpreter::bind(std::span<const Tensor> inputs) const {
     if (t.dtype() != type.dtype)
       fail(ErrorKind::dtype, "@{}: input {} (%{}) has dtype {} but the parameter is {}; convert it "
            "(Tensor::astype({}))", p.name, i, p.params[i].name, name(t.dtype()), type.to_string(), name(type.dtype));
-    shapes.push_back(t.shape());
+    shapes[i] = t.shape();
   }
   // The shape rules (ranks, constant extents, one value per symbol, products) are ir's, shared with every caller.
   DimBindings bindings = bind_parameters(p, shapes);
@@ -114,7 +198,10 @@ std::vector<Tensor> Interpreter::execute(std::span<const Tensor> inputs, const D
                                          const EvalOptions& options, EvalStats* stats) const {
   const Program& p = *program_;
   EIN_ASSERT(inputs.size() == param_slots_.size(), "execute: bind() was not called with these inputs");
-  std::vector<Tensor> values(static_cast<size_t>(slot_count_));
+  BuffersLease lease;
+  CallBuffers& buffers = *lease;
+  std::vector<Tensor>& values = buffers.values;
+  values.resize(static_cast<size_t>(slot_count_));
   int64_t live = 0, peak = 0;
   auto set = [&](int s, Tensor t) {
     values[static_cast<size_t>(s)] = std::move(t);
@@ -127,7 +214,7 @@ std::vector<Tensor> Interpreter::execute(std::span<const Tensor> inputs, const D
   for (size_t i = 0; i < inputs.size(); ++i) set(param_slots_[i], inputs[i]);
   for (int s : release_unused_params_) release(s);
 
-  std::vector<Tensor> operands;
+  std::vector<Tensor>& operands = buffers.operands;
   for (size_t i = 0; i < steps_.size(); ++i) {
     const Instruction& inst = p.instructions[i];
     const Step& step = steps_[i];
@@ -198,33 +285,48 @@ std::vector<Tensor> Interpreter::execute(std::span<const Tensor> inputs, const D
   // Storage blocks and byte ranges are looked up in sorted lists, not compared pair by pair: a gradient program has
   // dozens of inputs and outputs (its cotangents may be disjoint tensors in one block), and the pairwise checks were
   // ~7% of the 8x8 grid's value-and-gradient call.
-  std::vector<const std::byte*> foreign(constant_blocks_);  // the inputs' and the constants' blocks
+  BlockSet& foreign = buffers.foreign;  // the inputs' and the constants' blocks
+  foreign.reset(inputs.size() + constant_blocks_.size());
+  for (const std::byte* block : constant_blocks_) foreign.insert(block);
   for (const Tensor& in : inputs)
-    if (in.defined()) foreign.push_back(in.storage_block());
-  std::sort(foreign.begin(), foreign.end());
-  // The non-empty outputs so far as (block, first byte, last byte), sorted; those in one block never overlap (an
-  // output that would is a copy in a block of its own), so only the one starting last before v ends can meet v.
-  using Range = std::tuple<const std::byte*, uintptr_t, uintptr_t>;
-  std::vector<Range> given;
-  given.reserve(output_slots_.size());
+    if (in.defined()) foreign.insert(in.storage_block());
+  // The non-empty outputs so far, sorted; those in one block never overlap (an output that would is a copy in a
+  // block of its own), so only the one starting last before v ends can meet v. Outputs carved from one block come
+  // in address order as a rule: one past the last inserted is tried before a binary search.
+  std::vector<Range>& given = buffers.given;
+  size_t last_given = 0;  // where the previous insertion went
   std::vector<Tensor> outputs;
   outputs.reserve(output_slots_.size());
   for (size_t o = 0; o < output_slots_.size(); ++o) {
     Tensor& v = values[static_cast<size_t>(output_slots_[o])];
     const std::byte* block = v.storage_block();
-    bool borrowed = block && std::binary_search(foreign.begin(), foreign.end(), block);
-    if (block && !borrowed && v.numel() > 0) {
-      const auto [first, last] = v.byte_range();
-      const auto after = std::lower_bound(given.begin(), given.end(), Range{block, last, 0});
-      borrowed = after != given.begin() && std::get<0>(after[-1]) == block && std::get<2>(after[-1]) > first;
+    bool borrowed = block && foreign.contains(block);
+    std::pair<uintptr_t, uintptr_t> range{0, 0};
+    const bool ranged = block && !borrowed && v.numel() > 0;
+    size_t at = 0;  // where v's range goes in `given` when it is kept
+    if (ranged) {
+      range = v.byte_range();
+      const Range key{block, range.second, 0};
+      const bool after_last = !given.empty() && given[last_given] < key &&
+                              (last_given + 1 == given.size() || !(given[last_given + 1] < key));
+      const auto after = after_last ? given.begin() + static_cast<std::ptrdiff_t>(last_given + 1)
+                                    : std::lower_bound(given.begin(), given.end(), key);
+      borrowed = after != given.begin() && std::get<0>(after[-1]) == block && std::get<2>(after[-1]) > range.first;
+      at = static_cast<size_t>(after - given.begin());
     }
     if (borrowed) outputs.push_back(v.clone());
     else if (output_once_[o] && v.is_col_major()) outputs.push_back(std::move(v));
     else outputs.push_back(v.contiguous());
-    if (const Tensor& out = outputs.back(); out.defined() && out.numel() > 0) {
+    const Tensor& out = outputs.back();
+    if (ranged && !borrowed && out.storage_block() == block) {  // v itself: its range goes where the search found
+      given.insert(given.begin() + static_cast<std::ptrdiff_t>(at), Range{block, range.first, range.second});
+      last_given = at;
+    } else if (out.defined() && out.numel() > 0) {  // a copy, in a block of its own
       const auto [first, last] = out.byte_range();
       const Range entry{out.storage_block(), first, last};
-      given.insert(std::upper_bound(given.begin(), given.end(), entry), entry);
+      at = static_cast<size_t>(std::upper_bound(given.begin(), given.end(), entry) - given.begin());
+      given.insert(given.begin() + static_cast<std::ptrdiff_t>(at), entry);
+      last_given = at;
     }
   }
   return outputs;
