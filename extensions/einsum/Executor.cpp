@@ -107,9 +107,23 @@ struct OperandList {
 };
 
 struct EinsumPlan::Impl {
-  Subscripts subs;
-  std::vector<TensorMeta> metas;
+  // What every call reads first, together at the start (a tree walk runs ~190 one-step plans per call, and each
+  // member elsewhere in this object was another cache line): see `exec` below for the rest.
+  bool zero_operand = false;     // see below
+  bool any_convert = false;      // an operand's dtype differs from dtype (converted per call)
+  bool repeated_output = false;  // an output label repeats: zero the output first, steps write the diagonal
   DType dtype = DType::f64;
+  int64_t arena = 0, workspace = 0;
+  std::vector<StepExec> exec;  // one per binary step: per-call facts fixed at prepare time, so execute() only does
+                               // pointer arithmetic and kernel calls
+  // The last step's kernel when it adds into the output (accumulate_into, run_leased's accumulate): C += A.B is
+  // another geometry for the JIT than C = A.B, and one handle alternating between the two (the tangent walk runs
+  // a reverse step's plan both ways) set up its kernel anew on every call once it had seen four geometries.
+  std::shared_ptr<StepKernel> accumulate_kernel;
+  std::vector<TensorMeta> metas;
+  std::vector<uint8_t> needs_convert;  // per operand: its dtype differs from dtype
+
+  Subscripts subs;
   Shape output_shape;
   std::map<Label, int64_t> extents;
   bool shortcut = false;
@@ -118,23 +132,13 @@ struct EinsumPlan::Impl {
   std::vector<Node> nodes;                      // tree ids: inputs 0..n-1, then one per step
   std::vector<std::pair<int, int>> step_nodes;  // (left id, right id) per binary step
   std::vector<int64_t> lhs_ws, rhs_ws;          // workspace byte offsets per step (-1: no one-sided sum)
-  int64_t peak = 0, arena = 0, workspace = 0;
+  int64_t peak = 0;
   int largest_step = -1;      // the step whose result is the largest intermediate (-1: none in the arena)
   int64_t largest_bytes = 0;  // its bytes
   std::vector<std::shared_ptr<StepKernel>> step_kernels;  // one per step; counts calls, holds specialised kernels
-  // The last step's kernel when it adds into the output (accumulate_into, run_leased's accumulate): C += A.B is
-  // another geometry for the JIT than C = A.B, and one handle alternating between the two (the tangent walk runs
-  // a reverse step's plan both ways) set up its kernel anew on every call once it had seen four geometries.
-  std::shared_ptr<StepKernel> accumulate_kernel;
-  // Per-call facts fixed at prepare time, so execute() only does pointer arithmetic and kernel calls.
-  std::vector<StepExec> exec;          // one per binary step
-  std::vector<uint8_t> needs_convert;  // per operand: its dtype differs from dtype (converted per call)
-  bool any_convert = false;
-  bool repeated_output = false;        // an output label repeats: zero the output first, steps write the diagonal
-  // An operand has no elements: every term of the sum has a factor from it, so the result is all zeros. The steps
-  // are planned (lowering and to_string show them) but never run, and no scratch is sized or allocated: the other
-  // extents may be huge (NumPy: np.empty((0, 2**59))).
-  bool zero_operand = false;
+  // zero_operand: an operand has no elements: every term of the sum has a factor from it, so the result is all
+  // zeros. The steps are planned (lowering and to_string show them) but never run, and no scratch is sized or
+  // allocated: the other extents may be huge (NumPy: np.empty((0, 2**59))).
 
   void build_exec();
   /// What the scratch holds, for the out-of-memory error: the einsum, the arena's largest step, the workspace.
