@@ -394,3 +394,58 @@ TEST_CASE("interpreter: many slices of one block, in any order, strided or not, 
     }
   }
 }
+
+TEST_CASE("interpreter: an extension handler that runs programs on the same thread leaves the caller's values intact") {
+  // A call's value table and operand list are kept per thread between calls; a call nested in another (a handler
+  // evaluating a program, as a module may) must take buffers of its own.
+  struct Payload final : ExtensionPayload {
+    std::string_view family() const override { return "test.nested.v1"; }
+    std::string to_text() const override { return ""; }
+    std::string to_json() const override { return "{}"; }
+    uint64_t hash() const override { return 1; }
+    bool equals(const ExtensionPayload&) const override { return true; }
+    std::unique_ptr<ExtensionPayload> clone() const override { return std::make_unique<Payload>(); }
+  };
+  ExtensionRegistry registry;
+  ExtensionSemantics sem;
+  sem.family = "test.nested.v1";
+  sem.module = "test";
+  sem.parse_text = [](std::string_view) { return std::make_unique<Payload>(); };
+  sem.parse_json = [](std::string_view) { return std::make_unique<Payload>(); };
+  sem.infer_type = [](const ExtensionPayload&, Types in, TypeContext&) { return in[0]; };
+  registry.register_family(sem);
+  // inner(u) = -u by a chain of several values, so its table would overwrite the outer one if they were shared.
+  Builder ib("inner");
+  Value u = ib.parameter("u", f64({3}));
+  Value n1 = ib.neg(u);
+  Value n2 = ib.add(n1, u);
+  Value n3 = ib.add(n2, n1);  // -u
+  Program inner = ib.finish({n3, n1});
+  Builder b("outer", &registry);
+  Value x = b.parameter("x", f64({3}));
+  Value y = b.neg(x);                                              // -x
+  Value z = b.extension(std::make_shared<Payload>(), {y});          // inner(-x)[0] = x
+  Value w = b.add(y, z);                                           // 0
+  Value v = b.add(b.add(x, y), b.add(z, z));                       // 2x
+  Program p = b.finish({w, y, v, z});
+  Interpreter outer(p);
+  Interpreter nested(inner);
+  int calls = 0;
+  EvalOptions opts;
+  opts.extension = [&](const Instruction&, const std::string&, std::span<const Tensor> operands, const DimBindings&) {
+    ++calls;
+    for (int k = 0; k < 3; ++k) (void)nested.run(operands);  // nested calls, one after another
+    std::vector<Tensor> r = nested.run(operands);
+    return std::vector<Tensor>{r[0]};
+  };
+  for (int rep = 0; rep < 3; ++rep) {
+    Tensor xs = Tensor::from_col_major<double>({3}, {1.0 + rep, -2.0, 3.5});
+    auto out = outer.run(std::vector<Tensor>{xs}, opts);
+    REQUIRE(out.size() == 4);
+    CHECK(out[0].to_col_major<double>() == std::vector<double>{0, 0, 0});
+    CHECK(out[1].to_col_major<double>() == std::vector<double>{-1.0 - rep, 2.0, -3.5});
+    CHECK(out[2].to_col_major<double>() == std::vector<double>{2 * (1.0 + rep), -4.0, 7.0});
+    CHECK(out[3].to_col_major<double>() == std::vector<double>{1.0 + rep, -2.0, 3.5});
+  }
+  CHECK(calls == 3);
+}
