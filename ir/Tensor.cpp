@@ -180,7 +180,8 @@ bool Tensor::is_col_major() const {
 
 void* Tensor::raw_data() {
   if (!defined()) fail(ErrorKind::invalid_argument, "raw_data: the tensor is undefined");
-  return storage_.get() + offset_ * static_cast<int64_t>(size_of(dtype_));
+  // Most tensors start at their block (the executor asks three per contraction step): no element size needed.
+  return offset_ == 0 ? storage_.get() : storage_.get() + offset_ * static_cast<int64_t>(size_of(dtype_));
 }
 const void* Tensor::raw_data() const { return const_cast<Tensor*>(this)->raw_data(); }
 
