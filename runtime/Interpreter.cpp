@@ -59,10 +59,22 @@ using Range = std::tuple<const std::byte*, uintptr_t, uintptr_t>;
 // chunks). A call nested in another on the same thread (from an extension handler) takes buffers of its own.
 struct CallBuffers {
   std::vector<Tensor> values;
+  std::vector<const Tensor*> params;  // per slot: the input a parameter's slot reads (null: not a parameter, or released)
+  // A step's operands. Between steps and calls they are undefined but keep their shape and stride vectors, so
+  // assigning an input or a value to one copies into those vectors instead of allocating two (an einsum of 64
+  // operands made 128 allocations per call).
   std::vector<Tensor> operands;
   BlockSet foreign;
   std::vector<Range> given;
 };
+
+const Tensor& undefined_tensor() {
+  static const Tensor undefined;
+  return undefined;
+}
+
+// Drops t's storage and shape but keeps its vectors' capacity (a copy of an empty vector reuses the buffer).
+void reset_keeping_capacity(Tensor& t) { t = undefined_tensor(); }
 
 class BuffersLease {
  public:
@@ -77,7 +89,7 @@ class BuffersLease {
   }
   ~BuffersLease() {
     buffers_->values.clear();  // no tensor outlives its call
-    buffers_->operands.clear();
+    for (Tensor& t : buffers_->operands) reset_keeping_capacity(t);
     buffers_->given.clear();
     free_list().push_back(std::move(buffers_));
   }
@@ -202,28 +214,38 @@ std::vector<Tensor> Interpreter::execute(std::span<const Tensor> inputs, const D
   CallBuffers& buffers = *lease;
   std::vector<Tensor>& values = buffers.values;
   values.resize(static_cast<size_t>(slot_count_));
+  // Parameters are read where the caller holds them (`params`), never copied into the table.
+  std::vector<const Tensor*>& params = buffers.params;
+  params.assign(static_cast<size_t>(slot_count_), nullptr);
   int64_t live = 0, peak = 0;
   auto set = [&](int s, Tensor t) {
     values[static_cast<size_t>(s)] = std::move(t);
     peak = std::max(peak, ++live);
   };
   auto release = [&](int s) {
-    values[static_cast<size_t>(s)] = Tensor();
+    if (params[static_cast<size_t>(s)]) params[static_cast<size_t>(s)] = nullptr;
+    else values[static_cast<size_t>(s)] = Tensor();
     --live;
   };
-  for (size_t i = 0; i < inputs.size(); ++i) set(param_slots_[i], inputs[i]);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    params[static_cast<size_t>(param_slots_[i])] = &inputs[i];
+    peak = std::max(peak, ++live);
+  }
   for (int s : release_unused_params_) release(s);
 
   std::vector<Tensor>& operands = buffers.operands;
   for (size_t i = 0; i < steps_.size(); ++i) {
     const Instruction& inst = p.instructions[i];
     const Step& step = steps_[i];
-    operands.clear();
-    for (size_t o = 0; o < step.operands.size(); ++o) {
-      Tensor& v = values[static_cast<size_t>(step.operands[o])];
-      if (step.take[o]) operands.push_back(std::move(v));  // released after this step anyway
-      else operands.push_back(v);
+    const size_t count = step.operands.size();
+    if (operands.size() < count) operands.resize(count);
+    for (size_t o = 0; o < count; ++o) {
+      const size_t s = static_cast<size_t>(step.operands[o]);
+      if (const Tensor* param = params[s]) operands[o] = *param;
+      else if (step.take[o]) operands[o] = std::move(values[s]);  // released after this step anyway
+      else operands[o] = values[s];
     }
+    const std::span<const Tensor> args(operands.data(), count);
     const std::string& where = where_[i];
     std::vector<Shape> evaluated;  // per result, under the bindings (when not constant)
     const std::vector<Shape>& shapes = step.constant_shapes ? step.shapes : evaluated;
@@ -248,7 +270,7 @@ std::vector<Tensor> Interpreter::execute(std::span<const Tensor> inputs, const D
         fail(ErrorKind::not_found, "'{}' at {}: no executor for extension family \"{}\"; run the program with a "
              "Runtime that has loaded the module providing it, or lower it first (lower_to_standard_ops)",
              op_name(inst.op), where, op_name(inst.op));
-      results = options.extension(inst, where, operands, bindings);
+      results = options.extension(inst, where, args, bindings);
       if (results.size() != inst.results.size())
         fail(ErrorKind::runtime, "'{}' at {}: the module's executor returned {} tensor{} but the instruction has {} "
              "result{}", op_name(inst.op), where, results.size(), results.size() == 1 ? "" : "s",
@@ -264,13 +286,13 @@ std::vector<Tensor> Interpreter::execute(std::span<const Tensor> inputs, const D
                type.to_string(), type.constant_shape() ? "" : " = " + shape_to_string(shapes[r]));
       }
     } else {
-      Tensor result = run_std_op(inst.op, operands, shapes[0], options.pool);
+      Tensor result = run_std_op(inst.op, args, shapes[0], options.pool);
       EIN_ASSERT(result.dtype() == inst.result().type.dtype && result.shape() == shapes[0],
                  "'{}' at {}: kernel result {}{} differs from the type rule's {}", op_name(inst.op), where,
                  name(result.dtype()), shape_to_string(result.shape()), shape_to_string(shapes[0]));
       results.push_back(std::move(result));
     }
-    operands.clear();  // the moved operands die here, as their released slots do
+    for (size_t o = 0; o < count; ++o) reset_keeping_capacity(operands[o]);  // the moved operands die here
     for (size_t r = 0; r < results.size(); ++r) set(step.results[r], std::move(results[r]));
     for (int s : step.release) release(s);
   }
@@ -298,9 +320,11 @@ std::vector<Tensor> Interpreter::execute(std::span<const Tensor> inputs, const D
   std::vector<Tensor> outputs;
   outputs.reserve(output_slots_.size());
   for (size_t o = 0; o < output_slots_.size(); ++o) {
+    const Tensor* param = params[static_cast<size_t>(output_slots_[o])];
     Tensor& v = values[static_cast<size_t>(output_slots_[o])];
-    const std::byte* block = v.storage_block();
-    bool borrowed = block && foreign.contains(block);
+    const Tensor& value = param ? *param : v;  // an input returned as it is: copied (its block is foreign)
+    const std::byte* block = value.storage_block();
+    bool borrowed = param || (block && foreign.contains(block));
     std::pair<uintptr_t, uintptr_t> range{0, 0};
     const bool ranged = block && !borrowed && v.numel() > 0;
     size_t at = 0;  // where v's range goes in `given` when it is kept
@@ -314,7 +338,7 @@ std::vector<Tensor> Interpreter::execute(std::span<const Tensor> inputs, const D
       borrowed = after != given.begin() && std::get<0>(after[-1]) == block && std::get<2>(after[-1]) > range.first;
       at = static_cast<size_t>(after - given.begin());
     }
-    if (borrowed) outputs.push_back(v.clone());
+    if (borrowed) outputs.push_back(value.clone());
     else if (output_once_[o] && v.is_col_major()) outputs.push_back(std::move(v));
     else outputs.push_back(v.contiguous());
     const Tensor& out = outputs.back();
