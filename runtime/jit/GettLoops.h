@@ -317,17 +317,15 @@ struct Gett {
     const int64_t row_tiles = (M + mrc - 1) / mrc;
     const int row_chunks = gemm_row_chunks(M, mrc, pool ? pool->size() : 1);
     const int64_t chunk_tiles = (row_tiles + row_chunks - 1) / row_chunks;
-    // The row chunks' A buffers, for the whole call: chunk 0 uses `lease` (which holds the B panel), the others
-    // their own, so a call's scratch traffic does not depend on how its KC steps were timed.
+    // The row chunks' A buffers, for the whole call: one buffer of `lease` (which holds the B panel too), whole pages
+    // per chunk so that no two threads write the same line, so a call's scratch traffic does not depend on how its
+    // KC steps were timed and the call allocates nothing (no table of per-chunk leases).
     const int chunks = row_chunks > 1 ? pool->chunk_count(row_tiles, chunk_tiles) : 1;
-    std::vector<std::optional<ScratchAllocator::Lease>> own(static_cast<size_t>(chunks));
-    std::vector<R*> apack(static_cast<size_t>(chunks));
     const int64_t mc_max = std::min(mc_e, row_tiles * mrc);
-    for (int ch = 0; ch < chunks; ++ch) {
-      if (ch > 0) own[ch].emplace(scratch->lease());
-      ScratchAllocator::Lease& l = ch == 0 ? lease : *own[ch];
-      apack[ch] = reinterpret_cast<R*>(l.buffer(kPackA, sizeof(R) * size_t(mc_max / mrc * mr * kc_max * cf)));
-    }
+    constexpr size_t kPage = 4096;
+    const size_t a_bytes = (sizeof(R) * size_t(mc_max / mrc * mr * kc_max * cf) + kPage - 1) / kPage * kPage;
+    std::byte* a_base = lease.buffer(kPackA, a_bytes * size_t(chunks));
+    auto apack = [&](int ch) { return reinterpret_cast<R*>(a_base + a_bytes * size_t(ch)); };
     R* bpack = reinterpret_cast<R*>(lease.buffer(kPackB, sizeof(R) * size_t(nc_max * kc_max * cf)));
     for (int64_t jc = 0; jc < N; jc += nc) {
       const int64_t ncur = std::min(nc, N - jc);
@@ -348,10 +346,10 @@ struct Gett {
           pool->parallel_for(row_tiles, [&](int64_t t0, int64_t t1) {
             int ch = 0;  // this chunk's number: chunk ch starts at ch * row_tiles / chunks (ThreadPool.h)
             while (ch + 1 < chunks && (ch + 1) * row_tiles / chunks <= t0) ++ch;
-            rows_block(a, bpack, c, apack[ch], t0 * mrc, std::min(M, t1 * mrc), jc, nslivers, pc, kc, beta, nullptr);
+            rows_block(a, bpack, c, apack(ch), t0 * mrc, std::min(M, t1 * mrc), jc, nslivers, pc, kc, beta, nullptr);
           }, chunk_tiles);
         } else {
-          rows_block(a, bpack, c, apack[0], 0, M, jc, nslivers, pc, kc, beta, pool);
+          rows_block(a, bpack, c, apack(0), 0, M, jc, nslivers, pc, kc, beta, pool);
         }
       }
     }
