@@ -220,7 +220,8 @@ void StepKernel::run(const ContractionProblem& p, ExecutionContext& context, Thr
                  static_cast<const char*>(p.b) + d.batch_b[bt] * elt, static_cast<char*>(p.c) + d.batch_c[bt] * elt);
     };
     const auto batch = static_cast<int64_t>(d.batch_a.size());
-    if (s.macs >= kMinThreadedMacs) parallel_for(pool, batch, entries);
+    // One entry (every grid step) runs here: no pool call and no std::function around the kernel.
+    if (s.macs >= kMinThreadedMacs && batch > 1) parallel_for(pool, batch, entries);
     else entries(0, batch);
     // A statistic, not a synchronisation: a plain load and store (no locked add, which would wait for the kernel's
     // stores to drain: ~5% of a 16x16 call). Concurrent calls of one step may undercount.
