@@ -4,6 +4,7 @@
 #include "ir/Error.h"
 #include "runtime/ThreadPool.h"
 #include "runtime/jit/Gett.h"
+#include "runtime/jit/Jit.h"
 #include "runtime/jit/KernelCache.h"
 
 #include <doctest/doctest.h>
@@ -427,8 +428,8 @@ TEST_CASE_TEMPLATE("jit gett: split-row direct tiles (runs of one vector in A)",
 
 // Rows contiguous in C only in runs of one vector (C laid out [i0 j0 i1 j1], as the grid gradients' cotangent steps
 // write it), with A contiguous or split into runs itself: the split-C direct tiles. Against the oracle, against the
-// packed path bitwise (K within one KC block) and at 2 threads, overwriting and accumulating; m = 5 runs, so 24-row
-// tiles end in a partial tile, and 12 columns end in a partial column sliver.
+// packed path bitwise (K within one KC block), at 2 threads and as a shape-specialised kernel, overwriting and
+// accumulating; m = 5 runs, so 24-row tiles end in a partial tile, and 12 columns end in a partial column sliver.
 TEST_CASE_TEMPLATE("jit gett: split-C direct tiles (runs of one vector in C)", T, float, double) {
   const int64_t L = sizeof(T) == 8 ? 8 : 16;  // one vector of rows
   struct Case {
@@ -459,6 +460,19 @@ TEST_CASE_TEMPLATE("jit gett: split-C direct tiles (runs of one vector in C)", T
       op.a.elements = cs.a, op.b.elements = cs.b, op.c.elements = cs.c;
       allocate_and_fill<T>(op, rng);
       check_jit_paths<T>(op, two, /*packed=*/true);
+      // The step's shape-specialised kernel (what a hot einsum step runs) gives the direct path's bits too.
+      OwnedProblem generic = op, special = op;
+      generic.bind();
+      special.bind();
+      contract_jit(generic.p, nullptr, &memory_cache());
+      DirectSchedule schedule;
+      REQUIRE(direct_schedule(special.p, memory_cache().host().has_avx512, schedule));
+      REQUIRE(schedule.batch_a.size() == 1);
+      void* fn = memory_cache().compiled_function(schedule.kernel.symbol(), schedule.kernel.describe(), [&](Jit& jit) {
+        return compile_specialised_kernel(jit, schedule.kernel);
+      });
+      reinterpret_cast<SpecialisedKernelFn>(fn)(special.p.a, special.p.b, special.p.c);
+      CHECK(generic.c.bytes == special.c.bytes);
     }
     // A split-C tile is what runs, not one-vector tiles or the packed fallback.
     ContractionProblem p;
