@@ -141,6 +141,9 @@ std::vector<Tensor> EinsumVjpPlan::execute(std::span<const Tensor> operands, con
       out = &arena(im.ct_buffer[static_cast<size_t>(r.node)]);
     }
     const auto [x, y] = r.order(*cts[static_cast<size_t>(r.parent)], *sibling);
+    // An operand's cotangent is a result of the call, not read again by the walk: a large one (chain7's 256 x 256
+    // outer products) streams past the caches instead of evicting the operands the next steps reread.
+    StreamedOutputs streamed(r.node < im.n);
     run(*r.plan, x, y, r.ones, *out);
     cts[static_cast<size_t>(r.node)] = out;
     if (im.last_use[static_cast<size_t>(r.parent)] == static_cast<int>(i)) cts[static_cast<size_t>(r.parent)] = nullptr;

@@ -7,6 +7,7 @@
 
 #include "ir/Error.h"
 #include "ir/Scratch.h"
+#include "runtime/Contract.h"
 #include "runtime/ThreadPool.h"
 #include "runtime/jit/Blocking.h"
 #include "runtime/jit/KernelCache.h"
@@ -613,14 +614,6 @@ void run_gett(const ContractionProblem& p, ThreadPool* pool, KernelCache& cache,
 }
 
 }  // namespace
-
-namespace {
-thread_local bool tl_streamed_outputs = false;
-}  // namespace
-
-StreamedOutputs::StreamedOutputs(bool on) : saved_(tl_streamed_outputs) { tl_streamed_outputs = on; }
-StreamedOutputs::~StreamedOutputs() { tl_streamed_outputs = saved_; }
-bool StreamedOutputs::active() { return tl_streamed_outputs; }
 
 int gemm_row_chunks(int64_t M, int64_t tile_rows, int threads) {
   const int64_t tiles = (M + std::max<int64_t>(tile_rows, 1) - 1) / std::max<int64_t>(tile_rows, 1);

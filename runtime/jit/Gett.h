@@ -84,27 +84,9 @@ bool direct_schedule(const ContractionProblem& p, bool avx512, DirectSchedule& o
 bool runs_as_dots(const ContractionProblem& p);
 /// True when contract_jit(p) without explicit blocking runs p as a large outer product (GettOuter.h: real, no
 /// contracted axis, C overwritten, A's and C's rows contiguous, C at least a quarter of L2), with the direct kernels'
-/// bits; inside a StreamedOutputs scope its stores stream past the caches.
+/// bits; inside a StreamedOutputs scope (runtime/Contract.h) its stores stream past the caches.
 bool runs_as_streamed_outer(const ContractionProblem& p);
 
-/// While alive, the large outer products (runs_as_streamed_outer) that contract_jit and GettPlan::run execute on
-/// this thread write C with streaming stores: whole cache lines straight to memory, without reading them first and
-/// without evicting what the caches hold. The caller promises that C is not read again soon (a gradient walk's
-/// operand cotangents, six 256 x 256 matrices for the 7-matrix chain, which would otherwise push the matrices it
-/// rereads out of L2); a C that is read right after (a second term accumulated into it) would come back from
-/// memory. The same bits either way. Nests: the destructor restores the previous state.
-class StreamedOutputs {
- public:
-  explicit StreamedOutputs(bool on = true);
-  ~StreamedOutputs();
-  StreamedOutputs(const StreamedOutputs&) = delete;
-  StreamedOutputs& operator=(const StreamedOutputs&) = delete;
-  /// Whether this thread is inside a scope that streams.
-  static bool active();
-
- private:
-  bool saved_;
-};
 /// True when contract_jit(p) without explicit blocking runs p (f32 or f64) as scalar loops over its offset tables
 /// (GettLoops.h: tiny_run; up to 256 multiply-adds per batch entry that no direct kernel reads), with the bits of
 /// the packed path. Kernels come from `cache`.

@@ -8,6 +8,7 @@
 #include "ProblemGen.h"
 
 #include "ir/Scratch.h"
+#include "runtime/Contract.h"
 #include "runtime/ThreadPool.h"
 #include "runtime/jit/Blocking.h"
 #include "runtime/jit/Gett.h"
