@@ -81,6 +81,10 @@ class Interpreter {
   std::vector<uint8_t> output_once_;  // per output: its slot is no other output (moved out, not copied)
   std::vector<int> release_unused_params_;  // parameters no instruction or output reads
   std::vector<const std::byte*> constant_blocks_;  // the constants' storage blocks, sorted (outputs copy from them)
+  // Every parameter's dims are constants: bind() compares the inputs' shapes with these (the rules' own checks run,
+  // for their messages, only on a mismatch).
+  bool constant_params_ = false;
+  std::vector<Shape> param_shapes_;
   int slot_count_ = 0;
 };
 
