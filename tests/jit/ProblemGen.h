@@ -116,6 +116,21 @@ void allocate_and_fill(OwnedProblem& op, SplitMix64& rng, bool fill_c = true) {
   op.c_initial = op.c.bytes;
 }
 
+/// The problem over the given axes (T's dtype) with operands of a, b and c elements, filled from `rng`
+/// (allocate_and_fill), not yet bound.
+template <typename T>
+OwnedProblem filled_problem(std::vector<ContractionProblem::Axis> m, std::vector<ContractionProblem::Axis> n,
+                            std::vector<ContractionProblem::Axis> k, std::vector<ContractionProblem::Axis> batch,
+                            bool accumulate, int64_t a, int64_t b, int64_t c, SplitMix64& rng) {
+  OwnedProblem op;
+  op.p.dtype = dtype_v<T>;
+  op.p.m = std::move(m), op.p.n = std::move(n), op.p.k = std::move(k), op.p.batch = std::move(batch);
+  op.p.accumulate = accumulate;
+  op.a.elements = a, op.b.elements = b, op.c.elements = c;
+  allocate_and_fill<T>(op, rng);
+  return op;
+}
+
 /// Column-major (batched) matmul ijb,jkb->ikb: A m x k, B k x n, C m x n per batch entry, entries one after another,
 /// filled from a stream seeded with `seed` (allocate_and_fill) and bound. Copies must be bound again.
 inline OwnedProblem matmul_problem(int64_t m, int64_t n, int64_t k, int64_t batch, DType dtype, bool accumulate,

@@ -322,12 +322,7 @@ TEST_CASE("jit gett: direct path on its target shapes") {
   SplitMix64 rng(31337);
   for (const Case& cs : cases) {
     for (bool accumulate : {false, true}) {
-      OwnedProblem op;
-      op.p.dtype = DType::f64;
-      op.p.m = cs.m, op.p.n = cs.n, op.p.k = cs.k, op.p.batch = cs.batch;
-      op.p.accumulate = accumulate;
-      op.a.elements = cs.a, op.b.elements = cs.b, op.c.elements = cs.c;
-      allocate_and_fill<double>(op, rng);
+      OwnedProblem op = filled_problem<double>(cs.m, cs.n, cs.k, cs.batch, accumulate, cs.a, cs.b, cs.c, rng);
       op.bind();
       INFO(describe(op.p));
       contract_jit(op.p, nullptr, &memory_cache());
@@ -407,12 +402,7 @@ TEST_CASE_TEMPLATE("jit gett: split-row direct tiles (runs of one vector in A)",
   ThreadPool two(2);
   for (const Case& cs : cases) {
     for (bool accumulate : {false, true}) {
-      OwnedProblem op;
-      op.p.dtype = dtype_v<T>;
-      op.p.m = cs.m, op.p.n = cs.n, op.p.k = cs.k;
-      op.p.accumulate = accumulate;
-      op.a.elements = cs.a, op.b.elements = cs.b, op.c.elements = cs.c;
-      allocate_and_fill<T>(op, rng);
+      OwnedProblem op = filled_problem<T>(cs.m, cs.n, cs.k, {}, accumulate, cs.a, cs.b, cs.c, rng);
       check_jit_paths<T>(op, two, /*packed=*/true);
     }
   }
@@ -453,12 +443,7 @@ TEST_CASE_TEMPLATE("jit gett: split-C direct tiles (runs of one vector in C)", T
   ThreadPool two(2);
   for (const Case& cs : cases) {
     for (bool accumulate : {false, true}) {
-      OwnedProblem op;
-      op.p.dtype = dtype_v<T>;
-      op.p.m = cs.m, op.p.n = cs.n, op.p.k = cs.k;
-      op.p.accumulate = accumulate;
-      op.a.elements = cs.a, op.b.elements = cs.b, op.c.elements = cs.c;
-      allocate_and_fill<T>(op, rng);
+      OwnedProblem op = filled_problem<T>(cs.m, cs.n, cs.k, {}, accumulate, cs.a, cs.b, cs.c, rng);
       check_jit_paths<T>(op, two, /*packed=*/true);
       // The step's shape-specialised kernel (what a hot einsum step runs) gives the direct path's bits too.
       OwnedProblem generic = op, special = op;
@@ -507,13 +492,9 @@ TEST_CASE_TEMPLATE("jit gett: broadcast products without k run as elementwise lo
   ThreadPool two(2);
   for (const Case& cs : cases) {
     for (bool accumulate : {false, true}) {
-      OwnedProblem op;
-      op.p.dtype = dtype_v<T>;
-      op.p.m = cs.m, op.p.n = cs.n, op.p.batch = cs.batch;
-      if (cs.c == 3500) op.p.k = {{1, 1, 1, 0}};
-      op.p.accumulate = accumulate;
-      op.a.elements = cs.a, op.b.elements = cs.b, op.c.elements = cs.c;
-      allocate_and_fill<T>(op, rng);
+      std::vector<ContractionProblem::Axis> k;
+      if (cs.c == 3500) k = {{1, 1, 1, 0}};
+      OwnedProblem op = filled_problem<T>(cs.m, cs.n, k, cs.batch, accumulate, cs.a, cs.b, cs.c, rng);
       check_jit_paths<T>(op, two, /*packed=*/std::is_floating_point_v<T>);  // k = 1: fma(a, b, 0) is a * b
       DirectSchedule schedule;
       CHECK_FALSE(direct_schedule(op.p, true, schedule));  // no specialised kernel: it would be a GEMM per entry

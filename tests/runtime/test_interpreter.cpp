@@ -24,6 +24,28 @@ Tensor kernels_free_double(const Tensor& x) {  // 2x by a plain loop
   return out;
 }
 
+// A family whose op only carries its name (the handler tests): the op has its first operand's type.
+struct NamedPayload final : ExtensionPayload {
+  explicit NamedPayload(std::string name) : name(std::move(name)) {}
+  std::string name;
+  std::string_view family() const override { return name; }
+  std::string to_text() const override { return ""; }
+  std::string to_json() const override { return "{}"; }
+  uint64_t hash() const override { return 1; }
+  bool equals(const ExtensionPayload&) const override { return true; }
+  std::unique_ptr<ExtensionPayload> clone() const override { return std::make_unique<NamedPayload>(name); }
+};
+
+void register_payload_family(ExtensionRegistry& registry, const std::string& family) {
+  ExtensionSemantics sem;
+  sem.family = family;
+  sem.module = "test";
+  sem.parse_text = [family](std::string_view) { return std::make_unique<NamedPayload>(family); };
+  sem.parse_json = [family](std::string_view) { return std::make_unique<NamedPayload>(family); };
+  sem.infer_type = [](const ExtensionPayload&, Types in, TypeContext&) { return in[0]; };
+  registry.register_family(sem);
+}
+
 }  // namespace
 
 TEST_CASE("interpreter: dot_general with a symbolic batch matches the definitional loop, also on transposed views") {
@@ -272,25 +294,11 @@ TEST_CASE("interpreter: product dims bind the remaining factor") {
 }
 
 TEST_CASE("interpreter: extension ops go to the handler; without one the family is named") {
-  struct Payload final : ExtensionPayload {
-    std::string_view family() const override { return "test.double.v1"; }
-    std::string to_text() const override { return ""; }
-    std::string to_json() const override { return "{}"; }
-    uint64_t hash() const override { return 1; }
-    bool equals(const ExtensionPayload&) const override { return true; }
-    std::unique_ptr<ExtensionPayload> clone() const override { return std::make_unique<Payload>(); }
-  };
   ExtensionRegistry registry;
-  ExtensionSemantics sem;
-  sem.family = "test.double.v1";
-  sem.module = "test";
-  sem.parse_text = [](std::string_view) { return std::make_unique<Payload>(); };
-  sem.parse_json = [](std::string_view) { return std::make_unique<Payload>(); };
-  sem.infer_type = [](const ExtensionPayload&, Types in, TypeContext&) { return in[0]; };
-  registry.register_family(sem);
+  register_payload_family(registry, "test.double.v1");
   Builder b("e", &registry);
   Value x = b.parameter("x", f64({3}));
-  Program p = b.finish({b.neg(b.extension(std::make_shared<Payload>(), {x}))});
+  Program p = b.finish({b.neg(b.extension(std::make_shared<NamedPayload>("test.double.v1"), {x}))});
   Tensor xs = random_tensor(DType::f64, {3}, 2);
   CHECK(error_of([&] { evaluate(p, std::vector<Tensor>{xs}); }) ==
         "'test.double.v1' at %0 in @e: no executor for extension family \"test.double.v1\"; run the program with a "
@@ -420,22 +428,8 @@ TEST_CASE("interpreter: many slices of one block, in any order, strided or not, 
 TEST_CASE("interpreter: an extension handler that runs programs on the same thread leaves the caller's values intact") {
   // A call's value table and operand list are kept per thread between calls; a call nested in another (a handler
   // evaluating a program, as a module may) must take buffers of its own.
-  struct Payload final : ExtensionPayload {
-    std::string_view family() const override { return "test.nested.v1"; }
-    std::string to_text() const override { return ""; }
-    std::string to_json() const override { return "{}"; }
-    uint64_t hash() const override { return 1; }
-    bool equals(const ExtensionPayload&) const override { return true; }
-    std::unique_ptr<ExtensionPayload> clone() const override { return std::make_unique<Payload>(); }
-  };
   ExtensionRegistry registry;
-  ExtensionSemantics sem;
-  sem.family = "test.nested.v1";
-  sem.module = "test";
-  sem.parse_text = [](std::string_view) { return std::make_unique<Payload>(); };
-  sem.parse_json = [](std::string_view) { return std::make_unique<Payload>(); };
-  sem.infer_type = [](const ExtensionPayload&, Types in, TypeContext&) { return in[0]; };
-  registry.register_family(sem);
+  register_payload_family(registry, "test.nested.v1");
   // inner(u) = -u by a chain of several values, so its table would overwrite the outer one if they were shared.
   Builder ib("inner");
   Value u = ib.parameter("u", f64({3}));
@@ -446,7 +440,7 @@ TEST_CASE("interpreter: an extension handler that runs programs on the same thre
   Builder b("outer", &registry);
   Value x = b.parameter("x", f64({3}));
   Value y = b.neg(x);                                              // -x
-  Value z = b.extension(std::make_shared<Payload>(), {y});          // inner(-x)[0] = x
+  Value z = b.extension(std::make_shared<NamedPayload>("test.nested.v1"), {y});  // inner(-x)[0] = x
   Value w = b.add(y, z);                                           // 0
   Value v = b.add(b.add(x, y), b.add(z, z));                       // 2x
   Program p = b.finish({w, y, v, z});
