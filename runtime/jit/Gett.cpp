@@ -345,40 +345,6 @@ bool outer_shaped(const Fused& m, const Fused& n, const Fused& k, const Fused& b
          unit_run(m.a, 0, m.size) && unit_run(m.c, 0, m.size) && dots_isa() != 0;
 }
 
-template <typename R>
-void set_up_outer(Outer<R>& o, const Gett<R>& g) {
-  o.isa = dots_isa();
-  o.rows = g.m.size;
-  o.a0 = g.m.a[0] + g.k.a[0] + g.batch.a[0];
-  o.b_off.resize(size_t(g.n.size));
-  o.c_off.resize(size_t(g.n.size));
-  for (int64_t j = 0; j < g.n.size; ++j)
-    o.b_off[j] = g.n.b[j] + g.k.b[0] + g.batch.b[0], o.c_off[j] = g.n.c[j] + g.m.c[0] + g.batch.c[0];
-}
-
-// Sets `d` up for a dots_shaped problem `g`: the vectors are the operand with fewer free positions (A's rows when m is
-// at most n), the other's free positions the matrix columns.
-template <typename R>
-void set_up_dots(Dots<R>& d, const Gett<R>& g) {
-  const bool vec_a = g.m.size <= g.n.size;
-  d.isa = dots_isa();
-  d.vector_is_a = vec_a;
-  d.accumulate = g.accumulate;
-  d.k = g.k.size;
-  const Fused& vecs = vec_a ? g.m : g.n;
-  const Fused& outs = vec_a ? g.n : g.m;  // the matrix's free axes: one output each per vector
-  const int64_t vec_k = vec_a ? g.k.a[0] + g.batch.a[0] : g.k.b[0] + g.batch.b[0];
-  const int64_t mat_k = vec_a ? g.k.b[0] + g.batch.b[0] : g.k.a[0] + g.batch.a[0];
-  const std::vector<int64_t>& vec_free = vec_a ? vecs.a : vecs.b;
-  const std::vector<int64_t>& mat_free = vec_a ? outs.b : outs.a;
-  d.vecs.resize(size_t(vecs.size));
-  d.vec_out.resize(size_t(vecs.size));
-  for (int64_t h = 0; h < vecs.size; ++h) d.vecs[h] = vec_free[h] + vec_k, d.vec_out[h] = vecs.c[h] + g.batch.c[0];
-  d.cols.resize(size_t(outs.size));
-  d.out.resize(size_t(outs.size));
-  for (int64_t j = 0; j < outs.size; ++j) d.cols[j] = mat_free[j] + mat_k, d.out[j] = outs.c[j];
-}
-
 // How a set-up problem runs: as an elementwise product over GettSetup::axes, on GettSetup::g, or as C^T = B^T A^T
 // on GettSetup::t (the problem GettSetup::q, A and B exchanged), or as dot products along a contiguous k
 // (GettSetup::dots, GettDots.h), or as scalar loops over g's tables (tiny, GettLoops.h: tiny_run), or as an outer
@@ -496,11 +462,11 @@ GettMode set_up_gett(GettSetup<T>& ws, Gett<T>& g, const ContractionProblem& p, 
   fuse(g.batch, p.batch, &Axis::stride_c, &Axis::stride_a, kNeedA | kNeedB | kNeedC, ws.fuse);
   if constexpr (!is_complex_v<T>) {
     if (!blocking && direct && dots_shaped(g.m, g.n, g.k, g.batch)) {
-      set_up_dots(ws.dots, g);
+      set_up_dots(ws.dots, g, dots_isa());
       return GettMode::dots;
     }
     if (!blocking && direct && !swapped && outer_shaped(g.m, g.n, g.k, g.batch, g.accumulate, sizeof(R))) {
-      set_up_outer(ws.outer, g);
+      set_up_outer(ws.outer, g, dots_isa());
       return GettMode::outer;
     }
     MicroKernelSpec tile;

@@ -139,4 +139,27 @@ struct Dots {
   }
 };
 
+// Sets `d` up for a dots_shaped problem `g`: the vectors are the operand with fewer free positions (A's rows when m is
+// at most n), the other's free positions the matrix columns; `isa` as Gett.cpp's dots_isa().
+template <typename R>
+void set_up_dots(Dots<R>& d, const Gett<R>& g, int isa) {
+  const bool vec_a = g.m.size <= g.n.size;
+  d.isa = isa;
+  d.vector_is_a = vec_a;
+  d.accumulate = g.accumulate;
+  d.k = g.k.size;
+  const Fused& vecs = vec_a ? g.m : g.n;
+  const Fused& outs = vec_a ? g.n : g.m;  // the matrix's free axes: one output each per vector
+  const int64_t vec_k = vec_a ? g.k.a[0] + g.batch.a[0] : g.k.b[0] + g.batch.b[0];
+  const int64_t mat_k = vec_a ? g.k.b[0] + g.batch.b[0] : g.k.a[0] + g.batch.a[0];
+  const std::vector<int64_t>& vec_free = vec_a ? vecs.a : vecs.b;
+  const std::vector<int64_t>& mat_free = vec_a ? outs.b : outs.a;
+  d.vecs.resize(size_t(vecs.size));
+  d.vec_out.resize(size_t(vecs.size));
+  for (int64_t h = 0; h < vecs.size; ++h) d.vecs[h] = vec_free[h] + vec_k, d.vec_out[h] = vecs.c[h] + g.batch.c[0];
+  d.cols.resize(size_t(outs.size));
+  d.out.resize(size_t(outs.size));
+  for (int64_t j = 0; j < outs.size; ++j) d.cols[j] = mat_free[j] + mat_k, d.out[j] = outs.c[j];
+}
+
 }  // namespace einstage::gett_detail

@@ -12,6 +12,7 @@
 #pragma once
 
 #include "runtime/ThreadPool.h"
+#include "runtime/jit/GettLoops.h"
 
 #include <immintrin.h>
 
@@ -112,5 +113,17 @@ struct Outer {
   }
   size_t table_bytes() const { return (b_off.capacity() + c_off.capacity()) * sizeof(int64_t); }
 };
+
+// Sets `o` up for an outer-product problem `g` (Gett.cpp: outer_shaped) on the ISA level `isa` (Gett.cpp: dots_isa).
+template <typename R>
+void set_up_outer(Outer<R>& o, const Gett<R>& g, int isa) {
+  o.isa = isa;
+  o.rows = g.m.size;
+  o.a0 = g.m.a[0] + g.k.a[0] + g.batch.a[0];
+  o.b_off.resize(size_t(g.n.size));
+  o.c_off.resize(size_t(g.n.size));
+  for (int64_t j = 0; j < g.n.size; ++j)
+    o.b_off[j] = g.n.b[j] + g.k.b[0] + g.batch.b[0], o.c_off[j] = g.n.c[j] + g.m.c[0] + g.batch.c[0];
+}
 
 }  // namespace einstage::gett_detail
