@@ -201,9 +201,8 @@ DimBindings Interpreter::bind(std::span<const Tensor> inputs) const {
     fail(ErrorKind::invalid_argument, "@{} takes {} input{} ({}) but {} {} given", p.name, p.params.size(),
          p.params.size() == 1 ? "" : "s", fmt::join(list, ", "), inputs.size(), inputs.size() == 1 ? "was" : "were");
   }
-  // Reused per thread: assigning a shape into one kept from an earlier call allocates nothing.
-  thread_local std::vector<Shape> shapes;
-  shapes.resize(inputs.size());
+  // Programs with symbolic dims (or inputs that do not match) only: constant shapes were compared above.
+  std::vector<Shape> shapes(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& t = inputs[i];
     const TensorType& type = p.params[i].value.type;
