@@ -27,26 +27,6 @@ void contract(const ContractionProblem& p, ExecutionContext& context, ThreadPool
 /// The same on default_context().
 void contract(const ContractionProblem& p, ThreadPool* pool = nullptr);
 
-/// While alive, the large outer products that contract() and StepKernel run for this thread (no contracted axis, C
-/// overwritten and at least a quarter of L2: runtime/jit/Gett.h, runs_as_streamed_outer) write C with streaming
-/// stores: whole cache lines straight to memory, without reading them first and without evicting what the caches
-/// hold. The caller promises that C is not read again soon (a gradient walk's
-/// operand cotangents, six 256 x 256 matrices for the 7-matrix chain, which would otherwise push the matrices it
-/// rereads out of L2); a C that is read right after (a second term accumulated into it) would come back from
-/// memory. The same bits either way. Nests: the destructor restores the previous state.
-class StreamedOutputs {
- public:
-  explicit StreamedOutputs(bool on = true);
-  ~StreamedOutputs();
-  StreamedOutputs(const StreamedOutputs&) = delete;
-  StreamedOutputs& operator=(const StreamedOutputs&) = delete;
-  /// Whether this thread is inside a scope that streams.
-  static bool active();
-
- private:
-  bool saved_;
-};
-
 /// One call site's contraction (an einsum step): runs every problem as contract() would, keeping the JIT's set-up of
 /// the problem (offset tables, tile, kernels) for the next call with the same extents and strides, and once it has
 /// seen kHotCalls calls of the same small problem, runs that problem on a kernel compiled for exactly its extents and

@@ -147,9 +147,11 @@ struct EinsumPlan::Impl {
   void build(const BoundEinsum& bound, std::span<const TensorMeta> metas_in, const PlanSpec& spec,
              const ContractionTree* given_tree);
   /// `accumulate`: out += the einsum (the last step adds into out; nothing else writes it). `lease` and `scratch`
-  /// (run_leased): the caller's lease and scratch bytes instead of a lease of this call's own.
+  /// (run_leased): the caller's lease and scratch bytes instead of a lease of this call's own; `stream_output`: the
+  /// step that writes `out` sets ContractionProblem::stream_c.
   void run(OperandList operands, Tensor& out, ExecutionContext& context, ThreadPool* pool,
-           bool accumulate = false, ScratchAllocator::Lease* lease = nullptr, std::byte* scratch = nullptr) const;
+           bool accumulate = false, ScratchAllocator::Lease* lease = nullptr, std::byte* scratch = nullptr,
+           bool stream_output = false) const;
 };
 
 // ---- prepare ----
@@ -488,7 +490,7 @@ class CallScratch {
 
 void EinsumPlan::Impl::run(OperandList operands, Tensor& out, ExecutionContext& context,
                            ThreadPool* pool, bool accumulate, ScratchAllocator::Lease* lease,
-                           std::byte* scratch_bytes) const {
+                           std::byte* scratch_bytes, bool stream_output) const {
   if (zero_operand) {  // a sum over no terms (or an empty output): zeros, no kernel, no scratch
     if (!accumulate) kernels::fill_zero(out, pool);
     return;
@@ -583,6 +585,7 @@ void EinsumPlan::Impl::run(OperandList operands, Tensor& out, ExecutionContext& 
     p.b = b;
     p.c = e.dst_offset >= 0 ? static_cast<void*>(arena_base + e.dst_offset) : out_data;
     p.accumulate = accumulate && e.dst_offset < 0;  // set on every step: the problem is reused
+    p.stream_c = stream_output && e.dst_offset < 0;
     std::byte* const groups[4] = {reinterpret_cast<std::byte*>(p.m.data()), reinterpret_cast<std::byte*>(p.n.data()),
                                   reinterpret_cast<std::byte*>(p.k.data()),
                                   reinterpret_cast<std::byte*>(p.batch.data())};
@@ -686,8 +689,9 @@ void EinsumPlan::accumulate_into(std::span<const Tensor> operands, Tensor& out, 
 }
 
 void EinsumPlan::run_leased(std::span<const Tensor* const> operands, Tensor& out, ExecutionContext& context,
-                            ScratchAllocator::Lease& lease, std::byte* scratch, bool accumulate) const {
-  impl_->run(OperandList{{}, operands}, out, context, &context.pool(), accumulate, &lease, scratch);
+                            ScratchAllocator::Lease& lease, std::byte* scratch, bool accumulate,
+                            bool stream_output) const {
+  impl_->run(OperandList{{}, operands}, out, context, &context.pool(), accumulate, &lease, scratch, stream_output);
 }
 
 int64_t EinsumPlan::scratch_bytes() const {

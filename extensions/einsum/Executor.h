@@ -97,9 +97,11 @@ class EinsumPlan {
   /// (64-byte aligned, at least
   /// scratch_bytes()) holds the intermediates and one-sided sums and `lease` the reused problem, so the call takes no
   /// lease of its own. The operands and `out` are not checked: the caller prepared the plan for exactly these
-  /// dtypes and shapes. The same bits as execute_into.
+  /// dtypes and shapes. The same bits as execute_into. `stream_output`: the caller will not read `out` again soon, so
+  /// the step that writes it may store past the caches (ContractionProblem::stream_c).
   void run_leased(std::span<const Tensor* const> operands, Tensor& out, ExecutionContext& context,
-                  ScratchAllocator::Lease& lease, std::byte* scratch, bool accumulate = false) const;
+                  ScratchAllocator::Lease& lease, std::byte* scratch, bool accumulate = false,
+                  bool stream_output = false) const;
   /// Bytes of scratch a call needs: the arena and the workspace (0 for one operand or a zero-size operand).
   int64_t scratch_bytes() const;
 

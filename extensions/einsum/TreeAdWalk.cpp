@@ -72,11 +72,14 @@ std::vector<Tensor> EinsumVjpPlan::execute(std::span<const Tensor> operands, con
   // copied per step.
   std::vector<const Tensor*> pointers;
   StepOperands ops;  // the same as tensors, for a step too large for the lease (execute_into)
-  auto run = [&](const EinsumPlan& plan, const Tensor& x, const Tensor& y, std::span<const Tensor> ones, Tensor& out) {
+  // `result`: out is an operand's cotangent, which the walk never reads again; a large one (chain7's 256 x 256 outer
+  // products) then streams past the caches instead of evicting the operands the next steps reread.
+  auto run = [&](const EinsumPlan& plan, const Tensor& x, const Tensor& y, std::span<const Tensor> ones, Tensor& out,
+                 bool result = false) {
     if (step_scratch) {
       pointers.assign({&x, &y});
       for (const Tensor& one : ones) pointers.push_back(&one);
-      plan.run_leased(pointers, out, context, lease, step_scratch);
+      plan.run_leased(pointers, out, context, lease, step_scratch, /*accumulate=*/false, result);
     } else {
       plan.execute_into(ops.of(x, y, ones), out, context, pool);
     }
@@ -141,10 +144,7 @@ std::vector<Tensor> EinsumVjpPlan::execute(std::span<const Tensor> operands, con
       out = &arena(im.ct_buffer[static_cast<size_t>(r.node)]);
     }
     const auto [x, y] = r.order(*cts[static_cast<size_t>(r.parent)], *sibling);
-    // An operand's cotangent is a result of the call, not read again by the walk: a large one (chain7's 256 x 256
-    // outer products) streams past the caches instead of evicting the operands the next steps reread.
-    StreamedOutputs streamed(r.node < im.n);
-    run(*r.plan, x, y, r.ones, *out);
+    run(*r.plan, x, y, r.ones, *out, /*result=*/r.node < im.n);
     cts[static_cast<size_t>(r.node)] = out;
     if (im.last_use[static_cast<size_t>(r.parent)] == static_cast<int>(i)) cts[static_cast<size_t>(r.parent)] = nullptr;
   }

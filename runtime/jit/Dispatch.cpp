@@ -12,9 +12,6 @@
 namespace einstage {
 
 namespace {
-// Whether this thread is inside a StreamedOutputs scope that streams (runtime/Contract.h).
-thread_local bool tl_streamed_outputs = false;
-
 std::atomic<bool> g_jit_failed{false};  // LLVM cannot target this machine: the same for every context
 
 std::atomic<bool> g_portable_only{false};  // set_portable_only()
@@ -70,9 +67,5 @@ DispatchStats dispatch_stats(ExecutionContext& context) {
   if (stats.jit_calls > 0 && !g_jit_failed.load()) stats.jit = context.kernels().stats();
   return stats;
 }
-
-StreamedOutputs::StreamedOutputs(bool on) : saved_(tl_streamed_outputs) { tl_streamed_outputs = on; }
-StreamedOutputs::~StreamedOutputs() { tl_streamed_outputs = saved_; }
-bool StreamedOutputs::active() { return tl_streamed_outputs; }
 
 }  // namespace einstage

@@ -337,7 +337,7 @@ bool dots_shaped(const Fused& m, const Fused& n, const Fused& k, const Fused& ba
 
 // A large outer product (GettOuter.h): no contracted axis, no batch, C overwritten, A's and C's rows contiguous, not
 // elementwise-shaped (at least 8 rows and columns) and C at least L2 / kStreamDivisor bytes, on a CPU with AVX2 and
-// FMA. It runs in mode outer (streaming stores inside a StreamedOutputs scope, ordinary ones outside), not
+// FMA. It runs in mode outer (streaming stores when the problem's stream_c says so, ordinary ones otherwise), not
 // specialised (schedule_direct), so a step keeps one path; the bits are the direct kernels' either way.
 bool outer_shaped(const Fused& m, const Fused& n, const Fused& k, const Fused& batch, bool accumulate, size_t elt) {
   return k.size == 1 && batch.size == 1 && !accumulate && !elementwise_shaped(m, n, k) &&
@@ -348,7 +348,7 @@ bool outer_shaped(const Fused& m, const Fused& n, const Fused& k, const Fused& b
 // How a set-up problem runs: as an elementwise product over GettSetup::axes, on GettSetup::g, or as C^T = B^T A^T
 // on GettSetup::t (the problem GettSetup::q, A and B exchanged), or as dot products along a contiguous k
 // (GettSetup::dots, GettDots.h), or as scalar loops over g's tables (tiny, GettLoops.h: tiny_run), or as an outer
-// product written by columns (GettSetup::outer, GettOuter.h; streaming stores inside a StreamedOutputs scope).
+// product written by columns (GettSetup::outer, GettOuter.h; streaming stores for a problem's stream_c).
 enum class GettMode : uint8_t { elementwise, gett, transposed, dots, tiny, outer };
 
 // Everything contract_jit decides about one problem before it touches data: the mode, the offset tables, the tile,
@@ -367,13 +367,13 @@ struct GettSetup {
   Dots<typename real_of<T>::type> dots;  // mode dots
   Outer<typename real_of<T>::type> outer;  // mode outer
 
-  void run(const void* a, const void* b, void* c, ThreadPool* pool) const {
+  void run(const void* a, const void* b, void* c, ThreadPool* pool, bool stream_c) const {
     switch (mode) {
       case GettMode::elementwise: return elementwise<T>(axes, a, b, c, accumulate);
       case GettMode::gett: return g.run(a, b, c, pool);
       case GettMode::transposed: return t.run(b, a, c, pool);
       case GettMode::dots: return dots.run(a, b, c, pool);
-      case GettMode::outer: return outer.run(a, b, c, pool, StreamedOutputs::active());
+      case GettMode::outer: return outer.run(a, b, c, pool, stream_c);
       case GettMode::tiny:
         if constexpr (!is_complex_v<T>) tiny_run<T>(g.m, g.n, g.k, g.batch, g.accumulate, a, b, c);
         return;
@@ -576,7 +576,7 @@ void run_gett(const ContractionProblem& p, ThreadPool* pool, KernelCache& cache,
     ~Trim() { ws.trim(); }
   } trim{ws};
   set_up(ws, p, cache, blocking, scratch, direct);
-  ws.run(p.a, p.b, p.c, pool);
+  ws.run(p.a, p.b, p.c, pool, p.stream_c);
 }
 
 }  // namespace
@@ -707,7 +707,7 @@ struct GettPlan::Impl {
   KernelCache* cache = nullptr;
   ScratchAllocator* scratch = nullptr;
   virtual ~Impl() = default;
-  virtual void run(const void* a, const void* b, void* c, ThreadPool* pool) const = 0;
+  virtual void run(const void* a, const void* b, void* c, ThreadPool* pool, bool stream_c) const = 0;
   virtual size_t table_bytes() const = 0;
 };
 
@@ -716,7 +716,9 @@ namespace {
 template <typename T>
 struct TypedGettPlan final : GettPlan::Impl {
   GettSetup<T> setup;
-  void run(const void* a, const void* b, void* c, ThreadPool* pool) const override { setup.run(a, b, c, pool); }
+  void run(const void* a, const void* b, void* c, ThreadPool* pool, bool stream_c) const override {
+    setup.run(a, b, c, pool, stream_c);
+  }
   size_t table_bytes() const override { return setup.table_bytes(); }
 };
 
@@ -760,7 +762,7 @@ bool GettPlan::matches(const ContractionProblem& p, bool direct) const {
 void GettPlan::run(const ContractionProblem& p, ThreadPool* pool) const {
   if (p.a == nullptr || p.b == nullptr || p.c == nullptr) p.check("contract");  // as contract_jit would refuse it
   if (impl_->may_split && split_in_place(p, pool, *impl_->cache, *impl_->scratch)) return;
-  impl_->run(p.a, p.b, p.c, pool);
+  impl_->run(p.a, p.b, p.c, pool, p.stream_c);
 }
 
 size_t GettPlan::table_bytes() const { return impl_->table_bytes(); }

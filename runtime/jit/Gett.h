@@ -22,7 +22,7 @@
 // per-entry GEMM is small or skinny (min(M, N) < 8 or M*N < 64^2, e.g. ij,ij->ij or batches of 3 x 3 outer
 // products) run as a strided elementwise loop with broadcasting (single-threaded; a * b is the kernels' fma(a, b, 0)).
 // Larger outer products (C at least a quarter of L2, rows contiguous in A and C) are written column by column
-// (GettOuter.h), with streaming stores inside a StreamedOutputs scope.
+// (GettOuter.h), with streaming stores when the problem's stream_c asks for them.
 // Explicit `blocking` or `direct` = false (Config::jit_direct) forces the packed path. i64 is not supported here
 // (contract() sends it to the portable kernel).
 //
@@ -84,7 +84,7 @@ bool direct_schedule(const ContractionProblem& p, bool avx512, DirectSchedule& o
 bool runs_as_dots(const ContractionProblem& p);
 /// True when contract_jit(p) without explicit blocking runs p as a large outer product (GettOuter.h: real, no
 /// contracted axis, C overwritten, A's and C's rows contiguous, C at least a quarter of L2), with the direct kernels'
-/// bits; inside a StreamedOutputs scope (runtime/Contract.h) its stores stream past the caches.
+/// bits; with the problem's stream_c its stores stream past the caches.
 bool runs_as_streamed_outer(const ContractionProblem& p);
 
 /// True when contract_jit(p) without explicit blocking runs p (f32 or f64) as scalar loops over its offset tables

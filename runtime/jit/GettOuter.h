@@ -1,11 +1,11 @@
-// Large outer products, C[i, j] = A[i] B[j] with no contracted axis (k = 1), C overwritten (not accumulated), A's
-// and C's rows contiguous and C at least L2 / kStreamDivisor bytes, written column by column; inside a
-// StreamedOutputs scope (Gett.h) with streaming (non-temporal) stores. The gradient of a matrix chain writes one such
-// product per matrix (its cotangent: six 256 x 256 f64 products, 3 MiB, for chain7) and rereads every matrix for
-// the cotangents in between: ordinary stores first read each line of C for ownership and then leave C in L2,
-// evicting the matrices the walk reads next, while streaming stores write C's lines whole, past the caches. Only the
-// caller knows that C is not read again soon (a second term accumulated into C would come back from memory), hence
-// the scope. Each element is fma(A[i], B[j], 0), the direct kernels' value for k = 1 (MicroKernel.cpp: an
+// Large outer products, C[i, j] = A[i] B[j] with no contracted axis (k = 1), C overwritten (not accumulated), A's and
+// C's rows contiguous and C at least L2 / kStreamDivisor bytes, written column by column; with streaming (non-temporal)
+// stores when the problem's stream_c is set (runtime/kernels/Contraction.h). The gradient of a matrix chain writes one
+// such product per matrix (its cotangent: six 256 x 256 f64 products, 3 MiB, for chain7) and rereads every matrix for
+// the cotangents in between: ordinary stores first read each line of C for ownership and then leave C in L2, evicting
+// the matrices the walk reads next, while streaming stores write C's lines whole, past the caches. Only the caller
+// knows that C is not read again soon (a second term accumulated into C would come back from memory), hence the
+// problem's flag. Each element is fma(A[i], B[j], 0), the direct kernels' value for k = 1 (MicroKernel.cpp: an
 // accumulator from zero, one fma per k step), so the bits are theirs, streamed or not; columns are split between the
 // pool's threads (elements are independent: any split gives the same bits). Real dtypes on a CPU with AVX2 and FMA
 // (Gett.cpp: dots_isa); complex stays on the 1m path. Included by Gett.cpp only.
@@ -99,7 +99,7 @@ struct Outer {
   int64_t a0 = 0;
   std::vector<int64_t> b_off, c_off;
 
-  // `stream`: streaming stores (the caller's StreamedOutputs scope, Gett.h); ordinary ones otherwise.
+  // `stream`: streaming stores (the problem's stream_c); ordinary ones otherwise.
   void run(const void* a_data, const void* b_data, void* c_data, ThreadPool* pool, bool stream) const {
     const R* a = static_cast<const R*>(a_data) + a0;
     const R* b = static_cast<const R*>(b_data);

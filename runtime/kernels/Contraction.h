@@ -37,6 +37,10 @@ struct ContractionProblem {
   const void* b = nullptr;
   void* c = nullptr;
   bool accumulate = false;  // false: C = A·B; true: C += A·B
+  /// The caller's promise that C is not read again soon (a gradient walk's operand cotangents): a kernel may then
+  /// store C past the caches (the JIT's large outer products, runtime/jit/GettOuter.h) instead of evicting what they
+  /// hold. A hint only: the same bits either way, and no part of the problem's geometry.
+  bool stream_c = false;
 
   /// Multiply-adds × 2 (× 4 more for complex is not counted); 0 when an extent is 0. Fails (kind shape) when the
   /// count does not fit in 64 bits.

@@ -1,5 +1,5 @@
 // The JIT's outer-product mode (runtime/jit/GettOuter.h): C[i, j] = A[i] B[j] with no contracted axis, C overwritten
-// and at least a quarter of L2, written by columns with ordinary stores or, inside a StreamedOutputs scope, with
+// and at least a quarter of L2, written by columns with ordinary stores or, when the problem's stream_c is set, with
 // streaming ones. Against the definitional loop (each element fma(A[i], B[j], 0), the direct kernels' value for
 // k = 1, so a product of -0 is +0) bit for bit, against the packed path (direct = false) bit for bit, and the same
 // bits streamed or not, at 1 and 2 threads and through a GettPlan; rows not a multiple of the vector width, C's
@@ -8,7 +8,6 @@
 #include "ProblemGen.h"
 
 #include "ir/Scratch.h"
-#include "runtime/Contract.h"
 #include "runtime/ThreadPool.h"
 #include "runtime/jit/Blocking.h"
 #include "runtime/jit/Gett.h"
@@ -100,16 +99,19 @@ TEST_CASE_TEMPLATE("jit gett: large outer products, streamed or not, give the de
     for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &two})
       for (bool stream : {false, true}) {
         INFO((pool ? "2 threads" : "1 thread") << (stream ? ", streamed" : ", ordinary stores"));
-        StreamedOutputs scope(stream);
-        CHECK(StreamedOutputs::active() == stream);
-        CHECK(same_bits(o.after([&](const ContractionProblem& p) { contract_jit(p, pool, &memory_cache()); }), want));
+        auto hinted = [stream](ContractionProblem p) {
+          p.stream_c = stream;
+          return p;
+        };
+        CHECK(same_bits(o.after([&](const ContractionProblem& p) { contract_jit(hinted(p), pool, &memory_cache()); }),
+                        want));
         GettPlan plan(o.p, memory_cache(), ScratchAllocator::process_default(), true);
-        CHECK(same_bits(o.after([&](const ContractionProblem& p) { plan.run(p, pool); }), want));
+        CHECK(same_bits(o.after([&](const ContractionProblem& p) { plan.run(hinted(p), pool); }), want));
       }
   }
 }
 
-TEST_CASE("jit gett: products outside the outer mode stay on the other paths; StreamedOutputs nests") {
+TEST_CASE("jit gett: products outside the outer mode stay on the other paths; stream_c is no part of the geometry") {
   if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return;
   const int64_t m = 256, n = columns_for_mode(m, sizeof(double));
   OuterCase<double> o(m, n, m, 0, 11);
@@ -125,24 +127,16 @@ TEST_CASE("jit gett: products outside the outer mode stay on the other paths; St
   OwnedProblem complex = matmul_problem(m, n, 1, 1, DType::c128, false, 13);
   CHECK_FALSE(runs_as_streamed_outer(complex.p));
   // Accumulating into a streamed C adds to what the streamed call wrote (the ordinary path's c + fma(a, b, 0)).
-  {
-    StreamedOutputs scope;
-    contract_jit(o.p, nullptr, &memory_cache());
-    contract_jit(accumulate, nullptr, &memory_cache());
-  }
+  ContractionProblem streamed = o.p;
+  streamed.stream_c = true;
+  contract_jit(streamed, nullptr, &memory_cache());
+  contract_jit(accumulate, nullptr, &memory_cache());
   std::vector<double> twice = o.definitional();
   for (int64_t j = 0; j < n; ++j)
     for (int64_t i = 0; i < m; ++i) twice[size_t(i + j * m)] += twice[size_t(i + j * m)];
   CHECK(same_bits(o.c, twice));
-  CHECK_FALSE(StreamedOutputs::active());
-  {
-    StreamedOutputs outer;
-    CHECK(StreamedOutputs::active());
-    {
-      StreamedOutputs inner(false);
-      CHECK_FALSE(StreamedOutputs::active());
-    }
-    CHECK(StreamedOutputs::active());
-  }
-  CHECK_FALSE(StreamedOutputs::active());
+  // The hint does not change the geometry: a plan made without it serves a problem with it, and the other way round.
+  CHECK(same_geometry(o.p, streamed));
+  GettPlan plan(o.p, memory_cache(), ScratchAllocator::process_default(), true);
+  CHECK(plan.matches(streamed, true));
 }
