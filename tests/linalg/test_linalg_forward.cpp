@@ -113,6 +113,9 @@ TEST_CASE("linalg: the payload readers' errors name the attribute") {
   CHECK(parse("diagonal = true, op = svd") ==
         "'einstage.linalg.v1' op = svd takes no attribute 'diagonal'; only gap_factors does (got: diagonal = true, "
         "op = svd)");
+  CHECK(parse("diagonal = yes, op = gap_factors") ==
+        "'einstage.linalg.v1' attribute 'diagonal': expected true or false (got yes)");
+  CHECK(parse("full = 1, op = svd") == "'einstage.linalg.v1' attribute 'full': expected true or false (got 1)");
   CHECK(parse("eps = 1, op = inv_upper") ==
         "'einstage.linalg.v1' op = inv_upper takes no attribute 'eps'; only svd, eigh and gap_factors do (got: eps = "
         "1, op = inv_upper)");
