@@ -23,9 +23,22 @@ using namespace tree_ad;
 
 namespace {
 
-// execute()'s arena and step scratch come from one lease of the context's scratch when they are this small (the slot
-// keeps them for the next call, and keeps the views below); a larger arena is a block of the allocator's per call.
+// A walk's arena and step scratch come from one lease of the context's scratch when they are this small (the slot
+// keeps them for the next call, and keeps the walk's views); a larger arena is a block of the allocator's per call.
 constexpr int64_t kLeasedWalkBytes = int64_t(1) << 20;
+
+// The arena of `bytes`: the lease's buffer 0, or a block of `allocator` held by `block` for this call.
+std::byte* walk_arena(ScratchAllocator& allocator, ScratchAllocator::Lease& lease, int64_t bytes,
+                      std::shared_ptr<std::byte>& block, const char* what) {
+  if (bytes <= kLeasedWalkBytes) return lease.buffer(0, static_cast<size_t>(std::max<int64_t>(bytes, 64)));
+  block = allocator.allocate(static_cast<size_t>(bytes), what);
+  return block.get();
+}
+
+// The steps' scratch of `bytes`: the lease's buffer 1, or nullptr (each step then takes a lease of its own).
+std::byte* walk_step_scratch(ScratchAllocator::Lease& lease, int64_t bytes) {
+  return bytes <= kLeasedWalkBytes ? lease.buffer(1, static_cast<size_t>(std::max<int64_t>(bytes, 64))) : nullptr;
+}
 
 // What a slot keeps for the vjp walk besides its buffers: views of one plan's arena tensors at one base address, so
 // a call whose lease gives the same slot buffer again makes no tensor (no shape, stride or storage allocation).
@@ -48,16 +61,8 @@ std::vector<Tensor> EinsumVjpPlan::execute(std::span<const Tensor> operands, con
   ScratchAllocator& allocator = context.scratch();
   ScratchAllocator::Lease lease = allocator.lease();
   std::shared_ptr<std::byte> block;
-  std::byte* base = nullptr;
-  if (im.arena_bytes <= kLeasedWalkBytes) {
-    base = lease.buffer(0, static_cast<size_t>(std::max<int64_t>(im.arena_bytes, 64)));
-  } else {
-    block = allocator.allocate(static_cast<size_t>(im.arena_bytes), "the arena of an einsum vjp walk");
-    base = block.get();
-  }
-  std::byte* step_scratch = im.step_scratch <= kLeasedWalkBytes
-                                ? lease.buffer(1, static_cast<size_t>(std::max<int64_t>(im.step_scratch, 64)))
-                                : nullptr;
+  std::byte* const base = walk_arena(allocator, lease, im.arena_bytes, block, "the arena of an einsum vjp walk");
+  std::byte* const step_scratch = walk_step_scratch(lease, im.step_scratch);
   WalkSlot& slot = lease.object<WalkSlot>();
   if (slot.plan != im.id || slot.base != base) {
     slot.views.clear();
@@ -371,16 +376,8 @@ std::vector<Tensor> EinsumVjpPlan::execute_tangent(std::span<const Tensor> opera
   // The arena and the steps' scratch from the lease when small (the slot keeps them, and its views, for the next
   // call), else blocks of the allocator for this call.
   std::shared_ptr<std::byte> block;
-  std::byte* base = nullptr;
-  if (slot.bytes <= kLeasedWalkBytes) {
-    base = lease.buffer(0, static_cast<size_t>(std::max<int64_t>(slot.bytes, 64)));
-  } else {
-    block = allocator.allocate(static_cast<size_t>(slot.bytes), "the arena of an einsum vjp tangent walk");
-    base = block.get();
-  }
-  std::byte* step_scratch =
-      slot.scratch <= kLeasedWalkBytes ? lease.buffer(1, static_cast<size_t>(std::max<int64_t>(slot.scratch, 64)))
-                                       : nullptr;
+  std::byte* const base = walk_arena(allocator, lease, slot.bytes, block, "the arena of an einsum vjp tangent walk");
+  std::byte* const step_scratch = walk_step_scratch(lease, slot.scratch);
   if (slot.base != base) {
     slot.views.clear();
     slot.halves.clear();

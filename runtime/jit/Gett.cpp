@@ -586,22 +586,28 @@ int gemm_row_chunks(int64_t M, int64_t tile_rows, int threads) {
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, tiles / kMinRowTilesPerThread)));
 }
 
+namespace {
+// p's four axis groups fused as set_up fuses them, for the mode predicates below.
+struct FusedGroups {
+  Fused m, n, k, batch;
+  explicit FusedGroups(const ContractionProblem& p)
+      : m(fuse(p.m, &Axis::stride_c, &Axis::stride_a, kNeedA | kNeedC)),
+        n(fuse(p.n, &Axis::stride_c, &Axis::stride_b, kNeedB | kNeedC)),
+        k(fuse(p.k, &Axis::stride_b, &Axis::stride_a, kNeedA | kNeedB)),
+        batch(fuse(p.batch, &Axis::stride_c, &Axis::stride_a, kNeedA | kNeedB | kNeedC)) {}
+};
+}  // namespace
+
 bool runs_as_dots(const ContractionProblem& p) {
   if (p.dtype != DType::f32 && p.dtype != DType::f64) return false;
-  const Fused m = fuse(p.m, &Axis::stride_c, &Axis::stride_a, kNeedA | kNeedC);
-  const Fused n = fuse(p.n, &Axis::stride_c, &Axis::stride_b, kNeedB | kNeedC);
-  const Fused k = fuse(p.k, &Axis::stride_b, &Axis::stride_a, kNeedA | kNeedB);
-  const Fused batch = fuse(p.batch, &Axis::stride_c, &Axis::stride_a, kNeedA | kNeedB | kNeedC);
-  return !elementwise_shaped(m, n, k) && lane_axis(p) == p.batch.end() && dots_shaped(m, n, k, batch);
+  const FusedGroups f(p);
+  return !elementwise_shaped(f.m, f.n, f.k) && lane_axis(p) == p.batch.end() && dots_shaped(f.m, f.n, f.k, f.batch);
 }
 
 bool runs_as_streamed_outer(const ContractionProblem& p) {
   if (p.dtype != DType::f32 && p.dtype != DType::f64) return false;
-  const Fused m = fuse(p.m, &Axis::stride_c, &Axis::stride_a, kNeedA | kNeedC);
-  const Fused n = fuse(p.n, &Axis::stride_c, &Axis::stride_b, kNeedB | kNeedC);
-  const Fused k = fuse(p.k, &Axis::stride_b, &Axis::stride_a, kNeedA | kNeedB);
-  const Fused batch = fuse(p.batch, &Axis::stride_c, &Axis::stride_a, kNeedA | kNeedB | kNeedC);
-  return lane_axis(p) == p.batch.end() && outer_shaped(m, n, k, batch, p.accumulate, size_of(p.dtype));
+  const FusedGroups f(p);
+  return lane_axis(p) == p.batch.end() && outer_shaped(f.m, f.n, f.k, f.batch, p.accumulate, size_of(p.dtype));
 }
 
 bool runs_tiny(const ContractionProblem& p, KernelCache& cache) {

@@ -49,6 +49,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <string>
 #include <unistd.h>
@@ -141,11 +142,16 @@ for w in cfg["rows"]:
 print(json.dumps(out))
 )PY";
 
-// The pairwise steps of einstage's planned tree, each a torch.einsum string over letters (renamed per step).
-json torch_row(const Workload& w) {
+// The operands of w as the einsum plans see them (f64).
+std::vector<einsum::TensorMeta> metas_of(const Workload& w) {
   std::vector<einsum::TensorMeta> metas;
   for (const Shape& s : w.shapes) metas.push_back({DType::f64, s});
-  const einsum::EinsumPlan plan = einsum::EinsumPlan::prepare(w.spec, metas);
+  return metas;
+}
+
+// The pairwise steps of einstage's planned tree, each a torch.einsum string over letters (renamed per step).
+json torch_row(const Workload& w) {
+  const einsum::EinsumPlan plan = einsum::EinsumPlan::prepare(w.spec, metas_of(w));
   std::vector<einsum::Step> pairs = plan.is_shortcut() ? std::vector<einsum::Step>{{0, 1}} : plan.tree().steps();
   json steps = json::array();
   const std::string letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
@@ -169,17 +175,16 @@ json torch_row(const Workload& w) {
   return {{"name", w.name}, {"spec", w.spec}, {"shapes", w.shapes}, {"steps", steps}, {"letters_only", letters_only}};
 }
 
-// The bytes of forward intermediates the tree walk keeps for the gradient of every operand.
-int64_t kept_bytes(const Workload& w, const Shape& output) {
-  std::vector<einsum::TensorMeta> metas;
-  std::vector<int> slots;
-  for (const Shape& s : w.shapes) {
-    metas.push_back({DType::f64, s});
-    slots.push_back(static_cast<int>(slots.size()));
-  }
-  return einsum::EinsumVjpPlan::prepare(einsum::parse_subscripts(w.spec), metas, {DType::f64, output}, slots, {})
-      .kept_bytes();
+// The gradient walk's plan for every operand of w, as ad::value_and_grad's program prepares it.
+einsum::EinsumVjpPlan vjp_plan(const Workload& w, const Shape& output) {
+  std::vector<int> slots(w.shapes.size());
+  std::iota(slots.begin(), slots.end(), 0);
+  return einsum::EinsumVjpPlan::prepare(einsum::parse_subscripts(w.spec), metas_of(w), {DType::f64, output}, slots,
+                                        {});
 }
+
+// The bytes of forward intermediates the tree walk keeps for the gradient of every operand.
+int64_t kept_bytes(const Workload& w, const Shape& output) { return vjp_plan(w, output).kept_bytes(); }
 
 // The work of the value (the einsum's planned tree) and of the HVP's one walk (EinsumVjpPlan::tangent_work: the
 // gradient and its tangent, tangents for every operand, none for the loss's constant cotangent), from the plans.
@@ -188,16 +193,8 @@ struct HvpWork {
   einsum::EinsumVjpPlan::TangentWork hvp;
 };
 HvpWork hvp_work(const Workload& w, const Shape& output) {
-  std::vector<einsum::TensorMeta> metas;
-  std::vector<int> slots;
-  for (const Shape& s : w.shapes) {
-    metas.push_back({DType::f64, s});
-    slots.push_back(static_cast<int>(slots.size()));
-  }
-  const einsum::Subscripts subs = einsum::parse_subscripts(w.spec);
-  const auto vjp = einsum::EinsumVjpPlan::prepare(subs, metas, {DType::f64, output}, slots, {});
-  return {einsum::contraction_work(einsum::EinsumPlan::prepare(subs, metas)),
-          vjp.tangent_work(std::vector<bool>(w.shapes.size(), true), false, true)};
+  return {einsum::contraction_work(einsum::EinsumPlan::prepare(einsum::parse_subscripts(w.spec), metas_of(w))),
+          vjp_plan(w, output).tangent_work(std::vector<bool>(w.shapes.size(), true), false, true)};
 }
 
 json work_json(const einsum::ContractionWork& w) {
