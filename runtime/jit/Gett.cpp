@@ -641,9 +641,6 @@ bool same_axes(const std::vector<Axis>& x, const std::vector<Axis>& y) {
   return true;
 }
 
-}  // namespace
-
-namespace {
 
 // contract_jit without the block split: the set-up and run of p itself.
 void run_unsplit(const ContractionProblem& p, ThreadPool* pool, KernelCache& kernels, const GettBlocking* blocking,
