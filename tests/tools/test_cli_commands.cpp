@@ -477,6 +477,16 @@ TEST_CASE("plan and einsum --max-memory: sliced plan, same result, pinned errors
                      dir);
   CHECK(text.out.find("       slices: ") != std::string::npos);
   CHECK(text.out.find("     overhead: ") != std::string::npos);
+  // Plain auto does not search; at 2.01x it says that a budgeted search may do better, and a search that does
+  // (1.51x here) gets no note.
+  CHECK(text.err == "plan: note: the sliced plan does 2.01x the unsliced flops; a tree search with a larger budget often "
+                    "finds a much cheaper sliced tree, e.g. --optimize 'auto(quality=high,budget=60)' "
+                    "(docs/planning.md, \"Deep cuts need budget\")\n");
+  Run searched = run_cli("plan '" + cube + "' --shapes 4x4x4,4x4x4,4x4x4,4x4x4,4x4x4,4x4x4,4x4x4,4x4x4 --max-memory 512B "
+                         "--optimize 'auto(quality=high,budget=1)' --no-clock-guard --json", dir);
+  REQUIRE(searched.status == 0);
+  CHECK(nlohmann::json::parse(searched.out)["overhead"].get<double>() < 2.0);
+  CHECK(searched.err.empty());
   // f32 halves the bytes per element: the same 512B hold 128 elements.
   Run f32 = run_cli("plan '" + cube + "' --shapes 4x4x4,4x4x4,4x4x4,4x4x4,4x4x4,4x4x4,4x4x4,4x4x4 --max-memory 512B "
                     "--dtype f32 --json", dir);
