@@ -9,6 +9,12 @@
 // found a tree cheaper than the unsliced search did (then that tree is the better unsliced reference).
 // Sycamore is also sliced to 2^42 elements (OMEinsum's knee) and to 2^30 (a node of 8 GiB of complex64, docs/scale.md).
 // --cuts 1,2,4,8 slices every instance to 2^(floor(sc) - cut) for each cut instead: the overhead against the limit.
+// --slice-pairs (SlicePairs.h): for the --only instances at each cut, the first choice of the sliced planner made
+// exhaustively: every pair of summed labels fixed to extent 1 and the rest planned under the limit with plan_sliced
+// (screened with --pair-screen SPEC, default greedy; the best --pair-replan N re-planned with the table's spec;
+// --pair-sample M pairs spread over the rest of the screen's ranking re-planned as a check of it; with
+// --pair-triples K every third label on the best K re-planned pairs, the best --pair-triple-replan N of those
+// re-planned), on --pair-threads T threads (default 2; same results at any count). --pair-max N: the first N pairs only.
 // Part 2 (executed): a grid of tensors whose unsliced largest intermediate is 2^cut times the limit (>= 16x asked),
 // contracted unsliced (1 and 2 threads), then sliced on 1 and 2 threads in this process, then sliced by
 // `mpirun -np 1` and `-np 2` running the einstage program beside this one (`einsum --mpi --time --threads 1`, as root
@@ -22,6 +28,8 @@
 //   einstage_bench_slicing [--bench-dir DIR] [--budget S] [--only a,b] [--cuts 8] [--skip-plan] [--skip-execute]
 //                          [--grid SIDE] [--bond D] [--cut BITS] [--dtype T] [--min-time S] [--mpi-repeats N]
 //                          [--skip-mpi] [--einstage PATH] [--mpirun PATH] [--json FILE]
+//                          [--slice-pairs [--pair-screen SPEC] [--pair-replan N] [--pair-sample M] [--pair-triples K]
+//                           [--pair-triple-replan N] [--pair-threads T] [--pair-max N]]
 // Prints tables and writes JSON (default bench-slicing.json); names the CPU.
 #include "extensions/einsum/Einsum.h"
 #include "extensions/einsum/SlicedEinsum.h"
@@ -31,6 +39,7 @@
 #include "tools/bench/BenchUtil.h"
 #include "tools/bench/Machine.h"
 #include "tools/bench/Networks.h"
+#include "tools/bench/SlicePairs.h"
 
 #include <chrono>
 #include <cmath>
@@ -336,7 +345,8 @@ int main(int argc, char** argv) {
   std::vector<std::string> only = {"grid2d_16x16_d2", "grid2d_8x8_d16", "grid2d_24x30_d2", "grid3d_6x6x10_d2",
                                    "rrg3_n100",       "rrg3_n200",      "rrg3_n500",       "rrg3mis_n200",
                                    "sycamore_m20"};
-  bool do_plan = true, do_execute = true;
+  bool do_plan = true, do_execute = true, slice_pairs = false;
+  PairStudyArgs pairs;
   std::vector<int> cuts = {8};
   ExecuteArgs exec;
   // The CLI beside this program (the build puts both in tools/).
@@ -357,6 +367,14 @@ int main(int argc, char** argv) {
       for (const std::string& c : split_list(value())) cuts.push_back(std::stoi(c));
     }
     else if (a == "--skip-execute") do_execute = false;
+    else if (a == "--slice-pairs") slice_pairs = true;
+    else if (a == "--pair-screen") pairs.screen_spec = value();
+    else if (a == "--pair-replan") pairs.replan = std::max(1, std::stoi(value()));
+    else if (a == "--pair-sample") pairs.sample = std::max(0, std::stoi(value()));
+    else if (a == "--pair-triples") pairs.triple_pairs = std::max(0, std::stoi(value()));
+    else if (a == "--pair-triple-replan") pairs.triple_replan = std::max(1, std::stoi(value()));
+    else if (a == "--pair-threads") pairs.threads = std::max(1, std::stoi(value()));
+    else if (a == "--pair-max") pairs.max_pairs = std::max(1, std::stoi(value()));
     else if (a == "--grid") exec.side = std::stoi(value());
     else if (a == "--bond") exec.bond = std::stoll(value());
     else if (a == "--cut") exec.cut = std::stoi(value());
@@ -376,16 +394,18 @@ int main(int argc, char** argv) {
   const Machine machine = detect_machine();
   fmt::print("{}\n", machine.summary());
   nlohmann::json out{{"machine", machine.to_json()}, {"budget_s", budget}};
-  if (do_plan) {
+  std::vector<Instance> chosen;
+  if (do_plan || slice_pairs) {
     std::vector<Instance> all = generated(false);
     if (fs::exists(bench_dir / "cotengra"))
       for (Instance& i : load_cotengra(bench_dir / "cotengra")) all.push_back(std::move(i));
-    std::vector<Instance> chosen;
     for (const std::string& name : only) {
       auto it = std::find_if(all.begin(), all.end(), [&](const Instance& i) { return i.name == name; });
       if (it == all.end()) fmt::print("(skipped {}: not found; --bench-dir?)\n", name);
       else chosen.push_back(*it);
     }
+  }
+  if (do_plan) {
     std::string cut_text;
     for (int c : cuts) cut_text += fmt::format("{}{}", cut_text.empty() ? "" : ", ", c);
     fmt::print("\nslicing overhead, auto(quality=high,budget={}) work-only; limit 2^(floor(sc)-cut), cut {} (8: >= 256 "
@@ -399,6 +419,26 @@ int main(int argc, char** argv) {
                       {"slice_peak_elements", r.slice_peak},
                       {"unsliced_plan_s", r.unsliced_s}});
     out["planner"] = rows;
+  }
+  if (slice_pairs) {
+    // The limit as in the planner table: 2^(floor(sc) - cut) of the unsliced auto(quality=high) tree.
+    nlohmann::json studies = nlohmann::json::array();
+    for (const Instance& inst : chosen) {
+      PlanSpec spec = PlanSpec::automatic_plan(PlanQuality::high);
+      spec.budget_s = budget;
+      PlanOptions options;
+      options.clock_guard = false;
+      const PlanResult base = plan_contraction(spec, inst.subscripts, inst.extents, options);
+      fmt::print("\n{}: unsliced tc {:.2f} sc {:.2f} ({})\n", inst.name, base.cost.tc, base.cost.sc, spec.to_string());
+      for (int cut : cuts) {
+        nlohmann::json study =
+            pair_study(inst, spec, std::exp2(std::floor(base.cost.sc) - cut), base.cost.flops, pairs);
+        study["unsliced_tc"] = base.cost.tc;
+        study["unsliced_sc"] = base.cost.sc;
+        studies.push_back(study);
+      }
+    }
+    out["slice_pairs"] = studies;
   }
   if (do_execute) out["execute"] = execute_part(exec, machine);
   std::ofstream(json_path) << out.dump(2) << "\n";
