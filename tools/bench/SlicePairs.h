@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <exception>
 #include <numeric>
 #include <set>
 #include <thread>
@@ -64,14 +65,25 @@ inline std::vector<FixedChoice> plan_all_fixed(const einsum::PlanSpec& spec, con
   std::vector<FixedChoice> out(sets.size());
   einsum::PlanOptions options;
   options.clock_guard = false;  // budgets are work only: the same trees on any machine
+  // An error (e.g. an operand above the limit) stops that thread's sets and is rethrown once every thread has
+  // joined: the first set's error in set order, so the message does not depend on the thread count.
+  std::vector<std::exception_ptr> errors(sets.size());
   auto run = [&](size_t first) {
-    for (size_t i = first; i < sets.size(); i += static_cast<size_t>(threads))
-      out[i] = plan_fixed(spec, inst, sets[i], limit, unsliced_flops, options);
+    for (size_t i = first; i < sets.size(); i += static_cast<size_t>(threads)) {
+      try {
+        out[i] = plan_fixed(spec, inst, sets[i], limit, unsliced_flops, options);
+      } catch (...) {
+        errors[i] = std::current_exception();
+        return;
+      }
+    }
   };
   std::vector<std::thread> pool;
   for (int t = 1; t < threads; ++t) pool.emplace_back(run, static_cast<size_t>(t));
   run(0);
   for (std::thread& t : pool) t.join();
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
   return out;
 }
 

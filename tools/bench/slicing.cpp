@@ -337,9 +337,7 @@ nlohmann::json execute_part(const ExecuteArgs& a, const Machine& machine) {
   return out;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   fs::path bench_dir = default_bench_dir();
   double budget = 1.0;
   std::vector<std::string> only = {"grid2d_16x16_d2", "grid2d_8x8_d16", "grid2d_24x30_d2", "grid3d_6x6x10_d2",
@@ -444,4 +442,15 @@ int main(int argc, char** argv) {
   std::ofstream(json_path) << out.dump(2) << "\n";
   fmt::print("\nwrote {}\n", json_path);
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // A planner error (e.g. a limit below an operand's size at a deep --cuts) is one line and status 1, not terminate.
+  try {
+    return run(argc, argv);
+  } catch (const Error& e) {
+    die(e.what());
+  }
 }
