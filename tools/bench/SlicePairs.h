@@ -96,6 +96,15 @@ inline std::vector<size_t> ranked(const std::vector<FixedChoice>& choices) {
   return order;
 }
 
+/// The `n` cheapest of `sets`, whose plans are `choices` (in ranked() order).
+inline std::vector<std::vector<Label>> cheapest(const std::vector<FixedChoice>& choices,
+                                                const std::vector<std::vector<Label>>& sets, int n) {
+  std::vector<std::vector<Label>> out;
+  for (size_t k : ranked(choices))
+    if (out.size() < static_cast<size_t>(std::max(n, 0))) out.push_back(sets[k]);
+  return out;
+}
+
 /// "i23 (t5-t13)": a label and the inputs that carry it, so a grid bond can be placed.
 inline std::string label_place(const Instance& inst, Label l) {
   std::string carriers;
@@ -202,9 +211,7 @@ inline nlohmann::json pair_study(const Instance& inst, const einsum::PlanSpec& t
   const std::vector<FixedChoice> screened = plan_all_fixed(screen, inst, pairs, limit, unsliced_flops, a.threads);
   stages.push_back(stage_report(fmt::format("pairs, {}", screen.to_string()), inst, screened, seconds_since(t0)));
 
-  std::vector<std::vector<Label>> best_pairs;
-  for (size_t k : ranked(screened))
-    if (best_pairs.size() < static_cast<size_t>(a.replan)) best_pairs.push_back(pairs[k]);
+  const std::vector<std::vector<Label>> best_pairs = cheapest(screened, pairs, a.replan);
   t0 = std::chrono::steady_clock::now();
   const std::vector<FixedChoice> replanned =
       plan_all_fixed(table_spec, inst, best_pairs, limit, unsliced_flops, a.threads);
@@ -258,9 +265,7 @@ inline nlohmann::json pair_study(const Instance& inst, const einsum::PlanSpec& t
         plan_all_fixed(screen, inst, triples, limit, unsliced_flops, a.threads);
     stages.push_back(stage_report(fmt::format("triples on the best {} pairs, {}", a.triple_pairs, screen.to_string()),
                                   inst, screened3, seconds_since(t0)));
-    std::vector<std::vector<Label>> best_triples;
-    for (size_t k : ranked(screened3))
-      if (best_triples.size() < static_cast<size_t>(a.triple_replan)) best_triples.push_back(triples[k]);
+    const std::vector<std::vector<Label>> best_triples = cheapest(screened3, triples, a.triple_replan);
     t0 = std::chrono::steady_clock::now();
     const std::vector<FixedChoice> replanned3 =
         plan_all_fixed(table_spec, inst, best_triples, limit, unsliced_flops, a.threads);
