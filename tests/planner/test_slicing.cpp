@@ -52,6 +52,10 @@ void check_plan(const Case& c, const SlicedPlan& p, double limit) {
   CHECK(close_rel(p.total_flops, slices * slice_flops));
   const double unsliced = oracle_flops(c, p.unsliced_tree.steps());
   CHECK(close_rel(p.overhead, slices * slice_flops / unsliced));
+  // Slicing a tree never saves work on that tree: every step's flops shrink by at most the slice count.
+  const double same_tree = oracle_flops(c, p.tree.steps());
+  CHECK(close_rel(p.same_tree_overhead, slices * slice_flops / same_tree));
+  CHECK(p.same_tree_overhead >= 1.0 - 1e-12);
 }
 
 // The largest operand or the output: every one is read or written whole, so no limit goes below it.
@@ -143,6 +147,7 @@ TEST_CASE("slicing: an 8x8 grid sliced at least 8 ways fits and is the same plan
   const nlohmann::json j = nlohmann::json::parse(sliced_report_json(c.subscripts, p));
   CHECK(j["num_slices"].get<double>() == p.num_slices);
   CHECK(j["overhead"].get<double>() == p.overhead);
+  CHECK(j["same_tree_overhead"].get<double>() == p.same_tree_overhead);
   CHECK(j["sliced"].size() == p.sliced.size());
   CHECK(j["sc"].get<double>() <= std::log2(limit) + 1e-12);
 }

@@ -96,7 +96,7 @@ std::vector<PlanRow> plan_part(const std::vector<Instance>& instances, double bu
       PlanRow r{inst.name, bits, base.cost.tc, base.cost.sc, p.num_slices, p.slice_cost.tc, p.slice_cost.sc,
                 std::log2(p.total_flops), p.overhead, p.slice_cost.peak_memory, t1 - t0, (s1 - s0) - (t1 - t0),
                 p.sliced.size()};
-      r.same_tree_overhead = p.total_flops / evaluate(inst.subscripts, inst.extents, p.tree).flops;
+      r.same_tree_overhead = p.same_tree_overhead;
       fmt::print("{:<18} {:>7.2f} {:>6.2f} {:>6} {:>9.3g} {:>8.2f} {:>6.2f} {:>8.2f} {:>7.3f}x {:>8.3f}x {:>8.2f}\n",
                  r.instance, r.unsliced_tc, r.unsliced_sc, fmt::format("2^{:.0f}", bits), r.slices, r.slice_tc,
                  r.slice_sc, r.total_tc, r.overhead, r.same_tree_overhead, r.unsliced_s + std::max(0.0, r.sliced_s));

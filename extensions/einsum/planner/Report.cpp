@@ -103,7 +103,8 @@ std::string sliced_report_text(const Subscripts& s, const SlicedPlan& plan) {
   out += fmt::format("  total flops: {:.4e} (tc {:.2f}); unsliced {:.4e} (tc {:.2f}, sc {:.2f})\n", plan.total_flops,
                      log2_or_0(plan.total_flops), plan.unsliced_cost.flops, plan.unsliced_cost.tc,
                      plan.unsliced_cost.sc);
-  out += fmt::format("     overhead: {:.4f}x\n", plan.overhead);
+  out += fmt::format("     overhead: {:.4f}x (over the same tree unsliced: {:.4f}x)\n", plan.overhead,
+                     plan.same_tree_overhead);
   return out + report_text(s, plan.tree, plan.slice_cost, plan.method);
 }
 
@@ -122,6 +123,7 @@ std::string sliced_report_json(const Subscripts& s, const SlicedPlan& plan, int 
   j["unsliced_tc"] = plan.unsliced_cost.tc;
   j["unsliced_sc"] = plan.unsliced_cost.sc;
   j["overhead"] = plan.overhead;
+  j["same_tree_overhead"] = plan.same_tree_overhead;
   j["rounds"] = plan.rounds;
   return j.dump(indent);
 }

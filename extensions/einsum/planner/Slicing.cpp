@@ -217,6 +217,8 @@ SlicedPlan plan_sliced(const PlanSpec& spec, const Subscripts& subscripts, const
   out.slice_cost = evaluate(w.net, out.tree);
   out.total_flops = out.num_slices * out.slice_cost.flops;
   out.overhead = out.unsliced_cost.flops > 0 ? out.total_flops / out.unsliced_cost.flops : 1.0;
+  const double same_tree = evaluate(full, out.tree, false).flops;
+  out.same_tree_overhead = same_tree > 0 ? out.total_flops / same_tree : 1.0;
   if (!order.empty()) out.method += fmt::format("+slice({})", order.size());
   if (reconfigured) out.method += "+reconfigure";
   if (searched) out.method += "+sliced_search";

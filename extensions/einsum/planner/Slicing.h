@@ -52,6 +52,9 @@ struct SlicedPlan {
   ContractionTree unsliced_tree;        // what the spec plans without a limit
   TreeCost unsliced_cost;
   double overhead = 1;                  // total_flops / unsliced_cost.flops (1 when both are 0)
+  double same_tree_overhead = 1;        // total_flops / `tree`'s flops on the unsliced extents (>= 1): what slicing
+                                        // that tree costs; below `overhead` when the sliced search found a tree
+                                        // cheaper than the unsliced plan, then overhead < 1 is possible
   double max_elements = 0;              // the limit
   std::string method;                   // the unsliced plan's method, "+slice(k)" and "+reconfigure" when used
   int rounds = 0;                       // labels sliced before the un-slicing pass
