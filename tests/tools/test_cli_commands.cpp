@@ -493,8 +493,16 @@ TEST_CASE("plan and einsum --max-memory: sliced plan, same result, pinned errors
   CHECK(nlohmann::json::parse(f32.out)["max_elements"].get<double>() == 128.0);
 
   REQUIRE(run_cli("einsum '" + cube + "'" + files + " -o whole.npy", dir).status == 0);
-  REQUIRE(run_cli("einsum '" + cube + "'" + files + " --max-memory 512B --threads 1 -o one.npy", dir).status == 0);
+  Run one = run_cli("einsum '" + cube + "'" + files + " --max-memory 512B --threads 1 -o one.npy", dir);
+  REQUIRE(one.status == 0);
   REQUIRE(run_cli("einsum '" + cube + "'" + files + " --max-memory 512B --threads 2 -o two.npy", dir).status == 0);
+  // einsum says what plan says, before it contracts; with slicing at no more than 2x it has nothing to say.
+  CHECK(one.err == "einsum: note: the sliced plan does 2.01x the unsliced flops; a tree search with a larger budget "
+                   "often finds a much cheaper sliced tree, e.g. --optimize 'auto(quality=high,budget=60)' "
+                   "(docs/planning.md, \"Deep cuts need budget\")\n");
+  Run roomy = run_cli("einsum '" + cube + "'" + files + " --max-memory 2KiB -o roomy.npy", dir);
+  CHECK(roomy.status == 0);
+  CHECK(roomy.err.empty());
   const double whole = read_npy(dir.file("whole.npy")).to_col_major<double>()[0];
   CHECK(whole != 0.0);
   CHECK(read_npy(dir.file("one.npy")).to_col_major<double>()[0] == whole);
@@ -555,7 +563,9 @@ TEST_CASE("einsum --mpi: mpirun with 1, 2 and 4 ranks gives the bits of the one-
   // --time: rank 0 alone prints the times, and the result is still written.
   Run timed = run_cli(cube + " --mpi --threads 1 --time -o timed.npy", dir, fmt::format("{} 2", mpirun));
   CHECK(timed.status == 0);
-  CHECK(std::regex_match(timed.err, std::regex("einsum: time: read [0-9.]+ s, plan [0-9.]+ s, contract [0-9.]+ s on "
+  // Rank 0 alone also prints the note on the plan's 2.01x (plain auto does not search).
+  CHECK(std::regex_match(timed.err, std::regex("einsum: note: the sliced plan does 2\\.01x [^\n]*\n"
+                                               "einsum: time: read [0-9.]+ s, plan [0-9.]+ s, contract [0-9.]+ s on "
                                                "2 ranks x 1 threads\n")));
   CHECK(read_npy(dir.file("timed.npy")).to_col_major<double>() == single.to_col_major<double>());
   // Printing: rank 0 only.

@@ -30,6 +30,21 @@ namespace einstage::cli {
 
 namespace {
 
+// Slicing far below the unsliced width is where the tree search pays most (Sycamore m20 to 2^30 elements: 2^71.3 total
+// at budget 5, 2^64.2 at budget 60), and plain auto does not search: `plan` and `einsum` say so on stderr when a sliced
+// plan does over 2x the unsliced flops without a search of that budget (an explicit order is taken as given).
+void note_slicing_overhead(std::string_view command, const einsum::PlanSpec& spec, const einsum::SlicedPlan& p) {
+  using einsum::PlanKind;
+  const bool explicit_order =
+      spec.kind == PlanKind::path || spec.kind == PlanKind::tree || spec.kind == PlanKind::left_to_right;
+  const bool searched = spec.kind == PlanKind::anneal ||
+                        (spec.kind == PlanKind::automatic && spec.quality == einsum::PlanQuality::high);
+  if (p.overhead <= 2.0 || explicit_order || (searched && spec.budget_s >= 60)) return;
+  fmt::print(stderr, "{}: note: the sliced plan does {:.3g}x the unsliced flops; a tree search with a larger budget "
+                     "often finds a much cheaper sliced tree, e.g. --optimize 'auto(quality=high,budget=60)' "
+                     "(docs/planning.md, \"Deep cuts need budget\")\n", command, p.overhead);
+}
+
 constexpr std::string_view kEinsumHelp =
     "usage: einstage einsum SUBSCRIPTS A.npy [B.npy ...] [-o OUT.npy] [options]\n"
     "\n"
@@ -176,6 +191,7 @@ int run_einsum(std::span<const std::string_view> args) {
         const auto t1 = Clock::now();
         const auto plan = einsum::SlicedEinsumPlan::prepare(subscripts, metas, limit, options);
         plan_s = seconds_since(t1);
+        if (rank == 0 && options.plan.max_memory > 0) note_slicing_overhead("einsum", options.plan, plan.slicing());
         // Every rank starts contracting together, so the time is the job's, not one rank's head start.
         if (timing) mpi_barrier();
         const auto t2 = Clock::now();
@@ -201,7 +217,16 @@ int run_einsum(std::span<const std::string_view> args) {
     ExecutionContext context(config);
     threads = context.threads();
     options.context = &context;
-    result = einsum::einsum(subscripts, operands, options);
+    if (options.plan.max_memory > 0) {
+      // What one-shot einsum() does with a limit (the same plan and bits), with the plan at hand for the note.
+      std::vector<einsum::TensorMeta> metas;
+      for (const Tensor& t : operands) metas.push_back(einsum::TensorMeta::of(t));
+      const auto plan = einsum::SlicedEinsumPlan::prepare(subscripts, metas, options.plan.max_memory, options);
+      note_slicing_overhead("einsum", options.plan, plan.slicing());
+      result = plan.execute(operands, context, &context.pool());
+    } else {
+      result = einsum::einsum(subscripts, operands, options);
+    }
   } catch (const Error& e) {
     rethrow_one_line(e);
   }
@@ -270,19 +295,6 @@ int run_plan(std::span<const std::string_view> args) {
         fmt::print(stderr, "plan: note: the clock stopped planning before the budget's work was done (a slow or busy "
                            "machine), so this plan depends on timing; --no-clock-guard gives the reproducible one\n");
     };
-    // Slicing far below the unsliced width is where the tree search pays most (Sycamore m20 to 2^30 elements: 2^71.3
-    // total at budget 5, 2^64.2 at budget 60), and plain auto does not search: say so when slicing costs over 2x.
-    auto note_overhead = [](const einsum::PlanSpec& spec, const einsum::SlicedPlan& p) {
-      using einsum::PlanKind;
-      const bool explicit_order =
-          spec.kind == PlanKind::path || spec.kind == PlanKind::tree || spec.kind == PlanKind::left_to_right;
-      const bool searched = spec.kind == PlanKind::anneal ||
-                            (spec.kind == PlanKind::automatic && spec.quality == einsum::PlanQuality::high);
-      if (p.overhead <= 2.0 || explicit_order || (searched && spec.budget_s >= 60)) return;
-      fmt::print(stderr, "plan: note: the sliced plan does {:.3g}x the unsliced flops; a tree search with a larger budget "
-                         "often finds a much cheaper sliced tree, e.g. --optimize 'auto(quality=high,budget=60)' "
-                         "(docs/planning.md, \"Deep cuts need budget\")\n", p.overhead);
-    };
     if (max_memory) chosen.max_memory = *max_memory;
     if (chosen.max_memory > 0) {
       const einsum::SliceLimit limit{max_memory_elements("plan", chosen.max_memory, dtype),
@@ -290,7 +302,7 @@ int run_plan(std::span<const std::string_view> args) {
       einsum::SlicedPlan sliced = einsum::plan_sliced(chosen, bound.subs, bound.extents, limit, plan_options);
       if (progress_shown) fmt::print(stderr, "\n");
       note_timing(sliced.stopped_by_budget);
-      note_overhead(chosen, sliced);
+      note_slicing_overhead("plan", chosen, sliced);
       if (json) fmt::print("{}\n", einsum::sliced_report_json(bound.subs, sliced, 2));
       else fmt::print("{}", einsum::sliced_report_text(bound.subs, sliced));
       return 0;
