@@ -36,59 +36,71 @@ inline int64_t unaligned_head(const R* c, int64_t rows) {
   return std::min<int64_t>(rows, int64_t((64 - address % 64) % 64 / sizeof(R)));
 }
 
-// Columns [j0, j1): c[r] = fma(a[r], b, 0) for every row r, the 64-byte aligned middle of each column with streaming
-// stores, its unaligned head and tail with ordinary ones (the same value either way). One function per ISA: the
-// intrinsics need the caller's target.
+// The vector middle of one column, per ISA: col[r] = fma(a[r], bj, 0) for rows r, r + W, ... while a whole vector
+// fits, with streaming stores when `stream` (then `col + r` is 64-byte aligned); returns the first row not written.
 template <typename R>
-[[gnu::target("avx512f")]] void outer_columns_avx512(const R* a, const R* b, R* c, int64_t rows, const int64_t* b_off,
-                                                     const int64_t* c_off, int64_t j0, int64_t j1, bool stream) {
+[[gnu::target("avx512f")]] int64_t outer_middle_avx512(const R* a, R bj, R* col, int64_t r, int64_t rows,
+                                                       bool stream) {
   constexpr int64_t W = 64 / int64_t(sizeof(R));
-  for (int64_t j = j0; j < j1; ++j) {
-    const R bj = b[b_off[j]];
-    R* col = c + c_off[j];
-    int64_t r = 0;
+  if constexpr (std::is_same_v<R, double>) {
+    const __m512d y = _mm512_set1_pd(bj), zero = _mm512_setzero_pd();
     if (stream)
-      for (const int64_t head = unaligned_head(col, rows); r < head; ++r) col[r] = std::fma(a[r], bj, R(0));
-    if constexpr (std::is_same_v<R, double>) {
-      const __m512d y = _mm512_set1_pd(bj), zero = _mm512_setzero_pd();
-      if (stream)
-        for (; r + W <= rows; r += W) _mm512_stream_pd(col + r, _mm512_fmadd_pd(_mm512_loadu_pd(a + r), y, zero));
-      for (; r + W <= rows; r += W) _mm512_storeu_pd(col + r, _mm512_fmadd_pd(_mm512_loadu_pd(a + r), y, zero));
-    } else {
-      const __m512 y = _mm512_set1_ps(bj), zero = _mm512_setzero_ps();
-      if (stream)
-        for (; r + W <= rows; r += W) _mm512_stream_ps(col + r, _mm512_fmadd_ps(_mm512_loadu_ps(a + r), y, zero));
-      for (; r + W <= rows; r += W) _mm512_storeu_ps(col + r, _mm512_fmadd_ps(_mm512_loadu_ps(a + r), y, zero));
-    }
-    for (; r < rows; ++r) col[r] = std::fma(a[r], bj, R(0));
+      for (; r + W <= rows; r += W) _mm512_stream_pd(col + r, _mm512_fmadd_pd(_mm512_loadu_pd(a + r), y, zero));
+    for (; r + W <= rows; r += W) _mm512_storeu_pd(col + r, _mm512_fmadd_pd(_mm512_loadu_pd(a + r), y, zero));
+  } else {
+    const __m512 y = _mm512_set1_ps(bj), zero = _mm512_setzero_ps();
+    if (stream)
+      for (; r + W <= rows; r += W) _mm512_stream_ps(col + r, _mm512_fmadd_ps(_mm512_loadu_ps(a + r), y, zero));
+    for (; r + W <= rows; r += W) _mm512_storeu_ps(col + r, _mm512_fmadd_ps(_mm512_loadu_ps(a + r), y, zero));
   }
-  if (stream) _mm_sfence();  // streaming stores are weakly ordered: complete them before the chunk reports done
+  return r;
 }
 
 template <typename R>
-[[gnu::target("avx2,fma")]] void outer_columns_avx2(const R* a, const R* b, R* c, int64_t rows, const int64_t* b_off,
-                                                    const int64_t* c_off, int64_t j0, int64_t j1, bool stream) {
+[[gnu::target("avx2,fma")]] int64_t outer_middle_avx2(const R* a, R bj, R* col, int64_t r, int64_t rows, bool stream) {
   constexpr int64_t W = 32 / int64_t(sizeof(R));
+  if constexpr (std::is_same_v<R, double>) {
+    const __m256d y = _mm256_set1_pd(bj), zero = _mm256_setzero_pd();
+    if (stream)
+      for (; r + W <= rows; r += W) _mm256_stream_pd(col + r, _mm256_fmadd_pd(_mm256_loadu_pd(a + r), y, zero));
+    for (; r + W <= rows; r += W) _mm256_storeu_pd(col + r, _mm256_fmadd_pd(_mm256_loadu_pd(a + r), y, zero));
+  } else {
+    const __m256 y = _mm256_set1_ps(bj), zero = _mm256_setzero_ps();
+    if (stream)
+      for (; r + W <= rows; r += W) _mm256_stream_ps(col + r, _mm256_fmadd_ps(_mm256_loadu_ps(a + r), y, zero));
+    for (; r + W <= rows; r += W) _mm256_storeu_ps(col + r, _mm256_fmadd_ps(_mm256_loadu_ps(a + r), y, zero));
+  }
+  return r;
+}
+
+// Columns [j0, j1): c[r] = fma(a[r], b, 0) for every row r; the 64-byte aligned middle of each column by `Middle`
+// (one of the two above, streamed when `stream`), its unaligned head and its tail with ordinary stores (the same
+// value either way). Inlined into the per-ISA entry points below, which give it their target.
+template <typename R, int64_t (*Middle)(const R*, R, R*, int64_t, int64_t, bool)>
+[[gnu::always_inline]] inline void outer_columns(const R* a, const R* b, R* c, int64_t rows, const int64_t* b_off,
+                                                 const int64_t* c_off, int64_t j0, int64_t j1, bool stream) {
   for (int64_t j = j0; j < j1; ++j) {
     const R bj = b[b_off[j]];
     R* col = c + c_off[j];
     int64_t r = 0;
     if (stream)  // from a 64-byte boundary, so whole lines are streamed (a 64-byte boundary is a 32-byte one too)
       for (const int64_t head = unaligned_head(col, rows); r < head; ++r) col[r] = std::fma(a[r], bj, R(0));
-    if constexpr (std::is_same_v<R, double>) {
-      const __m256d y = _mm256_set1_pd(bj), zero = _mm256_setzero_pd();
-      if (stream)
-        for (; r + W <= rows; r += W) _mm256_stream_pd(col + r, _mm256_fmadd_pd(_mm256_loadu_pd(a + r), y, zero));
-      for (; r + W <= rows; r += W) _mm256_storeu_pd(col + r, _mm256_fmadd_pd(_mm256_loadu_pd(a + r), y, zero));
-    } else {
-      const __m256 y = _mm256_set1_ps(bj), zero = _mm256_setzero_ps();
-      if (stream)
-        for (; r + W <= rows; r += W) _mm256_stream_ps(col + r, _mm256_fmadd_ps(_mm256_loadu_ps(a + r), y, zero));
-      for (; r + W <= rows; r += W) _mm256_storeu_ps(col + r, _mm256_fmadd_ps(_mm256_loadu_ps(a + r), y, zero));
-    }
+    r = Middle(a, bj, col, r, rows, stream);
     for (; r < rows; ++r) col[r] = std::fma(a[r], bj, R(0));
   }
-  if (stream) _mm_sfence();
+  if (stream) _mm_sfence();  // streaming stores are weakly ordered: complete them before the chunk reports done
+}
+
+template <typename R>
+[[gnu::target("avx512f")]] void outer_columns_avx512(const R* a, const R* b, R* c, int64_t rows, const int64_t* b_off,
+                                                     const int64_t* c_off, int64_t j0, int64_t j1, bool stream) {
+  outer_columns<R, outer_middle_avx512<R>>(a, b, c, rows, b_off, c_off, j0, j1, stream);
+}
+
+template <typename R>
+[[gnu::target("avx2,fma")]] void outer_columns_avx2(const R* a, const R* b, R* c, int64_t rows, const int64_t* b_off,
+                                                    const int64_t* c_off, int64_t j0, int64_t j1, bool stream) {
+  outer_columns<R, outer_middle_avx2<R>>(a, b, c, rows, b_off, c_off, j0, j1, stream);
 }
 
 // The set-up of one outer product: A's row 0 and, per column j, B's element and C's row 0.

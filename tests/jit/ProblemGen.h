@@ -131,6 +131,20 @@ OwnedProblem filled_problem(std::vector<ContractionProblem::Axis> m, std::vector
   return op;
 }
 
+/// Every case (a struct with axes m, n, k, optionally batch, and operand sizes a, b, c) overwriting, then
+/// accumulating, its problem filled by filled_problem from one stream seeded with `seed`; check(problem, case).
+template <typename T, typename Case, typename Check>
+void for_each_filled(const std::vector<Case>& cases, uint64_t seed, Check check) {
+  SplitMix64 rng(seed);
+  for (const Case& cs : cases)
+    for (bool accumulate : {false, true}) {
+      std::vector<ContractionProblem::Axis> batch;
+      if constexpr (requires { cs.batch; }) batch = cs.batch;
+      OwnedProblem op = filled_problem<T>(cs.m, cs.n, cs.k, batch, accumulate, cs.a, cs.b, cs.c, rng);
+      check(op, cs);
+    }
+}
+
 /// Column-major (batched) matmul ijb,jkb->ikb: A m x k, B k x n, C m x n per batch entry, entries one after another,
 /// filled from a stream seeded with `seed` (allocate_and_fill) and bound. Copies must be bound again.
 inline OwnedProblem matmul_problem(int64_t m, int64_t n, int64_t k, int64_t batch, DType dtype, bool accumulate,

@@ -319,16 +319,12 @@ TEST_CASE("jit gett: direct path on its target shapes") {
       // 5 rows times a 300-column matrix (fewer than 8 rows: direct at any size).
       {{{5, 1, 0, 1}}, {{300, 0, 200, 5}}, {{200, 5, 1, 0}}, {}, 5 * 200, 300 * 200, 5 * 300},
   };
-  SplitMix64 rng(31337);
-  for (const Case& cs : cases) {
-    for (bool accumulate : {false, true}) {
-      OwnedProblem op = filled_problem<double>(cs.m, cs.n, cs.k, cs.batch, accumulate, cs.a, cs.b, cs.c, rng);
-      op.bind();
-      INFO(describe(op.p));
-      contract_jit(op.p, nullptr, &memory_cache());
-      check_against_oracle<double>(op);
-    }
-  }
+  for_each_filled<double>(cases, 31337, [](OwnedProblem& op, const Case&) {
+    op.bind();
+    INFO(describe(op.p));
+    contract_jit(op.p, nullptr, &memory_cache());
+    check_against_oracle<double>(op);
+  });
 }
 
 // Only batch axes (ij,ij->ij, or with a transposed or strided C): the elementwise loop, against the oracle.
@@ -398,14 +394,8 @@ TEST_CASE_TEMPLATE("jit gett: split-row direct tiles (runs of one vector in A)",
        {{2, L, L * L * L, 0}, {L, L * 2 * 3, L, 0}},
        L * 2 * 3 * L, L * L * L * 2, L * 3 * L * L},
   };
-  SplitMix64 rng(4711);
   ThreadPool two(2);
-  for (const Case& cs : cases) {
-    for (bool accumulate : {false, true}) {
-      OwnedProblem op = filled_problem<T>(cs.m, cs.n, cs.k, {}, accumulate, cs.a, cs.b, cs.c, rng);
-      check_jit_paths<T>(op, two, /*packed=*/true);
-    }
-  }
+  for_each_filled<T>(cases, 4711, [&](OwnedProblem& op, const Case&) { check_jit_paths<T>(op, two, /*packed=*/true); });
   // The split tile is what runs (not the packed fallback): direct_schedule accepts the problem with a split tile.
   ContractionProblem p;
   p.dtype = dtype_v<T>;
@@ -439,26 +429,24 @@ TEST_CASE_TEMPLATE("jit gett: split-C direct tiles (runs of one vector in C)", T
       with_a(kb, L, L * i1, L * i1 * k0),       // A contiguous: [i0 i1 k0 k1]
       with_a(kb, L * k0, L, L * k0 * i1),       // A in runs too: [i0 k0 i1 k1]
   };
-  SplitMix64 rng(2026);
   ThreadPool two(2);
+  for_each_filled<T>(cases, 2026, [&](OwnedProblem& op, const Case&) {
+    check_jit_paths<T>(op, two, /*packed=*/true);
+    // The step's shape-specialised kernel (what a hot einsum step runs) gives the direct path's bits too.
+    OwnedProblem generic = op, special = op;
+    generic.bind();
+    special.bind();
+    contract_jit(generic.p, nullptr, &memory_cache());
+    DirectSchedule schedule;
+    REQUIRE(direct_schedule(special.p, memory_cache().host().has_avx512, schedule));
+    REQUIRE(schedule.batch_a.size() == 1);
+    void* fn = memory_cache().compiled_function(schedule.kernel.symbol(), schedule.kernel.describe(), [&](Jit& jit) {
+      return compile_specialised_kernel(jit, schedule.kernel);
+    });
+    reinterpret_cast<SpecialisedKernelFn>(fn)(special.p.a, special.p.b, special.p.c);
+    CHECK(generic.c.bytes == special.c.bytes);
+  });
   for (const Case& cs : cases) {
-    for (bool accumulate : {false, true}) {
-      OwnedProblem op = filled_problem<T>(cs.m, cs.n, cs.k, {}, accumulate, cs.a, cs.b, cs.c, rng);
-      check_jit_paths<T>(op, two, /*packed=*/true);
-      // The step's shape-specialised kernel (what a hot einsum step runs) gives the direct path's bits too.
-      OwnedProblem generic = op, special = op;
-      generic.bind();
-      special.bind();
-      contract_jit(generic.p, nullptr, &memory_cache());
-      DirectSchedule schedule;
-      REQUIRE(direct_schedule(special.p, memory_cache().host().has_avx512, schedule));
-      REQUIRE(schedule.batch_a.size() == 1);
-      void* fn = memory_cache().compiled_function(schedule.kernel.symbol(), schedule.kernel.describe(), [&](Jit& jit) {
-        return compile_specialised_kernel(jit, schedule.kernel);
-      });
-      reinterpret_cast<SpecialisedKernelFn>(fn)(special.p.a, special.p.b, special.p.c);
-      CHECK(generic.c.bytes == special.c.bytes);
-    }
     // A split-C tile is what runs, not one-vector tiles or the packed fallback.
     ContractionProblem p;
     p.dtype = dtype_v<T>;
