@@ -36,7 +36,8 @@ inline int64_t unaligned_head(const R* c, int64_t rows) {
   return std::min<int64_t>(rows, int64_t((64 - address % 64) % 64 / sizeof(R)));
 }
 
-// The vector middle of one column, per ISA: col[r] = fma(a[r], bj, 0) for rows r, r + W, ... while a whole vector
+// The vector middle of one column, per ISA (written twice: GCC has no width-generic streaming store, and a target
+// can be given to a function but not passed down to a shared template body that calls intrinsics): col[r] = fma(a[r], bj, 0) for rows r, r + W, ... while a whole vector
 // fits, with streaming stores when `stream` (then `col + r` is 64-byte aligned); returns the first row not written.
 template <typename R>
 [[gnu::target("avx512f")]] int64_t outer_middle_avx512(const R* a, R bj, R* col, int64_t r, int64_t rows,
