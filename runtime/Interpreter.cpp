@@ -54,10 +54,12 @@ class BlockSet {
 // The non-empty outputs so far as (block, first byte, last byte), sorted.
 using Range = std::tuple<const std::byte*, uintptr_t, uintptr_t>;
 
-// What one execute() call works in: kept per thread between calls, so a call allocates none of these (a gradient
-// program's value table alone is a few KiB, and each such allocation also made glibc consolidate its small free
-// chunks). A call nested in another on the same thread (from an extension handler) takes buffers of its own.
-struct CallBuffers {
+}  // namespace
+
+// What one execute() call works in: kept in the Interpreter's BufferPool between calls, so a call allocates none of
+// these (a gradient program's value table alone is a few KiB, and each such allocation also made glibc consolidate
+// its small free chunks).
+struct Interpreter::CallBuffers {
   std::vector<Tensor> values;
   std::vector<const Tensor*> params;  // per slot: the input a parameter's slot reads (null: not a parameter, or released)
   // A step's operands. Between steps and calls they are undefined but keep their shape and stride vectors, so
@@ -68,6 +70,31 @@ struct CallBuffers {
   std::vector<Range> given;
 };
 
+
+Interpreter::BufferPool::BufferPool() = default;
+Interpreter::BufferPool::BufferPool(const BufferPool&) {}
+Interpreter::BufferPool& Interpreter::BufferPool::operator=(const BufferPool&) { return *this; }
+Interpreter::BufferPool::~BufferPool() = default;
+
+std::unique_ptr<Interpreter::CallBuffers> Interpreter::BufferPool::take() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!free_.empty()) {
+      std::unique_ptr<CallBuffers> buffers = std::move(free_.back());
+      free_.pop_back();
+      return buffers;
+    }
+  }
+  return std::make_unique<CallBuffers>();
+}
+
+void Interpreter::BufferPool::give_back(std::unique_ptr<CallBuffers> buffers) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  free_.push_back(std::move(buffers));
+}
+
+namespace {
+
 const Tensor& undefined_tensor() {
   static const Tensor undefined;
   return undefined;
@@ -76,33 +103,23 @@ const Tensor& undefined_tensor() {
 // Drops t's storage and shape but keeps its vectors' capacity (a copy of an empty vector reuses the buffer).
 void reset_keeping_capacity(Tensor& t) { t = undefined_tensor(); }
 
+// One call's buffers, taken from the pool and given back cleared (no tensor outlives its call).
 class BuffersLease {
  public:
-  BuffersLease() {
-    std::vector<std::unique_ptr<CallBuffers>>& free = free_list();
-    if (free.empty()) {
-      buffers_ = std::make_unique<CallBuffers>();
-    } else {
-      buffers_ = std::move(free.back());
-      free.pop_back();
-    }
-  }
+  explicit BuffersLease(Interpreter::BufferPool& pool) : pool_(pool), buffers_(pool.take()) {}
   ~BuffersLease() {
-    buffers_->values.clear();  // no tensor outlives its call
+    buffers_->values.clear();
     for (Tensor& t : buffers_->operands) reset_keeping_capacity(t);
     buffers_->given.clear();
-    free_list().push_back(std::move(buffers_));
+    pool_.give_back(std::move(buffers_));
   }
   BuffersLease(const BuffersLease&) = delete;
   BuffersLease& operator=(const BuffersLease&) = delete;
-  CallBuffers& operator*() const { return *buffers_; }
+  Interpreter::CallBuffers& operator*() const { return *buffers_; }
 
  private:
-  static std::vector<std::unique_ptr<CallBuffers>>& free_list() {
-    thread_local std::vector<std::unique_ptr<CallBuffers>> free;
-    return free;
-  }
-  std::unique_ptr<CallBuffers> buffers_;
+  Interpreter::BufferPool& pool_;
+  std::unique_ptr<Interpreter::CallBuffers> buffers_;
 };
 
 }  // namespace
@@ -229,7 +246,7 @@ std::vector<Tensor> Interpreter::execute(std::span<const Tensor> inputs, const D
                                          const EvalOptions& options, EvalStats* stats) const {
   const Program& p = *program_;
   EIN_ASSERT(inputs.size() == param_slots_.size(), "execute: bind() was not called with these inputs");
-  BuffersLease lease;
+  BuffersLease lease(buffers_);
   CallBuffers& buffers = *lease;
   std::vector<Tensor>& values = buffers.values;
   values.resize(static_cast<size_t>(slot_count_));

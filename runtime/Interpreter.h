@@ -15,6 +15,8 @@
 
 #include <cstddef>
 #include <functional>
+#include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -42,8 +44,9 @@ struct EvalStats {
 };
 
 /// A program prepared for repeated evaluation: value slots, per-instruction operand slots and which values die after
-/// each instruction are computed once. `run` is const and keeps no state between calls, so one Interpreter may run
-/// from several threads at once (if the extension handler is thread-safe). The program must outlive it.
+/// each instruction are computed once. `run` is const and keeps nothing between calls but idle working buffers (a
+/// value table and operand vectors per concurrent call, taken and returned under a mutex), so one Interpreter may
+/// run from several threads at once (if the extension handler is thread-safe). The program must outlive it.
 class Interpreter {
  public:
   explicit Interpreter(const Program& program);
@@ -86,6 +89,26 @@ class Interpreter {
   bool constant_params_ = false;
   std::vector<Shape> param_shapes_;
   int slot_count_ = 0;
+
+ public:
+  struct CallBuffers;  // what one call works in (Interpreter.cpp)
+  // Idle CallBuffers, so a repeated call allocates none: one set per call running at once (a call nested in another,
+  // from an extension handler, takes a set of its own). Owned here, not per thread or process; a copy starts empty.
+  struct BufferPool {
+    BufferPool();
+    BufferPool(const BufferPool&);
+    BufferPool& operator=(const BufferPool&);
+    ~BufferPool();
+    std::unique_ptr<CallBuffers> take();
+    void give_back(std::unique_ptr<CallBuffers> buffers);
+
+   private:
+    std::mutex mutex_;
+    std::vector<std::unique_ptr<CallBuffers>> free_;
+  };
+
+ private:
+  mutable BufferPool buffers_;
 };
 
 /// One-shot evaluation: Interpreter(program).run(inputs, options).

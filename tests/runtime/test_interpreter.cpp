@@ -9,6 +9,7 @@
 #include <doctest/doctest.h>
 
 #include <string>
+#include <thread>
 
 using namespace einstage;
 using namespace einstage::runtime_test;
@@ -426,8 +427,8 @@ TEST_CASE("interpreter: many slices of one block, in any order, strided or not, 
 }
 
 TEST_CASE("interpreter: an extension handler that runs programs on the same thread leaves the caller's values intact") {
-  // A call's value table and operand list are kept per thread between calls; a call nested in another (a handler
-  // evaluating a program, as a module may) must take buffers of its own.
+  // A call's value table and operand list are kept by its Interpreter between calls; a call nested in another (a
+  // handler evaluating a program, as a module may) must take buffers of its own.
   ExtensionRegistry registry;
   register_payload_family(registry, "test.nested.v1");
   // inner(u) = -u by a chain of several values, so its table would overwrite the outer one if they were shared.
@@ -467,8 +468,8 @@ TEST_CASE("interpreter: an extension handler that runs programs on the same thre
 }
 
 TEST_CASE("interpreter: after a call its kept buffers hold none of the inputs' storage") {
-  // A call's operand list is kept per thread with its tensors' vectors (so that assigning an input allocates
-  // nothing); their storage must still be dropped after each step.
+  // A call's operand list is kept by the Interpreter with its tensors' vectors (so that assigning an input
+  // allocates nothing); their storage must still be dropped after each step.
   std::shared_ptr<std::byte> block(new std::byte[3 * sizeof(double)], std::default_delete<std::byte[]>());
   const std::weak_ptr<std::byte> watch = block;
   Tensor x = Tensor::in_block(DType::f64, {3}, std::move(block), 0);
@@ -487,4 +488,31 @@ TEST_CASE("interpreter: after a call its kept buffers hold none of the inputs' s
   }
   x = Tensor();
   CHECK(watch.expired());
+}
+
+TEST_CASE("interpreter: one Interpreter run from two threads at once gives each call its own buffers") {
+  // The kept buffers are the Interpreter's, shared by its calls: two calls at once must each take a set.
+  Builder b("poly");
+  Value x = b.parameter("x", f64({64}));
+  Value y = b.mul(x, x);
+  Value z = b.add(y, x);
+  Value w = b.sub(b.mul(z, x), y);  // x^3
+  Program p = b.finish({w, z});
+  const Interpreter interp(p);
+  auto worker = [&](double base, int* failures) {
+    for (int rep = 0; rep < 300; ++rep) {
+      const double v = base + rep;
+      std::vector<double> xs(64, v);
+      auto out = interp.run(std::vector<Tensor>{Tensor::from_col_major<double>({64}, xs)});
+      const std::vector<double> cube = out[0].to_col_major<double>(), square_plus = out[1].to_col_major<double>();
+      for (int i = 0; i < 64; ++i)
+        if (cube[i] != v * v * v || square_plus[i] != v * v + v) ++*failures;
+    }
+  };
+  int failures_a = 0, failures_b = 0;
+  std::thread a(worker, 1.0, &failures_a), c(worker, 1000.0, &failures_b);
+  a.join();
+  c.join();
+  CHECK(failures_a == 0);
+  CHECK(failures_b == 0);
 }
