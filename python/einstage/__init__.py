@@ -1,0 +1,34 @@
+"""einstage from Python: NumPy's einsum and opt_einsum's planning API on einstage's C++ einsum.
+
+    import einstage
+    c = einstage.einsum("ij,jk->ik", a, b)           # numpy.einsum's semantics, einstage's planner and kernels
+    path, info = einstage.contract_path("ij,jk,kl->il", a, b, c)
+    expr = einstage.contract_expression("ij,jk->ik", (64, 32), (32, 16))
+    expr(a, b)                                         # reuses the prepared plan
+
+The compiled core is ``einstage._einstage``; docs/python.md is the tutorial.
+"""
+
+from . import _einstage
+from ._einsum import parse_arguments as _parse_arguments, run as _run
+from ._paths import (ContractExpression, PathInfo, contract, contract_expression, contract_path, einsum_path,
+                     plan_spec as _plan_spec)
+
+__all__ = ["einsum", "einsum_path", "contract", "contract_path", "contract_expression", "ContractExpression",
+           "PathInfo", "threads"]
+
+
+def einsum(*operands, out=None, dtype=None, order="K", casting="safe", optimize=True):
+    """numpy.einsum on einstage: ``einsum('ij,jk->ik', a, b)`` or ``einsum(a, [0, 1], b, [1, 2], [0, 2])``.
+
+    Same arguments, result dtype and value as NumPy's (docs/python.md lists the differences). ``optimize`` also takes
+    'greedy', 'optimal', 'dp', 'auto', an explicit path and einstage plan specs (docs/planning.md).
+    """
+    subscripts, ops = _parse_arguments(operands)
+    spec, limit = _plan_spec(optimize, len(ops))
+    return _run(subscripts, ops, out, dtype, order, casting, spec, limit)
+
+
+def threads():
+    """Threads of the process-wide context the contractions run on (EINSTAGE_NUM_THREADS, else every CPU)."""
+    return _einstage.threads()
