@@ -75,8 +75,13 @@ def parse_arguments(args):
     return subscripts, operands
 
 
+_CHECKED = set()  # subscript strings that passed check_subscripts (bounded below)
+
+
 def check_subscripts(subscripts):
     """NumPy's rules that einstage's notation is more generous about: letters only, each output label once."""
+    if subscripts in _CHECKED:
+        return
     bad = set(subscripts) - _SUBSCRIPT_CHARS
     if bad:
         c = min(bad)
@@ -91,6 +96,9 @@ def check_subscripts(subscripts):
                 raise ValueError(f"einsum {subscripts!r}: output subscript {c!r} appears more than once; NumPy "
                                  f"allows each output label once")
             seen.add(c)
+    if len(_CHECKED) > 4096:
+        _CHECKED.clear()
+    _CHECKED.add(subscripts)
 
 
 def check_ellipsis_output(subscripts, arrays):
@@ -128,7 +136,8 @@ def _readable(a, target, compute):
         if target != compute and a.dtype != target:
             a = a.astype(target)
         return a.astype(compute)
-    if not a.flags.aligned or any(s % a.itemsize for s in a.strides):
+    # Alignment is the element size for the real types; a complex array can be aligned to its real part only.
+    if not a.flags.aligned or (a.dtype.kind == "c" and any(s % a.itemsize for s in a.strides)):
         return np.ascontiguousarray(a)
     return a
 
@@ -158,10 +167,14 @@ def check_options(order, casting):
 def output_order(order, operands):
     if order in ("C", "F"):
         return order
-    arrays = [a for a in operands if a.ndim >= 2]
-    if arrays and all(a.flags.f_contiguous for a in arrays) and not all(a.flags.c_contiguous for a in arrays):
-        return "F"
-    return "C"
+    some_f = False
+    for a in operands:
+        if a.ndim >= 2:
+            flags = a.flags
+            if not flags.f_contiguous:
+                return "C"
+            some_f = some_f or not flags.c_contiguous
+    return "F" if some_f else "C"
 
 
 def _finish(result, dtype, compute):
