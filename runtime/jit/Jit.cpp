@@ -237,6 +237,50 @@ std::unique_ptr<Jit> Jit::create(const JitTarget& target) {
 
 const JitHost& Jit::host() const { return impl_->host; }
 
+namespace {
+
+// The x86 instruction-set extensions LLVM's code generator may emit in user code (LLVM's feature names). Everything
+// else in a feature string is a system feature, a tuning flag or an instruction no kernel reaches.
+constexpr std::string_view kInstructionSets[] = {
+    "sse",        "sse2",       "sse3",       "ssse3",     "sse4.1",    "sse4.2",          "sse4a",
+    "popcnt",     "cmov",       "cx8",        "cx16",      "avx",       "avx2",            "fma",
+    "fma4",       "xop",        "f16c",       "bmi",       "bmi2",      "lzcnt",           "movbe",
+    "adx",        "aes",        "pclmul",     "vpclmulqdq", "vaes",     "gfni",            "sha",
+    "prfchw",     "avxvnni",    "avx512f",    "avx512cd",  "avx512dq",  "avx512bw",        "avx512vl",
+    "avx512ifma", "avx512vbmi", "avx512vbmi2", "avx512vnni", "avx512bitalg", "avx512vpopcntdq", "avx512bf16",
+    "avx512fp16", "evex512"};
+
+bool is_instruction_set(std::string_view feature) {
+  return std::find(std::begin(kInstructionSets), std::end(kInstructionSets), feature) != std::end(kInstructionSets);
+}
+
+// Calls fn(sign, name) for each "+name" / "-name" entry of a comma-separated feature string.
+template <typename Fn>
+void for_each_feature(std::string_view features, Fn fn) {
+  while (!features.empty()) {
+    const size_t comma = features.find(',');
+    const std::string_view f = features.substr(0, comma);
+    if (f.size() > 1) fn(f[0], f.substr(1));
+    features = comma == std::string_view::npos ? std::string_view() : features.substr(comma + 1);
+  }
+}
+
+}  // namespace
+
+bool can_run(const JitHost& code, const JitHost& host) {
+  if (code.triple != host.triple) return false;
+  std::vector<std::string_view> absent;
+  for_each_feature(host.features, [&](char sign, std::string_view name) {
+    if (sign == '-') absent.push_back(name);
+  });
+  bool runs = true;
+  for_each_feature(code.features, [&](char sign, std::string_view name) {
+    if (sign == '+' && is_instruction_set(name) && std::find(absent.begin(), absent.end(), name) != absent.end())
+      runs = false;
+  });
+  return runs;
+}
+
 std::vector<char> Jit::compile_ir_text(std::string_view llvm_ir, std::string_view module_name) {
   LlvmUse use;
   llvm::LLVMContext context;

@@ -46,6 +46,13 @@ struct JitHost {
   bool has_avx512 = false;   // avx512f is available (selects 512-bit micro-kernels)
 };
 
+/// True when code compiled for `code` may run on `host`: no instruction-set extension that `code` enables (SSE to
+/// AVX-512, FMA, BMI, F16C, ...: the instructions code generation can emit) is one `host` reports absent. System
+/// features (fsgsbase, invpcid, xsave, rdrnd, ...) never decide it: generated kernels use none of them, and guests
+/// hide some (a KVM guest on Zen 5 reports no fsgsbase and no invpcid, yet runs every kernel). Neither is a feature
+/// `host` does not report at all.
+bool can_run(const JitHost& code, const JitHost& host);
+
 /// Which CPU to generate code for. The default (empty) is the host CPU with the features LLVM detects on it, which
 /// is what einstage always uses. A named CPU ("haswell", "znver3", "skylake-avx512": LLVM's names) makes objects for
 /// that CPU with its own features, even on a machine that cannot run them: tests compile every kernel variant this

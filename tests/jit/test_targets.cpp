@@ -32,18 +32,6 @@ std::set<std::string> split_features(const std::string& features) {
   return out;
 }
 
-// True when code for `target` may run on `host`: no feature the target enables is one the host's detection reports
-// absent. Features the host's detection does not report at all are LLVM tuning flags, not instructions.
-bool host_runs(const JitHost& target, const JitHost& host) {
-  std::set<std::string> host_features = split_features(host.features);
-  for (std::string f : split_features(target.features)) {
-    if (f[0] != '+') continue;
-    f[0] = '-';
-    if (host_features.count(f)) return false;
-  }
-  return true;
-}
-
 // Every kernel contract_jit may request for a real dtype on a target with or without AVX-512.
 std::vector<MicroKernelSpec> every_kernel(DType real, bool avx512) {
   std::vector<MicroKernelSpec> out;
@@ -126,11 +114,39 @@ const TargetCase kTargets[] = {{"haswell", false}, {"znver3", false}, {"skylake-
 
 }  // namespace
 
+// Whether this machine may run a named CPU's kernels is decided by the instruction sets alone. A guest that hides
+// system features (the Zen 5 KVM guest reports -fsgsbase and -invpcid) still runs haswell's code; a host without
+// AVX-512 does not run skylake-avx512's. Synthetic hosts, so the answer does not depend on the CPU running the test.
+TEST_CASE("jit targets: can_run decides from instruction sets, not from system features") {
+  const std::string triple = KernelCache("").host().triple;
+  auto named = [&](const char* cpu) { return KernelCache("", JitTarget{cpu}).host(); };
+  const JitHost haswell = named("haswell"), skx = named("skylake-avx512"), zen3 = named("znver3");
+  REQUIRE(split_features(haswell.features).count("+fsgsbase") == 1);  // LLVM's haswell enables system features too
+  const std::string avx512 = "+avx,+avx2,+avx512bw,+avx512cd,+avx512dq,+avx512f,+avx512vl,+bmi,+bmi2,+evex512,+f16c,"
+                             "+fma,+lzcnt,+movbe,+popcnt,+sse4.2";
+  const JitHost zen5_guest{"19.1.7", triple, "znver5", avx512 + ",-fsgsbase,-invpcid,-rdpid,-waitpkg", true};
+  const JitHost avx2_only{"19.1.7", triple, "znver3",
+                          "+avx,+avx2,+bmi,+bmi2,+f16c,+fma,+lzcnt,+movbe,+popcnt,-avx512bw,-avx512dq,-avx512f,"
+                          "-avx512vl,-evex512,-fsgsbase",
+                          false};
+  const JitHost no_fma{"19.1.7", triple, "sandybridge", "+avx,+popcnt,-avx2,-fma,-avx512f", false};
+  for (const JitHost* code : {&haswell, &zen3, &skx}) {
+    INFO("code for " << code->cpu);
+    CHECK(can_run(*code, zen5_guest));
+    CHECK(can_run(*code, avx2_only) == !code->has_avx512);
+    CHECK_FALSE(can_run(*code, no_fma));
+  }
+  JitHost other_triple = zen5_guest;
+  other_triple.triple = "aarch64-unknown-linux-gnu";
+  CHECK_FALSE(can_run(haswell, other_triple));
+  CHECK(can_run(zen5_guest, zen5_guest));
+}
+
 TEST_CASE("jit targets: AVX2 and AVX-512 kernel variants compile for named CPUs and agree with the oracle") {
   KernelCache host_cache("");
   const JitHost& host = host_cache.host();
   MESSAGE("host cpu " << host.cpu << std::string(host.has_avx512 ? " (AVX-512)" : " (no AVX-512)"));
-  CHECK(host_runs(host, host));
+  CHECK(can_run(host, host));
   int ran = 0;
   for (const TargetCase& t : kTargets) {
     INFO("target cpu " << std::string(t.cpu));
@@ -150,7 +166,7 @@ TEST_CASE("jit targets: AVX2 and AVX-512 kernel variants compile for named CPUs 
       }
     CHECK(cache.stats().kernels_compiled == kernels);
     MESSAGE(std::string(t.cpu) << ": compiled " << kernels << " kernels");
-    if (!host_runs(cache.host(), host)) {
+    if (!can_run(cache.host(), host)) {
       MESSAGE(std::string(t.cpu) << ": this CPU cannot run its kernels; compiled only");
       continue;
     }
@@ -187,7 +203,7 @@ TEST_CASE("jit targets: a shape-specialised kernel compiles for each named CPU a
       void* fn = cache.compiled_function(schedule.kernel.symbol(), schedule.kernel.describe(),
                                          [&](Jit& jit) { return compile_specialised_kernel(jit, schedule.kernel); });
       REQUIRE(fn != nullptr);
-      if (!host_runs(cache.host(), host_cache.host())) continue;
+      if (!can_run(cache.host(), host_cache.host())) continue;
       reinterpret_cast<SpecialisedKernelFn>(fn)(op.p.a, op.p.b, op.p.c);
       contract_jit(direct.p, nullptr, &cache);
       CHECK(op.c.bytes == direct.c.bytes);
@@ -208,7 +224,7 @@ TEST_CASE("jit targets: the tile model's tiles keep their k loop in registers an
     INFO("target cpu " << std::string(t.cpu));
     std::unique_ptr<Jit> jit = Jit::create(JitTarget{t.cpu});
     KernelCache cache("", JitTarget{t.cpu});
-    const bool runs = host_runs(cache.host(), host_cache.host());
+    const bool runs = can_run(cache.host(), host_cache.host());
     for (const RecordedCaches& recorded : kRecordedCaches) {
       if (recorded.avx512 != t.avx512) continue;
       for (DType real : {DType::f32, DType::f64}) {
