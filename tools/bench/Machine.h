@@ -8,12 +8,14 @@
 //   std::string cmd = m.peer_env() + "/usr/bin/python3 peers.py";
 //
 // The CPU model comes from /proc/cpuinfo, the ISA from cpuid (an extension counts only when the OS saves its
-// registers, XCR0), the core count from available_cpus() (affinity mask and cgroup quota). OpenBLAS picks its kernels
-// ("core") from cpuid when it is loaded; Debian's 0.3.21 does not know newer CPUs and falls back to a slow generic
-// core (on a Xeon with AVX-512 it picks "Prescott", SSE3 only). So: the core OpenBLAS picks by itself is read
-// (openblas_get_corename() of libopenblas.so.0), and OPENBLAS_CORETYPE=SkylakeX is forced for the peers only when the
-// CPU has AVX-512 (F, VL, BW, DQ) and OpenBLAS picked a core without AVX-512 kernels. Never on a CPU without AVX-512:
-// SkylakeX kernels die there with "Illegal instruction". An OPENBLAS_CORETYPE the caller set is left alone.
+// registers, XCR0), the core count from available_cpus() (affinity mask and cgroup quota). Peers run at their best:
+// OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE as the caller's environment sets them are reported but never handed to a peer
+// (some machines set Haswell on an AVX-512 CPU, which would put NumPy, torch and the OpenBLAS column on AVX2 kernels).
+// OpenBLAS picks its kernels ("core") from cpuid when it is loaded; the core it picks by itself is read in a child
+// process with both variables unset (openblas_get_corename() of libopenblas.so.0). Debian's 0.3.21 does not know
+// some newer CPUs and falls back to a slow generic core (on a Xeon with AVX-512 it picks "Prescott", SSE3 only), so
+// OPENBLAS_CORETYPE=SkylakeX is forced for the peers only when the CPU has AVX-512 (F, VL, BW, DQ) and OpenBLAS's own
+// pick has no AVX-512 kernels. Never on a CPU without AVX-512: SkylakeX kernels die there with "Illegal instruction".
 #pragma once
 
 #include "runtime/Cpus.h"
@@ -78,11 +80,10 @@ inline bool is_avx512_core(std::string_view core) {
   return core == "SkylakeX" || core == "Cooperlake" || core == "SapphireRapids";
 }
 
-/// The OPENBLAS_CORETYPE to force on peers: "SkylakeX" when the CPU has AVX-512 and OpenBLAS, left alone, picked a
-/// core without it; "" when nothing is to be forced (no AVX-512, a right pick, no OpenBLAS, or the caller set
-/// OPENBLAS_CORETYPE already).
-inline std::string openblas_core_to_force(const Isa& isa, const std::optional<std::string>& detected, bool caller_set) {
-  if (caller_set || !detected || !isa.avx512 || is_avx512_core(*detected)) return "";
+/// The OPENBLAS_CORETYPE to force on peers: "SkylakeX" when the CPU has AVX-512 and OpenBLAS, left alone (neither
+/// variable set), picks a core without it; "" when nothing is to be forced (no AVX-512, a right pick, no OpenBLAS).
+inline std::string openblas_core_to_force(const Isa& isa, const std::optional<std::string>& own_pick) {
+  if (!own_pick || !isa.avx512 || is_avx512_core(*own_pick)) return "";
   return "SkylakeX";
 }
 
@@ -91,25 +92,39 @@ struct Machine {
   Isa isa;
   int cores = 1;                          // available_cpus()
   std::optional<std::string> openblas;    // the core OpenBLAS picks by itself; nullopt: libopenblas.so.0 not found
-  std::string caller_coretype;            // OPENBLAS_CORETYPE as the caller set it ("" = unset)
-  std::string forced_core;                // what peers get as OPENBLAS_CORETYPE ("" = nothing forced)
+  std::string caller_coretype;            // OPENBLAS_CORETYPE as the caller's environment set it ("" = unset)
+  std::string caller_l2_size;             // OPENBLAS_L2_SIZE likewise: reported, never handed to a peer
+  std::string forced_core;                // what peers get as OPENBLAS_CORETYPE ("" = OpenBLAS's own pick)
 
-  /// The core the peers run: the forced one, the caller's, or OpenBLAS's own pick.
+  /// The core the peers run: the forced one, else OpenBLAS's own pick.
   std::string peer_core() const {
     if (!forced_core.empty()) return forced_core;
-    if (!caller_coretype.empty()) return caller_coretype;
     return openblas ? *openblas : "no OpenBLAS";
   }
-  /// Prefix for a peer's shell command: "OPENBLAS_CORETYPE=SkylakeX " or "".
-  std::string peer_env() const { return forced_core.empty() ? "" : "OPENBLAS_CORETYPE=" + forced_core + " "; }
+  /// Prefix for a peer's shell command: the caller's OpenBLAS variables removed, the forced core set if any:
+  /// "env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OPENBLAS_CORETYPE=SkylakeX ".
+  std::string peer_env() const {
+    return "env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE " +
+           (forced_core.empty() ? std::string() : "OPENBLAS_CORETYPE=" + forced_core + " ");
+  }
+  /// The same for a peer started without a shell: sets or unsets the variables in this (child) process.
+  void apply_peer_env() const {
+    ::unsetenv("OPENBLAS_CORETYPE");
+    ::unsetenv("OPENBLAS_L2_SIZE");
+    if (!forced_core.empty()) ::setenv("OPENBLAS_CORETYPE", forced_core.c_str(), 1);
+  }
 
   std::string openblas_text() const {
     if (!openblas) return "OpenBLAS not found (libopenblas.so.0)";
-    if (!caller_coretype.empty())
-      return fmt::format("OpenBLAS core {} (OPENBLAS_CORETYPE set by the caller)", caller_coretype);
+    std::string caller;
+    if (!caller_coretype.empty() || !caller_l2_size.empty())
+      caller = fmt::format("; the environment's OPENBLAS_CORETYPE={} OPENBLAS_L2_SIZE={} not used for peers",
+                           caller_coretype.empty() ? "(unset)" : caller_coretype,
+                           caller_l2_size.empty() ? "(unset)" : caller_l2_size);
     if (!forced_core.empty())
-      return fmt::format("OpenBLAS core {} (forced: OpenBLAS picks {} on this AVX-512 CPU)", forced_core, *openblas);
-    return fmt::format("OpenBLAS core {} (its own pick)", *openblas);
+      return fmt::format("OpenBLAS core {} (forced: OpenBLAS picks {} on this AVX-512 CPU){}", forced_core, *openblas,
+                         caller);
+    return fmt::format("OpenBLAS core {} (its own pick){}", *openblas, caller);
   }
   /// One line for a table's heading.
   std::string summary() const {
@@ -121,7 +136,9 @@ struct Machine {
             {"cores", cores},
             {"openblas_own_core", openblas ? nlohmann::json(*openblas) : nlohmann::json(nullptr)},
             {"openblas_peer_core", peer_core()},
-            {"openblas_forced", !forced_core.empty()}};
+            {"openblas_forced", !forced_core.empty()},
+            {"environment_openblas_coretype", caller_coretype},
+            {"environment_openblas_l2_size", caller_l2_size}};
   }
 };
 
@@ -146,15 +163,41 @@ inline std::string read_cpu_model() {
   return "unknown";
 }
 
-/// The core OpenBLAS picks in this process's environment (what openblas_get_corename() says), loading
-/// libopenblas.so.0 if it is not linked in already; nullopt if it is not installed.
-inline std::optional<std::string> read_openblas_core() {
-  void* lib = ::dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL);
-  if (!lib) return std::nullopt;
-  auto corename = reinterpret_cast<char* (*)()>(::dlsym(lib, "openblas_get_corename"));
-  std::optional<std::string> core;
-  if (corename) core = std::string(corename());
-  return core;  // the library stays loaded: unloading OpenBLAS while its threads run is not safe
+/// The core OpenBLAS picks by itself: openblas_get_corename() of libopenblas.so.0 loaded in a child process whose
+/// environment has neither OPENBLAS_CORETYPE nor OPENBLAS_L2_SIZE. When this process has OpenBLAS loaded already
+/// (a benchmark linking it), the child re-executes this program with EINSTAGE_BENCH_OPENBLAS_PROBE set, and
+/// detect_machine() answers the probe before anything else. nullopt if OpenBLAS is not installed.
+inline std::optional<std::string> read_openblas_own_core() {
+  int fds[2];
+  if (::pipe(fds) != 0) return std::nullopt;
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(fds[0]);
+    ::dup2(fds[1], 1);
+    ::unsetenv("OPENBLAS_CORETYPE");
+    ::unsetenv("OPENBLAS_L2_SIZE");
+    if (::dlopen("libopenblas.so.0", RTLD_LAZY | RTLD_NOLOAD)) {  // loaded with the caller's variables: start afresh
+      ::setenv("EINSTAGE_BENCH_OPENBLAS_PROBE", "1", 1);
+      char* const args[] = {const_cast<char*>("einstage-openblas-probe"), nullptr};
+      ::execv("/proc/self/exe", args);
+      std::_Exit(1);
+    }
+    void* lib = ::dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL);
+    auto corename = lib ? reinterpret_cast<char* (*)()>(::dlsym(lib, "openblas_get_corename")) : nullptr;
+    if (!corename) std::_Exit(1);
+    std::fputs(corename(), stdout);
+    std::fflush(stdout);
+    std::_Exit(0);
+  }
+  ::close(fds[1]);
+  std::string out;
+  char buffer[256];
+  for (ssize_t n; (n = ::read(fds[0], buffer, sizeof buffer)) > 0;) out.append(buffer, size_t(n));
+  ::close(fds[0]);
+  int status = 0;
+  if (pid < 0 || ::waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0 || out.empty())
+    return std::nullopt;
+  return out;
 }
 
 /// Why a peer's shell command failed, from its popen/system status: "killed by signal 4" (the shell reports a
@@ -192,6 +235,13 @@ inline std::optional<nlohmann::json> run_peer_json(const std::string& command, s
 /// Detects the machine. Also ignores SIGPIPE, so a peer process that dies only fails its column: a write to its pipe
 /// returns an error instead of killing the benchmark.
 inline Machine detect_machine() {
+  if (std::getenv("EINSTAGE_BENCH_OPENBLAS_PROBE")) {  // read_openblas_own_core()'s re-executed child
+    void* lib = ::dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL);
+    auto corename = lib ? reinterpret_cast<char* (*)()>(::dlsym(lib, "openblas_get_corename")) : nullptr;
+    if (corename) std::fputs(corename(), stdout);
+    std::fflush(stdout);
+    std::_Exit(corename ? 0 : 1);
+  }
   ::signal(SIGPIPE, SIG_IGN);
   Machine m;
   m.cpu_model = read_cpu_model();
@@ -200,22 +250,26 @@ inline Machine detect_machine() {
   if (const char* own = std::getenv("EINSTAGE_BENCH_OPENBLAS_OWN_CORE")) {  // re-executed: the first run's readings
     if (*own) m.openblas = std::string(own);
     if (const char* caller = std::getenv("EINSTAGE_BENCH_CALLER_CORETYPE")) m.caller_coretype = caller;
+    if (const char* caller = std::getenv("EINSTAGE_BENCH_CALLER_L2_SIZE")) m.caller_l2_size = caller;
   } else {
     if (const char* caller = std::getenv("OPENBLAS_CORETYPE")) m.caller_coretype = caller;
-    m.openblas = read_openblas_core();
+    if (const char* caller = std::getenv("OPENBLAS_L2_SIZE")) m.caller_l2_size = caller;
+    m.openblas = read_openblas_own_core();
   }
-  m.forced_core = openblas_core_to_force(m.isa, m.openblas, !m.caller_coretype.empty());
+  m.forced_core = openblas_core_to_force(m.isa, m.openblas);
   return m;
 }
 
-/// For a benchmark that links OpenBLAS, which reads OPENBLAS_CORETYPE and OPENBLAS_NUM_THREADS when it is loaded:
-/// re-executes the program once with the forced core (if any) and `threads` OpenBLAS threads, handing the first
-/// run's readings down. Returns in the re-executed process (or when exec fails, with the environment unchanged).
+/// For a benchmark that links OpenBLAS, which reads OPENBLAS_CORETYPE, OPENBLAS_L2_SIZE and OPENBLAS_NUM_THREADS when
+/// it is loaded: re-executes the program once with the peers' environment (apply_peer_env) and `threads` OpenBLAS
+/// threads, handing the first run's readings down. Returns in the re-executed process (or when exec fails, with the
+/// environment unchanged).
 inline void reexec_with_openblas_env(const Machine& m, int threads, char** argv) {
   if (std::getenv("EINSTAGE_BENCH_OPENBLAS_OWN_CORE")) return;
   ::setenv("EINSTAGE_BENCH_OPENBLAS_OWN_CORE", m.openblas.value_or("").c_str(), 1);
   ::setenv("EINSTAGE_BENCH_CALLER_CORETYPE", m.caller_coretype.c_str(), 1);
-  if (!m.forced_core.empty()) ::setenv("OPENBLAS_CORETYPE", m.forced_core.c_str(), 1);
+  ::setenv("EINSTAGE_BENCH_CALLER_L2_SIZE", m.caller_l2_size.c_str(), 1);
+  m.apply_peer_env();
   ::setenv("OPENBLAS_NUM_THREADS", std::to_string(threads).c_str(), 1);
   ::execv("/proc/self/exe", argv);
   std::perror("re-exec");

@@ -16,7 +16,6 @@ runs); peak RSS is /usr/bin/time's maximum resident set. Ratios are NumPy time /
 faster), each against the einstage row with the same thread count.
 """
 import argparse
-import ctypes
 import os
 import statistics
 import subprocess
@@ -28,12 +27,13 @@ import numpy as np
 
 
 def openblas_own_core():
-    try:
-        lib = ctypes.CDLL("libopenblas.so.0")
-        lib.openblas_get_corename.restype = ctypes.c_char_p
-        return lib.openblas_get_corename().decode()
-    except OSError:
-        return None
+    """The core OpenBLAS picks by itself: asked in a child process without OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE
+    (this process's OpenBLAS, loaded by numpy, read whatever the caller's environment set)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
+    probe = ("import ctypes\nlib = ctypes.CDLL('libopenblas.so.0')\n"
+             "lib.openblas_get_corename.restype = ctypes.c_char_p\nprint(lib.openblas_get_corename().decode())")
+    p = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True)
+    return p.stdout.strip() if p.returncode == 0 and p.stdout.strip() else None
 
 
 def has_avx512():

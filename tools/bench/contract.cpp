@@ -379,9 +379,9 @@ int main(int argc, char** argv) {
                       {"flops", real_flops(row)}, {"min_time", min_time}, {"threads", threads}});
     if (!machine.forced_core.empty()) {
       runs.push_back({"SKX", "skylakex", machine.peer_env(), std::nullopt, ""});
-      runs.push_back({"own", "default", "-u OPENBLAS_CORETYPE", std::nullopt, ""});
+      runs.push_back({"own", "default", "-u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE", std::nullopt, ""});
     } else {
-      runs.push_back({"", "default", "", std::nullopt, ""});
+      runs.push_back({"", "default", machine.peer_env(), std::nullopt, ""});
     }
     for (PeerRun& run : runs) {
       fmt::print(stderr, "running peers{}\n", run.env.empty() ? "" : " (" + run.env + ")");

@@ -82,8 +82,9 @@ double symmetric(einsum::SplitMix64& rng) { return 2 * rng.uniform() - 1; }
 /// A python3 peer process speaking tools/bench/einsum_suite.py's line protocol.
 class Peer {
  public:
-  /// `coretype`: the OPENBLAS_CORETYPE the peer runs with; "" unsets it, nullptr leaves this process's value.
-  Peer(const std::string& script, std::string label, const char* coretype) : label_(std::move(label)) {
+  /// `coretype`: the OPENBLAS_CORETYPE the peer runs with; "" leaves OpenBLAS its own pick. The caller's
+  /// OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE never reach a peer (tools/bench/Machine.h).
+  Peer(const std::string& script, std::string label, const std::string& coretype) : label_(std::move(label)) {
     int to_child[2], from_child[2];
     if (::pipe(to_child) != 0 || ::pipe(from_child) != 0) return;
     pid_ = ::fork();
@@ -92,8 +93,9 @@ class Peer {
       ::dup2(from_child[1], 1);
       ::close(to_child[1]);
       ::close(from_child[0]);
-      if (coretype && *coretype) ::setenv("OPENBLAS_CORETYPE", coretype, 1);
-      else if (coretype) ::unsetenv("OPENBLAS_CORETYPE");
+      ::unsetenv("OPENBLAS_CORETYPE");
+      ::unsetenv("OPENBLAS_L2_SIZE");
+      if (!coretype.empty()) ::setenv("OPENBLAS_CORETYPE", coretype.c_str(), 1);
       ::setenv("OPENBLAS_NUM_THREADS", "1", 1);
       ::setenv("OMP_NUM_THREADS", "1", 1);
       ::execl("/usr/bin/python3", "python3", script.c_str(), static_cast<char*>(nullptr));
@@ -246,10 +248,10 @@ int main(int argc, char** argv) {
   std::string peer_info = "not run (--no-peers)";
   if (peers && !root.empty() && fs::exists("/usr/bin/python3")) {
     if (!machine.forced_core.empty()) {
-      procs.push_back(std::make_unique<Peer>(script, "SKX", machine.forced_core.c_str()));
+      procs.push_back(std::make_unique<Peer>(script, "SKX", machine.forced_core));
       procs.push_back(std::make_unique<Peer>(script, "own", ""));
     } else {
-      procs.push_back(std::make_unique<Peer>(script, "own", nullptr));
+      procs.push_back(std::make_unique<Peer>(script, "own", ""));
     }
     peer_info.clear();
     for (auto& p : procs) {
