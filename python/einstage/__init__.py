@@ -25,8 +25,8 @@ def einsum(*operands, out=None, dtype=None, order="K", casting="safe", optimize=
     'greedy', 'optimal', 'dp', 'auto', an explicit path and einstage plan specs (docs/planning.md).
     """
     subscripts, ops = _parse_arguments(operands)
-    spec, limit = _plan_spec(optimize, len(ops))
-    return _run(subscripts, ops, out, dtype, order, casting, spec, limit)
+    plan, limit = _plan_spec(optimize, len(ops))
+    return _run(subscripts, ops, out, dtype, order, casting, plan, limit)
 
 
 def threads():

@@ -10,8 +10,10 @@ set -euo pipefail
 # OpenBLAS's LAPACK when libopenblas0 is installed).
 # libeigen3-dev: the matrix-free GMRES of the fixed-point adjoint (compiler/ad/FixedPoint.cpp, header-only, private);
 # liblbfgspp-dev: L-BFGS (LBFGSpp, header-only on Eigen) for the variational iPEPS example (issue 37).
+# pybind11-dev, python3-dev, python3-pytest: the Python package `einstage` (python/) and its pytest suite under ctest.
 pkgs=(build-essential cmake ninja-build llvm-19-dev libfmt-dev doctest-dev nlohmann-json3-dev zlib1g-dev libzstd-dev python3
-      python3-numpy libopenmpi-dev openmpi-bin liblapacke-dev libopenblas0 libeigen3-dev liblbfgspp-dev)
+      python3-numpy libopenmpi-dev openmpi-bin liblapacke-dev libopenblas0 libeigen3-dev liblbfgspp-dev
+      pybind11-dev python3-dev python3-pytest)
 for flag in "$@"; do
   case "$flag" in
     --bench) pkgs+=(libopenblas-dev python3-torch) ;;
