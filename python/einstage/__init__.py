@@ -13,9 +13,14 @@ from . import _einstage
 from ._einsum import parse_arguments as _parse_arguments, run as _run
 from ._paths import (ContractExpression, PathInfo, contract, contract_expression, contract_path, einsum_path,
                      plan_spec as _plan_spec)
+from ._trace import (Program, Spec, Traced, abs, conj, cos, cosh, exp, grad, hvp, imag, jit, jvp, log, matmul, max,
+                     real, reshape, sign, sin, sinh, spec, sqrt, stop_gradient, sum, tanh, trace, transpose,
+                     value_and_grad, vjp, where, traced_einsum as _traced_einsum)
 
 __all__ = ["einsum", "einsum_path", "contract", "contract_path", "contract_expression", "ContractExpression",
-           "PathInfo", "threads"]
+           "PathInfo", "threads", "trace", "jit", "grad", "value_and_grad", "jvp", "vjp", "hvp", "Program", "Traced",
+           "spec", "Spec", "exp", "log", "sqrt", "sin", "cos", "tanh", "sinh", "cosh", "abs", "sign", "conj", "real",
+           "imag", "sum", "max", "transpose", "reshape", "where", "matmul", "stop_gradient"]
 
 
 def einsum(*operands, out=None, dtype=None, order="K", casting="safe", optimize=True):
@@ -26,6 +31,10 @@ def einsum(*operands, out=None, dtype=None, order="K", casting="safe", optimize=
     """
     subscripts, ops = _parse_arguments(operands)
     plan, limit = _plan_spec(optimize, len(ops))
+    if any(isinstance(o, Traced) for o in ops):  # inside a trace: one einstage.einsum.v1 op
+        if out is not None or dtype is not None or limit is not None:
+            raise TypeError("einsum on traced tensors takes no out=, dtype= or memory limit")
+        return _traced_einsum(subscripts, ops, plan)
     return _run(subscripts, ops, out, dtype, order, casting, plan, limit)
 
 

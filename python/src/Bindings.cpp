@@ -12,6 +12,7 @@
 #include "extensions/einsum/planner/PlanSpec.h"
 #include "extensions/einsum/planner/Report.h"
 #include "python/src/Convert.h"
+#include "python/src/Tracing.h"
 #include "runtime/Context.h"
 
 #include <pybind11/stl.h>
@@ -331,4 +332,5 @@ PYBIND11_MODULE(_einstage, m) {
         return py::tuple(py::cast(std::vector<int64_t>(s.begin(), s.end())));
       })
       .def("text", &Plan::text);
+  register_tracing(m);
 }
