@@ -18,7 +18,7 @@ from ._trace import (Program, Spec, Traced, abs, conj, cos, cosh, exp, grad, hvp
                      value_and_grad, vjp, where, traced_einsum as _traced_einsum)
 
 __all__ = ["einsum", "einsum_path", "contract", "contract_path", "contract_expression", "ContractExpression",
-           "PathInfo", "threads", "trace", "jit", "grad", "value_and_grad", "jvp", "vjp", "hvp", "Program", "Traced",
+           "PathInfo", "threads", "set_num_threads", "trace", "jit", "grad", "value_and_grad", "jvp", "vjp", "hvp", "Program", "Traced",
            "spec", "Spec", "exp", "log", "sqrt", "sin", "cos", "tanh", "sinh", "cosh", "abs", "sign", "conj", "real",
            "imag", "sum", "max", "transpose", "reshape", "where", "matmul", "stop_gradient"]
 
@@ -39,5 +39,11 @@ def einsum(*operands, out=None, dtype=None, order="K", casting="safe", optimize=
 
 
 def threads():
-    """Threads of the process-wide context the contractions run on (EINSTAGE_NUM_THREADS, else every CPU)."""
+    """Threads the contractions run on: set_num_threads(n), else EINSTAGE_NUM_THREADS, else every CPU."""
     return _einstage.threads()
+
+
+def set_num_threads(n):
+    """Runs the calls that start from now on n threads (0: every CPU this process may use). Results are bitwise the
+    same at every count; plans are prepared again on the new threads' context."""
+    _einstage.set_num_threads(int(n))

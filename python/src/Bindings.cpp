@@ -11,6 +11,7 @@
 #include "extensions/einsum/SlicedEinsum.h"
 #include "extensions/einsum/planner/PlanSpec.h"
 #include "extensions/einsum/planner/Report.h"
+#include "python/src/Context.h"
 #include "python/src/Convert.h"
 #include "python/src/Tracing.h"
 #include "runtime/Context.h"
@@ -74,10 +75,11 @@ char order_char(const std::string& order) {
   throw py::value_error(fmt::format("order must be 'C' or 'F', not '{}'", order));
 }
 
-EinsumOptions options_for(const std::string& plan) {
+EinsumOptions options_for(const std::string& plan, ExecutionContext* context = nullptr) {
   EinsumOptions options;
   options.plan = parse_spec(plan);
   options.allow_broadcast = true;  // NumPy stretches length-1 axes of named labels too
+  options.context = context;       // its plan cache (prepare() itself ignores the context)
   return options;
 }
 
@@ -93,7 +95,7 @@ py::array run_sliced(const SlicedEinsumPlan& plan, const Operands& ops, const py
   Tensor result;
   {
     py::gil_scoped_release release;
-    ExecutionContext& context = default_context();
+    ExecutionContext& context = *current().context;
     result = plan.execute(ops.tensors, context, &context.pool());
   }
   py::array array = result_array(out, plan.dtype(), plan.output_shape(), order);
@@ -113,7 +115,7 @@ py::array run_plan(const EinsumPlan& plan, const Operands& ops, const py::object
   py::array array = result_array(out, plan.dtype(), plan.output_shape(), order);
   Tensor view = view_array(array, "out", true);
   py::gil_scoped_release release;
-  ExecutionContext& context = default_context();
+  ExecutionContext& context = *current().context;
   plan.execute_into(ops.tensors, view, context, &context.pool());
   return array;
 }
@@ -122,7 +124,7 @@ py::array einsum_call(const std::string& subscripts, const py::sequence& operand
                       const std::string& order, const std::string& plan, int64_t max_memory) {
   const char o = order_char(order);
   Operands ops = view_operands(operands);
-  EinsumOptions options = options_for(plan);
+  EinsumOptions options = options_for(plan, current().context);
   if (max_memory > 0) {
     std::optional<SlicedEinsumPlan> sliced;
     {
@@ -316,9 +318,11 @@ PYBIND11_MODULE(_einstage, m) {
     const std::optional<DType> d = einstage::python::dtype_of(dt);
     return d ? py::object(py::str(std::string(name(*d)))) : py::object(py::none());
   }, "dtype"_a, "einstage's name of a NumPy dtype ('f64', ...) or None.");
-  m.def("threads", [] { return default_context().threads(); }, "Threads of the process-wide execution context.");
+  m.def("threads", [] { return current().context->threads(); }, "Threads the calls run on.");
+  m.def("set_num_threads", [](int n) { set_num_threads(n); }, "threads"_a,
+        "Runs later calls on a new context of n threads (0: every CPU this process may use).");
   m.def("cache_stats", [] {
-    const einsum::EinsumCacheStats s = einsum::einsum_cache_stats();
+    const einsum::EinsumCacheStats s = einsum::einsum_cache_stats(*current().context);
     return py::dict("hits"_a = s.hits, "misses"_a = s.misses, "entries"_a = s.entries, "capacity"_a = s.capacity);
   }, "The one-shot einsum plan cache's counters.");
   py::class_<Plan>(m, "Plan")

@@ -5,17 +5,17 @@
 // (compiler/Trace.h's ops, einsum::einsum on traced tensors, ad::grad / value_and_grad / jvp / vjp,
 // lower_to_standard_ops, print_program / program_to_json / print_dot, Runtime::prepare + Executable::run); NumPy's
 // conventions for these (broadcasting, C-order reshape, argnums) are applied in einstage/_trace.py, which calls
-// these with einstage's own (explicit broadcast_in_dim, column-major reshape). One process-wide Runtime with the
-// einsum module linked in prepares and runs every program; outputs come back as NumPy arrays that own the einstage
+// these with einstage's own (explicit broadcast_in_dim, column-major reshape). The current Runtime (Context.h, the
+// einsum module linked in) prepares and runs every program; outputs come back as NumPy arrays that own the einstage
 // tensor's storage (no copy). Depends on pybind11, Convert.h, compiler/, runtime/ and extensions/einsum.
 #include "compiler/Lower.h"
 #include "compiler/Trace.h"
 #include "compiler/ad/Ad.h"
-#include "extensions/einsum/Module.h"
 #include "extensions/einsum/TraceEinsum.h"
 #include "ir/Json.h"
 #include "ir/Parser.h"
 #include "ir/Printer.h"
+#include "python/src/Context.h"
 #include "python/src/Convert.h"
 #include "python/src/Tracing.h"
 #include "runtime/Runtime.h"
@@ -28,15 +28,7 @@
 namespace einstage::python {
 namespace {
 
-Runtime& runtime() {
-  // Made on first use and never destroyed: kernels may still run on other threads when the interpreter exits.
-  static Runtime* rt = [] {
-    auto* r = new Runtime();
-    r->add_module(einsum::module_descriptor());
-    return r;
-  }();
-  return *rt;
-}
+Runtime& runtime() { return *current().runtime; }
 
 struct Traced {
   std::shared_ptr<TraceContext> ctx;
@@ -159,10 +151,16 @@ class PyProgram {
   struct Prepared {
     std::mutex mutex;
     std::optional<Executable> exe;
+    uint64_t generation = 0;
   };
+  // Prepared on the current runtime, again after set_num_threads (an Executable runs on its runtime's threads).
   Executable executable() const {
+    const CallContext now = current();
     std::lock_guard lock(prepared_->mutex);
-    if (!prepared_->exe) prepared_->exe.emplace(runtime().prepare(*program_));
+    if (!prepared_->exe || prepared_->generation != now.generation) {
+      prepared_->exe.emplace(now.runtime->prepare(*program_));
+      prepared_->generation = now.generation;
+    }
     return *prepared_->exe;
   }
   std::shared_ptr<const Program> program_;

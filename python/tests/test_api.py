@@ -309,3 +309,26 @@ def test_garbage_arguments_never_crash():
             einstage.einsum(*args)
         except (ValueError, TypeError, MemoryError, RuntimeError, OverflowError):
             pass
+
+
+def test_set_num_threads_keeps_the_bits():
+    original = einstage.threads()
+    ops = [rand(40, 50), rand(50, 60), rand(60, 30)]
+    expr = einstage.contract_expression("ab,bc,cd->ad", *[o.shape for o in ops])
+    program = einstage.jit(lambda a, b, c: einstage.einsum("ab,bc,cd->ad", a, b, c))
+    results = []
+    try:
+        for n in (1, 2, 3):
+            einstage.set_num_threads(n)
+            assert einstage.threads() == n
+            results.append((einstage.einsum("ab,bc,cd->ad", *ops), expr(*ops), program(*ops)))
+    finally:
+        einstage.set_num_threads(original)
+    assert einstage.threads() == original
+    for r in results[1:]:
+        for got, first in zip(r, results[0]):
+            assert np.array_equal(got, first)  # bitwise: results never depend on the thread count
+    np.testing.assert_allclose(results[0][0], ops[0] @ ops[1] @ ops[2], rtol=1e-10, atol=1e-10)
+    with pytest.raises(ValueError) as info:
+        einstage.set_num_threads(-1)
+    assert str(info.value) == "set_num_threads: -1 threads; pass 1 or more (0: every CPU)"
