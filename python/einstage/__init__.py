@@ -9,7 +9,7 @@
 The compiled core is ``einstage._einstage``; docs/python.md is the tutorial.
 """
 
-from . import _einstage
+from . import _einstage, linalg
 from ._einsum import parse_arguments as _parse_arguments, run as _run
 from ._paths import (ContractExpression, PathInfo, contract, contract_expression, contract_path, einsum_path,
                      plan_spec as _plan_spec)
@@ -18,7 +18,7 @@ from ._trace import (Program, Spec, Traced, abs, conj, cos, cosh, exp, grad, hvp
                      value_and_grad, vjp, where, traced_einsum as _traced_einsum)
 
 __all__ = ["einsum", "einsum_path", "contract", "contract_path", "contract_expression", "ContractExpression",
-           "PathInfo", "threads", "set_num_threads", "trace", "jit", "grad", "value_and_grad", "jvp", "vjp", "hvp", "Program", "Traced",
+           "PathInfo", "threads", "set_num_threads", "linalg", "trace", "jit", "grad", "value_and_grad", "jvp", "vjp", "hvp", "Program", "Traced",
            "spec", "Spec", "exp", "log", "sqrt", "sin", "cos", "tanh", "sinh", "cosh", "abs", "sign", "conj", "real",
            "imag", "sum", "max", "transpose", "reshape", "where", "matmul", "stop_gradient"]
 

@@ -2,6 +2,7 @@
 #include "python/src/Context.h"
 
 #include "extensions/einsum/Module.h"
+#include "extensions/linalg/Module.h"
 
 #include <mutex>
 #include <vector>
@@ -25,6 +26,7 @@ State& state() {
 Runtime* new_runtime(RuntimeOptions options) {
   auto rt = std::make_unique<Runtime>(std::move(options));
   rt->add_module(einsum::module_descriptor());
+  rt->add_module(linalg::module_descriptor());
   Runtime* raw = rt.get();
   state().runtimes.push_back(std::move(rt));
   return raw;

@@ -5,7 +5,7 @@
 // in the same process. set_num_threads(n) makes a new ExecutionContext of n threads and a Runtime on it; calls that
 // start afterwards use them, calls already running finish on the old ones (each call holds what it uses). Old
 // contexts and runtimes are kept, never destroyed: programs traced earlier point at their registry, and kernels may
-// still run on their threads. Depends on runtime/Context.h and runtime/Runtime.h.
+// still run on their threads. Depends on runtime/Context.h, runtime/Runtime.h and the einsum and linalg modules.
 #pragma once
 
 #include "runtime/Context.h"
@@ -22,7 +22,7 @@ struct CallContext {
   uint64_t generation = 0;  // changes with every set_num_threads
 };
 
-/// The current context and runtime (the runtime has the einsum module).
+/// The current context and runtime (the runtime has the einsum and linalg modules linked in).
 CallContext current();
 /// A new context of `threads` threads (0: every CPU this process may use) for the calls that start afterwards.
 void set_num_threads(int threads);

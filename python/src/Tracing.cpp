@@ -3,7 +3,7 @@
 //
 // Stage: Python binding (python/). Each function is one call into the C++ API of docs/guide.md sections 2-5
 // (compiler/Trace.h's ops, einsum::einsum on traced tensors, ad::grad / value_and_grad / jvp / vjp,
-// lower_to_standard_ops, print_program / program_to_json / print_dot, Runtime::prepare + Executable::run); NumPy's
+// linalg::svd / qr / eigh, lower_to_standard_ops, print_program / program_to_json / print_dot, Runtime::prepare + Executable::run); NumPy's
 // conventions for these (broadcasting, C-order reshape, argnums) are applied in einstage/_trace.py, which calls
 // these with einstage's own (explicit broadcast_in_dim, column-major reshape). The current Runtime (Context.h, the
 // einsum module linked in) prepares and runs every program; outputs come back as NumPy arrays that own the einstage
@@ -12,6 +12,7 @@
 #include "compiler/Trace.h"
 #include "compiler/ad/Ad.h"
 #include "extensions/einsum/TraceEinsum.h"
+#include "extensions/linalg/TraceLinalg.h"
 #include "ir/Json.h"
 #include "ir/Parser.h"
 #include "ir/Printer.h"
@@ -235,6 +236,24 @@ void register_tracing(py::module_& m) {
     options.plan = einsum::PlanSpec::parse(plan);
     options.allow_broadcast = true;
     return wrap(operands[0], einsum::einsum(*operands[0].ctx, subscripts, ts, options));
+  });
+
+  // The decompositions (extensions/linalg): batches along the right axes, einstage's convention; einstage/_trace.py
+  // moves NumPy's left batch axes there and back.
+  m.def("t_svd", [](const Traced& a, bool full, int64_t keep) {
+    linalg::SvdOptions options;
+    options.full = full;
+    options.keep = keep;
+    auto [u, s, vh] = linalg::svd(*a.ctx, a.t, options);
+    return py::make_tuple(wrap(a, u), wrap(a, s), wrap(a, vh));
+  }, "a"_a, "full"_a = false, "keep"_a = 0);
+  m.def("t_qr", [](const Traced& a) {
+    auto [q, r] = linalg::qr(*a.ctx, a.t);
+    return py::make_tuple(wrap(a, q), wrap(a, r));
+  });
+  m.def("t_eigh", [](const Traced& a) {
+    auto [w, v] = linalg::eigh(*a.ctx, a.t);
+    return py::make_tuple(wrap(a, w), wrap(a, v));
   });
 
   py::class_<PyProgram>(m, "Program")

@@ -188,3 +188,38 @@ def test_errors_in_traced_functions():
     with pytest.raises(TypeError) as info:
         es.jit(lambda x: np.exp(x))(np.ones(2))
     assert "einstage functions of the same name" in str(info.value)
+
+
+def test_linalg_in_traces_with_numpys_layout_and_gradients():
+    b = rand(2, 5, 4, 3)  # NumPy's batch axes on the left
+    u, s, vh = es.jit(lambda a: es.linalg.svd(a, full_matrices=False))(b)
+    assert (u.shape, s.shape, vh.shape) == ((2, 5, 4, 3), (2, 5, 3), (2, 5, 3, 3))
+    np.testing.assert_allclose(s, np.linalg.svd(b, compute_uv=False), rtol=1e-12)
+    np.testing.assert_allclose(np.einsum("...ik,...k,...kj->...ij", u, s, vh), b, atol=1e-12)
+    q, r = es.jit(es.linalg.qr)(b)
+    np.testing.assert_allclose(q @ r, b, atol=1e-12)
+    np.testing.assert_allclose(np.abs(r), np.abs(np.linalg.qr(b)[1]), atol=1e-12)
+    h = b[..., :3, :] + np.swapaxes(b[..., :3, :], -1, -2)
+    w, v = es.jit(es.linalg.eigh)(h)
+    np.testing.assert_allclose(w, np.linalg.eigh(h)[0], atol=1e-12)
+    assert es.linalg.svd(b[0, 0], full_matrices=False)[1] == pytest.approx(np.linalg.svd(b[0, 0])[1])  # NumPy's
+
+    a, c, d = rand(4, 3), rand(3, 3), rand(4, 3)
+    nuclear = es.grad(lambda a: es.sum(es.linalg.svd(a, full_matrices=False)[1]))(a)
+    un, _, vhn = np.linalg.svd(a, full_matrices=False)
+    np.testing.assert_allclose(nuclear, un @ vhn, atol=1e-12)  # d sum(s) / dA = U Vh
+    qr_loss = lambda a: es.sum(es.linalg.qr(a)[1] * c) + es.sum(es.linalg.qr(a)[0] * d)  # noqa: E731
+    qr_np = lambda a: np.sum(np.linalg.qr(a)[1] * c) + np.sum(np.linalg.qr(a)[0] * d)  # noqa: E731
+    np.testing.assert_allclose(es.grad(qr_loss)(a), finite_difference(qr_np, [a], 0), rtol=1e-5, atol=1e-6)
+    hs = a[:3] + a[:3].T
+    eig_loss = lambda h: es.sum(es.linalg.eigh(h)[0] * np.arange(1.0, 4.0))  # noqa: E731
+    eig_np = lambda h: np.sum(np.linalg.eigh(h)[0] * np.arange(1.0, 4.0))  # noqa: E731
+    # LAPACK reads the lower triangle, so differences see a lower-triangular gradient D; einstage's is the symmetric
+    # one (JAX's and torch's convention): the same derivative along every symmetric direction, (D + D^T) / 2.
+    lower = finite_difference(eig_np, [hs], 0)
+    np.testing.assert_allclose(es.grad(eig_loss)(hs), (lower + lower.T) / 2, rtol=1e-5, atol=1e-6)
+    printed = str(es.trace(lambda a: es.linalg.svd(a, full_matrices=False), b))
+    assert "einstage.linalg.v1" in printed and "op = svd" in printed and "transpose" in printed
+    with pytest.raises(ValueError) as info:
+        es.trace(lambda a: es.linalg.qr(a), np.ones(3))
+    assert str(info.value) == ("qr: 1-dimensional array given; the array must be at least two-dimensional")
