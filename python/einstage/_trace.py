@@ -351,6 +351,7 @@ class Program:
 
     def __init__(self, p):
         self._p = p
+        self._structure = None  # the nesting of the traced function's outputs (None: as the program has them)
 
     def __str__(self):
         return str(self._p)
@@ -371,7 +372,9 @@ class Program:
 
     def lower(self, **bindings):
         """The program with every extension op (einsum) expanded into standard ops; symbolic dims need values."""
-        return Program(self._p.lower(bindings))
+        lowered = Program(self._p.lower(bindings))
+        lowered._structure = self._structure
+        return lowered
 
     def grad(self, argnums=0):
         return Program(self._p.transform("grad", _argnums_list(argnums)))
@@ -409,6 +412,8 @@ class Program:
             a = np.asarray(a)
             inputs.append(a if a.dtype == want else a.astype(want))
         outs = self._p.run(inputs)
+        if self._structure is not None:
+            return _unflatten(outs, self._structure)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
 
@@ -429,13 +434,38 @@ def trace(fn, *specs, name=None):
         out = fn(*params)
     finally:
         _current.pop()
-    outs = list(out) if isinstance(out, (tuple, list)) else [out]
+    outs, structure = _flatten(out)
     for k, o in enumerate(outs):
         if not isinstance(o, Traced):
             raise TypeError(f"the traced function {getattr(fn, '__name__', fn)!r} returned a "
                             f"{type(o).__name__} as output {k}, not a traced tensor; return values computed from "
                             f"its arguments")
-    return Program(tracer.finish([o._t for o in outs]))
+    program = Program(tracer.finish([o._t for o in outs]))
+    program._structure = structure
+    return program
+
+
+def _flatten(out):
+    """The leaves of nested tuples and lists, and how to rebuild them (None: one leaf, not wrapped)."""
+    if not isinstance(out, (tuple, list)):
+        return [out], None
+    leaves, parts = [], []
+    for item in out:
+        sub, structure = _flatten(item)
+        leaves += sub
+        parts.append((len(sub), structure))
+    return leaves, (type(out), parts)
+
+
+def _unflatten(leaves, structure):
+    if structure is None:
+        return leaves[0]
+    kind, parts = structure
+    items, at = [], 0
+    for n, sub in parts:
+        items.append(_unflatten(leaves[at:at + n], sub))
+        at += n
+    return kind(items)
 
 
 class _Function:
@@ -460,15 +490,28 @@ class _Function:
 
     def __call__(self, *args):
         if any(isinstance(a, Traced) for a in args):
-            if self.transforms:
-                raise NotImplementedError("a transformed function (grad, ...) cannot be called inside another trace "
-                                          "yet; compose the transformations instead: grad(grad(f))")
-            return self.fn(*args)
-        out = self.program(*args)(*args)
+            return self._inline(args)
+        return self._pack(self.program(*args)(*args))
+
+    def _pack(self, out):
         if self.transforms and self.transforms[-1][0] == "grad" and not isinstance(self.transforms[-1][1], int) \
                 and not isinstance(out, tuple):
             out = (out,)  # argnums given as a sequence: a tuple of gradients, as JAX returns
         return out
+
+    def _inline(self, args):
+        """Called inside another trace: the transformed program of fn, traced on these arguments' types, is
+        replayed into that trace (so jit(lambda x: grad(f)(x) * 2) works)."""
+        if not self.transforms:
+            return self.fn(*args)
+        tracer = _tracer()
+        traced = [a if isinstance(a, Traced) else _lift(a, next(t for t in args if isinstance(t, Traced)))
+                  for a in args]
+        p = trace(self.fn, *[Spec(a.shape, a.dtype) for a in traced])
+        for how, argnums in self.transforms:
+            p = getattr(p, how)(argnums)
+        outs = [Traced(t) for t in tracer.inline(p._p, [a._t for a in traced])]
+        return self._pack(outs[0] if len(outs) == 1 else tuple(outs))
 
 
 def jit(fn):

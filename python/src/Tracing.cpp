@@ -178,6 +178,33 @@ PyProgram transformed(const PyProgram& p, const std::string& how, const std::vec
   throw Error(ErrorKind::invalid_argument, fmt::format("unknown transformation '{}'", how));
 }
 
+// Replays `p`'s instructions into the trace of `args` (a transformed function called inside another trace: grad(f)
+// within a jitted function). Every op goes through the trace's Builder again, so its type rule checks it; the
+// program's shape constraints become constraints of the trace.
+py::list inline_program(const Tracer& tr, const PyProgram& prog, const std::vector<Traced>& args) {
+  const Program& p = prog.program();
+  if (args.size() != p.params.size())
+    throw py::value_error(fmt::format("program @{} takes {} arguments, {} given", p.name, p.params.size(), args.size()));
+  std::map<ValueId, TracedTensor> env;
+  for (size_t k = 0; k < args.size(); ++k) {
+    if (args[k].ctx != tr.ctx) throw py::value_error("an argument belongs to another trace");
+    if (args[k].t.type() != p.params[k].value.type)
+      throw py::type_error(fmt::format("argument {} of @{} is {} but the program takes {}", k, p.name,
+                                       args[k].t.type().to_string(), p.params[k].value.type.to_string()));
+    env[p.params[k].value.id] = args[k].t;
+  }
+  for (const Instruction& ins : p.instructions) {
+    std::vector<TracedTensor> operands;
+    for (const Value& v : ins.operands) operands.push_back(env.at(v.id));
+    std::vector<TracedTensor> results = tr.ctx->emit_results(ins.op, operands);
+    for (size_t r = 0; r < results.size(); ++r) env[ins.results.at(r).id] = results[r];
+  }
+  for (const ShapeConstraint& c : p.constraints) tr.ctx->require_equal(c.lhs, c.rhs, c.what);
+  py::list out;
+  for (const Value& v : p.outputs) out.append(Traced{tr.ctx, env.at(v.id)});
+  return out;
+}
+
 }  // namespace
 
 void register_tracing(py::module_& m) {
@@ -205,7 +232,8 @@ void register_tracing(py::module_& m) {
           outs.push_back(o.t);
         }
         return PyProgram(tr.ctx->finish(outs));
-      }, "outputs"_a);
+      }, "outputs"_a)
+      .def("inline", &inline_program, "program"_a, "args"_a);
 
   m.def("t_binary", &binary, "op"_a, "a"_a, "b"_a);
   m.def("t_scalar", &scalar_op, "op"_a, "a"_a, "s"_a, "reversed"_a = false);

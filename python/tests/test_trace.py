@@ -223,3 +223,18 @@ def test_linalg_in_traces_with_numpys_layout_and_gradients():
     with pytest.raises(ValueError) as info:
         es.trace(lambda a: es.linalg.qr(a), np.ones(3))
     assert str(info.value) == ("qr: 1-dimensional array given; the array must be at least two-dimensional")
+
+
+def test_transformed_functions_inside_a_trace():
+    f = lambda x: es.sum(es.sin(x) * x)  # noqa: E731
+    x = rand(4)
+    df = lambda x: np.cos(x) * x + np.sin(x)  # noqa: E731
+    np.testing.assert_allclose(es.jit(lambda x: es.grad(f)(x) * 2.0)(x), 2 * df(x), rtol=1e-12)
+    # a gradient through an inlined gradient: the second derivative, elementwise
+    np.testing.assert_allclose(es.grad(lambda x: es.sum(es.grad(f)(x)))(x), 2 * np.cos(x) - x * np.sin(x),
+                               rtol=1e-12)
+    v, (g,) = es.jit(lambda x: es.value_and_grad(f, argnums=(0,))(x))(x)
+    assert v == pytest.approx(np.sum(np.sin(x) * x)) and np.allclose(g, df(x))
+    p = es.trace(lambda x: es.grad(f)(x), es.spec((None,)))  # symbolic dims pass through the inlined program
+    np.testing.assert_allclose(p(np.ones(7)), df(np.ones(7)), rtol=1e-12)
+    assert "sin" in str(p) and "cos" in str(p)
