@@ -1,0 +1,297 @@
+#include "examples/heisenberg/Ipeps.h"
+
+#include "extensions/einsum/Einsum.h"
+#include "extensions/einsum/TraceEinsum.h"
+#include "extensions/linalg/TraceLinalg.h"
+#include "ir/Error.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+
+namespace einstage::heisenberg {
+namespace {
+
+// The eight symmetries of the square on the virtual legs (u, l, d, r) = axes 1..4 of A: the four rotations (cyclic
+// shifts) and the four reflections (reversals of the cycle), as permutations of A's axes. The set is a group, closed
+// under inverses, so transposing by each or by its inverse gives the same average.
+constexpr std::array<std::array<int, 5>, 8> kC4v = {{{0, 1, 2, 3, 4},
+                                                     {0, 2, 3, 4, 1},
+                                                     {0, 3, 4, 1, 2},
+                                                     {0, 4, 1, 2, 3},
+                                                     {0, 1, 4, 3, 2},
+                                                     {0, 2, 1, 4, 3},
+                                                     {0, 3, 2, 1, 4},
+                                                     {0, 4, 3, 2, 1}}};
+
+void check_sizes(int d, int chi) {
+  if (d < 1) fail(ErrorKind::invalid_argument, "heisenberg-ipeps: D = {} must be at least 1", d);
+  if (chi < 1) fail(ErrorKind::invalid_argument, "heisenberg-ipeps: chi = {} must be at least 1", chi);
+}
+
+void check_state(const Tensor& a, std::string_view what) {
+  if (a.dtype() != DType::f64 || a.rank() != 5 || a.shape()[0] != 2 || a.shape()[1] < 1 ||
+      !std::all_of(a.shape().begin() + 1, a.shape().end(), [&](int64_t e) { return e == a.shape()[1]; }))
+    fail(ErrorKind::shape, "{}: the iPEPS tensor is {}{} but must be f64[2,D,D,D,D] (A[s,u,l,d,r], physical "
+         "dimension 2, bond dimension D on all four virtual legs)", what, name(a.dtype()), shape_to_string(a.shape()));
+}
+
+// max |x - y| over two tensors of one shape (f64).
+double max_abs_diff(const Tensor& x, const Tensor& y) {
+  std::vector<double> a = x.to_col_major<double>(), b = y.to_col_major<double>();
+  double m = 0;
+  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(a[i] - b[i]));
+  return m;
+}
+
+// Entries in [1, 2) from a fixed stream (SplitMix64 of `seed`): a vector no symmetry of the environment is
+// orthogonal to, for the sign gauges.
+Tensor generic_weights(Shape shape, uint64_t seed) {
+  int64_t n = 1;
+  for (int64_t e : shape) n *= e;
+  std::vector<double> v(static_cast<size_t>(n));
+  uint64_t state = seed;
+  for (double& w : v) {
+    uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    w = 1 + double((z ^ (z >> 31)) >> 11) * 0x1.0p-53;
+  }
+  return Tensor::from_col_major<double>(std::move(shape), v);
+}
+
+TracedTensor frobenius_normalised(const TracedTensor& x) {
+  TracedTensor xx = x * x;
+  return x / sqrt(sum(xx));
+}
+
+}  // namespace
+
+Tensor rotated_bond_hamiltonian() {
+  // ⟨s1 s2|H|s1' s2'⟩ at column-major position s1 + 2 s2 + 4 s1' + 8 s2' (0 = up): diagonal −1/4, 1/4, 1/4, −1/4 for
+  // |00⟩, |10⟩, |01⟩, |11⟩ (from −SᶻSᶻ), and −1/2 between |00⟩ and |11⟩ (−SˣSˣ + SʸSʸ = −(σ⁺σ⁺ + σ⁻σ⁻)/2).
+  std::vector<double> h(16, 0.0);
+  auto at = [&](int s1, int s2, int t1, int t2) -> double& { return h[size_t(s1 + 2 * s2 + 4 * t1 + 8 * t2)]; };
+  at(0, 0, 0, 0) = -0.25;
+  at(1, 0, 1, 0) = 0.25;
+  at(0, 1, 0, 1) = 0.25;
+  at(1, 1, 1, 1) = -0.25;
+  at(0, 0, 1, 1) = -0.5;
+  at(1, 1, 0, 0) = -0.5;
+  return Tensor::from_col_major<double>({2, 2, 2, 2}, h);
+}
+
+Tensor c4v_symmetrize(const Tensor& a) {
+  check_state(a, "c4v_symmetrize");
+  const Shape& s = a.shape();
+  const int64_t d = s[1];
+  std::vector<double> in = a.to_col_major<double>(), out(in.size(), 0.0);
+  const std::array<int64_t, 5> stride = {1, 2, 2 * d, 2 * d * d, 2 * d * d * d};
+  std::array<int64_t, 5> idx{};
+  for (int64_t n = 0; n < int64_t(in.size()); ++n) {
+    int64_t rest = n;
+    for (int k = 0; k < 5; ++k) {
+      idx[k] = rest % s[k];
+      rest /= s[k];
+    }
+    double acc = 0;
+    for (const auto& g : kC4v) {  // out[i] += A[i ∘ g]: element i's axis k index read on axis g[k]
+      int64_t off = 0;
+      for (int k = 0; k < 5; ++k) off += idx[g[k]] * stride[k];
+      acc += in[size_t(off)];
+    }
+    out[size_t(n)] = acc / 8;
+  }
+  return Tensor::from_col_major<double>(s, out);
+}
+
+TracedTensor c4v_symmetrize(const TracedTensor& a) {
+  TracedTensor acc;
+  for (const auto& g : kC4v) {
+    TracedTensor t = transpose(a, Axes(g.begin(), g.end()));
+    acc = acc.valid() ? acc + t : t;
+  }
+  return acc * 0.125;
+}
+
+TracedTensor double_layer(TraceContext& ctx, const TracedTensor& a) {
+  const int64_t d = a.dims().at(1).constant(), d2 = d * d;
+  TracedTensor aa = einsum::einsum(ctx, "sabcd,sefgh->aebfcgdh", {a, a});
+  return reshape(aa, {Dim(d2), Dim(d2), Dim(d2), Dim(d2)});
+}
+
+Program trace_ctmrg_step(const ExtensionRegistry* registry, int d, int chi) {
+  check_sizes(d, chi);
+  const int64_t d2 = int64_t(d) * d, x = chi, k = x * d2;
+  TraceContext ctx("ctmrg_step", registry);
+  TracedTensor c = ctx.parameter("c", DType::f64, {x, x});
+  TracedTensor t = ctx.parameter("t", DType::f64, {x, d2, x});
+  TracedTensor a = ctx.parameter("a", DType::f64, {2, d, d, d, d});
+  TracedTensor gauge = ctx.parameter("gauge", DType::f64, {x});
+  TracedTensor dl = double_layer(ctx, a);
+  // The enlarged corner, rows (p, d) and columns (q, r), symmetrised (it is symmetric for C4v-symmetric inputs up to
+  // rounding; the projectors need it exactly).
+  TracedTensor m4 = einsum::einsum(ctx, "xy,xlp,yuq,uldr->pdqr", {c, t, t, dl});
+  TracedTensor m = reshape(m4, {Dim(k), Dim(k)});
+  m = (m + transpose(m, {1, 0})) * 0.5;
+  // Its eigenvectors for the χ eigenvalues of largest modulus, in ascending order of the eigenvalue (eigh's order;
+  // not the modulus, since symmetric corners often have pairs ±λ whose order by modulus rounding decides). The
+  // selection is piecewise constant in M, built from the moduli under stop_gradient, so no derivative flows
+  // through it: rank_i = #{j: |w_j| > |w_i|} + #{j < i: |w_j| = |w_i|}, kept when rank_i < χ; the kept ones go to
+  // column pos_i = #{kept j < i} of P = V Sel.
+  linalg::EighFactors e = linalg::eigh(ctx, m);
+  TracedTensor aw = stop_gradient(abs(e.w));
+  TracedTensor wi = broadcast_in_dim(aw, {0}, {k, k}), wj = broadcast_in_dim(aw, {1}, {k, k});
+  std::vector<double> lower(size_t(k * k), 0.0), column(size_t(k * x));
+  for (int64_t i = 0; i < k; ++i)
+    for (int64_t j = 0; j < i; ++j) lower[size_t(i + k * j)] = 1;  // [i, j] = [j < i]
+  for (int64_t i = 0; i < k; ++i)
+    for (int64_t c = 0; c < x; ++c) column[size_t(i + k * c)] = double(c);
+  TracedTensor before = ctx.constant(Tensor::from_col_major<double>({k, k}, lower));
+  TracedTensor ones = ctx.full(TensorType{DType::f64, {k, k}}, 1.0), zeros = ctx.full(TensorType{DType::f64, {k, k}}, 0.0);
+  TracedTensor larger = select(Comparison::gt, wj, wi, ones, zeros);
+  TracedTensor tied_before = select(Comparison::eq, wj, wi, before, zeros);
+  TracedTensor rank = reduce_sum(larger + tied_before, {1});
+  TracedTensor kept = select(Comparison::lt, rank, ctx.full(TensorType{DType::f64, {k}}, double(x) - 0.5),
+                             ctx.full(TensorType{DType::f64, {k}}, 1.0), ctx.full(TensorType{DType::f64, {k}}, 0.0));
+  TracedTensor pos = einsum::einsum(ctx, "ij,j->i", {before, kept});
+  TracedTensor sel = select(Comparison::eq, broadcast_in_dim(pos, {0}, {k, x}),
+                            ctx.constant(Tensor::from_col_major<double>({k, x}, column)),
+                            broadcast_in_dim(kept, {0}, {k, x}), ctx.full(TensorType{DType::f64, {k, x}}, 0.0));
+  TracedTensor u = einsum::einsum(ctx, "ij,jc->ic", {e.v, sel});
+  // Gauge: each column's sign chosen so that its overlap with a fixed generic vector is positive, so that the
+  // environment converges element-wise. (Not the column's entry of largest modulus: eigenvectors odd under the
+  // ket-bra swap of a leg have pairs of entries ±v, and rounding would pick either.)
+  TracedTensor probe = ctx.constant(generic_weights({k}, 1));
+  TracedTensor signs = stop_gradient(sign(einsum::einsum(ctx, "i,ic->c", {probe, u})) * gauge);
+  TracedTensor p = u * broadcast_in_dim(signs, {1}, u.dims());
+  TracedTensor c_new = einsum::einsum(ctx, "ik,ij,jl->kl", {p, m, p});
+  c_new = frobenius_normalised((c_new + transpose(c_new, {1, 0})) * 0.5);
+  TracedTensor p3 = reshape(p, {Dim(x), Dim(d2), Dim(x)});
+  TracedTensor t_new = einsum::einsum(ctx, "xui,xly,uldr,ydj->irj", {p3, t, dl, p3});
+  t_new = frobenius_normalised((t_new + transpose(t_new, {2, 1, 0})) * 0.5);
+  // The step is homogeneous in T: its overall sign, too, is a gauge (it flips every step when the scale is
+  // negative), fixed the same way.
+  TracedTensor t_probe = ctx.constant(generic_weights({x, d2, x}, 2));
+  t_new = t_new * stop_gradient(sign(einsum::einsum(ctx, "imj,imj->", {t_probe, t_new})));
+  TracedTensor kept_w = einsum::einsum(ctx, "i,ic->c", {e.w, sel});
+  TracedTensor spectrum = kept_w / sqrt(sum(kept_w * kept_w));
+  return ctx.finish({c_new, t_new, spectrum});
+}
+
+Program trace_energy(const ExtensionRegistry* registry, int d, int chi) {
+  check_sizes(d, chi);
+  const int64_t x = chi;
+  TraceContext ctx("energy", registry);
+  TracedTensor c = ctx.parameter("c", DType::f64, {x, x});
+  TracedTensor t = ctx.parameter("t", DType::f64, {x, int64_t(d) * d, x});
+  TracedTensor a = ctx.parameter("a", DType::f64, {2, d, d, d, d});
+  TracedTensor t4 = reshape(t, {Dim(x), Dim(d), Dim(d), Dim(x)});  // (ket, bra) split, ket fastest
+  // Corners a..j around the two sites; ket virtual legs k l m n o p q (u1 u2 l1 d1 d2 middle r2), bra the capitals;
+  // physical s t (ket), S T (bra). Rows: C Tu Tu C / Tl A A Tr / C Td Td C.
+  TracedTensor rho = einsum::einsum(
+      ctx, "ab,bkKc,clLd,de,amMf,skmnp,SKMNP,tlpoq,TLPOQ,eqQg,fh,hnNi,ioOj,jg->stST",
+      {c, t4, t4, c, t4, a, a, a, a, t4, c, t4, t4, c});
+  TracedTensor h = ctx.constant(rotated_bond_hamiltonian());
+  TracedTensor e = einsum::einsum(ctx, "stST,STst->", {rho, h});
+  TracedTensor norm = einsum::einsum(ctx, "stst->", {rho});
+  return ctx.finish({2.0 * e / norm});
+}
+
+CtmEnvironment initial_environment(const Tensor& a, int chi) {
+  check_state(a, "heisenberg-ipeps");
+  const int64_t d = a.shape()[1], d2 = d * d, x = chi;
+  if (x < d2)
+    fail(ErrorKind::invalid_argument, "heisenberg-ipeps: chi = {} is below D^2 = {} (D = {}); the environment must "
+         "hold at least one double-layer bond: take chi >= D^2", chi, d2, d);
+  // The double layer and the boundary vector b = vec(identity) on (ket, bra), ket fastest.
+  Shape s4 = {d2, d2, d2, d2};
+  Tensor dl = einsum::einsum("sabcd,sefgh->aebfcgdh", {a, a}).reshape(s4).contiguous();
+  std::vector<double> bv(size_t(d2), 0.0);
+  for (int64_t k = 0; k < d; ++k) bv[size_t(k + d * k)] = 1;
+  Tensor b = Tensor::from_col_major<double>({d2}, bv);
+  std::vector<double> c0 = einsum::einsum("u,l,uldr->dr", {b, b, dl}).to_col_major<double>();
+  std::vector<double> t0 = einsum::einsum("l,uldr->urd", {b, dl}).to_col_major<double>();
+  // Zero-padded to χ (the first steps fill the rest), normalised.
+  std::vector<double> c(size_t(x * x), 0.0), t(size_t(x * d2 * x), 0.0);
+  double nc = 0, nt = 0;
+  for (int64_t i = 0; i < d2; ++i)
+    for (int64_t j = 0; j < d2; ++j) {
+      double v = c0[size_t(i + d2 * j)];
+      c[size_t(i + x * j)] = v;
+      nc += v * v;
+      for (int64_t m = 0; m < d2; ++m) {
+        double w = t0[size_t(i + d2 * (m + d2 * j))];
+        t[size_t(i + x * (m + d2 * j))] = w;
+        nt += w * w;
+      }
+    }
+  if (!(nc > 0) || !(nt > 0) || !std::isfinite(nc + nt))
+    fail(ErrorKind::invalid_argument, "heisenberg-ipeps: the iPEPS tensor gives a zero or non-finite boundary "
+         "(|C| = {:.3g}, |T| = {:.3g}); check it for zeros or NaN", std::sqrt(nc), std::sqrt(nt));
+  for (double& v : c) v /= std::sqrt(nc);
+  for (double& v : t) v /= std::sqrt(nt);
+  return {Tensor::from_col_major<double>({x, x}, c), Tensor::from_col_major<double>({x, d2, x}, t)};
+}
+
+Ctmrg::Ctmrg(const Runtime& runtime, int d, int chi)
+    : d_(d), chi_(chi), step_(trace_ctmrg_step(&runtime.registry(), d, chi)),
+      energy_(trace_energy(&runtime.registry(), d, chi)), run_step_(runtime.prepare(step_)),
+      run_energy_(runtime.prepare(energy_)) {}
+
+CtmrgResult Ctmrg::converge(const Tensor& a, CtmEnvironment start, const CtmrgOptions& options) const {
+  check_state(a, "heisenberg-ipeps");
+  if (a.shape()[1] != d_)
+    fail(ErrorKind::shape, "heisenberg-ipeps: the iPEPS tensor has bond dimension {} but this CTMRG was made for "
+         "D = {}", a.shape()[1], d_);
+  CtmrgResult r;
+  r.env = std::move(start);
+  r.gauge = Tensor::from_col_major<double>({chi_}, std::vector<double>(size_t(chi_), 1.0));
+  Tensor spectrum;
+  bool converged = false;
+  for (r.steps = 1; r.steps <= options.max_steps && !converged; ++r.steps) {
+    std::vector<Tensor> out = run_step_.run({r.env.c, r.env.t, a, r.gauge});
+    r.spectrum_change = spectrum.defined() ? max_abs_diff(out[2], spectrum) : 1.0;
+    if (!std::isfinite(r.spectrum_change) || !std::isfinite(max_abs_diff(out[1], r.env.t)))
+      fail(ErrorKind::runtime, "heisenberg-ipeps: CTMRG step {} produced NaN or infinity (D = {}, chi = {}); check "
+           "the tensor for NaN", r.steps, d_, chi_);
+    r.env = {out[0], out[1]};
+    spectrum = out[2];
+    converged = r.spectrum_change <= options.tolerance;
+  }
+  --r.steps;
+  if (!converged)
+    fail(ErrorKind::runtime, "heisenberg-ipeps: CTMRG did not converge within {} steps (D = {}, chi = {}): the corner "
+         "spectrum still changed by {:.3g} in the last step, tolerance {:.3g}; raise the step cap or chi, or loosen "
+         "the tolerance", options.max_steps, d_, chi_, r.spectrum_change, options.tolerance);
+  // The gauge: the next iterate is S T S; S_k S_j0 = sign <T'[k,:,j0], T[k,:,j0]> for the column j0 of largest norm.
+  std::vector<Tensor> next = run_step_.run({r.env.c, r.env.t, a, r.gauge});
+  const int64_t x = chi_, d2 = int64_t(d_) * d_;
+  std::vector<double> t0 = r.env.t.to_col_major<double>(), t1 = next[1].to_col_major<double>();
+  int64_t j0 = 0;
+  double best = -1;
+  for (int64_t j = 0; j < x; ++j) {
+    double n = 0;
+    for (int64_t i = 0; i < x * d2; ++i) n += t0[size_t(i + x * d2 * j)] * t0[size_t(i + x * d2 * j)];
+    if (n > best) {
+      best = n;
+      j0 = j;
+    }
+  }
+  std::vector<double> g(static_cast<size_t>(x));
+  for (int64_t k = 0; k < x; ++k) {
+    double overlap = 0;
+    for (int64_t m = 0; m < d2; ++m) overlap += t0[size_t(k + x * (m + d2 * j0))] * t1[size_t(k + x * (m + d2 * j0))];
+    g[size_t(k)] = overlap < 0 ? -1.0 : 1.0;
+  }
+  r.gauge = Tensor::from_col_major<double>({x}, g);
+  std::vector<Tensor> fixed = run_step_.run({r.env.c, r.env.t, a, r.gauge});
+  r.fixed_point_change = std::max(max_abs_diff(fixed[0], r.env.c), max_abs_diff(fixed[1], r.env.t));
+  return r;
+}
+
+double Ctmrg::energy(const CtmEnvironment& env, const Tensor& a) const {
+  return run_energy_.run({env.c, env.t, a}).at(0).at<double>({});
+}
+
+}  // namespace einstage::heisenberg

@@ -1,0 +1,106 @@
+// The square-lattice Heisenberg antiferromagnet by a C4v-symmetric single-site iPEPS (issue 37; Liao, Liu, Wang,
+// Xiang, PRX 9, 031041 (2019)), first part: the ansatz, the traced C4v CTMRG step and the energy per site from the
+// environment. Stage: example code (examples/), a user of the public layers: compiler/Trace.h, compiler/ad, the einsum
+// and linalg extensions and the Runtime.
+//
+// - The state: one real tensor A[s, u, l, d, r] (physical s of dimension 2, bond dimension D) on every site, projected
+//   onto the A1 representation of C4v acting on its virtual legs (`c4v_symmetrize`). The sublattice rotation (a π
+//   rotation about y on one sublattice) is folded into the bond Hamiltonian, H = −SˣSˣ + SʸSʸ − SᶻSᶻ (real), so the
+//   Néel state is the product state |↑↑…⟩ and one tensor describes it.
+// - The double layer a[U, L, D, R] = Σ_s A[s,u,l,d,r] A[s,u',l',d',r'], each leg (u, u') merged with the ket index
+//   fastest (column-major), extent D².
+// - One C4v CTMRG step on the corner C[χ, χ] and the edge T[χ, D², χ] (both symmetric in their χ legs): the enlarged
+//   corner M[(p,d),(q,r)] = Σ C[x,y] T[x,l,p] T[y,u,q] a[u,l,d,r], symmetrised; its eigendecomposition (eigh) and
+//   the eigenvectors P of the χ eigenvalues of largest modulus, in ascending order of the eigenvalue (symmetric
+//   corners often have pairs ±λ, which an SVD would mix), each column's sign fixed by its overlap with a fixed generic
+//   vector and then multiplied by the step's `gauge` input (±1 per column, ones while iterating); C' = Pᵀ M P,
+//   T' = Pᵀ (T a) P, symmetrised, normalised to unit Frobenius norm, T's overall sign fixed by a generic overlap too.
+//   Outputs (C', T', the kept eigenvalues normalised).
+// - The gauge. The column signs are a gauge (C and T change by T -> S T S, the physics does not), and a rule on the
+//   step's output alone cannot be covariant with the gauge of its input: the iteration with gauge = ones converges
+//   in every gauge-invariant quantity (the corner spectrum, the energy) but may settle on a period-2 orbit T, S T S.
+//   `Ctmrg::converge` iterates on the spectrum, then reads the signs S that take the next iterate back to the current
+//   one; with gauge = S the step has the converged environment as an element-wise fixed point, which is what
+//   ad::FixedPointAdjoint needs (state {C, T}, wrt {a}, the gauge held fixed: it is piecewise constant). Exactly
+//   degenerate eigenvalues (symmetry multiplets) leave a rotation inside each multiplet that signs cannot fix.
+// - The energy per site: 2 Tr(ρ H) / Tr ρ with ρ the nearest-neighbour two-site reduced density matrix contracted
+//   from four corners, six edges and the ket and bra tensors of the two sites (one einsum of 14 operands).
+#pragma once
+
+#include "compiler/Trace.h"
+#include "ir/Program.h"
+#include "ir/Tensor.h"
+#include "runtime/Runtime.h"
+
+#include <cstdint>
+
+namespace einstage::heisenberg {
+
+/// The bond Hamiltonian with the sublattice rotation folded in, H[s1, s2, s1', s2'] = ⟨s1 s2| H |s1' s2'⟩ (f64[2,2,2,2]):
+/// −SˣSˣ + SʸSʸ − SᶻSᶻ, whose eigenvalues are those of S·S (−3/4 once, 1/4 three times).
+Tensor rotated_bond_hamiltonian();
+
+/// The A1 projection of A[s, u, l, d, r] (f64[2, D, D, D, D]): the average of A over the eight elements of C4v acting
+/// on the virtual legs (u, l, d, r) as the symmetries of a square. Idempotent; fails naming a wrong rank or dtype.
+Tensor c4v_symmetrize(const Tensor& a);
+/// The same, traced (the average of the eight transposes).
+TracedTensor c4v_symmetrize(const TracedTensor& a);
+
+/// a[U, L, D, R] (extent D² each, ket index fastest) from A[s, u, l, d, r].
+TracedTensor double_layer(TraceContext& ctx, const TracedTensor& a);
+
+/// @ctmrg_step(%c: f64[chi,chi], %t: f64[chi,D²,chi], %a: f64[2,D,D,D,D], %gauge: f64[chi]) -> (f64[chi,chi],
+/// f64[chi,D²,chi], f64[chi]): one C4v CTMRG step (above) for a C4v-symmetric A. The registry must provide einsum and linalg.
+/// d >= 1, chi >= 1 (checked).
+Program trace_ctmrg_step(const ExtensionRegistry* registry, int d, int chi);
+
+/// @energy(%c, %t, %a) -> (f64[]): the energy per site 2 Tr(ρ H) / Tr ρ of a C4v-symmetric A in the environment
+/// (C, T).
+Program trace_energy(const ExtensionRegistry* registry, int d, int chi);
+
+/// The environment (C [χ, χ], T [χ, D², χ]) to start CTMRG from.
+struct CtmEnvironment {
+  Tensor c, t;
+};
+/// The open-boundary start: the double layer with its outer legs closed by b = vec(identity) on (ket, bra),
+/// C0[d, r] = Σ b_u b_l a[u, l, d, r] and T0[u, r, d] = Σ b_l a[u, l, d, r], zero-padded from D² to χ and
+/// normalised. It is even under the ket-bra swap, as the fixed point is (a random start has an odd part that
+/// alternates in sign from step to step and never converges element-wise). Fails when chi < D² or the boundary is
+/// zero or not finite.
+CtmEnvironment initial_environment(const Tensor& a, int chi);
+
+struct CtmrgOptions {
+  int max_steps = 500;
+  /// Converged when the normalised corner spectrum (gauge-invariant) changes by at most this in a step.
+  double tolerance = 1e-12;
+};
+
+struct CtmrgResult {
+  CtmEnvironment env;
+  Tensor gauge;                // f64[chi]: the signs with which env is an element-wise fixed point of the step
+  int steps = 0;               // steps until the spectrum converged
+  double spectrum_change = 0;  // the last step's change of the normalised corner spectrum
+  double fixed_point_change = 0;  // max |step(env, gauge) − env| element-wise: ~ rounding unless the spectrum has
+                                  // exact degeneracies or χ exceeds the environment's rank
+};
+
+/// The CTMRG step and the energy prepared on a Runtime (with the einsum and linalg modules).
+class Ctmrg {
+ public:
+  Ctmrg(const Runtime& runtime, int d, int chi);
+  /// Iterates the step from `start` for the C4v-symmetric `a` until the corner spectrum converges, then finds the
+  /// gauge (above); fails naming the last change when the spectrum does not converge within options.max_steps.
+  CtmrgResult converge(const Tensor& a, CtmEnvironment start, const CtmrgOptions& options = {}) const;
+  double energy(const CtmEnvironment& env, const Tensor& a) const;
+  const Program& step_program() const { return step_; }
+  const Program& energy_program() const { return energy_; }
+  int d() const { return d_; }
+  int chi() const { return chi_; }
+
+ private:
+  int d_, chi_;
+  Program step_, energy_;
+  Executable run_step_, run_energy_;
+};
+
+}  // namespace einstage::heisenberg
