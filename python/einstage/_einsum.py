@@ -101,6 +101,20 @@ def check_subscripts(subscripts):
     _CHECKED.add(subscripts)
 
 
+def as_array(x):
+    """An operand as a NumPy array without a copy where possible: arrays as they are, DLPack exporters (torch, JAX
+    and CuPy tensors on the CPU) through numpy.from_dlpack, anything else through numpy.asanyarray (the buffer
+    protocol, __array__, sequences, scalars)."""
+    if isinstance(x, np.ndarray):
+        return x
+    if hasattr(x, "__dlpack__") and not isinstance(x, np.generic):
+        try:
+            return np.from_dlpack(x)
+        except (TypeError, ValueError, RuntimeError, BufferError):
+            pass  # e.g. a torch tensor that requires grad: asanyarray's error says what to do
+    return np.asanyarray(x)
+
+
 def check_ellipsis_output(subscripts, arrays):
     """NumPy refuses an explicit output without '...' when some operand's '...' covers axes (einstage would sum
     them)."""
@@ -194,7 +208,7 @@ def run(subscripts, operands, out, dtype, order, casting, plan, max_memory_eleme
             raise TypeError(f"einsum: out must be a numpy.ndarray, not {type(out).__name__}")
         if not out.flags.writeable:
             raise ValueError("einsum: out is read-only; pass a writeable array")
-    arrays = [np.asanyarray(a) for a in operands]
+    arrays = [as_array(a) for a in operands]
     if "..." in subscripts:
         check_ellipsis_output(subscripts, arrays)
     if len(arrays) == 1 and out is None and (dtype is None or np.dtype(dtype) == arrays[0].dtype):

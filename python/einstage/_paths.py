@@ -207,7 +207,7 @@ class ContractExpression:
         order = _einsum.check_options(order, casting)
         if out is not None and not isinstance(out, np.ndarray):
             raise TypeError(f"out must be a numpy.ndarray, not {type(out).__name__}")
-        arrays = [np.asanyarray(a) for a in arrays]
+        arrays = [_einsum.as_array(a) for a in arrays]
         target = _einsum.result_dtype(arrays, dtype, casting)
         compute = _einsum.compute_dtype(target)
         ready = [_einsum._readable(a, target, compute) for a in arrays]

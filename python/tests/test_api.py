@@ -332,3 +332,23 @@ def test_set_num_threads_keeps_the_bits():
     with pytest.raises(ValueError) as info:
         einstage.set_num_threads(-1)
     assert str(info.value) == "set_num_threads: -1 threads; pass 1 or more (0: every CPU)"
+
+
+def test_torch_tensors_are_read_without_a_copy():
+    torch = pytest.importorskip("torch")
+    t = torch.from_numpy(rand(256, 300))
+    u = torch.from_numpy(rand(300, 128))
+    tracemalloc.start()
+    try:
+        for x, y in ((t, u), (t.T.contiguous().T, u), (t[::2], u[:, ::3])):
+            tracemalloc.reset_peak()
+            before = tracemalloc.get_traced_memory()[0]
+            got = einstage.einsum("ij,jk->ik", x, y)
+            grown = tracemalloc.get_traced_memory()[1] - before
+            assert grown < x.shape[0] * y.shape[1] * 8 + 64 * 1024  # the result only, no operand copied
+            np.testing.assert_allclose(got, (x @ y).numpy(), rtol=1e-12, atol=1e-12)
+    finally:
+        tracemalloc.stop()
+    with pytest.raises(RuntimeError) as info:
+        einstage.einsum("i->", torch.ones(3, requires_grad=True))
+    assert "detach" in str(info.value)
