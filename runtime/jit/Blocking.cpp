@@ -1,6 +1,9 @@
 #include "runtime/jit/Blocking.h"
 
 #include <algorithm>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 #include <charconv>
 #include <fstream>
 #include <string>
@@ -35,7 +38,9 @@ int64_t round_down(int64_t value, int64_t multiple, int64_t at_least) {
 
 }  // namespace
 
-CacheInfo read_cache_info(const std::filesystem::path& root) {
+CacheInfo read_cache_info(const std::filesystem::path& root) { return merge_cache_info(root, CacheInfo{}); }
+
+CacheInfo merge_cache_info(const std::filesystem::path& root, const CacheInfo& from_cpuid) {
   CacheInfo found;
   const std::filesystem::path dir = root / "sys/devices/system/cpu/cpu0/cache";
   std::error_code ec;
@@ -48,14 +53,54 @@ CacheInfo read_cache_info(const std::filesystem::path& root) {
     else if (level == "2") found.l2 = size;
     else if (level == "3") found.l3 = size;
   }
-  if (found.l1d == 0) found.l1d = kFallbackCaches.l1d;
-  if (found.l2 == 0) found.l2 = kFallbackCaches.l2;
-  if (found.l3 == 0) found.l3 = kFallbackCaches.l3;
+  auto pick = [](int64_t sysfs, int64_t cpuid, int64_t fallback) { return sysfs ? sysfs : cpuid ? cpuid : fallback; };
+  found.l1d = pick(found.l1d, from_cpuid.l1d, kFallbackCaches.l1d);
+  found.l2 = pick(found.l2, from_cpuid.l2, kFallbackCaches.l2);
+  found.l3 = pick(found.l3, from_cpuid.l3, kFallbackCaches.l3);
   return found;
 }
 
+CacheInfo cpuid_cache_info(CpuidQuery query) {
+  CacheInfo found;
+  const uint32_t max_basic = query(0, 0)[0], max_extended = query(0x80000000u, 0)[0];
+  // Deterministic cache parameters: one subleaf per cache until type 0.
+  for (uint32_t leaf : {4u, 0x8000001Du}) {
+    if (leaf < 0x80000000u ? max_basic < leaf : max_extended < leaf) continue;
+    for (uint32_t sub = 0; sub < 16; ++sub) {
+      const std::array<uint32_t, 4> r = query(leaf, sub);
+      const uint32_t type = r[0] & 31, level = (r[0] >> 5) & 7;
+      if (type == 0) break;
+      const int64_t size = int64_t((r[1] >> 22) + 1) * int64_t(((r[1] >> 12) & 1023) + 1) *
+                           int64_t((r[1] & 4095) + 1) * (int64_t(r[2]) + 1);
+      if (level == 1 && type == 1) found.l1d = size;
+      else if (level == 2 && type != 2) found.l2 = size;
+      else if (level == 3 && type != 2) found.l3 = size;
+    }
+    if (found.l1d) return found;
+  }
+  // AMD's legacy leaves (what a guest that hides the topology leaf still answers).
+  if (max_extended >= 0x80000005u && !found.l1d) found.l1d = int64_t(query(0x80000005u, 0)[2] >> 24) << 10;
+  if (max_extended >= 0x80000006u) {
+    const std::array<uint32_t, 4> r = query(0x80000006u, 0);
+    if (!found.l2) found.l2 = int64_t(r[2] >> 16) << 10;
+    if (!found.l3) found.l3 = int64_t(r[3] >> 18) * (512 << 10);
+  }
+  return found;
+}
+
+std::array<uint32_t, 4> host_cpuid(uint32_t leaf, uint32_t subleaf) {
+  std::array<uint32_t, 4> r{};
+#if defined(__x86_64__) || defined(__i386__)
+  const uint32_t max = __get_cpuid_max(leaf & 0x80000000u, nullptr);
+  if (max >= leaf) __cpuid_count(leaf, subleaf, r[0], r[1], r[2], r[3]);
+#else
+  (void)leaf, (void)subleaf;
+#endif
+  return r;
+}
+
 const CacheInfo& host_cache_info() {
-  static const CacheInfo info = read_cache_info("/");
+  static const CacheInfo info = merge_cache_info("/", cpuid_cache_info(host_cpuid));
   return info;
 }
 

@@ -19,12 +19,15 @@
 // f64 MC 480 KC 256 NC 4096, f32 MC 480 KC 512 NC 4096, direct A <= 40 KiB. A Zen 3 core (32 KiB L1d, 512 KiB L2,
 // 32 MiB L3 per CCX, AVX2 8 x 6 f64 tiles) gets f64 MC 112 KC 256 NC 4092; a Zen 4 core (32 KiB L1d, 1 MiB L2,
 // AVX-512 24 x 8 f64 tiles) f64 MC 240 KC 256 NC 4096. Cache sizes come from Linux's sysfs
-// (cpu0's cache/index*/{level,type,size}); a level that cannot be read gets a conservative fallback (32 KiB L1d,
-// 256 KiB L2, 8 MiB L3), read once per process.
+// (cpu0's cache/index*/{level,type,size}); a level sysfs does not give comes from cpuid (a KVM guest on Zen 5 has no
+// cache/ folder in sysfs at all, and the fallback's 32 KiB L1d kept 32 KiB direct problems off the direct path on
+// its 48 KiB L1d); what neither gives gets a conservative fallback (32 KiB L1d, 256 KiB L2, 8 MiB L3). Read once per
+// process.
 #pragma once
 
 #include "runtime/jit/Gett.h"
 
+#include <array>
 #include <cstdint>
 #include <filesystem>
 
@@ -45,7 +48,21 @@ inline constexpr CacheInfo kFallbackCaches{32 * 1024, 256 * 1024, 8 * 1024 * 102
 /// missing or unreadable keep kFallbackCaches' value. `root` is "/" for this machine, a fixture directory in tests.
 CacheInfo read_cache_info(const std::filesystem::path& root);
 
-/// read_cache_info("/"), once per process.
+/// One cpuid query: {eax, ebx, ecx, edx} of `leaf`, `subleaf`; all zero for a leaf the CPU does not have.
+using CpuidQuery = std::array<uint32_t, 4> (*)(uint32_t leaf, uint32_t subleaf);
+
+/// The cache sizes cpuid reports, 0 for a level it does not: the deterministic cache parameters (leaf 4 on Intel,
+/// 0x8000001D on AMD: ways x partitions x line size x sets), else AMD's legacy leaves (0x80000005 ECX[31:24] KiB of
+/// L1d, 0x80000006 ECX[31:16] KiB of L2 and EDX[31:18] units of 512 KiB of L3). Pure: tests feed recorded registers.
+CacheInfo cpuid_cache_info(CpuidQuery query);
+
+/// This CPU's cpuid (CpuidQuery).
+std::array<uint32_t, 4> host_cpuid(uint32_t leaf, uint32_t subleaf);
+
+/// Each level from sysfs (read_cache_info's files), else from cpuid (cpuid_cache_info), else kFallbackCaches.
+CacheInfo merge_cache_info(const std::filesystem::path& root, const CacheInfo& from_cpuid);
+
+/// merge_cache_info("/", cpuid_cache_info(host_cpuid)), once per process.
 const CacheInfo& host_cache_info();
 
 /// The cache blocks for a real dtype of `elem_bytes` bytes and an mr x nr micro-tile (in reals) on `caches`

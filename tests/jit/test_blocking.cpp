@@ -100,6 +100,70 @@ TEST_CASE("blocking: a small L3 narrows NC; a tiny cache still gives usable bloc
   CHECK(tiny.nc == 8);
 }
 
+namespace {
+
+// Recorded cpuid answers. A Zen 5 KVM guest (AMD EPYC, no cache/ folder in sysfs): no leaf 4, a topology leaf
+// 0x8000001D that answers type 0, and the legacy leaves (48 KiB L1d, 1 MiB L2, L3 1016 x 512 KiB as the guest says).
+std::array<uint32_t, 4> zen5_guest(uint32_t leaf, uint32_t) {
+  switch (leaf) {
+    case 0: return {0xd, 0, 0, 0};
+    case 0x80000000u: return {0x80000021u, 0, 0, 0};
+    case 0x80000005u: return {0xff48ff40u, 0xff48ff40u, 0x30080140u, 0x20080140u};
+    case 0x80000006u: return {0x48002200u, 0x68004200u, 0x04006140u, 0x0fe09140u};
+    default: return {0, 0, 0, 0};
+  }
+}
+// An Intel Xeon's leaf 4: L1d 48 KiB (12 ways x 64 B x 64 sets), L1i, L2 2 MiB (16 ways x 2048 sets), L3 105 MiB.
+std::array<uint32_t, 4> xeon(uint32_t leaf, uint32_t sub) {
+  auto params = [](uint32_t type, uint32_t level, uint32_t ways, uint32_t sets) -> std::array<uint32_t, 4> {
+    return {type | (level << 5), ((ways - 1) << 22) | 63u, sets - 1, 0};
+  };
+  if (leaf == 0) return {0x1b, 0, 0, 0};
+  if (leaf == 0x80000000u) return {0x80000008u, 0, 0, 0};
+  if (leaf != 4) return {0, 0, 0, 0};
+  switch (sub) {
+    case 0: return params(1, 1, 12, 64);
+    case 1: return params(2, 1, 8, 64);
+    case 2: return params(3, 2, 16, 2048);
+    case 3: return params(3, 3, 15, 114688);
+    default: return {0, 0, 0, 0};
+  }
+}
+std::array<uint32_t, 4> nothing(uint32_t, uint32_t) { return {0, 0, 0, 0}; }
+
+}  // namespace
+
+TEST_CASE("blocking: cache sizes from cpuid where sysfs has none (a guest that hides them)") {
+  const CacheInfo guest = cpuid_cache_info(zen5_guest);
+  CHECK(guest.l1d == 48 * KiB);
+  CHECK(guest.l2 == 1 * MiB);
+  CHECK(guest.l3 == 1016 * 512 * KiB);
+  const CacheInfo intel = cpuid_cache_info(xeon);
+  CHECK(intel.l1d == 48 * KiB);
+  CHECK(intel.l2 == 2 * MiB);
+  CHECK(intel.l3 == 15 * 64 * 114688);
+  const CacheInfo none = cpuid_cache_info(nothing);
+  CHECK(none.l1d == 0);
+  CHECK(none.l2 == 0);
+
+  // sysfs first, cpuid for the levels it lacks, the fallback last.
+  test::TempDir empty;
+  const CacheInfo merged = merge_cache_info(empty.path(), guest);
+  CHECK(merged.l1d == 48 * KiB);
+  CHECK(merged.l2 == 1 * MiB);
+  test::TempDir partial;
+  write_index(partial.path(), 0, "1", "Data", "32K");
+  const CacheInfo mixed = merge_cache_info(partial.path(), CacheInfo{48 * KiB, 0, 0});
+  CHECK(mixed.l1d == 32 * KiB);
+  CHECK(mixed.l2 == kFallbackCaches.l2);
+  // The direct path's A limit on the guest's 48 KiB L1d takes the 32 KiB A of a grid step at bond 8 (f64 64 x 64).
+  CHECK(direct_a_limit(merged) >= 64 * 64 * 8);
+  CHECK(direct_a_limit(kFallbackCaches) < 64 * 64 * 8);
+  // This machine: whatever it is, every level is known and positive.
+  CHECK(host_cache_info().l1d > 0);
+  CHECK(host_cache_info().l2 >= host_cache_info().l1d);
+}
+
 TEST_CASE("blocking: cache sizes from sysfs, with fallbacks for what cannot be read") {
   test::TempDir dir;
   write_index(dir.path(), 0, "1", "Data", "48K");
