@@ -10,7 +10,7 @@ The compiled core is ``einstage._einstage``; docs/python.md is the tutorial.
 """
 
 from . import _einstage, linalg
-from ._einsum import parse_arguments as _parse_arguments, run as _run
+from ._einsum import _CHECKED, parse_arguments as _parse_arguments, run as _run
 from ._paths import (ContractExpression, PathInfo, contract, contract_expression, contract_path, einsum_path,
                      plan_spec as _plan_spec)
 from ._trace import (Program, Spec, Traced, abs, conj, cos, cosh, exp, grad, hvp, imag, jit, jvp, log, matmul, max,
@@ -29,6 +29,11 @@ def einsum(*operands, out=None, dtype=None, order="K", casting="safe", optimize=
     Same arguments, result dtype and value as NumPy's (docs/python.md lists the differences). ``optimize`` also takes
     'greedy', 'optimal', 'dp', 'auto', an explicit path and einstage plan specs (docs/planning.md).
     """
+    if optimize is True and out is None and dtype is None and order == "K" and operands \
+            and type(operands[0]) is str and operands[0] in _CHECKED and "..." not in operands[0]:
+        result = _einstage.einsum_fast(operands[0], operands[1:])  # two or more arrays of one einstage dtype
+        if result is not None:
+            return result
     subscripts, ops = _parse_arguments(operands)
     plan, limit = _plan_spec(optimize, len(ops))
     if any(isinstance(o, Traced) for o in ops):  # inside a trace: one einstage.einsum.v1 op

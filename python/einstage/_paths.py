@@ -201,6 +201,12 @@ class ContractExpression:
         return plan
 
     def __call__(self, *arrays, out=None, dtype=None, order="K", casting="safe"):
+        if out is None and dtype is None and order == "K" and arrays:
+            plan = self._plans.get(getattr(arrays[0], "dtype", None))
+            if plan is not None:  # arrays of a dtype prepared before, nothing to convert: one call
+                result = plan.call_fast(arrays)
+                if result is not None:
+                    return result
         if len(arrays) != len(self.shapes):
             raise ValueError(f"contract_expression {self.subscripts!r}: {len(arrays)} arrays given for "
                              f"{len(self.shapes)} operands")

@@ -159,6 +159,12 @@ def test_random_einsum(index):
         assert got is out, where
     else:
         got = einstage.einsum(*args, optimize=[True, "greedy", "optimal", False][int(rng.integers(4))])
+    check(got, expected, subscripts, operands, form, where)
+    # the same call again with the default arguments: a string seen before takes einstage.einsum's fast path
+    check(einstage.einsum(*args), expected, subscripts, operands, form, where + " (second call, defaults)")
+
+
+def check(got, expected, subscripts, operands, form, where):
     assert isinstance(got, np.ndarray) == isinstance(expected, np.ndarray), \
         f"{where}: got {type(got).__name__}, numpy returns {type(expected).__name__}"
     got_a, exp_a = np.asarray(got), np.asarray(expected)
@@ -168,8 +174,7 @@ def test_random_einsum(index):
     if tol == 0:
         np.testing.assert_array_equal(got_a, exp_a, err_msg=where)
     else:
-        scale = np.einsum(*(interleaved(subscripts, [np.abs(np.asarray(a)).astype(np.float64) for a in operands])
-                            if form == "interleaved" else
-                            [subscripts, *[np.abs(np.asarray(a)).astype(np.float64) for a in operands]]),
+        absolute = [np.abs(np.asarray(a)).astype(np.float64) for a in operands]
+        scale = np.einsum(*(interleaved(subscripts, absolute) if form == "interleaved" else [subscripts, *absolute]),
                           optimize=False)
         np.testing.assert_allclose(got_a, exp_a, rtol=tol, atol=tol * (1 + np.max(scale, initial=0)), err_msg=where)
