@@ -200,7 +200,7 @@ def _finish(result, dtype, compute):
     return result.astype(dtype)
 
 
-def run(subscripts, operands, out, dtype, order, casting, plan, max_memory_elements=None, explicit_dtype=False):
+def run(subscripts, operands, out, dtype, order, casting, plan, max_memory_elements=None):
     """einsum after the arguments were parsed: `plan` is an einstage plan spec string."""
     order = check_options(order, casting)
     if out is not None:

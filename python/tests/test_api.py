@@ -352,3 +352,20 @@ def test_torch_tensors_are_read_without_a_copy():
     with pytest.raises(RuntimeError) as info:
         einstage.einsum("i->", torch.ones(3, requires_grad=True))
     assert "detach" in str(info.value)
+
+
+def test_the_compiled_module_refuses_junk_without_crashing():
+    """The binding's own argument conversion, called directly with wrong types and values."""
+    rng = np.random.default_rng(11)
+    junk = [None, 0, -1, 2**70, 1.5, "", "ij", "ij,jk->ik", "\x00", "é,é", [], [np.ones(2)], (np.ones((2, 2)),) * 2,
+            np.ones(2), np.ones((2, 2), np.float16), np.ones(3, dtype=object), object(), {"a": 1}, b"ij", "C", "Q",
+            "auto", "tree[(0,1)]", "bogus(", np.float64(2.0)]
+    calls = [_einstage.einsum, _einstage.einsum_fast, _einstage.single_view, _einstage.plan_info,
+             _einstage.normalize_plan, _einstage.Plan, _einstage.dtype_name]
+    for _ in range(4000):
+        fn = calls[int(rng.integers(0, len(calls)))]
+        args = [junk[int(i)] for i in rng.integers(0, len(junk), size=int(rng.integers(0, 6)))]
+        try:
+            fn(*args)
+        except (ValueError, TypeError, MemoryError, RuntimeError, OverflowError, NotImplementedError):
+            pass
