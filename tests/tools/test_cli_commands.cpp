@@ -531,6 +531,39 @@ TEST_CASE("einsum --time: one line on stderr with the read and einsum times; the
                                                "threads\n")));
 }
 
+// Under mpirun without --mpi every rank would contract everything and write the same -o: refused, rank 0 saying so
+// (the launcher's environment is set by hand, so this runs with or without MPI built in); --mpi outside a launcher
+// runs as one rank and says so.
+TEST_CASE("einsum under an MPI launcher without --mpi is refused; --mpi outside one is noted") {
+  test::TempDir dir;
+  write_npy(dir.file("a.npy"), values({2, 3}));
+  write_npy(dir.file("b.npy"), values({3, 4}));
+  const std::string clean = "env -u OMPI_COMM_WORLD_RANK -u OMPI_COMM_WORLD_SIZE -u PMI_RANK -u PMI_SIZE -u PMIX_RANK";
+  Run plain = run_cli("einsum 'ij,jk->ik' a.npy b.npy", dir, clean);
+  REQUIRE(plain.status == 0);
+  expect_one_line_error(
+      run_cli("einsum 'ij,jk->ik' a.npy b.npy -o c.npy", dir, clean + " OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_SIZE=4"), 2,
+      "einsum: started by an MPI launcher as rank 0 of 4 without --mpi: every rank would contract the whole problem "
+      "and write 'c.npy'; add --mpi to spread the slices over the ranks, or run einstage without mpirun");
+  expect_one_line_error(run_cli("einsum 'ij,jk->ik' a.npy b.npy", dir, clean + " PMI_RANK=0 PMI_SIZE=2"), 2,
+                        "einsum: started by an MPI launcher as rank 0 of 2 without --mpi: every rank would contract "
+                        "the whole problem; add --mpi to spread the slices over the ranks, or run einstage without "
+                        "mpirun");
+  Run other = run_cli("einsum 'ij,jk->ik' a.npy b.npy -o c.npy", dir, clean + " OMPI_COMM_WORLD_RANK=3 OMPI_COMM_WORLD_SIZE=4");
+  CHECK(other.status == 2);
+  CHECK(other.err.empty());  // rank 0 alone speaks
+  CHECK_FALSE(std::filesystem::exists(dir.file("c.npy")));
+  // A launcher job of one rank is one process: nothing to refuse.
+  CHECK(run_cli("einsum 'ij,jk->ik' a.npy b.npy", dir, clean + " OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_SIZE=1").out ==
+        plain.out);
+#if defined(EINSTAGE_CLI_HAS_MPI)
+  Run single = run_cli("einsum 'ij,jk->ik' a.npy b.npy --mpi", dir, clean + " ASAN_OPTIONS=detect_leaks=0");
+  CHECK(single.status == 0);
+  CHECK(single.out == plain.out);
+  CHECK(single.err == "einsum: note: --mpi outside an MPI launcher (no mpirun environment): running as one rank\n");
+#endif
+}
+
 // The cube graph again with values that make the order of additions visible in the bits.
 std::string cube_files(const test::TempDir& dir) {
   std::string files;

@@ -66,7 +66,8 @@ constexpr std::string_view kEinsumHelp =
     "                      added in a fixed order, so the result is the same at any thread count\n"
     "  --mpi               under mpirun: spread the slices over the MPI ranks (every rank reads the inputs; rank 0\n"
     "                      adds the partial results in a fixed order, so the bits equal the one-process run, and\n"
-    "                      only rank 0 prints or writes -o); needs an einstage built with MPI\n"
+    "                      only rank 0 prints or writes -o); needs an einstage built with MPI. Under mpirun\n"
+    "                      without --mpi, einsum refuses to run (every rank would do the whole job)\n"
     "  --time              print the wall times of reading, planning and contracting to stderr (with --mpi: rank 0,\n"
     "                      the contraction timed from a barrier of all ranks to the reduced result)\n"
     "  --                  end of options: later arguments are files even if they start with '-' (subscripts\n"
@@ -155,6 +156,20 @@ int run_einsum(std::span<const std::string_view> args) {
   if (!have_subscripts) usage_error("einsum: no subscripts given; usage: einstage einsum SUBSCRIPTS A.npy [B.npy ...]");
   if (files.empty()) usage_error("einsum: no operand files given; usage: einstage einsum SUBSCRIPTS A.npy [B.npy ...]");
   if (max_memory) options.plan.max_memory = *max_memory;
+  if (const std::optional<LauncherJob> job = launcher_job(); job && job->size > 1 && !mpi) {
+    // N whole copies would each contract everything and all write -o: refused on every rank, said once by rank 0.
+    if (job->rank != 0) return 2;
+    if (output)
+      usage_error("einsum: started by an MPI launcher as rank 0 of {} without --mpi: every rank would contract the "
+                  "whole problem and write '{}'; add --mpi to spread the slices over the ranks, or run einstage "
+                  "without mpirun",
+                  job->size, *output);
+    usage_error("einsum: started by an MPI launcher as rank 0 of {} without --mpi: every rank would contract the "
+                "whole problem; add --mpi to spread the slices over the ranks, or run einstage without mpirun",
+                job->size);
+  }
+  if (mpi && have_mpi() && !launcher_job())
+    fmt::print(stderr, "einsum: note: --mpi outside an MPI launcher (no mpirun environment): running as one rank\n");
   auto read_operands = [&] {
     std::vector<Tensor> operands;
     for (const std::string& f : files) {

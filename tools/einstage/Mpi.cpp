@@ -4,12 +4,29 @@
 #include "tools/einstage/Command.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <utility>
 
 #if EINSTAGE_HAVE_MPI
 #include <mpi.h>
 #endif
 
 namespace einstage::cli {
+
+std::optional<LauncherJob> launcher_job() {
+  auto number = [](const char* name) -> std::optional<int> {
+    const char* text = std::getenv(name);
+    if (!text || !*text) return std::nullopt;
+    char* end = nullptr;
+    const long value = std::strtol(text, &end, 10);
+    if (*end != '\0' || value < 0 || value > (1 << 30)) return std::nullopt;
+    return static_cast<int>(value);
+  };
+  for (auto [rank, size] : {std::pair{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"}, std::pair{"PMI_RANK", "PMI_SIZE"},
+                            std::pair{"PMIX_RANK", "OMPI_COMM_WORLD_SIZE"}})
+    if (std::optional<int> r = number(rank), n = number(size); r && n && *n >= 1) return LauncherJob{*r, *n};
+  return std::nullopt;
+}
 
 #if EINSTAGE_HAVE_MPI
 

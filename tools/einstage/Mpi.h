@@ -14,11 +14,21 @@
 #include "extensions/einsum/SlicedEinsum.h"
 
 #include <functional>
+#include <optional>
 
 namespace einstage::cli {
 
 /// Whether this einstage was built with MPI.
 bool have_mpi();
+
+/// This process's place in a job an MPI launcher started (mpirun / mpiexec of OpenMPI, MPICH or PMIx set
+/// OMPI_COMM_WORLD_RANK/SIZE, PMI_RANK/SIZE or PMIX_RANK with OMPI's size), read from the environment; nullopt when
+/// no launcher started this process. Known with or without MPI built in: `einsum` refuses to run N whole copies
+/// under mpirun without --mpi, and says so when --mpi is given outside a launcher.
+struct LauncherJob {
+  int rank = 0, size = 1;
+};
+std::optional<LauncherJob> launcher_job();
 
 /// Runs `job` inside an MPI job: initialises MPI, calls job(rank, ranks), finalises, returns 0. An exception escaping
 /// the job on any rank prints "einstage: rank R: <message>" and aborts every rank with the exit status print_error()
