@@ -22,8 +22,7 @@ std::vector<Tangent> apply_linearize(Builder& b, const Instruction& inst, std::s
                                      std::span<const Tangent> tangents, std::span<const Value> outs,
                                      const ExtensionRegistry* registry, const Where& where) {
   if (const auto* ext = std::get_if<ExtensionOp>(&inst.op)) {
-    const ExtensionSemantics* sem = registry ? registry->find(ext->family()) : nullptr;
-    if (!sem) fail_unknown_family(ext->family(), where());
+    const ExtensionSemantics* sem = &detail::ad_semantics(registry, ext->family(), where());
     if (inst.results.size() == 1 && sem->linearize) return {sem->linearize(b, inst, primals, tangents)};
     if (!sem->linearize_results)
       fail(ErrorKind::unsupported, "differentiation rule for '{}' not implemented (needed by {}; module '{}' "
@@ -103,6 +102,7 @@ namespace {
 Program plain_jvp(const Program& program, std::span<const int> wrt, const ExtensionRegistry* registry,
                   std::string_view transform) {
   detail::check_parameter_indices(program, wrt, transform, "wrt");
+  detail::check_registry(program, registry);
   Builder b(program.name + "_jvp", registry);
   std::set<std::string> used;
   for (const Parameter& p : program.params) used.insert(p.name);

@@ -24,8 +24,7 @@ std::vector<Tangent> apply_transpose(Builder& b, const Instruction& inst, std::s
                                      const ExtensionRegistry* registry, const Where& where) {
   std::function<std::vector<Tangent>()> rule;
   if (const auto* ext = std::get_if<ExtensionOp>(&inst.op)) {
-    const ExtensionSemantics* sem = registry ? registry->find(ext->family()) : nullptr;
-    if (!sem) fail_unknown_family(ext->family(), where());
+    const ExtensionSemantics* sem = &detail::ad_semantics(registry, ext->family(), where());
     if (inst.results.size() == 1 && sem->transpose) {
       rule = [&, sem] { return sem->transpose(b, inst, operands, linear, *cts[0]); };
     } else if (sem->transpose_results) {
@@ -54,6 +53,7 @@ std::vector<Tangent> apply_transpose(Builder& b, const Instruction& inst, std::s
 
 Program transpose(const Program& program, std::span<const int> linear_inputs, const ExtensionRegistry* registry) {
   detail::check_parameter_indices(program, linear_inputs, "transpose", "linear_inputs");
+  detail::check_registry(program, registry);
   ValueSet linear(program);
   for (int i : linear_inputs) linear.insert(program.params[static_cast<size_t>(i)].value.id);
   for (const Instruction& inst : program.instructions)

@@ -68,6 +68,29 @@ Program clean_up(Program program) {
   return p;
 }
 
+namespace {
+[[noreturn]] void fail_no_registry(std::string_view where, std::string_view family) {
+  fail(ErrorKind::invalid_argument, "{}: extension op '{}' is differentiated by the rules its module registers, and "
+       "no ExtensionRegistry was given; pass the registry the program was traced with (e.g. "
+       "ad::grad(p, wrt, &registry), or runtime.registry() for a Runtime's modules)",
+       where, escape_for_message(family, '\''));
+}
+}  // namespace
+
+void check_registry(const Program& program, const ExtensionRegistry* registry) {
+  if (registry) return;
+  for (const Instruction& inst : program.instructions)
+    if (const auto* ext = std::get_if<ExtensionOp>(&inst.op)) fail_no_registry(instruction_where(program, inst), ext->family());
+}
+
+const ExtensionSemantics& ad_semantics(const ExtensionRegistry* registry, std::string_view family,
+                                       const std::string& where) {
+  if (!registry) fail_no_registry(where, family);
+  const ExtensionSemantics* sem = registry->find(family);
+  if (!sem) fail_unknown_family(family, where);
+  return *sem;
+}
+
 Program finish_public(Program program, const ExtensionRegistry* registry) {
   if (!registry) return program;
   Program p = std::move(program);

@@ -26,6 +26,16 @@ std::string fresh_name(std::set<std::string>& used, const std::string& base);
 /// printed name), as messages name it. Made only for a message: it counts the results before the instruction.
 std::string instruction_where(const Program& program, const Instruction& inst);
 
+/// Refuses `program` when it has an extension op and `registry` is null: differentiating it needs the rules its
+/// module registered (the error names the first such instruction and says how to pass the registry).
+void check_registry(const Program& program, const ExtensionRegistry* registry);
+
+/// The rules of extension family `family` for an AD pass, from `registry`. Without a registry the error says that
+/// one is needed and how to pass it (the unknown-family message would send the user to register a module that is
+/// registered); with one that lacks the family, the unknown-family message. `where` names the instruction.
+const ExtensionSemantics& ad_semantics(const ExtensionRegistry* registry, std::string_view family,
+                                       const std::string& where);
+
 /// DCE, CSE, DCE: what every transformation returns (by value: callers move the program they built in).
 Program clean_up(Program program);
 

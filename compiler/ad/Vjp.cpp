@@ -34,6 +34,7 @@ namespace {
 // vjp without the families' rewrites (detail::finish_public): grad's input.
 Program plain_vjp(const Program& program, std::span<const int> wrt, const ExtensionRegistry* registry) {
   detail::check_parameter_indices(program, wrt, "vjp", "wrt");
+  detail::check_registry(program, registry);
   Linearized lin = linearize(program, wrt, registry);
   std::vector<int> tangent_inputs(wrt.size());
   std::iota(tangent_inputs.begin(), tangent_inputs.end(), lin.num_residuals);

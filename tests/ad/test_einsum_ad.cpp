@@ -5,6 +5,7 @@
 // of reverse einsums.
 #include "AdTestUtil.h"
 #include "RandomEinsum.h"
+#include "support/ErrorOf.h"
 
 #include "extensions/einsum/EinsumAd.h"
 #include "extensions/einsum/EinsumOp.h"
@@ -203,4 +204,21 @@ TEST_CASE("reverse plan specs: auto stays auto, explicit paths and trees are rew
   std::string text = print_program(v);
   INFO(text);
   CHECK(text.find("plan = tree[(1,2),(0,3)], subscripts = \"il,jk,kl->ij\"") != std::string::npos);
+}
+
+TEST_CASE("a pass that needs extension rules and is given no registry says so, not that the family is unknown") {
+  // Without the registry argument the einsum op's rules cannot be found; the message must not send the user to
+  // register a module that is registered.
+  const Program p = summed_einsum("ij,jk->ik", {{2, 3}, {3, 4}});
+  const std::string expected =
+      "%0 in @loss: extension op 'einstage.einsum.v1' is differentiated by the rules its module registers, and no "
+      "ExtensionRegistry was given; pass the registry the program was traced with (e.g. ad::grad(p, wrt, &registry), "
+      "or runtime.registry() for a Runtime's modules)";
+  CHECK(einstage::test::error_of([&] { (void)ad::value_and_grad(p, {0}); }) == expected);
+  CHECK(einstage::test::error_of([&] { (void)ad::jvp(p, {0, 1}); }) == expected);
+  // With a registry that lacks the family: the unknown-family message.
+  const ExtensionRegistry empty;
+  CHECK(einstage::test::error_of([&] { (void)ad::grad(p, {0}, &empty); }).rfind(
+            "unknown extension family 'einstage.einsum.v1'; register the module", 0) == 0);
+  CHECK_NOTHROW((void)ad::value_and_grad(p, {0}, registry()));
 }
