@@ -622,7 +622,7 @@ std::string EinsumPlan::Impl::scratch_what() const {
 // ---- public API ----
 
 EinsumPlan EinsumPlan::prepare(std::string_view text, std::span<const TensorMeta> metas, const EinsumOptions& options) {
-  const Notation notation = parse_notation(text);
+  const Notation notation = parse_notation(text, metas.size());
   const std::vector<Shape> shapes = shapes_of(metas);
   const BoundEinsum bound = bind_einsum(notation, shapes, options.allow_broadcast);
   auto impl = std::make_shared<Impl>();

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 namespace einstage::einsum {
 
@@ -209,7 +210,7 @@ bool Notation::has_ellipsis() const {
   return false;
 }
 
-Notation parse_notation(std::string_view text) {
+Notation parse_notation(std::string_view text, std::optional<size_t> operands) {
   Notation n;
   n.text.assign(text);
   if (detail::parse_simple_ascii(text, n.inputs, n.output, n.explicit_output)) return n;
@@ -280,6 +281,11 @@ Notation parse_notation(std::string_view text) {
     fail_parse(text, {first_paren, first_ellipsis},
                "parentheses and '...' cannot be used together; write the ellipsis axes out as labels or drop the "
                "parentheses");
+  // With the operand count known, a wrong number of terms is the first thing to say: an output label missing from
+  // the inputs is often a term left out ("ij,jk,kl->ir" for four operands).
+  if (operands && *operands != n.inputs.size())
+    throw Error(ErrorKind::shape,
+                fmt::format("einsum {}: {}", quote_for_message(n.text), count_message(*operands, n.inputs.size())));
   if (n.explicit_output)
     check_output_labels(n);
   else

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -43,8 +44,9 @@ struct Notation {
 };
 
 /// Parses "ij,jk->ik", "ij,jk" (implicit output), "...ij,...jk->...ik", "(ij,jk),kl->il" (nested), UTF-8 labels.
-/// Throws Error(parse) with a caret line under the offending character.
-Notation parse_notation(std::string_view text);
+/// Throws Error(parse) with a caret line under the offending character. Given `operands` (the number of operands the
+/// caller has), a different number of input terms is reported (Error(shape)) before any output-label error.
+Notation parse_notation(std::string_view text, std::optional<size_t> operands = std::nullopt);
 
 /// Expands `...` given the rank of every operand (right-aligned; fresh labels counted down from kFreshLabelTop;
 /// the output's `...` takes the longest ellipsis). Checks the number of operands and that no term names more labels

@@ -94,7 +94,7 @@ struct SlicedEinsumPlan::Impl {
 
 SlicedEinsumPlan SlicedEinsumPlan::prepare(std::string_view text, std::span<const TensorMeta> metas,
                                            int64_t max_memory_bytes, const EinsumOptions& options) {
-  const Notation notation = parse_notation(text);
+  const Notation notation = parse_notation(text, metas.size());
   const BoundEinsum bound = bind_einsum(notation, shapes_of(metas), options.allow_broadcast);
   PlanSpec spec = options.plan;
   if (notation.nested && notation.num_inputs() >= 2) {

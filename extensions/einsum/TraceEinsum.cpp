@@ -24,7 +24,7 @@ TracedTensor append(TraceContext& ctx, Subscripts subs, PlanSpec plan, std::span
 
 TracedTensor einsum(TraceContext& ctx, std::string_view subscripts, std::span<const TracedTensor> operands,
                     const TraceEinsumOptions& options) {
-  const Notation notation = parse_notation(subscripts);
+  const Notation notation = parse_notation(subscripts, operands.size());
   const std::vector<int64_t> ranks = ranks_of(operands);
   Subscripts subs = notation.has_ellipsis() ? expand(notation, ranks) : to_subscripts(notation);
   PlanSpec plan = options.plan;

@@ -4,7 +4,10 @@
 #include "support/ErrorOf.h"
 
 #include "extensions/einsum/Einsum.h"
+#include "extensions/einsum/EinsumOp.h"
 #include "extensions/einsum/Executor.h"
+#include "extensions/einsum/SlicedEinsum.h"
+#include "extensions/einsum/TraceEinsum.h"
 
 #include <doctest/doctest.h>
 
@@ -52,4 +55,27 @@ TEST_CASE("a planned arena larger than the machine: the out-of-memory error, bef
       "out of memory allocating 8796093022208 bytes (8.8 TB) for the scratch of einsum \"ab,bc,cd->ad\" (an arena of "
       "8.8 TB for the intermediates, where the largest intermediate is step 0's result [1048576,1048576] of 8.8 TB, "
       "and a workspace of 0 bytes): this machine has "));
+}
+
+// A term left out ("ij,jk,kl->ir" for four operands) used to be reported as the output label missing from every
+// input; where the number of operands is known, the count is said first, through the direct API, a prepared plan, a
+// sliced plan and tracing alike.
+TEST_CASE("a wrong number of input terms is reported before an output label it leaves unmatched") {
+  std::vector<Tensor> four(4, Tensor::zeros(DType::f64, {2, 2}));
+  const std::string count = "einsum \"ij,jk,kl->ir\": 4 operands given but the subscripts have 3 input terms";
+  CHECK(error_of([&] { einsum::einsum("ij,jk,kl->ir", four); }) == count);
+  std::vector<einsum::TensorMeta> metas;
+  for (const Tensor& t : four) metas.push_back(einsum::TensorMeta::of(t));
+  CHECK(error_of([&] { einsum::EinsumPlan::prepare("ij,jk,kl->ir", metas); }) == count);
+  CHECK(error_of([&] { einsum::SlicedEinsumPlan::prepare("ij,jk,kl->ir", metas, int64_t{1} << 20); }) == count);
+  ExtensionRegistry registry;
+  einsum::register_einsum_semantics(registry);
+  TraceContext ctx("f", &registry);
+  std::vector<TracedTensor> params;
+  for (int k = 0; k < 4; ++k) params.push_back(ctx.parameter(fmt::format("a{}", k), DType::f64, {2, 2}));
+  CHECK(error_of([&] { einsum::einsum(ctx, "ij,jk,kl->ir", std::span<const TracedTensor>(params)); }) == count);
+  // With the right count the output label is what is wrong, and said so.
+  std::vector<Tensor> three(four.begin(), four.end() - 1);
+  CHECK(error_of([&] { einsum::einsum("ij,jk,kl->ir", three); })
+            .rfind("einsum \"ij,jk,kl->ir\": output label 'r' appears in no input term", 0) == 0);
 }

@@ -302,7 +302,7 @@ int run_plan(std::span<const std::string_view> args) {
       std::fflush(stderr);
     };
   try {
-    einsum::Notation notation = einsum::parse_notation(subscripts);
+    einsum::Notation notation = einsum::parse_notation(subscripts, shapes.size());
     einsum::BoundEinsum bound = einsum::bind_einsum(notation, shapes, broadcast);
     einsum::PlanSpec chosen = spec ? *spec
                                    : (notation.order.empty() ? einsum::PlanSpec{} : einsum::PlanSpec::tree_plan(notation.order));
