@@ -14,7 +14,9 @@ program:
   program level (the C++ AD passes applied in turn), as in the C++ API.
 """
 
+import builtins
 import inspect
+import threading
 
 import numpy as np
 
@@ -115,13 +117,19 @@ class Traced:
 
 # ---- helpers ----
 
-_current = []  # the Tracer of the trace being recorded (innermost last)
+_local = threading.local()  # per Python thread: the Tracers of the traces being recorded (innermost last)
+
+
+def _traces():
+    if not hasattr(_local, "stack"):
+        _local.stack = []
+    return _local.stack
 
 
 def _tracer():
-    if not _current:
+    if not _traces():
         raise RuntimeError("no trace is being recorded")
-    return _current[-1]
+    return _traces()[-1]
 
 
 def _lift(x, like):
@@ -156,7 +164,7 @@ def _broadcast_to(x, shape):
 
 
 def _broadcast_shape(a, b):
-    n = builtins_max(len(a), len(b))
+    n = builtins.max(len(a), len(b))
     a = (1,) * (n - len(a)) + tuple(a)
     b = (1,) * (n - len(b)) + tuple(b)
     out = []
@@ -168,10 +176,6 @@ def _broadcast_shape(a, b):
         else:
             raise ValueError(f"operands could not be broadcast together with shapes {a} {b} (axis {k}: {x} vs {y})")
     return tuple(out)
-
-
-builtins_max = max
-builtins_sum = sum
 
 
 def _binary(op, a, b):
@@ -296,7 +300,7 @@ def matmul(a, b):
         raise ValueError("matmul: input operand does not have enough dimensions (scalars are not allowed)")
     lhs = "...ij" if a.ndim >= 2 else "j"
     rhs = "...jk" if b.ndim >= 2 else "j"
-    out = ("..." if builtins_max(a.ndim, b.ndim) > 2 else "") + ("i" if a.ndim >= 2 else "") + \
+    out = ("..." if builtins.max(a.ndim, b.ndim) > 2 else "") + ("i" if a.ndim >= 2 else "") + \
           ("k" if b.ndim >= 2 else "")
     if a.ndim <= 2 and b.ndim <= 2:
         lhs, rhs = lhs.replace("...", ""), rhs.replace("...", "")
@@ -429,11 +433,11 @@ def trace(fn, *specs, name=None):
     for k, (s, pname) in enumerate(zip(specs, names)):
         dims, dtype = _spec_of(s, pname)
         params.append(Traced(tracer.parameter(pname, _ename(dtype), dims)))
-    _current.append(tracer)
+    _traces().append(tracer)
     try:
         out = fn(*params)
     finally:
-        _current.pop()
+        _traces().pop()
     outs, structure = _flatten(out)
     for k, o in enumerate(outs):
         if not isinstance(o, Traced):

@@ -175,7 +175,7 @@ def test_errors_in_traced_functions():
     with pytest.raises(Boom) as info:
         es.trace(raises, np.ones(2))
     assert info.value is boom  # unchanged
-    assert es._trace._current == []  # no half-built trace left behind
+    assert es._trace._traces() == []  # no half-built trace left behind
     with pytest.raises(TypeError) as info:
         es.trace(lambda x: x if x > 0 else -x, np.ones(2))
     assert "einstage.where" in str(info.value)
@@ -238,3 +238,27 @@ def test_transformed_functions_inside_a_trace():
     p = es.trace(lambda x: es.grad(f)(x), es.spec((None,)))  # symbolic dims pass through the inlined program
     np.testing.assert_allclose(p(np.ones(7)), df(np.ones(7)), rtol=1e-12)
     assert "sin" in str(p) and "cos" in str(p)
+
+
+def test_two_python_threads_trace_and_run_at_once():
+    import threading
+
+    results, errors = {}, []
+
+    def work(k):
+        try:
+            x = rand(30, 30) * (k + 1)
+            f = es.jit(lambda a: es.sum(es.tanh(a @ a)) * float(k))
+            for _ in range(20):
+                results[k] = (f(x), float(k) * np.sum(np.tanh(x @ x)))
+        except Exception as e:  # reported below, with the thread's index
+            errors.append((k, e))
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    for k, (got, want) in results.items():
+        assert got == pytest.approx(want, rel=1e-12), k
