@@ -24,6 +24,11 @@ constexpr std::array<std::array<int, 5>, 8> kC4v = {{{0, 1, 2, 3, 4},
                                                      {0, 3, 2, 1, 4},
                                                      {0, 4, 3, 2, 1}}};
 
+// Eigenvalues of the enlarged corner closer than this (relative) in modulus count as one multiplet.
+constexpr double kMultipletGap = 1e-6;
+// Eigenvalues of the enlarged corner below this fraction of the largest modulus are dropped.
+constexpr double kSpectrumCutoff = 1e-8;
+
 void check_sizes(int d, int chi) {
   if (d < 1) fail(ErrorKind::invalid_argument, "heisenberg-ipeps: D = {} must be at least 1", d);
   if (chi < 1) fail(ErrorKind::invalid_argument, "heisenberg-ipeps: chi = {} must be at least 1", chi);
@@ -152,8 +157,21 @@ Program trace_ctmrg_step(const ExtensionRegistry* registry, int d, int chi) {
   TracedTensor larger = select(Comparison::gt, wj, wi, ones, zeros);
   TracedTensor tied_before = select(Comparison::eq, wj, wi, before, zeros);
   TracedTensor rank = reduce_sum(larger + tied_before, {1});
-  TracedTensor kept = select(Comparison::lt, rank, ctx.full(TensorType{DType::f64, {k}}, double(x) - 0.5),
-                             ctx.full(TensorType{DType::f64, {k}}, 1.0), ctx.full(TensorType{DType::f64, {k}}, 0.0));
+  TracedTensor ones_k = ctx.full(TensorType{DType::f64, {k}}, 1.0), zeros_k = ctx.full(TensorType{DType::f64, {k}}, 0.0);
+  TracedTensor kept = select(Comparison::lt, rank, ctx.full(TensorType{DType::f64, {k}}, double(x) - 0.5), ones_k,
+                             zeros_k);
+  // Whole multiplets: a kept eigenvalue whose modulus is within kMultipletGap (relative) of the largest discarded
+  // one is dropped with it (its column of P is zero), so the truncation never cuts a (near-)degenerate multiplet,
+  // whose split would be decided by rounding from step to step.
+  if (x < k) {
+    TracedTensor largest_dropped = max(aw * (1.0 - kept));
+    TracedTensor bar = broadcast_in_dim(largest_dropped * (1.0 + kMultipletGap), {}, {k});
+    kept = kept * select(Comparison::gt, aw, bar, ones_k, zeros_k);
+  }
+  // Eigenvalues below kSpectrumCutoff of the largest are rounding noise: their eigenvectors (and their order by
+  // signed value) change from step to step, so they are dropped too.
+  TracedTensor floor = broadcast_in_dim(max(aw) * kSpectrumCutoff, {}, {k});
+  kept = kept * select(Comparison::gt, aw, floor, ones_k, zeros_k);
   TracedTensor pos = einsum::einsum(ctx, "ij,j->i", {before, kept});
   TracedTensor sel = select(Comparison::eq, broadcast_in_dim(pos, {0}, {k, x}),
                             ctx.constant(Tensor::from_col_major<double>({k, x}, column)),

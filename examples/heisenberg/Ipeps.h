@@ -12,7 +12,9 @@
 // - One C4v CTMRG step on the corner C[χ, χ] and the edge T[χ, D², χ] (both symmetric in their χ legs): the enlarged
 //   corner M[(p,d),(q,r)] = Σ C[x,y] T[x,l,p] T[y,u,q] a[u,l,d,r], symmetrised; its eigendecomposition (eigh) and
 //   the eigenvectors P of the χ eigenvalues of largest modulus, in ascending order of the eigenvalue (symmetric
-//   corners often have pairs ±λ, which an SVD would mix), each column's sign fixed by its overlap with a fixed generic
+//   corners often have pairs ±λ, which an SVD would mix), fewer when the χ-th and the next are one multiplet (moduli
+//   within 1e-6, relative): the whole multiplet is dropped and its columns of P are zero, as are those of eigenvalues
+//   below 1e-8 of the largest (rounding noise, whose eigenvectors are not reproducible), each column's sign fixed by its overlap with a fixed generic
 //   vector and then multiplied by the step's `gauge` input (±1 per column, ones while iterating); C' = Pᵀ M P,
 //   T' = Pᵀ (T a) P, symmetrised, normalised to unit Frobenius norm, T's overall sign fixed by a generic overlap too.
 //   Outputs (C', T', the kept eigenvalues normalised).
@@ -70,9 +72,9 @@ struct CtmEnvironment {
 CtmEnvironment initial_environment(const Tensor& a, int chi);
 
 struct CtmrgOptions {
-  int max_steps = 500;
+  int max_steps = 2000;
   /// Converged when the normalised corner spectrum (gauge-invariant) changes by at most this in a step.
-  double tolerance = 1e-12;
+  double tolerance = 1e-10;
 };
 
 struct CtmrgResult {
