@@ -56,9 +56,19 @@ const ExtensionSemantics* ExtensionRegistry::find(std::string_view family) const
 }
 
 void fail_unknown_family(std::string_view family, std::string_view where) {
+  const std::string prefix = where.empty() ? "" : fmt::format("{}: ", where);
+  // einstage's own families are einstage.<name>.v<k>: name the CMake target and the register function.
+  const size_t dot = family.find('.', 9), version = family.rfind(".v");
+  if (family.starts_with("einstage.") && dot != std::string_view::npos && dot == version && dot > 9) {
+    const std::string name(family.substr(9, dot - 9));
+    fail(ErrorKind::not_found, "{}unknown extension family '{}'; register its module before use: link the CMake "
+         "target einstage::einstage_{} and call {}::register_{}_semantics(registry) on this ExtensionRegistry (or "
+         "load the module into a Runtime and trace with runtime.registry())",
+         prefix, escape_for_message(family, '\''), name, name, name);
+  }
   fail(ErrorKind::not_found, "{}unknown extension family '{}'; register the module that provides it before use "
        "(e.g. its register function on the ExtensionRegistry, or load the module into the Runtime)",
-       where.empty() ? "" : fmt::format("{}: ", where), escape_for_message(family, '\''));
+       prefix, escape_for_message(family, '\''));
 }
 
 const ExtensionSemantics& ExtensionRegistry::get(std::string_view family) const {

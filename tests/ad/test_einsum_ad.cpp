@@ -219,6 +219,7 @@ TEST_CASE("a pass that needs extension rules and is given no registry says so, n
   // With a registry that lacks the family: the unknown-family message.
   const ExtensionRegistry empty;
   CHECK(einstage::test::error_of([&] { (void)ad::grad(p, {0}, &empty); }).rfind(
-            "unknown extension family 'einstage.einsum.v1'; register the module", 0) == 0);
+            "unknown extension family 'einstage.einsum.v1'; register its module before use: link the CMake target "
+            "einstage::einstage_einsum and call einsum::register_einsum_semantics(registry)", 0) == 0);
   CHECK_NOTHROW((void)ad::value_and_grad(p, {0}, registry()));
 }

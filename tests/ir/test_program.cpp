@@ -330,6 +330,11 @@ TEST_CASE("parse errors") {
   CHECK(parse_error("  %0 = acme.fft.v2(%x) {n = 3} : f64[3]\n  return %0\n") ==
         "line 2: unknown extension family 'acme.fft.v2'; register the module that provides it before use (e.g. its "
         "register function on the ExtensionRegistry, or load the module into the Runtime)");
+  // einstage's own families: the message names the CMake target and the register function.
+  CHECK(parse_error("  %0 = einstage.linalg.v1(%x) {kind = \"svd\"} : f64[3]\n  return %0\n") ==
+        "line 2: unknown extension family 'einstage.linalg.v1'; register its module before use: link the CMake target "
+        "einstage::einstage_linalg and call linalg::register_linalg_semantics(registry) on this ExtensionRegistry (or "
+        "load the module into a Runtime and trace with runtime.registry())");
   CHECK(kind_of([&] { parse_program("program @f() -> () {\n  %0 = acme.fft.v2() : f64[]\n  return\n}\n", &reg); }) ==
         ErrorKind::not_found);
   CHECK(parse_error("  %0 = neg(%y) : f64[3]\n  return %0\n") == "line 2: use of undefined value '%y'");
