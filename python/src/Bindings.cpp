@@ -64,7 +64,7 @@ Operands view_operands(const py::sequence& operands) {
       throw py::type_error(fmt::format("operand {} is a {}, not a numpy.ndarray", k,
                                        std::string(py::str(o.get_type().attr("__name__")))));
     ops.arrays.push_back(py::reinterpret_borrow<py::array>(o));
-    ops.tensors.push_back(view_array(ops.arrays.back(), fmt::format("operand {}", k)));
+    ops.tensors.push_back(view_array(ops.arrays.back(), "operand", static_cast<int64_t>(k)));
     ops.metas.push_back(TensorMeta::of(ops.tensors.back()));
   }
   return ops;
@@ -99,7 +99,7 @@ py::array run_sliced(const SlicedEinsumPlan& plan, const Operands& ops, const py
     result = plan.execute(ops.tensors, context, &context.pool());
   }
   py::array array = result_array(out, plan.dtype(), plan.output_shape(), order);
-  Tensor view = view_array(array, "out", true);
+  Tensor view = view_array(array, "out", -1, true);
   if (view.shape() != result.shape())
     throw py::value_error(fmt::format("out has shape {} but the einsum's result has shape {}",
                                       shape_to_string(view.shape()), shape_to_string(result.shape())));
@@ -113,7 +113,7 @@ py::array run_sliced(const SlicedEinsumPlan& plan, const Operands& ops, const py
 
 py::array run_plan(const EinsumPlan& plan, const Operands& ops, const py::object& out, char order) {
   py::array array = result_array(out, plan.dtype(), plan.output_shape(), order);
-  Tensor view = view_array(array, "out", true);
+  Tensor view = view_array(array, "out", -1, true);
   py::gil_scoped_release release;
   ExecutionContext& context = *current().context;
   plan.execute_into(ops.tensors, view, context, &context.pool());
@@ -168,7 +168,7 @@ bool fast_operands(const py::tuple& operands, Operands& ops, DType& dtype, char&
       all_f = all_f && (flags & py::detail::npy_api::NPY_ARRAY_F_CONTIGUOUS_);
       some_not_c = some_not_c || !(flags & py::detail::npy_api::NPY_ARRAY_C_CONTIGUOUS_);
     }
-    ops.tensors.push_back(view_array(a, fmt::format("operand {}", k)));
+    ops.tensors.push_back(view_array(a, "operand", static_cast<int64_t>(k)));
     ops.metas.push_back(TensorMeta::of(ops.tensors.back()));
     ops.arrays.push_back(std::move(a));
   }
@@ -207,7 +207,7 @@ py::object einsum_fast(const std::string& subscripts, const py::tuple& operands)
 // NumPy returns a view for one operand when nothing is summed (a transpose, a diagonal): the output's strides are
 // sums of the operand's. None when the einsum sums something or repeats an output label.
 py::object single_view(const std::string& subscripts, const py::array& a) {
-  const einsum::Notation notation = einsum::parse_notation(subscripts);
+  const einsum::Notation notation = einsum::parse_notation(subscripts, 1);
   const std::vector<Shape> shapes = {shape_of(a)};
   const einsum::BoundEinsum bound = einsum::bind_einsum(notation, shapes, true);
   const auto& in = bound.subs.inputs.at(0);
@@ -270,7 +270,7 @@ std::vector<std::pair<int, int>> positional(const einsum::ContractionTree& tree)
 // PathInfo needs. `element_bytes` turns max_memory (bytes) into elements for slicing.
 py::dict plan_info(const std::string& subscripts, const std::vector<Shape>& shapes, const std::string& plan,
                    int64_t max_memory, int element_bytes) {
-  const einsum::Notation notation = einsum::parse_notation(subscripts);
+  const einsum::Notation notation = einsum::parse_notation(subscripts, shapes.size());
   PlanSpec spec = parse_spec(plan);
   if (!notation.order.empty() && spec == PlanSpec{}) spec = PlanSpec::tree_plan(notation.order);
   py::dict d;

@@ -30,18 +30,20 @@ py::dtype numpy_dtype(DType dtype) {
 
 Shape shape_of(const py::array& a) { return Shape(a.shape(), a.shape() + a.ndim()); }
 
-Tensor view_array(const py::array& a, const std::string& what, bool writable) {
+Tensor view_array(const py::array& a, std::string_view what_text, int64_t index, bool writable) {
+  auto what = [&] { return index >= 0 ? fmt::format("{} {}", what_text, index) : std::string(what_text); };
   const std::optional<DType> dtype = dtype_of(a.dtype());
   if (!dtype)
     throw py::type_error(fmt::format("{} has dtype {}, which einstage does not compute in; pass float32, float64, "
                                      "complex64, complex128 or int64 (einstage.einsum converts other dtypes itself)",
-                                     what, std::string(py::str(a.dtype()))));
+                                     what(), std::string(py::str(a.dtype()))));
   // dtype.equal() above accepts only native byte order for these types, so the data need no swapping.
   const auto flags = a.flags();
   if (!(flags & py::detail::npy_api::NPY_ARRAY_ALIGNED_))
-    throw py::type_error(fmt::format("{} is not aligned to its element size; pass a copy (numpy.ascontiguousarray)", what));
+    throw py::type_error(
+        fmt::format("{} is not aligned to its element size; pass a copy (numpy.ascontiguousarray)", what()));
   if (writable && !(flags & py::detail::npy_api::NPY_ARRAY_WRITEABLE_))
-    throw py::value_error(fmt::format("{} is read-only; pass a writeable array", what));
+    throw py::value_error(fmt::format("{} is read-only; pass a writeable array", what()));
   const int64_t es = static_cast<int64_t>(size_of(*dtype));
   Shape shape = shape_of(a);
   Strides strides(shape.size());
@@ -49,7 +51,7 @@ Tensor view_array(const py::array& a, const std::string& what, bool writable) {
     const int64_t bytes = a.strides()[i];
     if (bytes % es != 0)
       throw py::type_error(fmt::format("{} has a stride of {} bytes along axis {}, not a multiple of its element size "
-                                       "{}; pass a copy (numpy.ascontiguousarray)", what, bytes, i, es));
+                                       "{}; pass a copy (numpy.ascontiguousarray)", what(), bytes, i, es));
     strides[i] = bytes / es;
   }
   return Tensor::view_of(*dtype, std::move(shape), std::move(strides), const_cast<void*>(a.data()));

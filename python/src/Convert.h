@@ -17,6 +17,7 @@
 #include <pybind11/pybind11.h>
 
 #include <optional>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -29,9 +30,10 @@ std::optional<DType> dtype_of(const py::dtype& dt);
 /// The NumPy dtype of an einstage dtype.
 py::dtype numpy_dtype(DType dtype);
 
-/// A non-owning Tensor over `a`'s buffer with `a`'s strides (in elements). `what` names the argument in errors
-/// ("operand 1", "out"). `writable` asks for a writeable array (out=).
-Tensor view_array(const py::array& a, const std::string& what, bool writable = false);
+/// A non-owning Tensor over `a`'s buffer with `a`'s strides (in elements). `what` and, when >= 0, `index` name the
+/// argument in errors ("operand 1", "out"; formatted only when one is raised, since this runs on every call).
+/// `writable` asks for a writeable array (out=).
+Tensor view_array(const py::array& a, std::string_view what, int64_t index = -1, bool writable = false);
 
 /// A fresh NumPy array of `shape` and `dtype` in C order ('C') or Fortran order ('F'), for einstage to write.
 py::array new_array(DType dtype, const Shape& shape, char order);
