@@ -9,12 +9,21 @@
 namespace einstage::python {
 
 std::optional<DType> dtype_of(const py::dtype& dt) {
-  if (dt.equal(py::dtype::of<double>())) return DType::f64;
-  if (dt.equal(py::dtype::of<float>())) return DType::f32;
-  if (dt.equal(py::dtype::of<std::complex<double>>())) return DType::c128;
-  if (dt.equal(py::dtype::of<std::complex<float>>())) return DType::c64;
-  if (dt.equal(py::dtype::of<int64_t>())) return DType::i64;
-  return std::nullopt;
+  // Read from the descriptor itself (no dtype objects made per call): the type number, and native byte order
+  // ('=', or '<' on this little-endian target; einstage reads no swapped data).
+  const auto* d = py::detail::array_descriptor_proxy(dt.ptr());
+  if (d->byteorder == '>') return std::nullopt;  // structured and subarray dtypes have type number NPY_VOID
+  using api = py::detail::npy_api;
+  static_assert(sizeof(long) == 8, "int64 is NumPy's long on this platform");
+  switch (d->type_num) {
+    case api::NPY_DOUBLE_: return DType::f64;
+    case api::NPY_FLOAT_: return DType::f32;
+    case api::NPY_CDOUBLE_: return DType::c128;
+    case api::NPY_CFLOAT_: return DType::c64;
+    case api::NPY_LONG_:
+    case api::NPY_LONGLONG_: return DType::i64;
+    default: return std::nullopt;
+  }
 }
 
 py::dtype numpy_dtype(DType dtype) {
