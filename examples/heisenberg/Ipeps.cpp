@@ -153,11 +153,13 @@ Program trace_ctmrg_step(const ExtensionRegistry* registry, int d, int chi) {
   for (int64_t i = 0; i < k; ++i)
     for (int64_t c = 0; c < x; ++c) column[size_t(i + k * c)] = double(c);
   TracedTensor before = ctx.constant(Tensor::from_col_major<double>({k, k}, lower));
-  TracedTensor ones = ctx.full(TensorType{DType::f64, {k, k}}, 1.0), zeros = ctx.full(TensorType{DType::f64, {k, k}}, 0.0);
+  TracedTensor ones = ctx.full(TensorType{DType::f64, {k, k}}, 1.0);
+  TracedTensor zeros = ctx.full(TensorType{DType::f64, {k, k}}, 0.0);
   TracedTensor larger = select(Comparison::gt, wj, wi, ones, zeros);
   TracedTensor tied_before = select(Comparison::eq, wj, wi, before, zeros);
   TracedTensor rank = reduce_sum(larger + tied_before, {1});
-  TracedTensor ones_k = ctx.full(TensorType{DType::f64, {k}}, 1.0), zeros_k = ctx.full(TensorType{DType::f64, {k}}, 0.0);
+  TracedTensor ones_k = ctx.full(TensorType{DType::f64, {k}}, 1.0);
+  TracedTensor zeros_k = ctx.full(TensorType{DType::f64, {k}}, 0.0);
   TracedTensor kept = select(Comparison::lt, rank, ctx.full(TensorType{DType::f64, {k}}, double(x) - 0.5), ones_k,
                              zeros_k);
   // Whole multiplets: a kept eigenvalue whose modulus is within kMultipletGap (relative) of the largest discarded

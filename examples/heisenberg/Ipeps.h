@@ -14,8 +14,9 @@
 //   the eigenvectors P of the χ eigenvalues of largest modulus, in ascending order of the eigenvalue (symmetric
 //   corners often have pairs ±λ, which an SVD would mix), fewer when the χ-th and the next are one multiplet (moduli
 //   within 1e-6, relative): the whole multiplet is dropped and its columns of P are zero, as are those of eigenvalues
-//   below 1e-8 of the largest (rounding noise, whose eigenvectors are not reproducible), each column's sign fixed by its overlap with a fixed generic
-//   vector and then multiplied by the step's `gauge` input (±1 per column, ones while iterating); C' = Pᵀ M P,
+//   below 1e-8 of the largest (rounding noise, whose eigenvectors are not reproducible); each column's sign fixed by
+//   its overlap with a fixed generic vector and then multiplied by the step's `gauge` input (±1 per column, ones
+//   while iterating); C' = Pᵀ M P,
 //   T' = Pᵀ (T a) P, symmetrised, normalised to unit Frobenius norm, T's overall sign fixed by a generic overlap too.
 //   Outputs (C', T', the kept eigenvalues normalised).
 // - The gauge. The column signs are a gauge (C and T change by T -> S T S, the physics does not), and a rule on the
@@ -38,7 +39,8 @@
 
 namespace einstage::heisenberg {
 
-/// The bond Hamiltonian with the sublattice rotation folded in, H[s1, s2, s1', s2'] = ⟨s1 s2| H |s1' s2'⟩ (f64[2,2,2,2]):
+/// The bond Hamiltonian with the sublattice rotation folded in, H[s1, s2, s1', s2'] = ⟨s1 s2| H |s1' s2'⟩
+/// (f64[2,2,2,2]):
 /// −SˣSˣ + SʸSʸ − SᶻSᶻ, whose eigenvalues are those of S·S (−3/4 once, 1/4 three times).
 Tensor rotated_bond_hamiltonian();
 
@@ -52,7 +54,8 @@ TracedTensor c4v_symmetrize(const TracedTensor& a);
 TracedTensor double_layer(TraceContext& ctx, const TracedTensor& a);
 
 /// @ctmrg_step(%c: f64[chi,chi], %t: f64[chi,D²,chi], %a: f64[2,D,D,D,D], %gauge: f64[chi]) -> (f64[chi,chi],
-/// f64[chi,D²,chi], f64[chi]): one C4v CTMRG step (above) for a C4v-symmetric A. The registry must provide einsum and linalg.
+/// f64[chi,D²,chi], f64[chi]): one C4v CTMRG step (above) for a C4v-symmetric A. The registry must provide einsum
+/// and linalg.
 /// d >= 1, chi >= 1 (checked).
 Program trace_ctmrg_step(const ExtensionRegistry* registry, int d, int chi);
 

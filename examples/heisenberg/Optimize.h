@@ -85,8 +85,8 @@ struct OptimizeResult {
   std::string stop_reason;               // empty, or why LBFGSpp stopped early (its line search's message)
 };
 
-/// L-BFGS from `start` (default: neel_biased_parameters(d, seed)). A trial point whose CTMRG or fixed-point adjoint does
-/// not converge is rejected (reported through `progress`, energy 1) and the line search steps back; at the first
+/// L-BFGS from `start` (default: neel_biased_parameters(d, seed)). A trial point whose CTMRG or fixed-point adjoint
+/// does not converge is rejected (reported through `progress`, energy 1) and the line search steps back; at the first
 /// point that is an error. A line search that fails after progress ends the run with the best point so far and
 /// LBFGSpp's reason in stop_reason.
 OptimizeResult optimize(const Runtime& runtime, const OptimizeOptions& options, const Tensor* start = nullptr);

@@ -83,7 +83,7 @@ TEST_CASE("example ising-trg: bad flags are usage errors naming the flag") {
     CHECK(r.err == "einstage: " + message + "\n");
   }
   test::CliRun r = test::run_cli("example frobnicate", dir);
-  CHECK(r.err == "einstage: example: unknown example 'frobnicate'; the examples are [ising-trg]\n");
+  CHECK(r.err == "einstage: example: unknown example 'frobnicate'; the examples are [ising-trg, heisenberg-ipeps]\n");
 }
 
 TEST_CASE("example ising-trg --sweep writes the SVG plot, and a plot that cannot be written leaves no file") {

@@ -153,10 +153,14 @@ int run_ising_trg(std::span<const std::string_view> args) {
 
 }  // namespace
 
+int run_heisenberg_ipeps(std::span<const std::string_view> args);  // HeisenbergExample.cpp
+
 int run_example(std::span<const std::string_view> args) {
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
-    fmt::print("usage: einstage example NAME [options]\n\nexamples:\n  ising-trg   the 2D Ising model by TRG, "
-               "differentiated twice, against Onsager's solution\n\nRun 'einstage example NAME --help' for its "
+    fmt::print("usage: einstage example NAME [options]\n\nexamples:\n  ising-trg          the 2D Ising model by TRG, "
+               "differentiated twice, against Onsager's solution\n  heisenberg-ipeps   the Heisenberg "
+               "antiferromagnet by a C4v iPEPS, gradients through CTMRG, L-BFGS\n\nRun 'einstage example NAME "
+               "--help' for its "
                "options.\n");
     return 0;
   }
@@ -168,7 +172,8 @@ int run_example(std::span<const std::string_view> args) {
     }
     return run_ising_trg(rest);
   }
-  usage_error("example: unknown example '{}'; the examples are [ising-trg]", args[0]);
+  if (args[0] == "heisenberg-ipeps") return run_heisenberg_ipeps(rest);
+  usage_error("example: unknown example '{}'; the examples are [ising-trg, heisenberg-ipeps]", args[0]);
 }
 
 }  // namespace einstage::cli
