@@ -10,7 +10,10 @@
 #include "compiler/ad/FixedPoint.h"
 #include "extensions/einsum/Module.h"
 #include "extensions/linalg/Module.h"
+#include "ir/Printer.h"
 #include "support/ErrorOf.h"
+#include "support/Golden.h"
+#include "tests/Paths.h"
 #include "support/Random.h"
 
 #include <doctest/doctest.h>
@@ -196,4 +199,11 @@ TEST_CASE("heisenberg: bad input is a clear error") {
         "heisenberg-ipeps: the iPEPS tensor gives a zero or non-finite boundary (|C| = nan, |T| = nan); check it for "
         "zeros or NaN");
   CHECK(error_of([&] { Ctmrg(runtime(), 0, 4); }) == "heisenberg-ipeps: D = 0 must be at least 1");
+}
+
+TEST_CASE("heisenberg: the traced CTMRG step's program (golden)") {
+  // D = 2, chi = 4: the enlarged corner, eigh, the selection built from the moduli, the gauges, the two updates.
+  // EINSTAGE_UPDATE_GOLDEN=1 rewrites the file; review its diff.
+  Program step = trace_ctmrg_step(&runtime().registry(), 2, 4);
+  test::check_golden_file(EINSTAGE_SOURCE_DIR "/tests/heisenberg/golden/ctmrg_step_d2_chi4.ir", print_program(step));
 }

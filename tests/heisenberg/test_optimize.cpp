@@ -88,3 +88,20 @@ TEST_CASE("heisenberg optimize: L-BFGS reaches the published D = 2 optimum at ch
     CHECK(std::abs(r.magnetization - 0.3911) < 1e-3);
   }
 }
+
+TEST_CASE("heisenberg optimize: the energy and its gradient are the same bits at 1 and 2 threads") {
+  Tensor theta = random_parameters(2, 7);
+  std::vector<Evaluation> results;
+  for (int threads : {1, 2}) {
+    RuntimeOptions options;
+    options.threads = threads;
+    Runtime rt(options);
+    rt.add_module(einsum::module_descriptor());
+    rt.add_module(linalg::module_descriptor());
+    IpepsEnergy energy(rt, 2, 8);
+    results.push_back(energy.evaluate(theta));
+  }
+  CHECK(results[0].energy == results[1].energy);
+  CHECK(results[0].ctmrg_steps == results[1].ctmrg_steps);
+  CHECK(bitwise_equal(results[0].gradient, results[1].gradient));
+}
