@@ -2,9 +2,9 @@
 // Notation.cpp, used by concrete and prepared einsum) and IR dims that may be symbolic (the type rule of the traced op,
 // EinsumOp.cpp). Stage: front end (notation); depends on Subscripts.h and Notation.h (label_name) only.
 //
-// The rule (BEHAVIOUR §1.5): one extent list per operand whose length is the rank its term names; a label repeated
-// inside one operand needs equal extents; across operands a label's extents must agree, except that a length-1 axis
-// broadcasts when the label is under `...` or the caller allows broadcasting. With symbolic extents some of these
+// The rule (docs/behaviour.md §1.5): one extent list per operand whose length is the rank its term names; a label
+// repeated inside one operand needs equal extents; across operands a label's extents must agree, except that a length-1
+// axis broadcasts when the label is under `...` or the caller allows broadcasting. With symbolic extents some of these
 // comparisons cannot be decided while tracing: the `Rules` policy then records the equality (a ShapeConstraint
 // checked when the program runs) instead of failing. A symbolic extent is never assumed to be a broadcast 1, so
 // `n` against `4` records n == 4 even when broadcasting is allowed.

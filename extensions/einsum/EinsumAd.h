@@ -16,7 +16,7 @@
 //   - labels only in k (summed in the forward einsum) are broadcast back (broadcast_in_dim);
 //   - labels repeated in k are projected on the diagonal: the reverse einsum produces the diagonal once and
 //     embed_diag places it (extract, then embed);
-//   - THE FIX (BEHAVIOUR §5.6): an axis on which k has extent 1 while the label's extent is larger (permitted
+//   - THE FIX (docs/behaviour.md §5.6): an axis on which k has extent 1 while the label's extent is larger (permitted
 //     length-1 broadcasting) is left out of the reverse einsum's output, which sums it, and comes back as a length-1
 //     axis, so the cotangent has k's shape; symmetrically, a label on which the other operands broadcast (extent 1
 //     there, k's extent larger) is broadcast back to k's extent. Broadcast-ness is read from the types: an axis

@@ -55,7 +55,7 @@ inline std::vector<Shape> shapes_of(std::span<const TensorMeta> metas) {
 
 struct EinsumOptions {
   PlanSpec plan;                 // contraction order request (default: auto)
-  bool allow_broadcast = false;  // length-1 broadcasting of named labels (BEHAVIOUR §1.5); `...` axes always may
+  bool allow_broadcast = false;  // length-1 broadcasting of named labels (docs/behaviour.md §1.5); `...` axes may
   /// The context one-shot einsum() runs on (runtime/Context.h: its JIT, specialiser and pool); nullptr:
   /// default_context().
   ExecutionContext* context = nullptr;
@@ -109,7 +109,7 @@ class EinsumPlan {
   const Shape& output_shape() const;
   const Subscripts& subscripts() const;
   const std::map<Label, int64_t>& extents() const;
-  /// True when the two-operand shortcut applies (BEHAVIOUR §4.1): no tree was planned, one dot_general.
+  /// True when the two-operand shortcut applies (docs/behaviour.md §4.1): no tree was planned, one dot_general.
   bool is_shortcut() const;
   /// The planned tree (empty for the shortcut and for one operand).
   const ContractionTree& tree() const;

@@ -1,4 +1,4 @@
-// The grouped einsum dialect (BEHAVIOUR §2, grouped-einsum-interpreter.txt): "WCa,Caib,WCi->WCb" where an
+// The grouped einsum dialect (docs/behaviour.md §2): "WCa,Caib,WCi->WCb" where an
 // upper-case letter is a group of zero or more axes and a lower-case letter is one axis.
 //
 // Stage: front end, beside Notation.h; a separate entry point because in the plain notation upper-case letters are

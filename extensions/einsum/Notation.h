@@ -3,10 +3,10 @@
 //
 // Stage: front end, before planning. Every entry point (concrete, prepared, traced) goes string -> Notation ->
 // Subscripts -> BoundEinsum through these functions and nothing else, so the notation rules and the length-1
-// broadcast rule (BEHAVIOUR §1.5) live in one place. Design: parse_notation() is rank-independent and keeps `...` as
-// a marker (kEllipsisMarker) in the terms; expand() turns it into Subscripts once operand ranks are known (the
-// ellipsis covers "rank minus named labels" axes); bind_einsum() checks ranks and extents and returns the extent of every
-// label. A string without `...` needs no ranks (to_subscripts). Error paths re-scan the original text to point a
+// broadcast rule (docs/behaviour.md §1.5) live in one place. Design: parse_notation() is rank-independent and keeps
+// `...` as a marker (kEllipsisMarker) in the terms; expand() turns it into Subscripts once operand ranks are known (the
+// ellipsis covers "rank minus named labels" axes); bind_einsum() checks ranks and extents and returns the extent of
+// every label. A string without `...` needs no ranks (to_subscripts). Error paths re-scan the original text to point a
 // caret at the offending character, so the hot path records no source positions. Depends on ir only (Error, Tensor's
 // Shape).
 #pragma once

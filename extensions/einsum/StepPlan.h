@@ -1,5 +1,5 @@
 // StepPlan: one einsum step made concrete for given label extents -- THE implementation of the pairwise rules
-// (BEHAVIOUR §4.2-4.3, §4.6-4.8), read by the executor (Executor.h), the lowering to standard ops and the JIT.
+// (docs/behaviour.md §4.2-4.3, §4.6-4.8), read by the executor (Executor.h), the lowering to standard ops and the JIT.
 //
 // Stage: einsum extension, after planning (it knows label extents, not strides or data). A step is binary (two
 // operands of a contraction tree step) or unary (the whole einsum of one operand). For each operand, in this order:
@@ -121,8 +121,8 @@ StepPlan make_unary_step(const std::vector<Label>& operand, const Shape& shape, 
                          const std::map<Label, int64_t>& extents);
 
 /// True when a two-operand einsum is exactly one dot_general in operand order with the output in dot_general order
-/// (BEHAVIOUR §4.1): no repeated labels in any term, no one-sided sums, and output == [lhs free, rhs free, batch]
-/// with free and batch labels in lhs order (rhs free in rhs order). Broadcast axes are allowed (stride 0).
+/// (docs/behaviour.md §4.1): no repeated labels in any term, no one-sided sums, and output == [lhs free, rhs free,
+/// batch] with free and batch labels in lhs order (rhs free in rhs order). Broadcast axes are allowed (stride 0).
 bool is_direct_dot_general(const Subscripts& subscripts);
 
 }  // namespace einstage::einsum

@@ -27,7 +27,7 @@ struct Subscripts {
   std::map<Label, std::string> names;
   /// The fresh labels of the `...` axes, leftmost axis first (empty when no term had `...`). An input term covering
   /// k ellipsis axes holds the last k of them, right-aligned. These are the only labels whose length-1 extents
-  /// broadcast without the caller's broadcast permission (BEHAVIOUR §1.5).
+  /// broadcast without the caller's broadcast permission (docs/behaviour.md §1.5).
   std::vector<Label> ellipsis;
 
   size_t num_inputs() const { return inputs.size(); }

@@ -28,7 +28,7 @@ namespace einstage::einsum {
 
 struct TraceEinsumOptions {
   PlanSpec plan;                                     // default auto; a nested string sets a tree spec itself
-  bool allow_broadcast = false;                      // length-1 broadcasting of named labels (BEHAVIOUR §1.5)
+  bool allow_broadcast = false;                      // length-1 broadcasting of named labels (docs/behaviour.md §1.5)
   std::optional<std::vector<Dim>> output_shape;      // optional hint, unified with the inferred output dims
 };
 

@@ -1,8 +1,8 @@
 // einsum's AD rules: 320 seeded random einsums (repeated input labels, repeated output labels, labels only in one
 // operand, hyperedges, permitted length-1 broadcasting, 1-5 operands, f64 / c128 / f32 / mixed real and complex,
 // auto, explicit path and left-to-right plan specs) through jvp vs central differences, the dot-product test and
-// transpose adjointness; the reference broadcast case (BEHAVIOUR §5.6) for 2 and 3 operands; the plan-spec rewrite
-// of reverse einsums.
+// transpose adjointness; the reference broadcast case (docs/behaviour.md §5.6) for 2 and 3 operands; the plan-spec
+// rewrite of reverse einsums.
 #include "AdTestUtil.h"
 #include "RandomEinsum.h"
 #include "support/ErrorOf.h"
@@ -133,7 +133,7 @@ TEST_CASE("the reference broadcast case: a[2,1], b[3,2], ij,jk->ik: the gradient
   std::vector<Tensor> grads = run(g, {a, b});
   REQUIRE(grads.size() == 2);
   CHECK(grads[0].shape() == Shape{2, 1});  // the reference returns a wrong [2,3]
-  // d/da[i,0] of sum_ijk a[i,0] b[j,k] is the sum of b's entries, 1 + ... + 6 = 21 (BEHAVIOUR §5.6's value).
+  // d/da[i,0] of sum_ijk a[i,0] b[j,k] is the sum of b's entries, 1 + ... + 6 = 21 (docs/behaviour.md §5.6's value).
   CHECK(grads[0].to_col_major<double>() == std::vector<double>{21, 21});
   std::string why;
   CHECK_MESSAGE(close(grads[0], fd_gradient(loss, {a, b}, 0), 1e-8, &why), why);

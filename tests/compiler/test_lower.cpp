@@ -1,6 +1,6 @@
-// lower_to_standard_ops: the four lowering examples of BEHAVIOUR §4.8 printed exactly (goldens), symbolic programs
-// lowered under bindings, and the lowered programs evaluated by the reference interpreter (runtime/Interpreter.h)
-// against concrete einsum and a definitional loop on seeded random inputs.
+// lower_to_standard_ops: the four lowering examples of docs/behaviour.md §4.8 printed exactly (goldens), symbolic
+// programs lowered under bindings, and the lowered programs evaluated by the reference interpreter
+// (runtime/Interpreter.h) against concrete einsum and a definitional loop on seeded random inputs.
 #include "CompilerTestUtil.h"
 
 #include "compiler/Lower.h"

@@ -1,4 +1,4 @@
-// The reference cases of issue 5 with their numbers, the step-plan goldens of BEHAVIOUR §4.8, the shortcut,
+// The reference cases of issue 5 with their numbers, the step-plan goldens of docs/behaviour.md §4.8, the shortcut,
 // promotion, the plan cache, the arena prediction and pinned error messages.
 #include "EinsumTestUtil.h"
 #include "extensions/einsum/Einsum.h"

@@ -1,4 +1,4 @@
-// The layout examples of BEHAVIOUR.md §6 / layout-and-reshape.zh.txt, as tests.
+// The layout rules of docs/behaviour.md §6, as tests.
 #include "ir/Tensor.h"
 
 #include <doctest/doctest.h>

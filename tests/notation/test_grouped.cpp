@@ -1,4 +1,4 @@
-// The grouped dialect (BEHAVIOUR §2, grouped-einsum-interpreter.txt): the definitional loop oracle over a vocabulary
+// The grouped dialect (docs/behaviour.md §2): the definitional loop oracle over a vocabulary
 // of strings x empty / single / multi-axis group shapes, the frozen identifiability table (decided by hand), split
 // invariance (bitwise), the error contract and the cache.
 #include "Naive.h"

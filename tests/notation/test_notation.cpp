@@ -1,4 +1,4 @@
-// The plain einsum notation (BEHAVIOUR §1): every rule and every error of Notation.h, with the messages pinned.
+// The plain einsum notation (docs/behaviour.md §1): every rule and every error of Notation.h, with the messages pinned.
 #include "Naive.h"
 
 #include "extensions/einsum/Notation.h"

@@ -151,7 +151,8 @@ inline Case random_chain(uint64_t seed, int n, bool open, int max_extent = 64) {
   return c;
 }
 
-/// NETWORKS.md's grid2d(R x C, d): sites row-major; per site, per axis, a new label shared with the +1 neighbour.
+/// The benchmark networks' grid2d(R x C, d) (docs/networks.md): sites row-major; per site, per axis, a new label
+/// shared with the +1 neighbour.
 inline Case grid_case(int rows, int cols, int64_t d) {
   Case c;
   c.subscripts.inputs.resize(static_cast<size_t>(rows) * cols);

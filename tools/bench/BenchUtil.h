@@ -43,14 +43,14 @@ inline double best_time(const std::function<void()>& fn, double min_time, bool c
   return best;
 }
 
-/// The 7-matrix chain `ij,jk,kl,lm,mn,no,o->i` at n = 256 (BEHAVIOUR §3.5's anchor): subscripts and shapes.
+/// The 7-matrix chain `ij,jk,kl,lm,mn,no,o->i` at n = 256 (docs/behaviour.md §3.5's anchor): subscripts and shapes.
 inline std::pair<std::string, std::vector<Shape>> chain7_workload() {
   const int64_t n = 256;
   return {"ij,jk,kl,lm,mn,no,o->i", {{n, n}, {n, n}, {n, n}, {n, n}, {n, n}, {n, n}, {n}}};
 }
 
-/// The 4x4 grid with bond 8 contracted to a scalar (BEHAVIOUR §3.5's anchor): site (r, c) carries its right bond
-/// h(r,c) and its down bond v(r,c); 24 labels a..x.
+/// The 4x4 grid with bond 8 contracted to a scalar (docs/behaviour.md §3.5's anchor): site (r, c) carries its right
+/// bond h(r,c) and its down bond v(r,c); 24 labels a..x.
 inline std::pair<std::string, std::vector<Shape>> grid4x4_workload() {
   const std::string letters = "abcdefghijklmnopqrstuvwx";
   auto h = [&](int r, int c) { return letters[static_cast<size_t>(r * 3 + c)]; };

@@ -1,4 +1,4 @@
-// The NETWORKS.md benchmark networks: its §4a generators (SplitMix64 recipe, checked against the published
+// The benchmark networks of docs/networks.md: the generators (SplitMix64 recipe, checked against the published
 // fingerprints; a mismatch aborts with status 1) and loaders for the cotengra and einsum-benchmark JSON files.
 //
 // Shared by the benchmark programs (planner.cpp, slicing.cpp); header-only because every tools/bench/*.cpp is a
@@ -45,7 +45,7 @@ struct Instance {
   std::exit(1);
 }
 
-// ---- generators (NETWORKS.md §4a) ----
+// ---- generators (docs/networks.md, Generators) ----
 
 struct Builder {
   Instance inst;

@@ -1,9 +1,9 @@
-// einstage_bench_planner: contraction-order quality and planning time on the NETWORKS.md benchmark set.
+// einstage_bench_planner: contraction-order quality and planning time on the benchmark networks (docs/networks.md).
 //
-// Generates the NETWORKS.md §4a networks with its SplitMix64 recipe (checking the published fingerprints; a mismatch
-// aborts with status 1), loads the cotengra and einsum-benchmark JSON files, runs every planner at the listed budgets,
-// and prints tc, sc, planning wall time and the gap in bits to the best costs listed in NETWORKS.md §4b and to the
-// einsum-benchmark file's own opt_flops path. All costs come from the one evaluator (ContractionTree.h).
+// Generates the networks of docs/networks.md with their SplitMix64 recipe (checking the published fingerprints; a
+// mismatch aborts with status 1), loads the cotengra and einsum-benchmark JSON files, runs every planner at the listed
+// budgets, and prints tc, sc, planning wall time and the gap in bits to the best costs listed in docs/networks.md and
+// to the einsum-benchmark file's own opt_flops path. All costs come from the one evaluator (ContractionTree.h).
 //
 //   einstage_bench_planner [--bench-dir DIR] [--budgets 0.01,0.1,1] [--threads N] [--only a,b] [--skip a,b]
 //                          [--json FILE] [--seed S]
@@ -41,7 +41,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// NETWORKS.md §4b: opt_einsum greedy, cotengra RG-128, best measured (60 s), stretch/published if better.
+// docs/networks.md, "Costs other tools reach": opt_einsum greedy, cotengra RG-128, best measured (60 s),
+// stretch/published if better.
 struct Known {
   double greedy_oe = NAN, rg128 = NAN, best = NAN;
 };

@@ -1,6 +1,6 @@
 // einstage_bench_slicing: slicing under a memory limit, planned and executed.
 //
-// Part 1 (planner): the grid, random-regular and Sycamore instances of NETWORKS.md (all but the 100x100 scale
+// Part 1 (planner): the grid, random-regular and Sycamore instances of docs/networks.md (all but the 100x100 scale
 // test: 2D and 3D lattices, rrg3 n100/n200/n500, rrg3mis n200, Sycamore m20). Each is planned unsliced
 // (auto(quality=high) at the given budget, work-only budget so the trees are the same on every machine), then sliced
 // to a limit of 2^(floor(sc) - 8) elements (>= 256 slices) with plan_sliced(); the table gives the unsliced tc / sc,

@@ -11,9 +11,9 @@
 //     until their last carrier is contracted;
 //   * flops(step) = product of the extents of the distinct labels of left ∪ right (one multiply-add per point of the
 //     joint index space; a label shared by both operands counts once);
-//   * tc = log2(sum of step flops), sc = log2(largest step result), rw = log2(sum over steps of |left|+|right|+|result|)
-//     with |.| the product of extents of the operand's distinct labels (OMEinsum's definitions, NETWORKS.md §0);
-//     all three are 0 when there is no step or the sum is 0;
+//   * tc = log2(sum of step flops), sc = log2(largest step result), rw = log2(sum over steps of
+//     |left|+|right|+|result|) with |.| the product of extents of the operand's distinct labels (OMEinsum's
+//     definitions, docs/networks.md, Metrics); all three are 0 when there is no step or the sum is 0;
 //   * peak_memory: elements live at once in this order: all inputs (as stored, repeated axes included) are live at
 //     the start, a step's result is allocated while both operands are still live, then the operands are released;
 //   * labels only in the output take part in no step (the executor broadcasts them after the last step).

@@ -51,8 +51,8 @@ Network make_network(const Subscripts& subscripts, const Extents& extents);
 /// of extent 1 are dropped. Every tree has the same flops, sizes and memory on both forms, step by step, so this
 /// changes nothing but what the planner has to look at: one symbol per co-travelling run, however many axes it has.
 /// That is why an expanded grouped-dialect einsum (a traced one stores the expansion) plans like its grouped string
-/// (BEHAVIOUR §2.6). A run whose product would pass 2^62 is split. Labels only in the output are dropped (they never
-/// take part in a pairwise step). Errors: as make_network.
+/// (docs/behaviour.md §2.6). A run whose product would pass 2^62 is split. Labels only in the output are dropped (they
+/// never take part in a pairwise step). Errors: as make_network.
 struct PlanningForm {
   Subscripts subscripts;
   Extents extents;

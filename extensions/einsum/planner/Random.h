@@ -1,8 +1,8 @@
 // SplitMix64: the one seeded random stream of the planner (and of the planner benchmark's network generator).
 //
-// Planning stage utility. NETWORKS.md §4a defines it bit for bit; every randomised optimiser draws from one of these,
-// seeded per trial, so plans never depend on std::random_device, the standard library's distributions, thread
-// scheduling or process. Header-only; depends on nothing.
+// Planning stage utility. docs/networks.md (Generators) relies on it bit for bit; every randomised optimiser draws from
+// one of these, seeded per trial, so plans never depend on std::random_device, the standard library's distributions,
+// thread scheduling or process. Header-only; depends on nothing.
 #pragma once
 
 #include <cmath>
@@ -19,7 +19,7 @@ class SplitMix64 {
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
     return z ^ (z >> 31);
   }
-  /// next() % n, exactly as NETWORKS.md's randint (slightly biased; kept for the generator's fingerprints).
+  /// next() % n, exactly as the benchmark generators' randint (slightly biased; kept for the generator's fingerprints).
   uint64_t randint(uint64_t n) { return next() % n; }
   /// Uniform in (0, 1): 53 random bits, never exactly 0 or 1.
   double uniform() { return (static_cast<double>(next() >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
