@@ -1,6 +1,6 @@
 // Runtime and Executable: the loaded extension modules, the cache of prepared extension ops, and programs prepared
-// to run on concrete inputs. Stage: runtime (the last two stages of ARCHITECTURE.md: prepare, run). Depends on ir/,
-// runtime/Interpreter.h and runtime/Module.h; never on compiler/ or extensions/ (modules arrive through
+// to run on concrete inputs. Stage: runtime (the last two stages of docs/architecture.md: prepare, run). Depends on
+// ir/, runtime/Interpreter.h and runtime/Module.h; never on compiler/ or extensions/ (modules arrive through
 // add_module / load_module).
 //
 //   Runtime rt;

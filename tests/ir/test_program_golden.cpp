@@ -51,7 +51,7 @@ Dim sym(const char* s) { return Dim::symbol(s); }
 
 // ---- the cases ----
 
-// The ARCHITECTURE.md example, with the test family standing in for einsum.
+// The example program of docs/architecture.md, with the test family standing in for einsum.
 Program loss() {
   Builder b("loss", &registry());
   Value x = b.parameter("x", {DType::f64, {sym("n"), 3}});
@@ -62,8 +62,8 @@ Program loss() {
   return b.finish({b.reduce_sum(sq, {0, 1})});
 }
 
-// BEHAVIOUR §4.8 shapes: `bij,bjk->bik` needs a final transpose since dot_general puts batch last; `ijb,jkb->ikb`
-// does not; `iij,jk->ik` takes the diagonal first; `ij,kl->ijkl` is an outer product by broadcasting.
+// docs/behaviour.md §4.8 shapes: `bij,bjk->bik` needs a final transpose since dot_general puts batch last;
+// `ijb,jkb->ikb` does not; `iij,jk->ik` takes the diagonal first; `ij,kl->ijkl` is an outer product by broadcasting.
 Program batched_matmul() {
   Builder b("batched_matmul");
   Value x = b.parameter("x", {DType::f64, {6, 2, 3}});
