@@ -102,7 +102,7 @@ struct ScratchAllocator::State {
   // when its buffers did not grow (a slot here stays counted in idle_slot_bytes while leased, so its release needs no
   // limit check). Two, for the executor's lease and the GETT's nested in it. The two locked round trips per lease
   // were some 3% of the value+grad of an 8x8 grid of bond 2 (a few hundred einsum calls of microseconds each); this
-  // took it from 156.6 to 151.9 us (docs/performance.md).
+  // took it from 156.6 to 151.9 us (docs/performance-log.md).
   static constexpr size_t kSpares = 2;
   std::atomic<Slot*> spare[kSpares] = {};
   std::atomic<uint64_t> reuses{0};

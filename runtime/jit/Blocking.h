@@ -8,7 +8,7 @@
 //       streaming through and the C tile: the B sliver takes a third of L1d. KC = L1d / (3 nr s), a multiple of 8,
 //       raised to kMinKc (256) when the sliver then still fits in half of L1d: each KC block passes the whole of C
 //       through memory once more, and on a 32 KiB L1d (Zen 3, Zen 4) the third-of-L1 rule alone gave f64 KC 168
-//       (Zen 4), measured 10% slower on 1024² DGEMM than KC 256 (docs/performance.md, Zen 4 section).
+//       (Zen 4), measured 10% slower on 1024² DGEMM than KC 256 (docs/performance-log.md, Zen 4).
 //   MC  the packed A block (MC x KC) stays in L2 while B slivers stream through it: half of L2 less two B slivers.
 //       MC = (L2 / 2 - 2 nr KC s) / (KC s), a multiple of mr.
 //   NC  the packed B panel (KC x NC), shared by all threads, within half of L3 (NC = L3 / 2 / (KC s), a multiple

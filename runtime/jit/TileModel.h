@@ -29,7 +29,7 @@
 // cross-check): 3 x 8 (24 x 8 f64, 48 x 8 f32) with AVX-512 on the Xeon (48 KiB L1d) and on Zen 4 (32 KiB L1d), 2 x 6
 // (8 x 6 f64, 16 x 6 f32) with AVX2 on Zen 3. On the Xeon it ranks the f64 tiles in the measured order (24 x 8 level
 // with 32 x 6, then 16 x 12, then 16 x 14); for f32 it puts 32 x 10 - 32 x 12 10-14% behind 48 x 8 where they
-// measured level (docs/performance.md, "Register tiles from a model").
+// measured level (docs/performance-log.md, "Register tiles from a model").
 // Complex dtypes run on the real kernels (the 1m method, Gett.h), so they get their real dtype's tile.
 #pragma once
 

@@ -92,7 +92,7 @@ TEST_CASE("tile model: every GEMM tile the driver may take fits; the default is 
   }
 }
 
-// The tiles measured best on the CPUs einstage was timed on (docs/performance.md: "Register tiles from a model" for
+// The tiles measured best on the CPUs einstage was timed on (docs/performance-log.md: "Register tiles from a model" for
 // the Xeon, each tile on its own blocks at 1 thread; the Zen 4 and Zen 3 sections for 24 x 8 and 8 x 6, which those
 // sessions ran as the default). These were the default's constants before the model chose it; they stay here only as
 // the model's cross-check.
@@ -124,7 +124,7 @@ TEST_CASE("tile model: it picks the measured best tile on every CPU einstage was
 }
 
 TEST_CASE("tile model: the cost ranks the Xeon's f64 tiles in the measured order") {
-  // Measured (docs/performance.md): 24 x 8 and 32 x 6 level and fastest, 16 x 12 up to 10% slower, 16 x 14 5-15%
+  // Measured (docs/performance-log.md): 24 x 8 and 32 x 6 level and fastest, 16 x 12 up to 10% slower, 16 x 14 5-15%
   // slower. 16 x 12 has 24 accumulators like 24 x 8 and the same KC (256), so what sets it back is its loads:
   // 14 per 24 FMAs against 11.
   const VectorIsa avx512 = vector_isa(true);
