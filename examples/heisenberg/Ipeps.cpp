@@ -1,5 +1,6 @@
 #include "examples/heisenberg/Ipeps.h"
 
+#include "compiler/ad/Ad.h"
 #include "extensions/einsum/Einsum.h"
 #include "extensions/einsum/TraceEinsum.h"
 #include "extensions/linalg/TraceLinalg.h"
@@ -216,6 +217,23 @@ Program trace_energy(const ExtensionRegistry* registry, int d, int chi) {
   TracedTensor e = einsum::einsum(ctx, "stST,STst->", {rho, h});
   TracedTensor norm = einsum::einsum(ctx, "stst->", {rho});
   return ctx.finish({2.0 * e / norm});
+}
+
+Program trace_unrolled_energy(const ExtensionRegistry* registry, int d, int chi, int steps) {
+  check_sizes(d, chi);
+  if (steps < 1) fail(ErrorKind::invalid_argument, "heisenberg-ipeps: steps = {} must be at least 1", steps);
+  const Program step = trace_ctmrg_step(registry, d, chi), energy = trace_energy(registry, d, chi);
+  Builder b("unrolled_energy", registry);
+  std::vector<Value> params;
+  for (const Parameter& p : step.params) params.push_back(b.parameter(p.name, p.value.type));
+  Value c = params[0], t = params[1];
+  for (int n = 0; n < steps; ++n) {
+    std::vector<Value> out = ad::inline_program(b, step, std::vector<Value>{c, t, params[2], params[3]});
+    c = out[0];
+    t = out[1];
+  }
+  std::vector<Value> e = ad::inline_program(b, energy, std::vector<Value>{c, t, params[2]});
+  return b.finish({e[0]});
 }
 
 CtmEnvironment initial_environment(const Tensor& a, int chi) {

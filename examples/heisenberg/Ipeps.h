@@ -67,6 +67,12 @@ Program trace_energy(const ExtensionRegistry* registry, int d, int chi);
 struct CtmEnvironment {
   Tensor c, t;
 };
+/// @unrolled_energy(%c, %t, %a, %gauge) -> (f64[]): `steps` CTMRG steps from (C, T) with the given gauge, then the
+/// energy per site: the program whose reverse-mode gradient is the unrolled alternative to the fixed-point adjoint
+/// (it keeps every step's residuals, so its backward memory grows with `steps`). From a converged environment its
+/// gradient in `a` is the fixed-point gradient with the Neumann series truncated after `steps` terms.
+Program trace_unrolled_energy(const ExtensionRegistry* registry, int d, int chi, int steps);
+
 /// The open-boundary start: the double layer with its outer legs closed by b = vec(identity) on (ket, bra),
 /// C0[d, r] = Σ b_u b_l a[u, l, d, r] and T0[u, r, d] = Σ b_l a[u, l, d, r], zero-padded from D² to χ and
 /// normalised. It is even under the ket-bra swap, as the fixed point is (a random start has an odd part that
