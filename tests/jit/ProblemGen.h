@@ -10,6 +10,9 @@
 
 #include <doctest/doctest.h>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <complex>
@@ -52,6 +55,33 @@ struct OwnedProblem {
     p.b = b.bytes.data() + b.origin * es;
     p.c = c.bytes.data() + c.origin * es;
   }
+};
+
+/// One tensor's bytes copied next to an inaccessible page: ending at it (`guard_after`) or starting right after it,
+/// so that generated code reading one element outside the tensor faults instead of reading a neighbour (ASan does
+/// not see the JIT's loads). The mapping is released with the object.
+class GuardedBytes {
+ public:
+  GuardedBytes(const std::vector<unsigned char>& bytes, bool guard_after) {
+    const size_t page = size_t(::sysconf(_SC_PAGESIZE));
+    const size_t data_pages = (bytes.size() + page - 1) / page + 1;
+    size_ = (data_pages + 2) * page;
+    base_ = static_cast<unsigned char*>(::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    REQUIRE(base_ != MAP_FAILED);
+    REQUIRE(::mprotect(base_, page, PROT_NONE) == 0);
+    REQUIRE(::mprotect(base_ + size_ - page, page, PROT_NONE) == 0);
+    data_ = guard_after ? base_ + size_ - page - bytes.size() : base_ + page;
+    if (!bytes.empty()) std::memcpy(data_, bytes.data(), bytes.size());
+  }
+  ~GuardedBytes() { ::munmap(base_, size_); }
+  GuardedBytes(const GuardedBytes&) = delete;
+  GuardedBytes& operator=(const GuardedBytes&) = delete;
+  unsigned char* data() { return data_; }
+
+ private:
+  unsigned char* base_ = nullptr;
+  unsigned char* data_ = nullptr;
+  size_t size_ = 0;
 };
 
 inline const char* kGroupNames[] = {"m", "n", "k", "batch"};

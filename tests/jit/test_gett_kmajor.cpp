@@ -95,9 +95,9 @@ bool check_paths(const OwnedProblem& base, KernelCache& cache, ThreadPool& two) 
   REQUIRE(fn != nullptr);
   const size_t es = sizeof(T);
   for (size_t e = 0; e < schedule.batch_a.size(); ++e)
-    reinterpret_cast<SpecialisedKernelFn>(fn)(static_cast<const char*>(special.p.a) + schedule.batch_a[e] * es,
-                                              static_cast<const char*>(special.p.b) + schedule.batch_b[e] * es,
-                                              static_cast<char*>(special.p.c) + schedule.batch_c[e] * es);
+    call_jit(reinterpret_cast<SpecialisedKernelFn>(fn), static_cast<const char*>(special.p.a) + schedule.batch_a[e] * es,
+             static_cast<const char*>(special.p.b) + schedule.batch_b[e] * es,
+             static_cast<char*>(special.p.c) + schedule.batch_c[e] * es);
   CHECK(op.c.bytes == special.c.bytes);
   return true;
 }

@@ -204,7 +204,7 @@ TEST_CASE("jit targets: a shape-specialised kernel compiles for each named CPU a
                                          [&](Jit& jit) { return compile_specialised_kernel(jit, schedule.kernel); });
       REQUIRE(fn != nullptr);
       if (!can_run(cache.host(), host_cache.host())) continue;
-      reinterpret_cast<SpecialisedKernelFn>(fn)(op.p.a, op.p.b, op.p.c);
+      call_jit(reinterpret_cast<SpecialisedKernelFn>(fn), op.p.a, op.p.b, op.p.c);
       contract_jit(direct.p, nullptr, &cache);
       CHECK(op.c.bytes == direct.c.bytes);
       check_against_oracle<double>(op);
