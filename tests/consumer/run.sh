@@ -24,8 +24,10 @@ rm -rf "$work"
 mkdir -p "$work"
 "$cmake" --install "$build" --prefix "$work/prefix" >"$work/install.log"
 
-# What a consumer needs is installed: headers, a library per layer, the package config, the command line.
-installed=(include/einstage/ir/Tensor.h include/einstage/ir/Npy.h include/einstage/ir/Error.h
+# What a consumer needs is installed: the umbrella header, headers, a library per layer and family (linalg too), the
+# package config, the command line.
+installed=(include/einstage/einstage.h include/einstage/ir/Tensor.h include/einstage/ir/Npy.h
+  include/einstage/ir/Error.h include/einstage/extensions/linalg/TraceLinalg.h
   include/einstage/extensions/api/Extension.h include/einstage/extensions/api/Kernels.h)
 if [[ -e "$build/tools/einstage" ]]; then installed+=(bin/einstage); fi
 for f in "${installed[@]}"; do
@@ -51,6 +53,12 @@ for lib in "$work/prefix"/lib*/libeinstage_*.so; do
   foreign="$(nm -D --defined-only "$lib" | c++filt | grep -v 'einstage::' || true)"
   if [[ -n "$foreign" ]]; then
     printf 'install: %s exports symbols outside einstage (cmake/einstage.map):\n%s\n' "$lib" "$foreign" >&2
+    exit 1
+  fi
+done
+for name in ir compiler runtime einsum linalg; do  # the libraries einstage::einstage links (README.md lists them)
+  if ! compgen -G "$work/prefix/lib*/libeinstage_$name.so" >/dev/null; then
+    echo "install: libeinstage_$name.so is missing from the installed tree" >&2
     exit 1
   fi
 done
@@ -116,7 +124,10 @@ check_output() {  # check_output <expected> <command...>
     exit 1
   fi
 }
-check_output "$tensor" "$work/build/einstage_consumer"
+# Without modules: the tensor, then the linalg check of the umbrella header and target (an svd and an einsum traced,
+# differentiated and run; main.cpp checks the numbers).
+linalg_line='linalg: sum(svd(x).s) + einsum("ij,ij->", x, x) = sqrt(54) + 1 + 55; its gradient matches central'
+check_output "$tensor"$'\n'"$linalg_line differences" "$work/build/einstage_consumer"
 # The module's families: the doubled tensor (then an einsum of it by the linked API) and X·Xᵀ through the kernel API;
 # then the installed einsum module's X·Xᵀ (both checked bitwise against the linked einsum API by the program) and
 # max_k (X[i,k] + X[j,k]) by the installed tropical module.

@@ -1,0 +1,47 @@
+// The umbrella header: everything a program that traces, differentiates, lowers and runs tensor programs needs, in
+// one include (`#include <einstage/einstage.h>`, installed as include/einstage/einstage.h with the CMake target
+// einstage::einstage, which links every installed family library). The fine-grained headers it includes stay the
+// way to include less; they are listed below by layer. It adds nothing of its own but add_installed_modules(), which
+// registers the families linked into einstage::einstage (einsum, linalg) with a Runtime in one call. Families that
+// ship only as loadable modules (tropical: libeinstage_tropical_module.so) are loaded with Runtime::load_module.
+#pragma once
+
+// ir: tensors, .npy files, errors, the IR and its text and JSON forms.
+#include "ir/Error.h"
+#include "ir/Json.h"
+#include "ir/Npy.h"
+#include "ir/Parser.h"
+#include "ir/Printer.h"
+#include "ir/Program.h"
+#include "ir/Tensor.h"
+
+// compiler: tracing, automatic differentiation, simplification and lowering.
+#include "compiler/Cse.h"
+#include "compiler/Dce.h"
+#include "compiler/Lower.h"
+#include "compiler/Pipeline.h"
+#include "compiler/Trace.h"
+#include "compiler/ad/Ad.h"
+
+// runtime: the Runtime that runs programs, and the plain interpreter for standard-op programs.
+#include "runtime/Interpreter.h"
+#include "runtime/Runtime.h"
+
+// extensions: einsum (concrete calls, tracing, module) and linalg (svd, qr, eigh, inv_upper: tracing, module).
+#include "extensions/einsum/Einsum.h"
+#include "extensions/einsum/Module.h"
+#include "extensions/einsum/TraceEinsum.h"
+#include "extensions/linalg/Module.h"
+#include "extensions/linalg/TraceLinalg.h"
+
+namespace einstage {
+
+/// Registers the families linked into einstage::einstage with `runtime`: einsum (einstage.einsum.v1 and its AD
+/// family) and linalg (einstage.linalg.v1). After it, runtime.registry() traces, differentiates and lowers programs
+/// that use them and runtime.prepare() runs them.
+inline void add_installed_modules(Runtime& runtime) {
+  runtime.add_module(einsum::module_descriptor());
+  runtime.add_module(linalg::module_descriptor());
+}
+
+}  // namespace einstage
