@@ -30,7 +30,20 @@ bool bound(const Dim& d, const DimBindings& bindings) { return d.evaluate(bindin
 
 }  // namespace
 
+std::string LoweredProgram::describe() const {
+  std::string out;
+  for (const KeptOp& k : kept)
+    out += fmt::format("kept '{}' at {} ({} in the lowered program): module '{}' registers no lowering rule\n",
+                       k.family, k.at, k.lowered_at, k.module);
+  return out;
+}
+
 Program lower_to_standard_ops(const Program& program, const DimBindings& bindings, const ExtensionRegistry& registry) {
+  return lower_to_standard_ops(program, bindings, registry, LowerOptions{}).program;
+}
+
+LoweredProgram lower_to_standard_ops(const Program& program, const DimBindings& bindings,
+                                     const ExtensionRegistry& registry, const LowerOptions& options) {
   Program checked;  // the constraints whose symbols are all bound
   checked.name = program.name;
   checked.params = program.params;
@@ -40,6 +53,8 @@ Program lower_to_standard_ops(const Program& program, const DimBindings& binding
   check_constraints(checked, bindings);
 
   Builder b(program.name, &registry);
+  LoweredProgram lowered;
+  std::vector<Value> kept_values;  // the first result of each kept op, for its name in the lowered program
   auto names = value_names(program);
   std::map<ValueId, Value> map;  // old id -> new value
   std::map<ValueId, size_t> formless;  // old id -> its instruction: lowered to a placeholder (no standard-op form)
@@ -60,12 +75,22 @@ Program lower_to_standard_ops(const Program& program, const DimBindings& binding
     std::vector<Value> operands;
     for (const Value& v : inst.operands) operands.push_back(map.at(v.id));
     std::vector<Value> results;
-    if (const auto* ext = std::get_if<ExtensionOp>(&inst.op)) {
-      const ExtensionSemantics& sem = registry.get(ext->family());
+    const auto* ext = std::get_if<ExtensionOp>(&inst.op);
+    const ExtensionSemantics* semantics = ext ? &registry.get(ext->family()) : nullptr;
+    const bool lowerable =
+        semantics && ((inst.results.size() == 1 && semantics->lower) || semantics->lower_results);
+    if (ext && !lowerable && options.keep_unlowerable) {  // partial lowering: the op stays, on lowered operands
+      for (const Value& v : inst.operands) require_form(v, fmt::format("'{}' at {} (kept)", ext->family(), at));
+      results = b.emit_results(inst.op, std::move(operands));
+      lowered.kept.push_back(KeptOp{std::string(ext->family()), semantics->module, at, ""});
+      kept_values.push_back(results.at(0));
+    } else if (ext) {
+      const ExtensionSemantics& sem = *semantics;
       const bool single = inst.results.size() == 1 && sem.lower;
       if (!single && !sem.lower_results)
         fail(ErrorKind::unsupported, "lower_to_standard_ops: '{}' at {} in @{} has no lowering rule (module '{}' "
-             "registers {}); run the program with a runtime that loads the module instead", ext->family(), at,
+             "registers {}); run the program with a runtime that loads the module instead, or lower partially "
+             "(LowerOptions::keep_unlowerable) to keep such ops", ext->family(), at,
              shown_arg(program.name), sem.module, inst.results.size() == 1 ? "none" : "no lower_results rule for its "
              "several results");
       try {
@@ -110,7 +135,10 @@ Program lower_to_standard_ops(const Program& program, const DimBindings& binding
     if (l.is_constant() && r.is_constant()) continue;
     b.require_equal(l, r, c.what);
   }
-  return b.finish(std::move(outputs));
+  lowered.program = b.finish(std::move(outputs));
+  auto lowered_names = value_names(lowered.program);
+  for (size_t k = 0; k < lowered.kept.size(); ++k) lowered.kept[k].lowered_at = lowered_names.at(kept_values[k].id);
+  return lowered;
 }
 
 }  // namespace einstage

@@ -105,5 +105,6 @@ TEST_CASE("multi-result: lowering maps each result to its standard-op value, num
   bare.find_mutable(testing::kDupFamily)->lower_results = nullptr;
   CHECK(error_of([&] { lower_to_standard_ops(p, {{"n", 4}}, bare); }) ==
         "lower_to_standard_ops: 'test.dup.v1' at %0 in @l has no lowering rule (module 'einstage.test' registers no "
-        "lower_results rule for its several results); run the program with a runtime that loads the module instead");
+        "lower_results rule for its several results); run the program with a runtime that loads the module instead, "
+        "or lower partially (LowerOptions::keep_unlowerable) to keep such ops");
 }

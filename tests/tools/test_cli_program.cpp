@@ -1,7 +1,7 @@
 // `einstage grad PROGRAM` and `einstage show-program`, run as separate processes on programs saved by the test: the
 // gradient of a traced program's scalar output matches the C++ ad::grad of the same program and central finite
 // differences, from the IR text form and from JSON; the errors for inputs, outputs and --wrt names are one line
-// with status 2; show-program prints the program as loaded (golden text).
+// with status 2; show-program prints the program as loaded (golden text), and with --lower partially lowered.
 #include "compiler/Trace.h"
 #include "compiler/ad/Ad.h"
 #include "extensions/einsum/Module.h"
@@ -219,4 +219,50 @@ TEST_CASE("a saved program with an svd: show-program, run and grad use the linal
                                     0.9075474169450855,  0.520823280198556,   -0.375984667275831};  // row-major
   for (int64_t i = 0; i < 3; ++i)
     for (int64_t j = 0; j < 2; ++j) CHECK(g.at<double>({i, j}) == doctest::Approx(want[i * 2 + j]).epsilon(1e-12));
+}
+
+TEST_CASE("show-program --lower and run --print-stages lower partially: einsums become standard ops, the svd stays") {
+  test::TempDir dir;
+  std::ofstream(dir.file("p.ir"))
+      << "program @p(%a: f64[n,3], %b: f64[3,2]) -> (f64[2]) {\n"
+         "  %0 = einstage.einsum.v1(%a, %b) {broadcast = false, plan = auto, subscripts = \"ij,jk->ik\"} : f64[n,2]\n"
+         "  %1 = reshape(%0) {shape = [4, 2]} : f64[4,2]\n"
+         "  %2, %3, %4 = einstage.linalg.v1(%1) {eps = 1e-12, full = false, op = svd} : f64[4,2], f64[2], f64[2,2]\n"
+         "  return %3\n"
+         "}\n";
+  const std::string lowered =
+      "program @p(%a: f64[4,3], %b: f64[3,2]) -> (f64[2]) {\n"
+      "  %0 = dot_general(%a, %b) {lhs_batch = [], lhs_contracting = [1], rhs_batch = [], rhs_contracting = [0]} "
+      ": f64[4,2]\n"
+      "  %1 = reshape(%0) {shape = [4, 2]} : f64[4,2]\n"
+      "  %2, %3, %4 = einstage.linalg.v1(%1) {eps = 1e-12, full = false, op = svd} : f64[4,2], f64[2], f64[2,2]\n"
+      "  return %3\n"
+      "}\n";
+  const std::string kept =
+      "kept 'einstage.linalg.v1' at %2 (%2 in the lowered program): module 'einstage.linalg' registers no lowering "
+      "rule\n";
+  test::CliRun shown = test::run_cli("show-program p.ir --lower --bind n=4", dir);
+  CHECK(shown.status == 0);
+  CHECK(shown.out == lowered);
+  CHECK(shown.err == kept);
+
+  // run --print-stages: the same lowered stage for inputs with n = 4, then the list of kept ops.
+  write_npy(dir.file("a.npy"), column_major({4, 3}, {1, 0, 2, -1, 0.5, 1, 3, 0, -2, 1, 1, 0.25}));
+  write_npy(dir.file("b.npy"), column_major({3, 2}, {1, 2, 0, -1, 0.5, 1}));
+  test::CliRun stages = test::run_cli("run p.ir --input a=a.npy --input b=b.npy --print-stages", dir);
+  CHECK(stages.status == 0);
+  CHECK(stages.out.find("== lowered (for these input shapes) ==\n" + lowered + kept + "\n== planned ==") !=
+        std::string::npos);
+
+  // einsum needs every symbol's value; the message says which one is missing.
+  test::CliRun unbound = test::run_cli("show-program p.ir --lower", dir);
+  CHECK(unbound.status != 0);
+  CHECK(unbound.err.find("lower_to_standard_ops needs a value for every symbol") != std::string::npos);
+  expect_error(test::run_cli("show-program p.ir --lower --bind n", dir),
+               "show-program: --bind \"n\" is not NAME=N; give a symbol's name and its value, a whole number >= 0 "
+               "(e.g. --bind n=5)");
+  expect_error(test::run_cli("show-program p.ir --lower --bind n=4 --bind n=5", dir),
+               "show-program: --bind gives symbol 'n' twice; give each symbol once");
+  expect_error(test::run_cli("show-program p.ir --bind n=4", dir),
+               "show-program: --bind gives symbol values for --lower; add --lower or drop --bind");
 }

@@ -1,7 +1,9 @@
 // `einstage run PROGRAM.json|PROGRAM.ir --input name=FILE.npy ...`: runs a saved program on a Runtime that has the
 // einsum and linalg modules linked in (plus any module given with --module), optionally showing the program after each stage:
 // as loaded (traced), lowered to standard ops for the inputs' shapes, and planned (each extension op's prepared
-// form, e.g. the contraction tree). `einstage show-program PROGRAM` prints the first of those alone, without inputs.
+// form, e.g. the contraction tree). `einstage show-program PROGRAM` prints the first of those alone, without inputs,
+// or with --lower the second (symbols bound by --bind). Both lower partially (compiler/Lower.h): extension ops without
+// a lowering rule (linalg's decompositions) stay in the lowered program and are reported.
 #include "compiler/Lower.h"
 #include "ir/Quote.h"
 #include "ir/Npy.h"
@@ -13,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
 #include <map>
 
 namespace einstage::cli {
@@ -30,20 +33,41 @@ constexpr std::string_view kRunHelp =
     "  --input NAME=FILE   the value of parameter NAME (repeat for each parameter)\n"
     "  -o, --output FILE   write the next output to FILE (.npy, Fortran order); give one per output\n"
     "  --module PATH       load an extension module from a shared library first (repeatable)\n"
-    "  --print-stages      print the program as loaded, lowered to standard ops, and planned\n"
+    "  --print-stages      print the program as loaded, lowered to standard ops (ops without a lowering rule,\n"
+    "                      such as svd, stay and are listed), and planned\n"
     "  --threads N         kernel threads ({threads})\n"
     "  -h, --help          print this help\n";
 
 constexpr std::string_view kShowProgramHelp =
-    "usage: einstage show-program PROGRAM.json|PROGRAM.ir [--module PATH ...]\n"
+    "usage: einstage show-program PROGRAM.json|PROGRAM.ir [--lower [--bind NAME=N ...]] [--module PATH ...]\n"
     "\n"
     "Prints a saved program as loaded, before lowering, in the text form of the IR (what 'einstage run' reads from a\n"
     ".ir file, and the '== traced ==' stage of 'einstage run --print-stages'). The program is parsed and verified\n"
     "against the extension families of the einsum and linalg modules and of any --module; no inputs are needed.\n"
+    "With --lower it prints the program lowered to standard ops instead; extension ops without a lowering rule\n"
+    "(svd, qr, eigh, ...) stay as they are, and stderr lists each one kept.\n"
     "\n"
     "options:\n"
+    "  --lower             print the program lowered to standard ops (partially: see above)\n"
+    "  --bind NAME=N       the value of symbolic dim NAME for --lower (repeat per symbol; einsum needs them all)\n"
     "  --module PATH       load an extension module from a shared library first (repeatable)\n"
     "  -h, --help          print this help\n";
+
+// --bind NAME=N: a symbol's value for show-program --lower.
+void add_binding_arg(std::string_view arg, DimBindings* bindings) {
+  const size_t eq = arg.find('=');
+  const std::string_view name = eq == std::string_view::npos ? arg : arg.substr(0, eq);
+  const std::string_view number = eq == std::string_view::npos ? std::string_view() : arg.substr(eq + 1);
+  int64_t n = -1;
+  const auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), n);
+  if (name.empty() || number.empty() || ec != std::errc() || end != number.data() + number.size() || n < 0)
+    usage_error("show-program: --bind {} is not NAME=N; give a symbol's name and its value, a whole number >= 0 "
+                "(e.g. --bind n=5)", quote_for_message(arg));
+  if (bindings->count(std::string(name)))
+    usage_error("show-program: --bind gives symbol '{}' twice; give each symbol once",
+                escape_for_message(name, '\''));
+  (*bindings)[std::string(name)] = n;
+}
 
 }  // namespace
 
@@ -55,8 +79,15 @@ int run_show_program(std::span<const std::string_view> args) {
   ArgScanner scan("show-program", args);
   std::string program_path, value;
   std::vector<std::string> modules;
+  bool lower = false;
+  DimBindings bindings;
   while (scan.next()) {
     if (scan.option("--module", &value)) { modules.push_back(value); continue; }
+    if (scan.flag("--lower")) { lower = true; continue; }
+    if (scan.option("--bind", &value)) {
+      add_binding_arg(value, &bindings);
+      continue;
+    }
     std::string_view p = scan.positional();
     if (!program_path.empty()) usage_error("show-program: unexpected argument '{}'; give one program file", p);
     program_path = std::string(p);
@@ -66,7 +97,17 @@ int run_show_program(std::span<const std::string_view> args) {
   Runtime runtime;
   add_linked_modules(runtime);
   for (const std::string& m : modules) runtime.load_module(m);
-  fmt::print("{}", print_program(load_program_file(program_path, &runtime.registry())));
+  if (!bindings.empty() && !lower)
+    usage_error("show-program: --bind gives symbol values for --lower; add --lower or drop --bind");
+  Program program = load_program_file(program_path, &runtime.registry());
+  if (!lower) {
+    fmt::print("{}", print_program(program));
+    return 0;
+  }
+  LoweredProgram lowered =
+      lower_to_standard_ops(program, bindings, runtime.registry(), LowerOptions{.keep_unlowerable = true});
+  fmt::print("{}", print_program(lowered.program));
+  fmt::print(stderr, "{}", lowered.describe());
   return 0;
 }
 
@@ -112,7 +153,9 @@ int run_run(std::span<const std::string_view> args) {
     fmt::print("== lowered (for these input shapes) ==\n");
     try {
       DimBindings bindings = Interpreter(program).bind(inputs);
-      fmt::print("{}\n", print_program(lower_to_standard_ops(program, bindings, runtime.registry())));
+      LoweredProgram lowered =
+          lower_to_standard_ops(program, bindings, runtime.registry(), LowerOptions{.keep_unlowerable = true});
+      fmt::print("{}{}\n", print_program(lowered.program), lowered.describe());
     } catch (const Error& e) {
       fmt::print("(not lowered: {})\n\n", first_line(e));
     }
