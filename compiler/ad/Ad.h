@@ -27,6 +27,7 @@
 
 #include <initializer_list>
 #include <span>
+#include <string_view>
 #include <vector>
 
 namespace einstage::ad {
@@ -70,6 +71,33 @@ Program grad(const Program& program, std::span<const int> wrt, const ExtensionRe
 /// Like grad, with the value first: outputs (value, gradients...).
 Program value_and_grad(const Program& program, std::span<const int> wrt, const ExtensionRegistry* registry = nullptr);
 
+// ---- one output, or some outputs, of a program with several (no retracing) ----
+// `ad::grad(f, 1, {0}, &registry)` differentiates output 1 of f; `ad::vjp(f, ad::Outputs{0, 2}, {0}, &registry)`
+// takes cotangents for outputs 0 and 2 only (named ct_0 and ct_2, after the outputs they belong to). The other
+// outputs and what only they need are dropped first (select_outputs). An index out of range, or one selected twice,
+// fails naming the program, its outputs and the valid range.
+
+/// Output indices of a program (distinct, in any order; the results follow that order).
+struct Outputs {
+  explicit Outputs(std::initializer_list<int> indices) : indices(indices) {}
+  explicit Outputs(std::vector<int> indices) : indices(std::move(indices)) {}
+  std::vector<int> indices;
+};
+
+/// `program` with only the outputs `outputs` (in that order), instructions only the others need removed (DCE; the
+/// program's shape constraints are kept, so it accepts the same inputs). `transform` names the caller in errors.
+Program select_outputs(const Program& program, const Outputs& outputs, std::string_view transform = "select_outputs");
+/// The gradient of output `output` of `program` (a real scalar), the other outputs ignored. Parameters and outputs as
+/// grad's.
+Program grad(const Program& program, int output, std::span<const int> wrt, const ExtensionRegistry* registry = nullptr);
+/// Like grad of one output, with that output's value first.
+Program value_and_grad(const Program& program, int output, std::span<const int> wrt,
+                       const ExtensionRegistry* registry = nullptr);
+/// vjp of the selected outputs: parameters the program's own, then one cotangent `ct_<k>` per selected output k;
+/// outputs the selected outputs, then the cotangent of each `wrt` parameter.
+Program vjp(const Program& program, const Outputs& outputs, std::span<const int> wrt,
+            const ExtensionRegistry* registry = nullptr);
+
 // Brace lists of indices (`ad::grad(f, {0, 1}, &registry)`): std::span cannot bind to one in C++20.
 inline Program jvp(const Program& program, std::initializer_list<int> wrt, const ExtensionRegistry* registry = nullptr) {
   return jvp(program, std::span<const int>(wrt.begin(), wrt.size()), registry);
@@ -91,6 +119,19 @@ inline Program grad(const Program& program, std::initializer_list<int> wrt, cons
 inline Program value_and_grad(const Program& program, std::initializer_list<int> wrt,
                               const ExtensionRegistry* registry = nullptr) {
   return value_and_grad(program, std::span<const int>(wrt.begin(), wrt.size()), registry);
+}
+
+inline Program grad(const Program& program, int output, std::initializer_list<int> wrt,
+                    const ExtensionRegistry* registry = nullptr) {
+  return grad(program, output, std::span<const int>(wrt.begin(), wrt.size()), registry);
+}
+inline Program value_and_grad(const Program& program, int output, std::initializer_list<int> wrt,
+                              const ExtensionRegistry* registry = nullptr) {
+  return value_and_grad(program, output, std::span<const int>(wrt.begin(), wrt.size()), registry);
+}
+inline Program vjp(const Program& program, const Outputs& outputs, std::initializer_list<int> wrt,
+                   const ExtensionRegistry* registry = nullptr) {
+  return vjp(program, outputs, std::span<const int>(wrt.begin(), wrt.size()), registry);
 }
 
 /// Appends `program`'s instructions to `b` with its parameters bound to `args` (values of b, one per parameter),

@@ -1,5 +1,6 @@
 // Reverse mode assembled from the other transformations: vjp = linearize + transpose (never a per-op vjp), grad =
 // vjp with the cotangent 1, and the inliner that lets one program be emitted inside another. See Ad.h.
+#include "compiler/Dce.h"
 #include "compiler/ad/Ad.h"
 #include "compiler/ad/Util.h"
 #include "ir/Quote.h"
@@ -31,8 +32,10 @@ std::vector<Value> inline_program(Builder& b, const Program& program, std::span<
 
 namespace {
 
-// vjp without the families' rewrites (detail::finish_public): grad's input.
-Program plain_vjp(const Program& program, std::span<const int> wrt, const ExtensionRegistry* registry) {
+// vjp without the families' rewrites (detail::finish_public): grad's input. `output_numbers` (empty: 0, 1, ...) are
+// the numbers in the cotangents' names, the outputs' indices in the program they were selected from.
+Program plain_vjp(const Program& program, std::span<const int> wrt, const ExtensionRegistry* registry,
+                  std::span<const int> output_numbers = {}) {
   detail::check_parameter_indices(program, wrt, "vjp", "wrt");
   detail::check_registry(program, registry);
   Linearized lin = linearize(program, wrt, registry);
@@ -47,7 +50,9 @@ Program plain_vjp(const Program& program, std::span<const int> wrt, const Extens
   for (const Parameter& p : program.params) params.push_back(b.parameter(p.name, p.value.type));
   std::vector<Value> cts;
   for (size_t k = 0; k < program.outputs.size(); ++k)
-    cts.push_back(b.parameter(detail::fresh_name(used, "ct_" + std::to_string(k)), program.outputs[k].type));
+    cts.push_back(b.parameter(
+        detail::fresh_name(used, "ct_" + std::to_string(output_numbers.empty() ? int(k) : output_numbers[k])),
+        program.outputs[k].type));
   std::vector<Value> primal = inline_program(b, lin.primal, params);  // outputs, then residuals
   std::vector<Value> back_args(primal.begin() + lin.num_outputs, primal.end());
   back_args.insert(back_args.end(), cts.begin(), cts.end());
@@ -61,8 +66,8 @@ Program grad_impl(const Program& program, std::span<const int> wrt, const Extens
                   bool with_value, std::string_view transform) {
   if (program.outputs.size() != 1)
     fail(ErrorKind::invalid_argument, "{}: @{} has {} outputs but grad needs exactly one (a real scalar); "
-         "differentiate one output, or use vjp with a cotangent per output", transform, shown_arg(program.name),
-         program.outputs.size());
+         "choose one by index ({}(program, output, wrt, registry)), or use vjp with a cotangent per output", transform,
+         shown_arg(program.name), program.outputs.size(), transform);
   const TensorType& out = program.outputs[0].type;
   if (is_complex(out.dtype))
     fail(ErrorKind::dtype, "{}: @{} returns {} but grad needs a real output (as JAX's grad); take real() or the "
@@ -86,7 +91,48 @@ Program grad_impl(const Program& program, std::span<const int> wrt, const Extens
   return detail::clean_up(b.finish(std::move(outputs)));
 }
 
+// "(f64[], f64[3])": the output types of `program`, for messages.
+std::string output_types(const Program& program) {
+  std::string out = "(";
+  for (size_t k = 0; k < program.outputs.size(); ++k)
+    out += (k ? ", " : "") + program.outputs[k].type.to_string();
+  return out + ")";
+}
+
 }  // namespace
+
+Program select_outputs(const Program& program, const Outputs& outputs, std::string_view transform) {
+  const int n = int(program.outputs.size());
+  Program selected = program;
+  selected.outputs.clear();
+  std::set<int> seen;
+  for (int k : outputs.indices) {
+    if (k < 0 || k >= n)
+      fail(ErrorKind::invalid_argument, "{}: output index {} is out of range for @{}, which has {} output{} {}; give "
+           "an index from 0 to {}", transform, k, shown_arg(program.name), n, n == 1 ? "" : "s",
+           output_types(program), n - 1);
+    if (!seen.insert(k).second)
+      fail(ErrorKind::invalid_argument, "{}: output {} of @{} is selected twice; give each output once", transform, k,
+           shown_arg(program.name));
+    selected.outputs.push_back(program.outputs[size_t(k)]);
+  }
+  return eliminate_dead_code(selected);
+}
+
+Program grad(const Program& program, int output, std::span<const int> wrt, const ExtensionRegistry* registry) {
+  return grad(select_outputs(program, Outputs{output}, "grad"), wrt, registry);
+}
+
+Program value_and_grad(const Program& program, int output, std::span<const int> wrt,
+                       const ExtensionRegistry* registry) {
+  return value_and_grad(select_outputs(program, Outputs{output}, "value_and_grad"), wrt, registry);
+}
+
+Program vjp(const Program& program, const Outputs& outputs, std::span<const int> wrt,
+            const ExtensionRegistry* registry) {
+  return detail::finish_public(plain_vjp(select_outputs(program, outputs, "vjp"), wrt, registry, outputs.indices),
+                               registry);
+}
 
 Program vjp(const Program& program, std::span<const int> wrt, const ExtensionRegistry* registry) {
   return detail::finish_public(plain_vjp(program, wrt, registry), registry);

@@ -346,8 +346,8 @@ TEST_CASE("errors: missing rules name the op; non-linear transposes; grad's outp
   z = b.parameter("z", {DType::c128, {}});
   Program two = b.finish({b.reduce_sum(x, {0}), b.mul(z, z)});
   CHECK(error_of([&] { ad::grad(two, std::vector<int>{0}, registry()); }) ==
-        "grad: @f has 2 outputs but grad needs exactly one (a real scalar); differentiate one output, or use vjp "
-        "with a cotangent per output");
+        "grad: @f has 2 outputs but grad needs exactly one (a real scalar); choose one by index (grad(program, "
+        "output, wrt, registry)), or use vjp with a cotangent per output");
   x = b.parameter("x", {DType::f64, {2}});
   z = b.parameter("z", {DType::c128, {}});
   Program complex_out = b.finish({b.mul(z, z)});
@@ -362,6 +362,6 @@ TEST_CASE("errors: missing rules name the op; non-linear transposes; grad's outp
   Program renamed = two;
   renamed.name = "f\n\xff";
   CHECK(error_of([&] { ad::grad(renamed, std::vector<int>{0}, registry()); }) ==
-        "grad: @f\\n\\xff has 2 outputs but grad needs exactly one (a real scalar); differentiate one output, or use "
-        "vjp with a cotangent per output");
+        "grad: @f\\n\\xff has 2 outputs but grad needs exactly one (a real scalar); choose one by index "
+        "(grad(program, output, wrt, registry)), or use vjp with a cotangent per output");
 }
