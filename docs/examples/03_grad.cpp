@@ -8,9 +8,11 @@
 #include "ir/Printer.h"
 #include "runtime/Runtime.h"
 
+#include <string>
 #include <vector>
 
 using namespace einstage;
+using example::check;
 using example::check_close;
 
 int main() {
@@ -82,6 +84,39 @@ int main() {
   Tensor second = rt.prepare(d2).run({Tensor::scalar<double>(1.5)}).at(0);  // 9
   // [grad-of-grad]
   check_close(second, {6 * 1.5}, "grad of grad");
+
+  // [select]
+  TraceContext tc("two", &registry);                     // two(x, w) = (sum((x·w)²), sum(x))
+  TracedTensor tx = tc.parameter("x", DType::f64, {Dim::symbol("n"), 3});
+  TracedTensor tw2 = tc.parameter("w", DType::f64, {3, 4});
+  TracedTensor ty = einsum::einsum(tc, "ij,jk->ik", {tx, tw2});
+  TracedTensor ty2 = ty * ty;
+  Program two = tc.finish({sum(ty2), sum(tx)});
+  Program g1 = ad::grad(two, 0, {0, 1}, &registry);             // output 0 only: the same as grad(loss, ...)
+  Program vg2 = ad::value_and_grad(two, 1, {0}, &registry);     // (sum(x), ones like x); the einsum is dropped
+  Program v01 = ad::vjp(two, ad::Outputs{1, 0}, {0}, &registry);  // (%x, %w, %ct_1, %ct_0) -> (sum(x), loss, dx)
+  std::vector<Tensor> selected = rt.prepare(g1).run({xv, wv});
+  // [select]
+  check_close(selected.at(0), dx, "grad of output 0, x");
+  check_close(selected.at(1), dw, "grad of output 0, w");
+  std::vector<Tensor> sum_x = rt.prepare(vg2).run({xv, wv});
+  double total = 0;
+  for (double v : xs) total += v;
+  check_close(sum_x.at(0), {total}, "value of output 1");
+  check_close(sum_x.at(1), std::vector<double>(xs.size(), 1.0), "grad of output 1");
+  std::vector<Tensor> pulled2 = rt.prepare(v01).run({xv, wv, Tensor::scalar<double>(2.0), half});
+  std::vector<double> both_dx = half_dx;
+  for (double& d : both_dx) d += 2.0;
+  check_close(pulled2.at(2), both_dx, "vjp of outputs 1 and 0 with cotangents 2 and 0.5");
+  std::string index_error;
+  try {
+    ad::grad(two, 3, {0}, &registry);
+  } catch (const Error& e) {
+    index_error = e.what();
+  }
+  check(index_error == "grad: output index 3 is out of range for @two, which has 2 outputs (f64[], f64[]); give an "
+                       "index from 0 to 1",
+        "the message the guide quotes: " + index_error);
 
   return example::result("03_grad");
 }
