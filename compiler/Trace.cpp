@@ -2,6 +2,8 @@
 // broadcasting for the binary operators.
 #include "compiler/Trace.h"
 
+#include "ir/Quote.h"
+
 #include <fmt/format.h>
 
 namespace einstage {
@@ -10,6 +12,29 @@ TraceContext& TracedTensor::context() const {
   if (!ctx_) fail(ErrorKind::invalid_argument, "use of an empty TracedTensor; take tensors from a TraceContext");
   return *ctx_;
 }
+
+TraceContext& context_of(std::span<const TracedTensor> operands, std::string_view what) {
+  if (operands.empty())
+    fail(ErrorKind::invalid_argument, "{}: no operands to take the trace context from; pass the TraceContext as the "
+         "first argument", what);
+  TraceContext& ctx = operands[0].context();
+  for (size_t k = 1; k < operands.size(); ++k)
+    if (&operands[k].context() != &ctx)
+      fail(ErrorKind::invalid_argument, "{}: operand {} comes from another trace than operand 0 (@{} and @{}); "
+           "trace every operand in one TraceContext", what, k, shown_arg(operands[k].context().program().name),
+           shown_arg(ctx.program().name));
+  return ctx;
+}
+
+namespace trace_detail {
+
+void arity_error(std::string_view name, size_t params) {
+  fail(ErrorKind::invalid_argument, "trace: @{} has {} parameter spec{} but the callable takes neither {} TracedTensor "
+       "argument{} nor one std::span<const TracedTensor>; give one spec per argument (up to 8 arguments, or take a "
+       "span)", shown_arg(name), params, params == 1 ? "" : "s", params, params == 1 ? "" : "s");
+}
+
+}  // namespace trace_detail
 
 TraceContext::TraceContext(std::string program_name, const ExtensionRegistry* registry)
     : builder_(std::move(program_name), registry) {}

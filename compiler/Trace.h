@@ -19,11 +19,15 @@
 #include "ir/Extension.h"
 #include "ir/Program.h"
 
+#include <array>
 #include <initializer_list>
 #include <memory>
 #include <span>
 #include <string>
 #include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace einstage {
@@ -146,5 +150,77 @@ TracedTensor extract_diag(const TracedTensor& x, int64_t axis_a, int64_t axis_b)
 TracedTensor embed_diag(const TracedTensor& x, int64_t axis_a, int64_t axis_b);
 TracedTensor dot_general(const TracedTensor& lhs, const TracedTensor& rhs, Axes lhs_contracting,
                          Axes rhs_contracting, Axes lhs_batch = {}, Axes rhs_batch = {});
+
+/// The one context the operands share, for tracing calls that take no context argument (einsum::einsum(subscripts,
+/// operands), linalg::svd(a), ...). `what` names the call in errors: no operands, an empty TracedTensor, or operands
+/// from two contexts.
+TraceContext& context_of(std::span<const TracedTensor> operands, std::string_view what);
+
+// ---- tracing a C++ callable (JAX's jax.jit tracing, without Python) ----
+//
+//   Program f = trace("loss", {{"x", DType::f64, {Dim::symbol("n"), 3}}, {"w", DType::f64, {3, 4}}},
+//                     [](TracedTensor x, TracedTensor w) { return sum(einsum::einsum("ij,jk->ik", {x, w})); },
+//                     &registry);
+//
+// One parameter per spec, in order, passed to the callable: as that many TracedTensor arguments (up to 8), or as one
+// std::span<const TracedTensor>. The callable returns the outputs: one TracedTensor, a std::vector of them, or a
+// std::tuple / std::pair / std::array of them. The tensors are valid only during the call. <einstage/einstage.h> adds
+// an overload without the registry that uses a registry with einsum and linalg (default_registry()).
+
+struct ParamSpec {
+  std::string name;
+  DType dtype = DType::f64;
+  std::vector<Dim> dims;
+};
+
+namespace trace_detail {
+
+inline std::vector<TracedTensor> outputs_of(TracedTensor t) { return {std::move(t)}; }
+inline std::vector<TracedTensor> outputs_of(std::vector<TracedTensor> ts) { return ts; }
+template <class... T> std::vector<TracedTensor> outputs_of(const std::tuple<T...>& ts) {
+  return std::apply([](const auto&... t) { return std::vector<TracedTensor>{TracedTensor(t)...}; }, ts);
+}
+template <class A, class B> std::vector<TracedTensor> outputs_of(const std::pair<A, B>& ts) {
+  return {TracedTensor(ts.first), TracedTensor(ts.second)};
+}
+template <size_t N> std::vector<TracedTensor> outputs_of(const std::array<TracedTensor, N>& ts) {
+  return {ts.begin(), ts.end()};
+}
+
+template <class F, size_t... I> constexpr bool takes_n(std::index_sequence<I...>) {
+  return std::is_invocable_v<F&, decltype((void)I, std::declval<const TracedTensor&>())...>;
+}
+
+[[noreturn]] void arity_error(std::string_view name, size_t params);
+
+// Calls f with the parameters as separate arguments when it takes params.size() of them (N counts up to 8).
+template <size_t N, class F> std::vector<TracedTensor> call_spread(F& f, const std::vector<TracedTensor>& params,
+                                                                   std::string_view name) {
+  if constexpr (N > 8) {
+    arity_error(name, params.size());
+  } else {
+    if constexpr (takes_n<F>(std::make_index_sequence<N>{})) {
+      if (params.size() == N)
+        return [&]<size_t... I>(std::index_sequence<I...>) { return outputs_of(f(params[I]...)); }(
+            std::make_index_sequence<N>{});
+    }
+    return call_spread<N + 1>(f, params, name);
+  }
+}
+
+}  // namespace trace_detail
+
+template <class F>
+Program trace(std::string name, const std::vector<ParamSpec>& params, F&& f, const ExtensionRegistry* registry) {
+  TraceContext ctx(name, registry);
+  std::vector<TracedTensor> traced;
+  for (const ParamSpec& p : params) traced.push_back(ctx.parameter(p.name, p.dtype, p.dims));
+  std::vector<TracedTensor> outputs;
+  if constexpr (std::is_invocable_v<F&, std::span<const TracedTensor>>)
+    outputs = trace_detail::outputs_of(f(std::span<const TracedTensor>(traced)));
+  else
+    outputs = trace_detail::call_spread<0>(f, traced, name);
+  return ctx.finish(outputs);
+}
 
 }  // namespace einstage

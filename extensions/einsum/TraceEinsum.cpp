@@ -48,6 +48,16 @@ TracedTensor einsum(TraceContext& ctx, const Subscripts& subscripts, std::span<c
   return append(ctx, subscripts, options.plan, operands, options);
 }
 
+TracedTensor einsum(std::string_view subscripts, std::span<const TracedTensor> operands,
+                    const TraceEinsumOptions& options) {
+  return einsum(context_of(operands, "einsum"), subscripts, operands, options);
+}
+
+TracedTensor einsum(std::string_view subscripts, std::initializer_list<TracedTensor> operands,
+                    const TraceEinsumOptions& options) {
+  return einsum(subscripts, std::span<const TracedTensor>(operands.begin(), operands.size()), options);
+}
+
 TracedTensor einsum(TraceContext& ctx, const Subscripts& subscripts, std::initializer_list<TracedTensor> operands,
                     const TraceEinsumOptions& options) {
   return einsum(ctx, subscripts, std::span<const TracedTensor>(operands.begin(), operands.size()), options);

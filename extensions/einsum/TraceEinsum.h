@@ -37,6 +37,12 @@ TracedTensor einsum(TraceContext& ctx, std::string_view subscripts, std::span<co
                     const TraceEinsumOptions& options = {});
 TracedTensor einsum(TraceContext& ctx, std::string_view subscripts, std::initializer_list<TracedTensor> operands,
                     const TraceEinsumOptions& options = {});
+/// The same without the context: the operands' own (compiler/Trace.h context_of; at least one operand, all from one
+/// TraceContext), so a callable traced by einstage::trace needs no context argument.
+TracedTensor einsum(std::string_view subscripts, std::span<const TracedTensor> operands,
+                    const TraceEinsumOptions& options = {});
+TracedTensor einsum(std::string_view subscripts, std::initializer_list<TracedTensor> operands,
+                    const TraceEinsumOptions& options = {});
 /// Integer labels (make_subscripts).
 TracedTensor einsum(TraceContext& ctx, const Subscripts& subscripts, std::span<const TracedTensor> operands,
                     const TraceEinsumOptions& options = {});

@@ -29,4 +29,9 @@ TracedTensor inv_upper(TraceContext& ctx, const TracedTensor& r) {
   return append(ctx, LinalgPayload(LinalgKind::inv_upper), r)[0];
 }
 
+SvdFactors svd(const TracedTensor& a, const SvdOptions& options) { return svd(a.context(), a, options); }
+QrFactors qr(const TracedTensor& a) { return qr(a.context(), a); }
+EighFactors eigh(const TracedTensor& a, double eps) { return eigh(a.context(), a, eps); }
+TracedTensor inv_upper(const TracedTensor& r) { return inv_upper(r.context(), r); }
+
 }  // namespace einstage::linalg

@@ -42,4 +42,10 @@ EighFactors eigh(TraceContext& ctx, const TracedTensor& a, double eps = kDefault
 /// The inverse of the upper triangle of a square (batch of) matrix, e.g. qr's R.
 TracedTensor inv_upper(TraceContext& ctx, const TracedTensor& r);
 
+// The same without the context argument: the operand's own TraceContext (for callables traced by einstage::trace).
+SvdFactors svd(const TracedTensor& a, const SvdOptions& options = {});
+QrFactors qr(const TracedTensor& a);
+EighFactors eigh(const TracedTensor& a, double eps = kDefaultEps);
+TracedTensor inv_upper(const TracedTensor& r);
+
 }  // namespace einstage::linalg

@@ -1,8 +1,9 @@
 // The umbrella header: everything a program that traces, differentiates, lowers and runs tensor programs needs, in
 // one include (`#include <einstage/einstage.h>`, installed as include/einstage/einstage.h with the CMake target
 // einstage::einstage, which links every installed family library). The fine-grained headers it includes stay the
-// way to include less; they are listed below by layer. It adds nothing of its own but add_installed_modules(), which
-// registers the families linked into einstage::einstage (einsum, linalg) with a Runtime in one call. Families that
+// way to include less; they are listed below by layer. It adds three conveniences of its own: add_installed_modules()
+// registers the families linked into einstage::einstage (einsum, linalg) with a Runtime in one call,
+// default_registry() is a registry with both, and trace(name, specs, callable) traces against it. Families that
 // ship only as loadable modules (tropical: libeinstage_tropical_module.so) are loaded with Runtime::load_module.
 #pragma once
 
@@ -29,6 +30,7 @@
 
 // extensions: einsum (concrete calls, tracing, module) and linalg (svd, qr, eigh, inv_upper: tracing, module).
 #include "extensions/einsum/Einsum.h"
+#include "extensions/einsum/EinsumOp.h"
 #include "extensions/einsum/Module.h"
 #include "extensions/einsum/TraceEinsum.h"
 #include "extensions/linalg/Module.h"
@@ -42,6 +44,24 @@ namespace einstage {
 inline void add_installed_modules(Runtime& runtime) {
   runtime.add_module(einsum::module_descriptor());
   runtime.add_module(linalg::module_descriptor());
+}
+
+/// A registry with the einsum and linalg families (their semantics and AD rules), made once: what trace() below
+/// traces against, and what ad::grad etc. need for its programs.
+inline const ExtensionRegistry& default_registry() {
+  static const ExtensionRegistry registry = [] {
+    ExtensionRegistry r;
+    einsum::register_einsum_semantics(r);
+    linalg::register_linalg_semantics(r);
+    return r;
+  }();
+  return registry;
+}
+
+/// trace (compiler/Trace.h) against default_registry():
+///   Program f = einstage::trace("f", {{"x", DType::f64, {3}}}, [](TracedTensor x) { return sum(x * x); });
+template <class F> Program trace(std::string name, const std::vector<ParamSpec>& params, F&& f) {
+  return trace(std::move(name), params, std::forward<F>(f), &default_registry());
 }
 
 }  // namespace einstage

@@ -57,20 +57,20 @@ bool demo(Runtime& rt, const std::string& family, const Tensor& x) {
   return true;
 }
 
-// Traces loss(X) = sum(svd(X).s) + einsum("ij,ij->", X, X) (nuclear norm plus squared Frobenius norm) with the
-// linalg and einsum families of the umbrella target, runs it and its gradient on x (f64[2,3], rows [0 1 2], [3 4 5])
-// and checks: X·Xᵀ = [[5, 14], [14, 50]] has eigenvalues 54 and 1, so the singular values are sqrt(54) and 1 and the
-// loss is sqrt(54) + 1 + 55; the gradient agrees with central differences of the loss program. Prints one line.
+// Traces loss(X) = sum(svd(X).s) + einsum("ij,ij->", X, X) (nuclear norm plus squared Frobenius norm) from a lambda
+// (einstage::trace; svd and einsum without a context argument) with the linalg and einsum families of the umbrella
+// target, runs it and its gradient on x (f64[2,3], rows [0 1 2], [3 4 5]) and checks: X·Xᵀ = [[5, 14], [14, 50]] has
+// eigenvalues 54 and 1, so the singular values are sqrt(54) and 1 and the loss is sqrt(54) + 1 + 55; the gradient
+// agrees with central differences of the loss program. Prints one line.
 bool linalg_demo(const Tensor& x) {
+  Program loss = trace("nuclear", {{"a", DType::f64, {2, 3}}}, [](TracedTensor a) {
+    TracedTensor s = linalg::svd(a).s;
+    TracedTensor frob = einsum::einsum("ij,ij->", {a, a});
+    return sum(s) + frob;
+  });
+  Program vg = ad::value_and_grad(loss, {0}, &default_registry());
   Runtime rt;
   add_installed_modules(rt);
-  const ExtensionRegistry& registry = rt.registry();
-  TraceContext ctx("nuclear", &registry);
-  TracedTensor a = ctx.parameter("a", DType::f64, {2, 3});
-  TracedTensor s = linalg::svd(ctx, a).s;
-  TracedTensor frob = einsum::einsum(ctx, "ij,ij->", {a, a});
-  Program loss = ctx.finish({sum(s) + frob});
-  Program vg = ad::value_and_grad(loss, {0}, &registry);
 
   const std::vector<Tensor> out = rt.prepare(vg).run({x});
   const double value = out.at(0).at<double>({}), expected = std::sqrt(54.0) + 1 + 55;
