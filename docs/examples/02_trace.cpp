@@ -1,4 +1,6 @@
-// Guide story (b): trace a program and print its IR text form. Quoted in docs/guide.md.
+// Guide story (b): trace a program, by hand and from a lambda, and print its IR text form. Quoted in docs/guide.md.
+#include <einstage/einstage.h>
+
 #include "docs/examples/Check.h"
 #include "compiler/Cse.h"
 #include "compiler/Dce.h"
@@ -35,6 +37,18 @@ int main() {
       "  return %2\n"
       "}\n";
   check(text == want, "printed program:\n" + text);
+
+  // [lambda]
+  Program f = trace("loss", {{"x", DType::f64, {Dim::symbol("n"), 3}}, {"w", DType::f64, {3, 4}}},
+                    [](TracedTensor x, TracedTensor w) {
+                      TracedTensor y = einsum::einsum("ij,jk->ik", {x, w});   // no context argument
+                      TracedTensor y2 = y * y;
+                      return sum(y2);
+                    });
+  Program df = ad::grad(f, {0, 1}, &default_registry());   // like jax.grad(f, argnums=(0, 1))
+  // [lambda]
+  check(print_program(f) == text, "the traced lambda prints the program traced by hand:\n" + print_program(f));
+  check(df.outputs.size() == 2, "grad of the traced lambda has two outputs");
 
   // [parse]
   Program q = parse_program(text, &registry);         // the text form reads back to the same program
