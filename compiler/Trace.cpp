@@ -6,6 +6,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <optional>
+
 namespace einstage {
 
 TraceContext& TracedTensor::context() const {
@@ -105,6 +108,38 @@ TracedTensor unary(const TracedTensor& x, Op op) {
 }
 
 // Promotes both operands to a common dtype and broadcasts a rank-0 operand to the other's shape, then emits `op`.
+bool is_one(const Dim& d) { return d.is_constant() && d.constant() == 1; }
+
+// NumPy's broadcast shape of a and b: axes aligned from the right, an axis missing or of constant extent 1 takes the
+// other's extent. nullopt when two extents differ and neither is 1 (the op's own type rule then names both types).
+std::optional<std::vector<Dim>> broadcast_shape(const std::vector<Dim>& a, const std::vector<Dim>& b) {
+  const size_t r = std::max(a.size(), b.size());
+  std::vector<Dim> out(r);
+  for (size_t i = 0; i < r; ++i) {
+    const Dim* da = i + a.size() >= r ? &a[i + a.size() - r] : nullptr;
+    const Dim* db = i + b.size() >= r ? &b[i + b.size() - r] : nullptr;
+    if (!da || (db && is_one(*da))) out[i] = *db;
+    else if (!db || is_one(*db) || *da == *db) out[i] = *da;
+    else return std::nullopt;
+  }
+  return out;
+}
+
+// x stretched to `shape` (a NumPy broadcast of its dims): its stretched extent-1 axes dropped by a reshape, the rest
+// placed on the trailing axes they align with by broadcast_in_dim.
+TracedTensor stretch(const TracedTensor& x, const std::vector<Dim>& shape) {
+  const size_t offset = shape.size() - size_t(x.rank());
+  std::vector<Dim> kept_dims;
+  Axes kept_axes;
+  for (size_t i = 0; i < size_t(x.rank()); ++i)
+    if (!(is_one(x.dims()[i]) && !is_one(shape[offset + i]))) {
+      kept_dims.push_back(x.dims()[i]);
+      kept_axes.push_back(int64_t(offset + i));
+    }
+  TracedTensor squeezed = kept_dims.size() == size_t(x.rank()) ? x : reshape(x, kept_dims);
+  return broadcast_in_dim(squeezed, kept_axes, shape);
+}
+
 TracedTensor binary(TracedTensor a, TracedTensor b, Op op) {
   TraceContext& ctx = a.context();
   if (&b.context() != &ctx)
@@ -114,6 +149,11 @@ TracedTensor binary(TracedTensor a, TracedTensor b, Op op) {
   if (b.dtype() != t) b = convert(b, t);
   if (a.rank() == 0 && b.rank() > 0) a = broadcast_in_dim(a, {}, b.dims());
   if (b.rank() == 0 && a.rank() > 0) b = broadcast_in_dim(b, {}, a.dims());
+  if (a.dims() != b.dims())  // NumPy broadcasting: extent-1 and missing leading axes stretch
+    if (auto shape = broadcast_shape(a.dims(), b.dims())) {
+      if (a.dims() != *shape) a = stretch(a, *shape);
+      if (b.dims() != *shape) b = stretch(b, *shape);
+    }
   const TracedTensor operands[] = {a, b};
   return ctx.emit(std::move(op), operands);
 }

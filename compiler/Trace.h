@@ -12,7 +12,8 @@
 // at the call (the message names the instruction), equalities involving symbols become the program's shape
 // constraints. Extension families add their own tracing calls as free functions over TraceContext (einsum's are in
 // extensions/einsum/TraceEinsum.h), which keeps the compiler free of any family. Binary operators promote dtypes (ir's
-// promote(), through convert) and broadcast a rank-0 operand to the other's shape; other shape differences are
+// promote(), through convert) and broadcast as NumPy does: axes align from the right, a missing leading axis or a
+// constant extent 1 stretches to the other operand's extent (reshape + broadcast_in_dim); other shape differences are
 // errors naming both types. A TracedTensor is a handle (context + value); it must not outlive its context.
 #pragma once
 

@@ -1,11 +1,13 @@
 // einstage::trace (compiler/Trace.h): a C++ callable traced into a program, its parameters spread as arguments or
 // passed as one span, its outputs returned as a tensor, a vector, a tuple, a pair or an array; each program printed
 // identically to the one built by hand with a TraceContext (the oracle). einsum without a context argument, and the
-// pinned errors: a callable that takes another number of tensors, no operands, operands of two traces.
+// pinned errors: a callable that takes another number of tensors, no operands, operands of two traces. Elementwise
+// operators broadcast as NumPy does (printed program, values against the rule written out).
 #include "CompilerTestUtil.h"
 
 #include "compiler/Trace.h"
 #include "extensions/einsum/TraceEinsum.h"
+#include "runtime/Interpreter.h"
 
 #include <array>
 #include <tuple>
@@ -77,4 +79,38 @@ TEST_CASE("trace: errors name the program, the counts and the fix") {
   CHECK(error_of([&] { einsum::einsum("i,i->", {x, y}); }) ==
         "einsum: operand 1 comes from another trace than operand 0 (@b and @a); trace every operand in one "
         "TraceContext");
+}
+
+TEST_CASE("elementwise ops broadcast as NumPy does: missing leading axes and extent-1 axes stretch") {
+  Program p = trace("bc", {{"a", DType::f64, {2, 1}}, {"b", DType::f64, {1, 3}}, {"c", DType::f64, {3}}},
+                    [](TracedTensor a, TracedTensor b, TracedTensor c) {
+                      TracedTensor ab = a * b;  // [2,1] * [1,3] -> [2,3]
+                      return ab + c;            // [2,3] + [3] -> [2,3] (c along the last axis, as in NumPy)
+                    }, &registry());
+  CHECK(print_program(p) ==
+        "program @bc(%a: f64[2,1], %b: f64[1,3], %c: f64[3]) -> (f64[2,3]) {\n"
+        "  %0 = reshape(%a) {shape = [2]} : f64[2]\n"
+        "  %1 = broadcast_in_dim(%0) {dims = [0], shape = [2, 3]} : f64[2,3]\n"
+        "  %2 = reshape(%b) {shape = [3]} : f64[3]\n"
+        "  %3 = broadcast_in_dim(%2) {dims = [1], shape = [2, 3]} : f64[2,3]\n"
+        "  %4 = mul(%1, %3) : f64[2,3]\n"
+        "  %5 = broadcast_in_dim(%c) {dims = [1], shape = [2, 3]} : f64[2,3]\n"
+        "  %6 = add(%4, %5) : f64[2,3]\n"
+        "  return %6\n"
+        "}\n");
+  // Values against NumPy's rule written out: out[i, j] = a[i, 0] * b[0, j] + c[j].
+  const Tensor a = Tensor::from_col_major<double>({2, 1}, {2, -3});
+  const Tensor b = Tensor::from_col_major<double>({1, 3}, {1, 10, 100});
+  const Tensor c = Tensor::from_col_major<double>({3}, {0.5, 0.25, 0.125});
+  const Tensor out = evaluate(p, std::vector<Tensor>{a, b, c}).at(0);
+  for (int64_t i = 0; i < 2; ++i)
+    for (int64_t j = 0; j < 3; ++j)
+      CHECK(out.at<double>({i, j}) ==
+            a.at<double>({i, 0}) * b.at<double>({0, j}) + c.at<double>({j}));
+  // Extents that differ with neither 1 are still the op's error, naming both types.
+  TraceContext ctx("mm", &registry());
+  TracedTensor x = ctx.parameter("x", DType::f64, {2, 3});
+  TracedTensor y = ctx.parameter("y", DType::f64, {2});
+  CHECK(error_of([&] { x + y; }) == "'add' at %0 in @mm: operand 1 has type f64[2] but operand 0 has f64[2,3]; "
+                                    "operands must have equal shapes (insert a broadcast_in_dim)");
 }
