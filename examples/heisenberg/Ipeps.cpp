@@ -176,9 +176,13 @@ Program trace_ctmrg_step(const ExtensionRegistry* registry, int d, int chi) {
   TracedTensor floor = broadcast_in_dim(max(aw) * kSpectrumCutoff, {}, {k});
   kept = kept * select(Comparison::gt, aw, floor, ones_k, zeros_k);
   TracedTensor pos = einsum::einsum(ctx, "ij,j->i", {before, kept});
-  TracedTensor sel = select(Comparison::eq, broadcast_in_dim(pos, {0}, {k, x}),
-                            ctx.constant(Tensor::from_col_major<double>({k, x}, column)),
-                            broadcast_in_dim(kept, {0}, {k, x}), ctx.full(TensorType{DType::f64, {k, x}}, 0.0));
+  // One statement per traced operand: a call's arguments are evaluated in an unspecified order (gcc right to left,
+  // clang left to right), and the order of evaluation is the order of the program's instructions.
+  TracedTensor zero_kx = ctx.full(TensorType{DType::f64, {k, x}}, 0.0);
+  TracedTensor kept_kx = broadcast_in_dim(kept, {0}, {k, x});
+  TracedTensor columns = ctx.constant(Tensor::from_col_major<double>({k, x}, column));
+  TracedTensor pos_kx = broadcast_in_dim(pos, {0}, {k, x});
+  TracedTensor sel = select(Comparison::eq, pos_kx, columns, kept_kx, zero_kx);
   TracedTensor u = einsum::einsum(ctx, "ij,jc->ic", {e.v, sel});
   // Gauge: each column's sign chosen so that its overlap with a fixed generic vector is positive, so that the
   // environment converges element-wise. (Not the column's entry of largest modulus: eigenvectors odd under the

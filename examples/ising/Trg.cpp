@@ -26,7 +26,11 @@ void check_sizes(int chi, int steps) {
 TracedTensor initial_tensor(TraceContext& ctx, const TracedTensor& beta) {
   TracedTensor e0 = ctx.constant(Tensor::from_col_major<double>({2}, {1, 0}));
   TracedTensor e1 = ctx.constant(Tensor::from_col_major<double>({2}, {0, 1}));
-  TracedTensor v = sqrt(2.0 * cosh(beta)) * e0 + sqrt(2.0 * sinh(beta)) * e1;
+  // One statement per traced term: the operands of + are evaluated in an unspecified order (gcc right to left, clang
+  // left to right), and the order of evaluation is the order of the program's instructions.
+  const TracedTensor odd = sqrt(2.0 * sinh(beta)) * e1;
+  const TracedTensor even = sqrt(2.0 * cosh(beta)) * e0;
+  TracedTensor v = even + odd;
   std::vector<double> parity(16);
   for (size_t k = 0; k < parity.size(); ++k) parity[k] = std::popcount(k) % 2 == 0 ? 0.5 : 0.0;
   TracedTensor half_even = ctx.constant(Tensor::from_col_major<double>({2, 2, 2, 2}, parity));
@@ -76,8 +80,12 @@ Program trace_ising_trg(const ExtensionRegistry* registry, int chi, int steps) {
     linalg::SvdFactors a = linalg::svd(ctx, ma, leading), b = linalg::svd(ctx, mb, leading);
     const TracedTensor &sa = a.s, &sb = b.s;
     // D' = min(D², χ) statically; modes at or below the threshold in either spectrum become exact zeros.
-    TracedTensor keep = above_threshold(sa) * above_threshold(sb);
-    TracedTensor ra = sqrt(sa * keep + (1.0 - keep)) * keep, rb = sqrt(sb * keep + (1.0 - keep)) * keep;
+    // One traced operand per statement where two would be made in one expression (see initial_tensor).
+    const TracedTensor keep_b = above_threshold(sb);
+    const TracedTensor keep_a = above_threshold(sa);
+    TracedTensor keep = keep_a * keep_b;
+    const TracedTensor dropped = 1.0 - keep;
+    TracedTensor ra = sqrt(sa * keep + dropped) * keep, rb = sqrt(sb * keep + dropped) * keep;
     TracedTensor s1 = split_scaled(a.u, ra, d, dn), s3 = split_scaled(transpose(a.vh, {1, 0}), ra, d, dn);
     TracedTensor s2 = split_scaled(b.u, rb, d, dn), s4 = split_scaled(transpose(b.vh, {1, 0}), rb, d, dn);
     t = einsum::einsum(ctx, "xwu,yxl,yzd,wzr->uldr", {s2, s3, s4, s1});

@@ -196,8 +196,12 @@ BlockTangents svd_block_tangents(Builder& b, const LinalgPayload& p, std::span<c
     // ½(F∘(dP + dPᴴ) ± G∘(dP − dPᴴ)) = H^±∘dP + H^∓∘dPᴴ, with F and G over s_J (columns) against s_I (rows).
     const auto [hp_real, hm_real] = m.gap_factors(bi.s, bj.s, i == j, p.eps());
     const Value hp = m.as(hp_real, dp), hm = m.as(hm_real, dp);
-    sum(du, m.mm(bi.u, b.add(b.mul(hp, dp), b.mul(hm, dph))));
-    sum(dvh, adj_mm(b, b.add(b.mul(hm, dp), b.mul(hp, dph)), bi.vh));
+    // One product per statement: a call's arguments are evaluated in an unspecified order (gcc right to left, clang
+    // left to right), which would make the program's instruction order depend on the compiler.
+    const Value hm_dph = b.mul(hm, dph), hp_dp = b.mul(hp, dp);
+    sum(du, m.mm(bi.u, b.add(hp_dp, hm_dph)));
+    const Value hp_dph = b.mul(hp, dph), hm_dp = b.mul(hm, dp);
+    sum(dvh, adj_mm(b, b.add(hm_dp, hp_dph), bi.vh));
     if (i == j) ds = m.real_diag(dp);
     if (tall) sum(u_dp, m.mm(bi.u, dp));
     if (wide) sum(dph_vh, adj_mm(b, dph, bi.vh));
@@ -293,10 +297,16 @@ std::vector<std::optional<Value>> gap_factor_tangents(Builder& b, const LinalgPa
   const Value ds = tj && ti ? b.add(*tj, *ti) : tj ? *tj : *ti;
   auto slope = [&](const Value& x) {  // f'(x)
     const Value x2 = b.mul(x, x), den = b.add(x2, b.full(x.type, p.eps()));
-    return b.div(b.sub(b.full(x.type, p.eps()), x2), b.mul(den, den));
+    const Value den2 = b.mul(den, den);  // one statement each: argument order is unspecified (see above)
+    const Value num = b.sub(b.full(x.type, p.eps()), x2);
+    return b.div(num, den2);
   };
   Value df = b.mul(slope(d), dd);
-  if (p.diagonal()) df = b.mul(df, b.sub(b.full(df.type, 1.0), b.embed_diag(b.full(si.type, 1.0), 0, 1)));
+  if (p.diagonal()) {
+    const Value eye = b.embed_diag(b.full(si.type, 1.0), 0, 1);
+    const Value ones = b.full(df.type, 1.0);
+    df = b.mul(df, b.sub(ones, eye));
+  }
   const Value dg = b.mul(slope(s), ds);
   return {m.half(b.add(df, dg)), m.half(b.sub(df, dg))};
 }
