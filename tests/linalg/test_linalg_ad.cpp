@@ -59,7 +59,11 @@ TEST_CASE("linalg ad: eigh of the Hermitian part, real and complex") {
     Value h = c.mul(c.add(x, adj(c, x)), c.full(x.type, 0.5));
     std::vector<Value> f = decompose(c, LinalgKind::eigh, h);
     std::vector<Value> outs{f[0], weighted_projector(c, f[1])};
-    if (!is_complex(dtype)) outs.push_back(f[1]);  // real eigenvectors: only a sign, fixed near the point
+    // Real eigenvectors themselves (only a sign is free, fixed near the point) in f64 only. In f32 the step of the
+    // finite differences (1e-2) can flip LAPACK's sign between the two evaluations: under clang-19 (seed 162) output
+    // 2 then differs by 76.0 against a scale of 76.6, the difference of v and -v over 2h; jvp itself still passes
+    // the dot-product and adjointness checks. As for svd, single precision is checked on gauge-invariant outputs.
+    if (dtype == DType::f64) outs.push_back(f[1]);
     Program p = c.finish(outs);
     check_derivatives(p, {0}, {random_tensor(dtype, {4, 4, 3}, rng)}, rng, loose(dtype), where);
   }
