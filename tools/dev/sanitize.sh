@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # CI's sanitizer step (tools/dev/test.sh runs it when CI=true): builds the `fuzz` preset (clang-19, ASan + UBSan,
-# libFuzzer) in build-fuzz/, runs the unit suites that cover the readers, the CLI, einsum and the runtime's threaded
-# specialisation under both sanitizers, then a short smoke run of each fuzz target from its committed seed corpus.
-# Any sanitizer report fails the step. Usage: tools/dev/sanitize.sh [seconds per fuzz target, default 20]
+# libFuzzer; no benchmark programs, no Python package) in build-fuzz/, runs every ctest suite there under both
+# sanitizers with leak detection on (EINSTAGE_SANITIZER_SCALE shrinks the slowest suites' problem sizes, see
+# tests/README.md), then a short smoke run of each fuzz target from its committed seed corpus. Any sanitizer report
+# fails the step. The Python suite is the one left out: Debian's python3 cannot load an ASan-built extension module
+# without preloading the sanitizer runtime; its C++ underneath is what the other suites run.
+# Usage: tools/dev/sanitize.sh [seconds per fuzz target, default 20]
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 seconds="${1:-20}"
@@ -11,16 +14,11 @@ cd "$root"
 if [[ ! -f build-fuzz/build.ninja ]]; then
   cmake --preset fuzz >&2
 fi
-suites=(ir notation einsum tools runtime)
 fuzzers=(subscripts grouped plan_spec npy ir_text json)
-targets=()
-for s in "${suites[@]}"; do targets+=(--target "einstage_test_$s"); done
-for f in "${fuzzers[@]}"; do targets+=(--target "fuzz_$f"); done
-cmake --build build-fuzz -j "$(nproc)" "${targets[@]}" >&2
+cmake --build build-fuzz -j "$(nproc)" >&2
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}"
-pattern="^($(IFS='|'; echo "${suites[*]}"))\$"
-(cd build-fuzz && ctest --output-on-failure -R "$pattern")
+(cd build-fuzz && ctest --output-on-failure -j "$(nproc)" -LE python)
 scratch="$(mktemp -d)"
 trap 'rm -rf "$scratch"' EXIT
 for f in "${fuzzers[@]}"; do
@@ -35,4 +33,4 @@ for f in "${fuzzers[@]}"; do
   }
   grep -E '^Done|stat::number_of_executed_units' "$scratch/$f.log" >&2 || true
 done
-echo "sanitize.sh: suites ${suites[*]} and ${#fuzzers[@]} fuzz smoke runs clean" >&2
+echo "sanitize.sh: every suite but python and ${#fuzzers[@]} fuzz smoke runs clean" >&2
