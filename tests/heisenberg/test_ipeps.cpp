@@ -8,8 +8,7 @@
 
 #include "compiler/ad/Ad.h"
 #include "compiler/ad/FixedPoint.h"
-#include "extensions/einsum/Module.h"
-#include "extensions/linalg/Module.h"
+#include "HeisenbergTest.h"
 #include "ir/Printer.h"
 #include "support/ErrorOf.h"
 #include "support/Golden.h"
@@ -29,15 +28,7 @@ using einstage::test::error_of;
 
 namespace {
 
-const Runtime& runtime() {
-  static const Runtime rt = [] {
-    Runtime r;
-    r.add_module(einsum::module_descriptor());
-    r.add_module(linalg::module_descriptor());
-    return r;
-  }();
-  return rt;
-}
+using heisenberg_test::runtime;
 
 Tensor random_state(int d, uint64_t seed) {
   test::SplitMix64 rng{seed};

@@ -5,8 +5,7 @@
 // χ = 16 from Néel-biased starts of three seeds.
 #include "examples/heisenberg/Optimize.h"
 
-#include "extensions/einsum/Module.h"
-#include "extensions/linalg/Module.h"
+#include "HeisenbergTest.h"
 #include "support/ErrorOf.h"
 
 #include <doctest/doctest.h>
@@ -19,15 +18,7 @@ using namespace einstage::heisenberg;
 
 namespace {
 
-const Runtime& runtime() {
-  static const Runtime rt = [] {
-    Runtime r;
-    r.add_module(einsum::module_descriptor());
-    r.add_module(linalg::module_descriptor());
-    return r;
-  }();
-  return rt;
-}
+using heisenberg_test::runtime;
 
 Tensor axpy(double alpha, const Tensor& x, const Tensor& y) {  // alpha x + y
   std::vector<double> a = x.to_col_major<double>(), b = y.to_col_major<double>();
