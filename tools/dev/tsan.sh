@@ -15,7 +15,7 @@ suites=(runtime jit einsum linalg ad)
 targets=()
 for s in "${suites[@]}"; do targets+=(--target "einstage_test_$s"); done
 cmake --build build-tsan -j "$(nproc)" "${targets[@]}" --target einstage_linalg_module >&2
-export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}"
+export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tools/dev/tsan.supp}"
 export EINSTAGE_NUM_THREADS="${EINSTAGE_NUM_THREADS:-2}"
 pattern="^($(IFS='|'; echo "${suites[*]}"))\$"
 (cd build-tsan && ctest --output-on-failure -R "$pattern" "$@")
