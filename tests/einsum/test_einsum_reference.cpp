@@ -165,7 +165,7 @@ TEST_CASE("i64 chains are exact") {
   CHECK(es::einsum("ij,jk,kl->il", {a, a, a}).to_row_major<int64_t>() == std::vector<int64_t>{37, 54, 81, 118});
 }
 
-TEST_CASE("step plans give the standard-op lowering of BEHAVIOUR 4.8") {
+TEST_CASE("step plans give the standard-op lowering of docs/behaviour.md §4.8") {
   auto plan_of = [](std::string_view s, std::vector<Shape> shapes) {
     std::vector<es::TensorMeta> m;
     for (auto& sh : shapes) m.push_back(es::TensorMeta{DType::f64, sh});

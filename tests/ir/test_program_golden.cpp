@@ -229,7 +229,7 @@ TEST_CASE("every golden round-trips through text and JSON") {
   CHECK(n == cases().size());
 }
 
-TEST_CASE("the ARCHITECTURE.md example parses") {
+TEST_CASE("the architecture example (docs/architecture.md) parses") {
   // The einsum family is registered by its own module; a stand-in with the same payload text shows that
   // attribute text with strings, '->' and bare words passes through to the family's parser untouched.
   struct Raw final : ExtensionPayload {

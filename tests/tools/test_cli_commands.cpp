@@ -157,7 +157,7 @@ TEST_CASE("plan: a budgeted search gives the same path in separate processes at 
   CHECK(nlohmann::json::parse(other.out)["path"] != a["path"]);
 }
 
-TEST_CASE("lower: the standard ops of BEHAVIOUR.md's lowering examples, in text, JSON and DOT") {
+TEST_CASE("lower: the standard ops of docs/behaviour.md's lowering examples, in text, JSON and DOT") {
   test::TempDir dir;
   Run r = run_cli("lower 'bij,bjk->bik' --shapes 6x2x3,6x3x4", dir);
   CHECK(r.status == 0);

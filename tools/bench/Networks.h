@@ -67,7 +67,7 @@ struct Builder {
 };
 
 inline void expect(bool ok, const std::string& what) {
-  if (!ok) die("fingerprint mismatch: " + what + " (the generator does not follow NETWORKS.md §4a)");
+  if (!ok) die("fingerprint mismatch: " + what + " (the generator does not follow docs/networks.md, Generators)");
 }
 
 inline Instance chain(int n, uint64_t seed) {

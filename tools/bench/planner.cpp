@@ -253,7 +253,7 @@ int main(int argc, char** argv) {
   }
   std::vector<Instance> instances = generated(scale);
   fmt::print("# {}\n", bench::detect_machine().summary());
-  fmt::print("# generator fingerprints: OK (NETWORKS.md §4a)\n");
+  fmt::print("# generator fingerprints: OK (docs/networks.md, Generators)\n");
   if (!fs::exists(bench_dir)) die("bench folder " + bench_dir.string() + " not found; pass --bench-dir");
   for (auto& x : load_cotengra(bench_dir / "cotengra")) instances.push_back(std::move(x));
   for (auto& x : load_einsum_benchmark(bench_dir / "einsum-benchmark")) instances.push_back(std::move(x));
