@@ -4,6 +4,7 @@
 #include "extensions/einsum/Einsum.h"
 #include "extensions/einsum/TraceEinsum.h"
 #include "extensions/linalg/TraceLinalg.h"
+#include "extensions/einsum/planner/Random.h"
 #include "ir/Error.h"
 
 #include <algorithm>
@@ -56,13 +57,8 @@ Tensor generic_weights(Shape shape, uint64_t seed) {
   int64_t n = 1;
   for (int64_t e : shape) n *= e;
   std::vector<double> v(static_cast<size_t>(n));
-  uint64_t state = seed;
-  for (double& w : v) {
-    uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    w = 1 + double((z ^ (z >> 31)) >> 11) * 0x1.0p-53;
-  }
+  einsum::SplitMix64 rng(seed);  // the planner's generator (extensions/einsum/planner/Random.h)
+  for (double& w : v) w = 1 + double(rng.next() >> 11) * 0x1.0p-53;
   return Tensor::from_col_major<double>(std::move(shape), v);
 }
 

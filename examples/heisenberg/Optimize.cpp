@@ -2,6 +2,7 @@
 
 #include "compiler/ad/Ad.h"
 #include "extensions/einsum/TraceEinsum.h"
+#include "extensions/einsum/planner/Random.h"
 #include "ir/Error.h"
 
 #include <Eigen/Core>
@@ -33,13 +34,8 @@ Tensor random_parameters(int d, uint64_t seed) {
   if (d < 1) fail(ErrorKind::invalid_argument, "heisenberg-ipeps: D = {} must be at least 1", d);
   const int64_t n = 2 * int64_t(d) * d * d * d;
   std::vector<double> v(static_cast<size_t>(n));
-  uint64_t state = seed;
-  for (double& x : v) {
-    uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    x = 2 * (double((z ^ (z >> 31)) >> 11) * 0x1.0p-53) - 1;
-  }
+  einsum::SplitMix64 rng(seed);  // the planner's generator (extensions/einsum/planner/Random.h)
+  for (double& x : v) x = 2 * (double(rng.next() >> 11) * 0x1.0p-53) - 1;
   return Tensor::from_col_major<double>({2, d, d, d, d}, v);
 }
 
