@@ -2,6 +2,9 @@
 // its linearize (JVP) rule and, when the op is linear in some operand, its transpose rule (JAX's lax.py rhythm:
 // deflinear / defbilinear / elementwise derivative). The table at the end is indexed by OpKind. Conventions (zeros
 // are symbolic, complex transposes are adjoints, rules emit only differentiable ops) are in Rules.h.
+// A rule emits at most one instruction-making operand per expression: a call's arguments are evaluated in an order
+// the compiler chooses, and the order of evaluation is the order of the program's instructions
+// (tests/ad/golden/std_rules.ir holds every rule's printed program to it).
 #include "compiler/ad/Rules.h"
 
 #include <algorithm>
@@ -307,7 +310,10 @@ namespace {
 Tangent select_jvp(Builder& b, const Instruction& inst, Primals x, Tangents t, const Value& out) {
   if (!t[2] && !t[3]) return std::nullopt;
   const Comparison cmp = std::get<Select>(inst.op).cmp;
-  return b.select(cmp, x[0], x[1], t[2] ? *t[2] : b.full(out.type, 0.0), t[3] ? *t[3] : b.full(out.type, 0.0));
+  // One emitted operand per statement (see the note at the top): the last argument first, as before.
+  const Value on_false = t[3] ? *t[3] : b.full(out.type, 0.0);
+  const Value on_true = t[2] ? *t[2] : b.full(out.type, 0.0);
+  return b.select(cmp, x[0], x[1], on_true, on_false);
 }
 Cotangents select_transpose(Builder& b, const Instruction& inst, Primals x, Linear linear, const Value& ct) {
   if (linear[0] || linear[1])
@@ -351,7 +357,8 @@ Tangent imag_jvp(Builder& b, const Instruction& inst, Primals x, Tangents t, con
 Cotangents imag_transpose(Builder& b, const Instruction&, Primals x, Linear, const Value& ct) {
   const TensorType& t = x[0].type;
   if (!is_complex(t.dtype)) return {std::nullopt};
-  return {b.mul(b.convert(ct, t.dtype), full_complex(b, t, c128(0, 1)))};
+  const Value i = full_complex(b, t, c128(0, 1));
+  return {b.mul(b.convert(ct, t.dtype), i)};
 }
 template <> constexpr StdAdRules kRulesOf<Imag>{imag_jvp, imag_transpose};
 }  // namespace
@@ -391,7 +398,8 @@ Tangent cos_jvp(Builder& b, const Instruction&, Primals x, Tangents t, const Val
   return elementwise_jvp(b, t[0], b.neg(b.sin(x[0])));
 }
 Tangent tanh_jvp(Builder& b, const Instruction&, Primals, Tangents t, const Value& out) {  // 1 - tanh(x)^2
-  return elementwise_jvp(b, t[0], b.sub(b.full(out.type, 1.0), b.mul(out, out)));
+  const Value square = b.mul(out, out);
+  return elementwise_jvp(b, t[0], b.sub(b.full(out.type, 1.0), square));
 }
 Tangent sinh_jvp(Builder& b, const Instruction&, Primals x, Tangents t, const Value&) {
   return elementwise_jvp(b, t[0], b.cosh(x[0]));
@@ -423,7 +431,8 @@ Tangent sign_jvp(Builder& b, const Instruction&, Primals x, Tangents t, const Va
   if (!t[0] || !is_complex(x[0].type.dtype)) return std::nullopt;
   const DType dtype = x[0].type.dtype;
   Value radial = b.convert(b.real(b.mul(b.conj(s), *t[0])), dtype);
-  return b.div(b.sub(*t[0], b.mul(s, radial)), b.convert(b.abs(x[0]), dtype));
+  const Value modulus = b.convert(b.abs(x[0]), dtype);
+  return b.div(b.sub(*t[0], b.mul(s, radial)), modulus);
 }
 template <> constexpr StdAdRules kRulesOf<Sign>{sign_jvp, nullptr};
 }  // namespace
@@ -439,7 +448,8 @@ Tangent pow_jvp(Builder& b, const Instruction& inst, Primals x, Tangents t, cons
   const double p = std::get<Pow>(inst.op).exponent;
   if (!t[0] || p == 0) return std::nullopt;
   if (p == 1) return t[0];
-  return elementwise_jvp(b, t[0], b.mul(b.full(x[0].type, p), p == 2 ? x[0] : b.pow(x[0], p - 1)));
+  const Value power = p == 2 ? x[0] : b.pow(x[0], p - 1);
+  return elementwise_jvp(b, t[0], b.mul(b.full(x[0].type, p), power));
 }
 template <> constexpr StdAdRules kRulesOf<Pow>{pow_jvp, nullptr};
 }  // namespace
