@@ -1,4 +1,6 @@
 // The tangents of svd, eigh, qr and inv_upper as standard ops (see LinalgAd.h for the formulas and conventions).
+// Each expression makes at most one instruction-making operand: a call's arguments are evaluated in an order the
+// compiler chooses, and that order is the program's instruction order (tests/linalg/golden/ad_rules.ir pins it).
 #include "extensions/linalg/LinalgAd.h"
 
 #include "extensions/linalg/LinalgOp.h"
@@ -41,15 +43,18 @@ struct Mat {
   }
   /// x / (x² + eps), elementwise: the broadened (guarded) 1/x.
   Value broadened_inverse(const Value& x, double eps) const {
-    return b.div(x, b.add(b.mul(x, x), b.full(x.type, eps)));
+    const Value floor = b.full(x.type, eps);  // one emitting operand per expression (see the top of the file)
+    return b.div(x, b.add(b.mul(x, x), floor));
   }
   /// The broadened 1/(v_j − v_i) over a vector v [K, B...], as [K, K, B...] with a diagonal that is zero by a mask
   /// rather than by 0 / eps: the derivative of x / (x² + eps) at x = 0 is 1/eps, and at second order reverse mode
   /// would send cotangents of size 1/eps into v_i and v_j that cancel only up to rounding.
   Value gap_inverse(const Value& v, double eps) const {
-    const Value diff = b.sub(spread(v, 0), spread(v, 1));
+    const Value vj = spread(v, 1);
+    const Value diff = b.sub(spread(v, 0), vj);
     const Value eye = b.embed_diag(b.full(v.type, 1.0), 0, 1);
-    return b.mul(broadened_inverse(diff, eps), b.sub(b.full(diff.type, 1.0), eye));
+    const Value off_diagonal = b.sub(b.full(diff.type, 1.0), eye);
+    return b.mul(broadened_inverse(diff, eps), off_diagonal);
   }
   /// x diag(d): column j of x scaled by d_j (d [K, B...] real, x [P, K, B...]).
   Value scale_columns(const Value& x, const Value& d) const {
@@ -101,7 +106,8 @@ struct Mat {
     if (p == k) return dq_k;
     const Value q_k = columns(q, 0, Dim(k)), q_perp = columns(q, k, Dim(p - k));
     const Value dq_perp = b.neg(mm(q_k, mm(adj(dq_k), q_perp)));
-    return b.add(place_columns(dq_k, 0, q), place_columns(dq_perp, k, q));
+    const Value perp = place_columns(dq_perp, k, q);
+    return b.add(place_columns(dq_k, 0, q), perp);
   }
   /// gap_factors(s_I, s_J): H⁺ = (F + G)/2 and H⁻ = (F − G)/2 [I, J, B...] (LinalgOp.h), one op.
   std::array<Value, 2> gap_factors(const Value& si, const Value& sj, bool diagonal, double eps) const {
@@ -247,7 +253,8 @@ std::vector<std::optional<Value>> eigh_tangents(Builder& b, const Instruction& i
   std::vector<Value> f = b.extension_results(std::get<ExtensionOp>(inst.op).payload, {a});
   const Value &w = f[0], &v = f[1];
   const Value sym = m.half(b.add(da, m.adj(da)));
-  const Value dp = m.mm(m.adj(v), m.mm(sym, v));
+  const Value sym_v = m.mm(sym, v);
+  const Value dp = m.mm(m.adj(v), sym_v);
   const Value fm = m.as(m.gap_inverse(w, p.eps()), dp);
   return {m.real_diag(dp), m.mm(v, b.mul(fm, dp))};
 }
@@ -271,7 +278,11 @@ std::vector<std::optional<Value>> qr_tangents(Builder& b, const Instruction& ins
     const Value d = b.extract_diag(c, 0, 1);
     omega = b.add(omega, b.embed_diag(b.sub(d, b.convert(b.real(d), d.type.dtype)), 0, 1));
   }
-  if (wide) return {m.mm(q, omega), b.sub(m.mm(m.adj(q), da), m.mm(omega, r))};
+  if (wide) {
+    const Value dq = m.mm(q, omega);  // a braced list is evaluated in order; a call's arguments are not
+    const Value omega_r = m.mm(omega, r);
+    return {dq, b.sub(m.mm(m.adj(q), da), omega_r)};
+  }
   return {b.add(m.mm(q, b.sub(omega, c)), dar), m.mm(b.sub(c, omega), r)};
 }
 
