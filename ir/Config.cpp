@@ -15,7 +15,7 @@ namespace {
 constexpr const char* kVariables[] = {"EINSTAGE_NUM_THREADS", "EINSTAGE_CACHE_DIR",      "XDG_CACHE_HOME",
                                       "HOME",                 "EINSTAGE_JIT",            "EINSTAGE_JIT_SPECIALISE",
                                       "EINSTAGE_JIT_DIRECT",  "EINSTAGE_TENSOR_CACHE_MB", "EINSTAGE_DUMP_PASSES",
-                                      "EINSTAGE_AD_KEEP_BYTES"};
+                                      "EINSTAGE_AD_KEEP_BYTES", "EINSTAGE_TUNING"};
 
 // The variable's value; nullptr when it is unset or empty.
 const std::string* value_of(const Environment& env, std::string_view name) {
@@ -71,6 +71,9 @@ Config Config::from(const Environment& env, const ConfigOptions& options) {
   else if (const std::string* dir = value_of(env, "EINSTAGE_CACHE_DIR")) c.kernel_cache_dir = *dir;
   else if (const std::string* xdg = value_of(env, "XDG_CACHE_HOME")) c.kernel_cache_dir = *xdg + "/einstage";
   else if (const std::string* home = value_of(env, "HOME")) c.kernel_cache_dir = *home + "/.cache/einstage";
+
+  if (options.kernel_tuning) c.kernel_tuning = *options.kernel_tuning;
+  else if (const std::string* v = value_of(env, "EINSTAGE_TUNING")) c.kernel_tuning = *v;
 
   c.jit = flag(env, "EINSTAGE_JIT", options.jit, true, "0 runs every contraction on the portable kernel");
   c.jit_specialise = flag(env, "EINSTAGE_JIT_SPECIALISE", options.jit_specialise, true,

@@ -17,6 +17,8 @@
 // | scratch_cache_bytes  | EINSTAGE_TENSOR_CACHE_MB  | a whole number of MiB, 0 to 1048576      | 1024 MiB       |
 // | dump_passes          | EINSTAGE_DUMP_PASSES      | 0 or 1                                   | 0              |
 // | ad_keep_bytes        | EINSTAGE_AD_KEEP_BYTES    | a whole number of bytes >= 0             | -1: no limit   |
+// | kernel_tuning        | EINSTAGE_TUNING           | "off" (the model's kernel parameters) or | "": the tuning |
+// |                      |                           | a tuning file (runtime/jit/Tuning.h)     | file, if any   |
 //
 // A variable set to the empty string counts as unset. Any other value outside the accepted forms is an
 // einstage::Error (invalid_argument) naming the variable, its value (escaped by ir/Quote.h) and what it accepts,
@@ -49,6 +51,7 @@ struct ConfigOptions {
   std::optional<size_t> scratch_cache_bytes{};
   std::optional<bool> dump_passes{};
   std::optional<int64_t> ad_keep_bytes{};  // -1: no limit
+  std::optional<std::string> kernel_tuning{};
 };
 
 struct Config {
@@ -69,6 +72,10 @@ struct Config {
   /// Bytes of forward intermediates an einsum's reverse pass keeps; the rest are recomputed when read
   /// (extensions/einsum/TreeAd.h). -1: no limit.
   int64_t ad_keep_bytes = -1;
+  /// The JIT's CPU-dependent kernel parameters (runtime/jit/Tuning.h): "" takes the tuning file stored beside the
+  /// kernel cache by `einstage tune` when there is one (else the model's), "off" the model's, anything else is the
+  /// path of a tuning file to use instead. Read once per process.
+  std::string kernel_tuning;
 
   /// The largest thread count any option or EINSTAGE_NUM_THREADS accepts.
   static constexpr int kMaxThreads = 1024;

@@ -109,6 +109,12 @@ GettBlocking blocking_for(const CacheInfo& caches, int64_t elem_bytes, int64_t m
   b.kc = round_down(caches.l1d / (3 * nr * elem_bytes), 8, 8);
   // At least kMinKc while the B sliver still fits in half of L1d: every KC block streams C through memory once more.
   if (b.kc < kMinKc && nr * kMinKc * elem_bytes <= caches.l1d / 2) b.kc = kMinKc;
+  return blocking_for_kc(caches, elem_bytes, mr, nr, b.kc);
+}
+
+GettBlocking blocking_for_kc(const CacheInfo& caches, int64_t elem_bytes, int64_t mr, int64_t nr, int64_t kc) {
+  GettBlocking b;
+  b.kc = kc;
   const int64_t panel_row = b.kc * elem_bytes;  // bytes of one packed row (of A) or column (of B)
   b.mc = round_down((caches.l2 / 2 - 2 * nr * panel_row) / panel_row, mr, mr);
   b.nc = round_down(std::min<int64_t>(4096, caches.l3 / 2 / panel_row), nr, nr);

@@ -69,6 +69,10 @@ const CacheInfo& host_cache_info();
 /// (the model above). Pure: tests feed made-up CPUs.
 GettBlocking blocking_for(const CacheInfo& caches, int64_t elem_bytes, int64_t mr, int64_t nr);
 
+/// MC and NC of the model above for an mr x nr tile with a given KC: the tuned tiles' blocks (Tuning.h), whose KC
+/// stays the model tile's because KC decides the order of additions.
+GettBlocking blocking_for_kc(const CacheInfo& caches, int64_t elem_bytes, int64_t mr, int64_t nr, int64_t kc);
+
 /// Bytes of A up to which a small problem runs on the direct (unpacked) path: five sixths of L1d.
 int64_t direct_a_limit(const CacheInfo& caches);
 

@@ -11,6 +11,7 @@
 #include "runtime/ThreadPool.h"
 #include "runtime/jit/Blocking.h"
 #include "runtime/jit/KernelCache.h"
+#include "runtime/jit/Tuning.h"
 #include "runtime/kernels/BlockProduct.h"
 #include "runtime/kernels/Strided.h"
 
@@ -34,8 +35,21 @@ namespace einstage {
 GettBlocking default_blocking(DType real_dtype, bool avx512) {
   // Blocking.h: the B sliver (NR x KC) in L1, the packed A block (MC x KC) in L2, the B panel (KC x NC) in L3, for
   // the default tile of this vector width on this host's caches.
-  const MicroKernelSpec tile = default_micro_kernel(real_dtype, avx512);
-  return blocking_for(host_cache_info(), static_cast<int64_t>(size_of(real_dtype)), tile.mr, tile.nr);
+  // KC is the model tile's whatever tile is in force (it orders the additions); MC and NC are the tuning's when it
+  // serves this vector width (Tuning.h), else the model's. Made once per process: every contraction asks.
+  static const std::array<GettBlocking, 4> table = [] {
+    std::array<GettBlocking, 4> t;
+    const KernelTuning& tuned = process_tuning().params;
+    for (int i = 0; i < 4; ++i) {
+      const DType real = i & 1 ? DType::f64 : DType::f32;
+      const bool wide = (i & 2) != 0;
+      const KernelTuning params = tuned.avx512 == wide ? tuned : model_tuning(wide, host_cache_info());
+      t[i] = {params.of(real).mc, model_kc(real, wide, host_cache_info()), params.of(real).nc};
+    }
+    return t;
+  }();
+  EIN_ASSERT(real_dtype == DType::f32 || real_dtype == DType::f64, "GETT blocks are for real dtypes");
+  return table[(real_dtype == DType::f64 ? 1 : 0) + (avx512 ? 2 : 0)];
 }
 
 namespace {

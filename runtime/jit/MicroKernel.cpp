@@ -4,6 +4,7 @@
 #include "ir/Hash.h"
 #include "runtime/jit/JitLlvm.h"
 #include "runtime/jit/TileModel.h"
+#include "runtime/jit/Tuning.h"
 
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Intrinsics.h>
@@ -21,7 +22,7 @@ std::string MicroKernelSpec::symbol() const {
                      lanes, k_unroll);
 }
 
-MicroKernelSpec default_micro_kernel(DType real_dtype, bool avx512) {
+MicroKernelSpec model_host_micro_kernel(DType real_dtype, bool avx512) {
   // TileModel.h's pick for this vector width on this host's caches: 3 x 8 zmm accumulators + 3 A vectors + 1
   // broadcast (28 of 32) with AVX-512, 2 x 6 ymm + 2 + 1 (15 of 16) with AVX2 on the CPUs einstage was timed on.
   // Made once per process: the GETT driver asks on every call.
@@ -35,8 +36,16 @@ MicroKernelSpec default_micro_kernel(DType real_dtype, bool avx512) {
   return table[(real_dtype == DType::f64 ? 1 : 0) + (avx512 ? 2 : 0)];
 }
 
+MicroKernelSpec default_micro_kernel(DType real_dtype, bool avx512) {
+  MicroKernelSpec spec = model_host_micro_kernel(real_dtype, avx512);
+  // The tuned tile (Tuning.h) serves the vector width it was measured for; it changes no bits.
+  const KernelTuning& tuned = process_tuning().params;
+  if (tuned.avx512 == avx512) spec.mr = tuned.of(real_dtype).mr, spec.nr = tuned.of(real_dtype).nr;
+  return spec;
+}
+
 MicroKernelSpec default_lane_kernel(DType real_dtype, bool avx512) {
-  MicroKernelSpec spec = default_micro_kernel(real_dtype, avx512);
+  MicroKernelSpec spec = model_host_micro_kernel(real_dtype, avx512);
   // 4 x 6 accumulators: per k step 4 + 6 vector loads feed 24 FMAs, within two load ports' reach.
   spec.lane = true;
   spec.mr = avx512 ? 4 : 3;
@@ -44,8 +53,10 @@ MicroKernelSpec default_lane_kernel(DType real_dtype, bool avx512) {
   return spec;
 }
 
-std::vector<MicroKernelChoice> micro_kernel_candidates(DType real_dtype, bool avx512) {
-  MicroKernelSpec base = default_micro_kernel(real_dtype, avx512);
+namespace {
+
+// The packed path's tiles around `base` (default first).
+std::vector<MicroKernelChoice> candidates_around(const MicroKernelSpec& base, DType real_dtype, bool avx512) {
   std::vector<MicroKernelChoice> out = {{base, 1.0}};
   if (!avx512) return out;
   // 2 x 14 / 2 x 12 accumulator vectors reach the same rate as 3 x 8 (measured); 1 x 24 is load-port bound (one A
@@ -53,12 +64,18 @@ std::vector<MicroKernelChoice> micro_kernel_candidates(DType real_dtype, bool av
   MicroKernelSpec wide = base;
   wide.mr = 2 * base.lanes;
   wide.nr = real_dtype == DType::f64 ? 14 : 12;
-  out.push_back({wide, 1.0});
+  if (!(wide == base)) out.push_back({wide, 1.0});
   MicroKernelSpec thin = base;
   thin.mr = base.lanes;
   thin.nr = 24;
-  out.push_back({thin, 0.85});
+  if (!(thin == base)) out.push_back({thin, 0.85});
   return out;
+}
+
+}  // namespace
+
+std::vector<MicroKernelChoice> micro_kernel_candidates(DType real_dtype, bool avx512) {
+  return candidates_around(default_micro_kernel(real_dtype, avx512), real_dtype, avx512);
 }
 
 int vector_registers(bool avx512) { return vector_isa(avx512).registers; }
@@ -69,7 +86,10 @@ int narrow_tile_vectors(int nr, bool avx512) {
 }
 
 std::vector<MicroKernelChoice> direct_kernel_candidates(DType real_dtype, bool avx512) {
-  std::vector<MicroKernelChoice> out = micro_kernel_candidates(real_dtype, avx512);
+  // Around the model's tile, never the tuned one: whether a problem runs direct (all of k in one sum) or packed (KC
+  // blocks) decides its bits, so it must not depend on tuning.
+  std::vector<MicroKernelChoice> out =
+      candidates_around(model_host_micro_kernel(real_dtype, avx512), real_dtype, avx512);
   if (avx512) {
     // 2 x 8 accumulator vectors: small m (e.g. 16 rows) without masked-off rows; per k step 2 A loads and 8
     // broadcasts feed 16 FMAs, slightly below the larger tiles' rate.

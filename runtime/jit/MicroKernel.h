@@ -95,8 +95,12 @@ std::vector<char> compile_micro_kernel(Jit& jit, const MicroKernelSpec& spec);
 /// The same kernel as AT&T assembly text, for tests (e.g. to find stack traffic in its k loop).
 std::string micro_kernel_assembly(Jit& jit, const MicroKernelSpec& spec);
 
-/// The default tile for a real dtype on this host (AVX-512 or AVX2 widths): TileModel.h's pick for that vector ISA
-/// on this host's caches, made once per process.
+/// The model's tile for a real dtype on this host (AVX-512 or AVX2 widths): TileModel.h's pick for that vector ISA
+/// on this host's caches, made once per process. The direct path's tiles, the lane kernels and KC derive from it.
+MicroKernelSpec model_host_micro_kernel(DType real_dtype, bool avx512);
+
+/// The packed GEMM's default tile for a real dtype on this host: the tile in force (Tuning.h: process_tuning, the
+/// model's unless a tuning file sets it) for the vector width it was tuned for, else the model's. Same bits either way.
 MicroKernelSpec default_micro_kernel(DType real_dtype, bool avx512);
 
 /// The tiles the GETT driver chooses from (default first) with their relative throughput; it takes the one with the

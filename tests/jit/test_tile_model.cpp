@@ -67,11 +67,11 @@ TEST_CASE("tile model: headroom leaves the compiler one register in 16") {
   CHECK_FALSE(tile_leaves_headroom(avx512, {4, 7}));  // does not fit at all
 }
 
-TEST_CASE("tile model: every GEMM tile the driver may take fits; the default is the model's pick on this host") {
+TEST_CASE("tile model: every GEMM tile the driver may take fits; the model's tile is its pick on this host") {
   for (bool avx512 : {false, true}) {
     const VectorIsa isa = vector_isa(avx512);
     for (DType real : {DType::f32, DType::f64}) {
-      const MicroKernelSpec base = default_micro_kernel(real, avx512);
+      const MicroKernelSpec base = model_host_micro_kernel(real, avx512);
       INFO(base.symbol());
       const int64_t s = static_cast<int64_t>(size_of(real));
       CHECK(base == model_micro_kernel(real, isa, host_cache_info()));

@@ -53,5 +53,7 @@ int run_show_program(std::span<const std::string_view> args);  // Run.cpp
 int run_demo(std::span<const std::string_view> args);    // Demo.cpp (also what `einstage` alone runs)
 int run_grad(std::span<const std::string_view> args);    // Grad.cpp
 int run_example(std::span<const std::string_view> args); // Example.cpp
+int run_tune(std::span<const std::string_view> args);    // Cpu.cpp
+int run_show_cpu();                                      // Cpu.cpp: `show --cpu`
 
 }  // namespace einstage::cli

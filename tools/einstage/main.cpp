@@ -12,7 +12,8 @@ namespace einstage::cli {
 namespace {
 
 constexpr Command kCommands[] = {
-    {"show", "print .npy files: dtype, shape, stored order, memory layout and values", run_show},
+    {"show", "print .npy files: dtype, shape, stored order, memory layout and values; show --cpu: the CPU and the "
+             "kernel parameters in force", run_show},
     {"einsum", "contract .npy files: einsum SUBSCRIPTS A.npy B.npy ... [-o OUT.npy]", run_einsum},
     {"plan", "print the contraction plan for given shapes: plan SUBSCRIPTS --shapes 6x2x3,6x3x4", run_plan},
     {"lower", "print an einsum lowered to standard ops: lower SUBSCRIPTS --shapes ...", run_lower},
@@ -21,6 +22,8 @@ constexpr Command kCommands[] = {
     {"run", "run a saved program: run PROGRAM.json --input NAME=FILE.npy ...", run_run},
     {"show-program", "print a saved program as loaded, in the IR text form: show-program PROGRAM.ir", run_show_program},
     {"example", "worked examples: example ising-trg --beta B (the 2D Ising model by TRG vs Onsager)", run_example},
+    {"tune", "time the JIT's GEMM tiles and blocks on this CPU (< 2 s) and store the choice for later processes",
+     run_tune},
     {"demo", "a short tour of the pipeline (also what 'einstage' alone does)", run_demo},
 };
 

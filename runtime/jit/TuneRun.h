@@ -1,0 +1,53 @@
+// TuneRun: the measurement behind `einstage tune`: the packed GEMM's register tile and MC block timed on this CPU,
+// bounded in time, with a deterministic choice given the timings. Stage: runtime (JIT internals). Depends on
+// runtime/jit/{KernelCache,Tuning}.h; no LLVM type.
+//
+// Per real dtype (f64, then f32), on one thread:
+//   tiles   the model's pick (TileModel.h: register_tile) and the next cheapest tiles by its cost estimate that keep
+//           the FMA units busy with headroom, at most kTuneTiles in all. Each is compiled (or loaded from the disk
+//           cache) and timed on the macro-kernel's inner loops over packed panels: an MC x KC block of A against
+//           KC x N of B, N about 384 columns, MC its model blocks (Blocking.h: blocking_for_kc with the model's KC),
+//           C accumulated in place. Every candidate is timed once to warm up, then kTuneRepeats times, round-robin
+//           (a load change on the machine hits every candidate alike); its rate is the median.
+//   MC      the chosen tile at its model MC, half of it and twice it (multiples of mr), timed the same way.
+// Choice: the model's value stays unless another candidate's median rate is at least kTuneMargin higher, then the
+// fastest wins (ties: the earlier candidate). NC is the model's for the chosen tile and KC. Candidates are added only
+// while the run is within its budget (compiling a kernel takes 25-200 ms, so a first run on a CPU compiles the most
+// and later runs load them from the disk cache). Nothing here changes bits (Tuning.h).
+#pragma once
+
+#include "runtime/jit/Tuning.h"
+
+#include <string>
+#include <vector>
+
+namespace einstage {
+
+class KernelCache;
+
+inline constexpr int kTuneTiles = 4;
+inline constexpr int kTuneRepeats = 9;
+inline constexpr double kTuneMargin = 0.02;
+
+/// One timed candidate: median GFLOP/s of its repeats.
+struct TuneMeasurement {
+  DType dtype = DType::f64;
+  GemmParams params;  // nc unused
+  double gflops = 0;
+  bool chosen = false;
+};
+
+struct TuneResult {
+  KernelTuning tuning;  // what was chosen (the model's where nothing beat it)
+  std::vector<TuneMeasurement> measured;
+  double seconds = 0;
+  bool budget_reached = false;  // some candidates were skipped to stay within the budget
+  /// One line per measurement ("f64 24x8 mc 240 kc 256: 51.2 GFLOP/s, chosen"), for the tuning file's notes.
+  std::vector<std::string> notes() const;
+};
+
+/// Times the candidates on `cache`'s JIT (the host's) within about `budget_seconds`; the vector width is the host's
+/// (host_tuning_key().avx512), which `cache` must compile for.
+TuneResult tune_kernels(KernelCache& cache, double budget_seconds);
+
+}  // namespace einstage
