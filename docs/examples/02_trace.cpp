@@ -6,6 +6,7 @@
 #include "compiler/Dce.h"
 #include "compiler/Pipeline.h"
 #include "compiler/Trace.h"
+#include "extensions/einsum/Semantics.h"
 #include "extensions/einsum/TraceEinsum.h"
 #include "ir/Parser.h"
 #include "ir/Printer.h"

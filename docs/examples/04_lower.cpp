@@ -4,6 +4,7 @@
 #include "compiler/Lower.h"
 #include "compiler/Trace.h"
 #include "extensions/einsum/Module.h"
+#include "extensions/einsum/Semantics.h"
 #include "extensions/einsum/TraceEinsum.h"
 #include "extensions/linalg/Module.h"
 #include "extensions/linalg/TraceLinalg.h"

@@ -1,6 +1,6 @@
 // The einsum shape rule, written once and generic over the kind of extent: concrete integers (bind_einsum in
 // Notation.cpp, used by concrete and prepared einsum) and IR dims that may be symbolic (the type rule of the traced op,
-// EinsumOp.cpp). Stage: front end (notation); depends on Subscripts.h and Notation.h (label_name) only.
+// EinsumOp.cpp). Stage: front end (notation); depends on Subscripts.h (label_name) only.
 //
 // The rule (docs/behaviour.md §1.5): one extent list per operand whose length is the rank its term names; a label
 // repeated inside one operand needs equal extents; across operands a label's extents must agree, except that a length-1
@@ -18,7 +18,6 @@
 // Fail is called as fail(axes, message) with the operand axes to point at and must throw.
 #pragma once
 
-#include "extensions/einsum/Notation.h"
 #include "extensions/einsum/Subscripts.h"
 
 #include <fmt/format.h>

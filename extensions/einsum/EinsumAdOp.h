@@ -1,7 +1,7 @@
 // The family `einstage.einsum_ad.v1`: the derivative forms of an N-ary einsum that einsum's AD rules emit so that the
 // runtime can differentiate along the forward's planned contraction tree instead of as N independent einsums.
-// Compiler side (payload, type rule, AD rules, registration); the runtime half is TreeAd.h. Depends on ir,
-// EinsumOp.h and EinsumAd.h; not on compiler/ or runtime/.
+// Compiler side: the payload and the type rule here, the AD rules and lowering in EinsumAdRules.h, the registration
+// in Semantics.h; the runtime half is TreeAd.h. Depends on ir and EinsumOp.h; not on compiler/ or runtime/.
 //
 // The payload is the forward einsum's (subscripts, plan spec, broadcast bit) plus a mode and the operand slots it
 // concerns. Two modes, both planned at first run from the forward's subscripts, shapes and plan spec (the same
@@ -94,8 +94,9 @@ class EinsumAdPayload final : public ExtensionPayload {
 
 std::string_view mode_name(EinsumAdMode mode);
 
-/// Registers `einstage.einsum_ad.v1` (payload readers, type rule, linearize and transpose rules) in `registry`.
-/// register_einsum_semantics calls it after registering the einsum family.
-void register_einsum_ad_semantics(ExtensionRegistry& registry);
+/// The result types of an einsum_ad instruction: the forward's type rule (infer_einsum_type) on the primal operands,
+/// each tangent unified with its operand's (or the cotangent's) type, the cotangent with the forward's output; then
+/// the forward's type (jvp; value_vjp first) and each slot's operand type (vjp, vjp_jvp; twice for vjp_with_jvp).
+std::vector<TensorType> infer_einsum_ad_types(const EinsumAdPayload& payload, Types operands, TypeContext& ctx);
 
 }  // namespace einstage::einsum

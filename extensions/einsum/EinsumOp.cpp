@@ -2,9 +2,6 @@
 #include "extensions/einsum/EinsumOp.h"
 
 #include "extensions/einsum/BindRule.h"
-#include "extensions/einsum/EinsumAd.h"
-#include "extensions/einsum/EinsumAdOp.h"
-#include "extensions/einsum/Lowering.h"
 #include "extensions/einsum/Notation.h"
 #include "ir/AttrText.h"
 #include "ir/Quote.h"
@@ -278,28 +275,6 @@ TensorType infer_einsum_type(const EinsumPayload& payload, Types operands, TypeC
                                              label_name(s, s.output[a])));
   }
   return result;
-}
-
-void register_einsum_semantics(ExtensionRegistry& registry) {
-  ExtensionSemantics sem;
-  sem.family = std::string(kEinsumFamily);
-  sem.module = std::string(kEinsumModule);
-  sem.parse_text = [](std::string_view text) -> std::unique_ptr<ExtensionPayload> {
-    return EinsumPayload::parse_text(text);
-  };
-  sem.parse_json = [](std::string_view text) -> std::unique_ptr<ExtensionPayload> {
-    return EinsumPayload::parse_json(text);
-  };
-  sem.infer_type = [](const ExtensionPayload& payload, Types operands, TypeContext& ctx) {
-    return infer_einsum_type(static_cast<const EinsumPayload&>(payload), operands, ctx);
-  };
-  sem.lower = [](Builder& b, const Instruction& inst, std::span<const Value> operands, const DimBindings&) {
-    const auto& ext = std::get<ExtensionOp>(inst.op);
-    return lower_einsum(b, static_cast<const EinsumPayload&>(*ext.payload), operands);
-  };
-  registry.register_family(std::move(sem));
-  register_einsum_ad_semantics(registry);  // the derivative forms einsum's AD rules emit (EinsumAdOp.h)
-  register_einsum_ad_rules(registry);  // through find_mutable, as a third-party module would (EinsumAd.h)
 }
 
 }  // namespace einstage::einsum

@@ -1,6 +1,6 @@
 // The einsum extension family `einstage.einsum.v1`, compiler side: its payload (what one traced einsum instruction
-// carries), the type rule over possibly symbolic dims, and register_einsum_semantics(), the explicit registration
-// call a module entry point or a test makes. Stage: compiler (the runtime half of the family is Executor.h).
+// carries) and the type rule over possibly symbolic dims; register_einsum_semantics() (Semantics.h) puts them, the
+// lowering and the AD rules into a registry. Stage: compiler (the runtime half of the family is Executor.h).
 //
 // The payload is {integer subscripts with the label names the user wrote, the shape-independent PlanSpec, the
 // broadcast permission bit, an optional output-shape hint}. No contraction tree is stored: the runtime plans when it
@@ -67,9 +67,5 @@ class EinsumPayload final : public ExtensionPayload {
 /// The result type of an einsum instruction: dtype = the promotion of the operand dtypes (as concrete einsum);
 /// dims from the shape rule, unified with the output-shape hint when there is one.
 TensorType infer_einsum_type(const EinsumPayload& payload, Types operands, TypeContext& ctx);
-
-/// Registers `einstage.einsum.v1` (parse_text, parse_json, infer_type, lower) in `registry`. Explicit, never from a
-/// static initialiser; fails if the family is already registered.
-void register_einsum_semantics(ExtensionRegistry& registry);
 
 }  // namespace einstage::einsum

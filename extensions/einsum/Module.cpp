@@ -5,6 +5,7 @@
 #include "extensions/einsum/EinsumAdOp.h"
 #include "extensions/einsum/EinsumOp.h"
 #include "extensions/einsum/Executor.h"
+#include "extensions/einsum/Semantics.h"
 #include "extensions/einsum/SlicedEinsum.h"
 #include "extensions/einsum/TreeAd.h"
 #include "ir/Config.h"

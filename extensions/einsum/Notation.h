@@ -63,11 +63,6 @@ Subscripts parse_subscripts(std::string_view text);
 Subscripts make_subscripts(std::vector<std::vector<Label>> inputs, std::vector<Label> output);
 Subscripts make_subscripts(std::vector<std::vector<Label>> inputs);
 
-/// How a label prints: names[label] if present, else the character if it is a printable non-reserved code point,
-/// else "#<n>".
-std::string label_name(const Subscripts& subscripts, Label label);
-/// Prints Subscripts as a string: "ij,jk->ik"; ellipsis labels print as `...` again, other labels via label_name.
-std::string to_string(const Subscripts& subscripts);
 /// Prints a Notation back in canonical form (no spaces, explicit `->`, parentheses as written); parse(to_string(n))
 /// gives the same Notation.
 std::string to_string(const Notation& notation);

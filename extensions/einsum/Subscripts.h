@@ -3,7 +3,8 @@
 // One vector of 32-bit labels per input and one for the output, plus a label table that remembers how each label was
 // written (a Unicode code point such as 'i' or '甲', or a fresh label made for an ellipsis axis or a grouped-dialect
 // group axis) so that errors and printing show the labels the user wrote. Parsing lives in Notation.h; this header
-// is data only, shared by notation, planning, step plans, the traced op and AD. Depends on ir only.
+// is the data and how it prints (label_name, to_string: Subscripts.cpp), shared by notation, the shape rule
+// (BindRule.h), planning, step plans, the traced op and AD. Depends on SourceText.h (in Subscripts.cpp) only.
 #pragma once
 
 #include <cstdint>
@@ -23,7 +24,7 @@ struct Subscripts {
   std::vector<std::vector<Label>> inputs;
   std::vector<Label> output;
   /// How each label prints (UTF-8); labels missing here print as their code point if it is a printable,
-  /// non-reserved character, else "#<n>" (see label_name in Notation.h).
+  /// non-reserved character, else "#<n>" (see label_name below).
   std::map<Label, std::string> names;
   /// The fresh labels of the `...` axes, leftmost axis first (empty when no term had `...`). An input term covering
   /// k ellipsis axes holds the last k of them, right-aligned. These are the only labels whose length-1 extents
@@ -40,5 +41,11 @@ struct Subscripts {
     return inputs == o.inputs && output == o.output && ellipsis == o.ellipsis;
   }
 };
+
+/// How a label prints: names[label] if present, else the character if it is a printable non-reserved code point,
+/// else "#<n>".
+std::string label_name(const Subscripts& subscripts, Label label);
+/// Prints Subscripts as a string: "ij,jk->ik"; ellipsis labels print as `...` again, other labels via label_name.
+std::string to_string(const Subscripts& subscripts);
 
 }  // namespace einstage::einsum

@@ -32,6 +32,7 @@
 #include "extensions/einsum/Einsum.h"
 #include "extensions/einsum/EinsumOp.h"
 #include "extensions/einsum/Module.h"
+#include "extensions/einsum/Semantics.h"
 #include "extensions/einsum/TraceEinsum.h"
 #include "extensions/linalg/Module.h"
 #include "extensions/linalg/TraceLinalg.h"

@@ -7,6 +7,7 @@
 
 #include "extensions/einsum/EinsumAd.h"
 #include "extensions/einsum/EinsumAdOp.h"
+#include "extensions/einsum/Semantics.h"
 #include "extensions/einsum/TraceEinsum.h"
 #include "compiler/Lower.h"
 

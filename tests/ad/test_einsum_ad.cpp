@@ -10,6 +10,7 @@
 #include "extensions/einsum/EinsumAd.h"
 #include "extensions/einsum/EinsumOp.h"
 #include "extensions/einsum/Notation.h"
+#include "extensions/einsum/Semantics.h"
 #include "extensions/einsum/TraceEinsum.h"
 
 #include <doctest/doctest.h>

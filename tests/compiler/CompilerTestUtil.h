@@ -3,6 +3,7 @@
 #pragma once
 
 #include "extensions/einsum/EinsumOp.h"
+#include "extensions/einsum/Semantics.h"
 #include "ir/Json.h"
 #include "ir/Parser.h"
 #include "ir/Printer.h"

@@ -4,6 +4,7 @@
 
 #include "compiler/Lower.h"
 #include "compiler/Trace.h"
+#include "extensions/einsum/Semantics.h"
 #include "extensions/einsum/TraceEinsum.h"
 #include "ir/Verifier.h"
 

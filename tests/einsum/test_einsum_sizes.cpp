@@ -6,6 +6,7 @@
 #include "extensions/einsum/Einsum.h"
 #include "extensions/einsum/EinsumOp.h"
 #include "extensions/einsum/Executor.h"
+#include "extensions/einsum/Semantics.h"
 #include "extensions/einsum/SlicedEinsum.h"
 #include "extensions/einsum/TraceEinsum.h"
 

@@ -7,6 +7,7 @@
 #include "extensions/einsum/Einsum.h"
 #include "extensions/einsum/EinsumOp.h"
 #include "extensions/einsum/Module.h"
+#include "extensions/einsum/Semantics.h"
 #include "extensions/einsum/TraceEinsum.h"
 #include "runtime/Runtime.h"
 #include "extensions/einsum/SlicedEinsum.h"

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "extensions/einsum/EinsumOp.h"
+#include "extensions/einsum/Semantics.h"
 #include "ir/Extension.h"
 
 namespace einstage::fuzz {

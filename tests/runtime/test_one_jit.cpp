@@ -9,6 +9,7 @@
 #include "extensions/einsum/Einsum.h"
 #include "extensions/einsum/EinsumOp.h"
 #include "extensions/einsum/Module.h"
+#include "extensions/einsum/Semantics.h"
 #include "extensions/einsum/TraceEinsum.h"
 #include "runtime/jit/Dispatch.h"
 #include "tests/Paths.h"

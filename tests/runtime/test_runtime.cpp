@@ -11,6 +11,7 @@
 #include "extensions/einsum/Einsum.h"
 #include "extensions/einsum/EinsumOp.h"
 #include "extensions/einsum/Module.h"
+#include "extensions/einsum/Semantics.h"
 #include "extensions/einsum/TraceEinsum.h"
 #include "ir/Json.h"
 #include "ir/Printer.h"

@@ -7,6 +7,7 @@
 #include "extensions/einsum/Einsum.h"
 #include "extensions/einsum/EinsumOp.h"
 #include "extensions/einsum/Notation.h"
+#include "extensions/einsum/Semantics.h"
 #include "extensions/einsum/SlicedEinsum.h"
 #include "extensions/einsum/TraceEinsum.h"
 #include "extensions/einsum/planner/Network.h"

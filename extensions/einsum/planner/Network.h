@@ -4,11 +4,10 @@
 // right, then output), each input keeps its *distinct* labels sorted by dense id, and every label knows its extent,
 // log2 extent, how many inputs carry it and whether the output keeps it. Every optimiser and the one cost evaluator
 // (ContractionTree.h) read this form, so the "which labels does an intermediate keep" rule exists once, here.
-// Depends on Subscripts.h, Notation.h (label_name) and ir/Error.h only; nothing here knows about tensors, kernels or
+// Depends on Subscripts.h (label_name) and ir/Error.h only; nothing here knows about tensors, kernels or
 // the IR.
 #pragma once
 
-#include "extensions/einsum/Notation.h"  // label_name: how a label prints in messages and reports
 #include "extensions/einsum/Subscripts.h"
 
 #include <cstdint>

@@ -2,7 +2,7 @@
 
 #include "extensions/einsum/planner/ConnectedDp.h"
 #include "extensions/einsum/planner/Exact.h"
-#include "extensions/einsum/planner/Slicing.h"
+#include "extensions/einsum/planner/MemorySize.h"
 #include "ir/Error.h"
 #include "ir/Hash.h"
 #include "ir/Quote.h"

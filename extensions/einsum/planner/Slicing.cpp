@@ -7,7 +7,6 @@
 #include "ir/Quote.h"
 
 #include <algorithm>
-#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <map>
@@ -15,12 +14,6 @@
 namespace einstage::einsum {
 
 namespace {
-
-struct Unit {
-  std::string_view name;
-  int shift;
-};
-constexpr Unit kUnits[] = {{"GiB", 30}, {"MiB", 20}, {"KiB", 10}, {"B", 0}};
 
 // "N elements" and, when the limit was given in bytes, " (X)" with the bytes of that element size.
 std::string elements_text(double elements, int element_bytes) {
@@ -33,13 +26,8 @@ std::string elements_text(double elements, int element_bytes) {
 // The rounding of a limit in elements back to a byte figure the user can pass ("at least ...").
 std::string at_least_text(double elements, int element_bytes) {
   if (element_bytes > 0 && elements * element_bytes < 9.2e18) {
-    const int64_t bytes = static_cast<int64_t>(elements) * element_bytes;
     // Round up to a whole MiB / KiB so the suggestion is a size the parser takes and that fits.
-    for (const Unit& u : kUnits) {
-      const int64_t unit = int64_t{1} << u.shift;
-      if (bytes >= unit) return format_memory_size((bytes + unit - 1) / unit * unit);
-    }
-    return format_memory_size(bytes);
+    return format_memory_size(round_up_memory_size(static_cast<int64_t>(elements) * element_bytes));
   }
   return fmt::format("{:.0f} elements", elements);
 }
@@ -51,34 +39,6 @@ std::string term_text(const Subscripts& s, int input) {
 }
 
 }  // namespace
-
-int64_t parse_memory_size(std::string_view text, std::string_view what) {
-  auto bad = [&]() -> int64_t {
-    fail(ErrorKind::parse, "{} {} is not a memory size; write a whole number followed by B, KiB, MiB or GiB, "
-         "e.g. 256MiB", what, quote_for_message(text));
-  };
-  size_t digits = 0;
-  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
-  if (digits == 0) return bad();
-  const std::string_view unit = text.substr(digits);
-  int shift = -1;
-  for (const Unit& u : kUnits)
-    if (unit == u.name) shift = u.shift;
-  if (shift < 0) return bad();
-  int64_t n = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + digits, n);
-  if (ec != std::errc() || n > (std::numeric_limits<int64_t>::max() >> shift))
-    fail(ErrorKind::parse, "{} {} is too large; the largest memory size is 8191PiB", what, quote_for_message(text));
-  if (n == 0)
-    fail(ErrorKind::parse, "{} {} is zero; give a positive memory size, e.g. 256MiB", what, quote_for_message(text));
-  return n << shift;
-}
-
-std::string format_memory_size(int64_t bytes) {
-  for (const Unit& u : kUnits)
-    if (bytes != 0 && bytes % (int64_t{1} << u.shift) == 0) return fmt::format("{}{}", bytes >> u.shift, u.name);
-  return fmt::format("{}B", bytes);
-}
 
 Extents slice_extents(const Extents& extents, const std::vector<Label>& sliced) {
   Extents out = extents;

@@ -18,10 +18,12 @@
 // (path, tree, left_to_right) are sliced as given, never reconfigured. The work is fixed by the inputs; with a budget (the spec's, in work units:
 // Deadline.h) reconfiguration stops when it is spent, slicing never does (the result must fit).
 // Memory sizes: the planner counts elements; the text forms (`auto(max_memory=256MiB)`, `--max-memory`) are bytes
-// with a unit, parsed and printed here (parse_memory_size), and divided by the element size of the dtype.
-// Depends on PlanSpec.h (and through it the other planner headers); no IR or runtime headers.
+// with a unit, parsed and printed by MemorySize.h (included here for the callers), and divided by the element size
+// of the dtype. Depends on PlanSpec.h (and through it the other planner headers) and MemorySize.h; no IR or runtime
+// headers.
 #pragma once
 
+#include "extensions/einsum/planner/MemorySize.h"
 #include "extensions/einsum/planner/PlanSpec.h"
 
 #include <cstdint>
@@ -30,12 +32,6 @@
 #include <vector>
 
 namespace einstage::einsum {
-
-/// "256MiB" -> 268435456. A whole number followed by B, KiB, MiB or GiB (powers of 1024), at least 1 byte; anything
-/// else is an Error (kind parse) naming `what` (e.g. "--max-memory") and the text.
-int64_t parse_memory_size(std::string_view text, std::string_view what);
-/// The canonical text: the largest of GiB, MiB, KiB that divides `bytes` exactly, else B ("256MiB", "1000B").
-std::string format_memory_size(int64_t bytes);
 
 struct SliceLimit {
   double max_elements = 0;  // the largest intermediate of one slice, elements (> 0)
