@@ -5,13 +5,13 @@
 //   TraceContext ctx("loss", &registry);
 //   TracedTensor x = ctx.parameter("x", DType::f64, {Dim::symbol("n"), 3});
 //   TracedTensor w = ctx.parameter("w", DType::f64, {3, 4});
-//   TracedTensor y = einsum::einsum(ctx, "ij,jk->ik", {x, w});   // extensions/einsum/TraceEinsum.h
+//   TracedTensor y = einsum::einsum(ctx, "ij,jk->ik", {x, w});   // extensions/einsum/op/TraceEinsum.h
 //   Program p = ctx.finish({sum(y * y)});
 //
 // Each call goes through ir's Builder, so the op's type rule runs immediately: constant extents that disagree fail
 // at the call (the message names the instruction), equalities involving symbols become the program's shape
 // constraints. Extension families add their own tracing calls as free functions over TraceContext (einsum's are in
-// extensions/einsum/TraceEinsum.h), which keeps the compiler free of any family. Binary operators promote dtypes (ir's
+// extensions/einsum/op/TraceEinsum.h), which keeps the compiler free of any family. Binary operators promote dtypes (ir's
 // promote(), through convert) and broadcast as NumPy does: axes align from the right, a missing leading axis or a
 // constant extent 1 stretches to the other operand's extent (reshape + broadcast_in_dim); other shape differences are
 // errors naming both types. A TracedTensor is a handle (context + value); it must not outlive its context.

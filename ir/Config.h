@@ -70,7 +70,7 @@ struct Config {
   /// The compiler's pipelines print the program after every pass to stderr.
   bool dump_passes = false;
   /// Bytes of forward intermediates an einsum's reverse pass keeps; the rest are recomputed when read
-  /// (extensions/einsum/TreeAd.h). -1: no limit.
+  /// (extensions/einsum/exec/TreeAd.h). -1: no limit.
   int64_t ad_keep_bytes = -1;
   /// The JIT's CPU-dependent kernel parameters (runtime/jit/Tuning.h): "" takes the tuning file stored beside the
   /// kernel cache by `einstage tune` when there is one (else the model's), "off" the model's, anything else is the

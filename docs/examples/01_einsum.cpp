@@ -1,6 +1,6 @@
 // Guide story (a): run an einsum on concrete tensors. Quoted in docs/guide.md between the "[example]" markers.
 #include "docs/examples/Check.h"
-#include "extensions/einsum/Einsum.h"
+#include "extensions/einsum/exec/Einsum.h"
 #include "ir/Error.h"
 
 #include <string>

@@ -6,8 +6,8 @@
 #include "compiler/Dce.h"
 #include "compiler/Pipeline.h"
 #include "compiler/Trace.h"
-#include "extensions/einsum/Semantics.h"
-#include "extensions/einsum/TraceEinsum.h"
+#include "extensions/einsum/op/Semantics.h"
+#include "extensions/einsum/op/TraceEinsum.h"
 #include "ir/Parser.h"
 #include "ir/Printer.h"
 

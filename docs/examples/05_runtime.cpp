@@ -4,7 +4,7 @@
 #include "docs/examples/Check.h"
 #include "compiler/Trace.h"
 #include "extensions/einsum/Module.h"
-#include "extensions/einsum/TraceEinsum.h"
+#include "extensions/einsum/op/TraceEinsum.h"
 #include "runtime/Runtime.h"
 #include "runtime/jit/Dispatch.h"
 

@@ -1,8 +1,8 @@
 #include "examples/heisenberg/Ipeps.h"
 
 #include "compiler/ad/Ad.h"
-#include "extensions/einsum/Einsum.h"
-#include "extensions/einsum/TraceEinsum.h"
+#include "extensions/einsum/exec/Einsum.h"
+#include "extensions/einsum/op/TraceEinsum.h"
 #include "extensions/linalg/TraceLinalg.h"
 #include "extensions/einsum/planner/Random.h"
 #include "ir/Error.h"

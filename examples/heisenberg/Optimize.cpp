@@ -1,7 +1,7 @@
 #include "examples/heisenberg/Optimize.h"
 
 #include "compiler/ad/Ad.h"
-#include "extensions/einsum/TraceEinsum.h"
+#include "extensions/einsum/op/TraceEinsum.h"
 #include "extensions/einsum/planner/Random.h"
 #include "ir/Error.h"
 

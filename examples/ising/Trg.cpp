@@ -3,7 +3,7 @@
 #include "compiler/Reassociate.h"
 #include "compiler/Trace.h"
 #include "compiler/ad/Ad.h"
-#include "extensions/einsum/TraceEinsum.h"
+#include "extensions/einsum/op/TraceEinsum.h"
 #include "extensions/linalg/TraceLinalg.h"
 #include "ir/Error.h"
 #include "runtime/ThreadPool.h"

@@ -2,12 +2,12 @@
 #include "extensions/einsum/Module.h"
 
 #include "extensions/api/Kernels.h"
-#include "extensions/einsum/EinsumAdOp.h"
-#include "extensions/einsum/EinsumOp.h"
-#include "extensions/einsum/Executor.h"
-#include "extensions/einsum/Semantics.h"
-#include "extensions/einsum/SlicedEinsum.h"
-#include "extensions/einsum/TreeAd.h"
+#include "extensions/einsum/op/EinsumAdOp.h"
+#include "extensions/einsum/op/EinsumOp.h"
+#include "extensions/einsum/exec/Executor.h"
+#include "extensions/einsum/op/Semantics.h"
+#include "extensions/einsum/exec/SlicedEinsum.h"
+#include "extensions/einsum/exec/TreeAd.h"
 #include "ir/Config.h"
 #include "runtime/Context.h"
 

@@ -29,11 +29,11 @@
 #include "runtime/Runtime.h"
 
 // extensions: einsum (concrete calls, tracing, module) and linalg (svd, qr, eigh, inv_upper: tracing, module).
-#include "extensions/einsum/Einsum.h"
-#include "extensions/einsum/EinsumOp.h"
+#include "extensions/einsum/exec/Einsum.h"
+#include "extensions/einsum/op/EinsumOp.h"
 #include "extensions/einsum/Module.h"
-#include "extensions/einsum/Semantics.h"
-#include "extensions/einsum/TraceEinsum.h"
+#include "extensions/einsum/op/Semantics.h"
+#include "extensions/einsum/op/TraceEinsum.h"
 #include "extensions/linalg/Module.h"
 #include "extensions/linalg/TraceLinalg.h"
 

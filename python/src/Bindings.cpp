@@ -6,9 +6,9 @@
 // SlicedEinsumPlan under a memory limit, and bind_einsum + plan_contraction + evaluate for path reports. The NumPy
 // rules that sit on top (the interleaved form, result dtypes, out= casting, views for one operand) are in the
 // pure-Python package (einstage/_einsum.py). Depends on pybind11, Convert.h and extensions/einsum.
-#include "extensions/einsum/Einsum.h"
-#include "extensions/einsum/Notation.h"
-#include "extensions/einsum/SlicedEinsum.h"
+#include "extensions/einsum/exec/Einsum.h"
+#include "extensions/einsum/notation/Notation.h"
+#include "extensions/einsum/exec/SlicedEinsum.h"
 #include "extensions/einsum/planner/PlanSpec.h"
 #include "extensions/einsum/planner/Report.h"
 #include "python/src/Context.h"

@@ -11,7 +11,7 @@
 #include "compiler/Lower.h"
 #include "compiler/Trace.h"
 #include "compiler/ad/Ad.h"
-#include "extensions/einsum/TraceEinsum.h"
+#include "extensions/einsum/op/TraceEinsum.h"
 #include "extensions/linalg/TraceLinalg.h"
 #include "ir/Json.h"
 #include "ir/Parser.h"

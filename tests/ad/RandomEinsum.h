@@ -6,8 +6,8 @@
 
 #include "AdTestUtil.h"
 
-#include "extensions/einsum/EinsumOp.h"
-#include "extensions/einsum/Notation.h"
+#include "extensions/einsum/op/EinsumOp.h"
+#include "extensions/einsum/notation/Notation.h"
 
 #include <algorithm>
 #include <map>

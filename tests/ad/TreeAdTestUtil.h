@@ -5,10 +5,10 @@
 
 #include "AdTestUtil.h"
 
-#include "extensions/einsum/EinsumAd.h"
-#include "extensions/einsum/EinsumAdOp.h"
-#include "extensions/einsum/Semantics.h"
-#include "extensions/einsum/TraceEinsum.h"
+#include "extensions/einsum/op/EinsumAd.h"
+#include "extensions/einsum/op/EinsumAdOp.h"
+#include "extensions/einsum/op/Semantics.h"
+#include "extensions/einsum/op/TraceEinsum.h"
 #include "compiler/Lower.h"
 
 #include <doctest/doctest.h>

@@ -7,11 +7,11 @@
 #include "RandomEinsum.h"
 #include "support/ErrorOf.h"
 
-#include "extensions/einsum/EinsumAd.h"
-#include "extensions/einsum/EinsumOp.h"
-#include "extensions/einsum/Notation.h"
-#include "extensions/einsum/Semantics.h"
-#include "extensions/einsum/TraceEinsum.h"
+#include "extensions/einsum/op/EinsumAd.h"
+#include "extensions/einsum/op/EinsumOp.h"
+#include "extensions/einsum/notation/Notation.h"
+#include "extensions/einsum/op/Semantics.h"
+#include "extensions/einsum/op/TraceEinsum.h"
 
 #include <doctest/doctest.h>
 

@@ -1,13 +1,13 @@
-// The merged walks (extensions/einsum/MergeWalks.cpp): merge_vjp_jvp (an HVP program's gradient and its tangent
+// The merged walks (extensions/einsum/op/MergeWalks.cpp): merge_vjp_jvp (an HVP program's gradient and its tangent
 // from one walk) and merge_value_vjp (the value and the cotangents from one walk), bit for bit against the unmerged
 // programs on one and two threads, with finite differences and the dot-product test; and that the public AD
 // transformations apply them by default (the unmerged programs come from a registry whose rewrite_derivative is
 // cleared).
 #include "TreeAdTestUtil.h"
 
-#include "extensions/einsum/EinsumAd.h"
-#include "extensions/einsum/EinsumAdOp.h"
-#include "extensions/einsum/TraceEinsum.h"
+#include "extensions/einsum/op/EinsumAd.h"
+#include "extensions/einsum/op/EinsumAdOp.h"
+#include "extensions/einsum/op/TraceEinsum.h"
 #include "compiler/Lower.h"
 #include "ir/Parser.h"
 

@@ -1,4 +1,4 @@
-// The layout of the tree walk's reverse steps (extensions/einsum/ReverseLayout.h): the GETT stride penalty on
+// The layout of the tree walk's reverse steps (extensions/einsum/exec/ReverseLayout.h): the GETT stride penalty on
 // hand-counted layouts, the candidate orders, the choice the TRG plaquette gets (its intermediate cotangents in
 // dot_general order with the value as lhs), its cotangents against definitional loops over every index (f64 and
 // c128) with the same bits at one and two threads, the tangent walk's cotangents equal to execute()'s and its
@@ -7,8 +7,8 @@
 #include "TreeAdTestUtil.h"
 #include "RandomEinsum.h"
 
-#include "extensions/einsum/ReverseLayout.h"
-#include "extensions/einsum/TreeAd.h"
+#include "extensions/einsum/exec/ReverseLayout.h"
+#include "extensions/einsum/exec/TreeAd.h"
 #include "runtime/Context.h"
 
 #include <doctest/doctest.h>

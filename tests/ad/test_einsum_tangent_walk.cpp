@@ -10,7 +10,7 @@
 #include "TreeAdTestUtil.h"
 #include "RandomEinsum.h"
 
-#include "extensions/einsum/TreeAd.h"
+#include "extensions/einsum/exec/TreeAd.h"
 #include "runtime/Context.h"
 
 #include <doctest/doctest.h>

@@ -7,8 +7,8 @@
 #include "TreeAdTestUtil.h"
 #include "RandomEinsum.h"
 
-#include "extensions/einsum/Einsum.h"
-#include "extensions/einsum/TreeAd.h"
+#include "extensions/einsum/exec/Einsum.h"
+#include "extensions/einsum/exec/TreeAd.h"
 #include "runtime/Context.h"
 
 #include <doctest/doctest.h>

@@ -5,7 +5,7 @@
 #include "AdTestUtil.h"
 
 #include "compiler/Trace.h"
-#include "extensions/einsum/TraceEinsum.h"
+#include "extensions/einsum/op/TraceEinsum.h"
 #include "support/ErrorOf.h"
 
 #include <doctest/doctest.h>

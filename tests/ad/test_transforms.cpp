@@ -5,9 +5,9 @@
 #include "AdTestUtil.h"
 
 #include "compiler/Trace.h"
-#include "extensions/einsum/EinsumOp.h"
-#include "extensions/einsum/Notation.h"
-#include "extensions/einsum/TraceEinsum.h"
+#include "extensions/einsum/op/EinsumOp.h"
+#include "extensions/einsum/notation/Notation.h"
+#include "extensions/einsum/op/TraceEinsum.h"
 #include "ir/Parser.h"
 #include "support/ErrorOf.h"
 #include "support/Golden.h"

@@ -2,8 +2,8 @@
 // tests/compiler/golden/, EINSTAGE_UPDATE_GOLDEN=1 rewrites them; review the diff), round trips, error capture.
 #pragma once
 
-#include "extensions/einsum/EinsumOp.h"
-#include "extensions/einsum/Semantics.h"
+#include "extensions/einsum/op/EinsumOp.h"
+#include "extensions/einsum/op/Semantics.h"
 #include "ir/Json.h"
 #include "ir/Parser.h"
 #include "ir/Printer.h"

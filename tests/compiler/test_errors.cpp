@@ -4,8 +4,8 @@
 
 #include "compiler/Lower.h"
 #include "compiler/Trace.h"
-#include "extensions/einsum/Semantics.h"
-#include "extensions/einsum/TraceEinsum.h"
+#include "extensions/einsum/op/Semantics.h"
+#include "extensions/einsum/op/TraceEinsum.h"
 #include "ir/Verifier.h"
 
 using namespace einstage;

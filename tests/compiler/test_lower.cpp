@@ -5,9 +5,9 @@
 
 #include "compiler/Lower.h"
 #include "compiler/Trace.h"
-#include "extensions/einsum/Einsum.h"
-#include "extensions/einsum/Notation.h"
-#include "extensions/einsum/TraceEinsum.h"
+#include "extensions/einsum/exec/Einsum.h"
+#include "extensions/einsum/notation/Notation.h"
+#include "extensions/einsum/op/TraceEinsum.h"
 #include "notation/Naive.h"
 #include "runtime/Interpreter.h"
 

@@ -5,7 +5,7 @@
 #include "compiler/Dce.h"
 #include "compiler/Pipeline.h"
 #include "compiler/Trace.h"
-#include "extensions/einsum/TraceEinsum.h"
+#include "extensions/einsum/op/TraceEinsum.h"
 
 #include <unistd.h>
 

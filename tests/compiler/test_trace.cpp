@@ -3,8 +3,8 @@
 #include "CompilerTestUtil.h"
 
 #include "compiler/Trace.h"
-#include "extensions/einsum/Notation.h"
-#include "extensions/einsum/TraceEinsum.h"
+#include "extensions/einsum/notation/Notation.h"
+#include "extensions/einsum/op/TraceEinsum.h"
 
 using namespace einstage;
 using namespace compiler_test;

@@ -6,7 +6,7 @@
 #include "CompilerTestUtil.h"
 
 #include "compiler/Trace.h"
-#include "extensions/einsum/TraceEinsum.h"
+#include "extensions/einsum/op/TraceEinsum.h"
 #include "runtime/Interpreter.h"
 
 #include <array>

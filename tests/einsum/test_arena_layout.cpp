@@ -1,10 +1,10 @@
-// The arena layout rule (extensions/einsum/ArenaLayout.h) against a brute-force oracle: on 500 seeded random sets of
+// The arena layout rule (extensions/einsum/exec/ArenaLayout.h) against a brute-force oracle: on 500 seeded random sets of
 // buffers (each written at one step and last read at a later or the same one), any two live at a common step have
 // disjoint byte ranges, every offset is aligned and inside the arena, and the arena is at least the bytes live at
 // the busiest step and at most all bytes together; a pinned example shows that a dead buffer's space is reused.
 #include "support/Random.h"
 
-#include "extensions/einsum/ArenaLayout.h"
+#include "extensions/einsum/exec/ArenaLayout.h"
 
 #include <doctest/doctest.h>
 

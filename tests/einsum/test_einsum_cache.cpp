@@ -3,7 +3,7 @@
 // entries go first, a cached plan gives the same result as a fresh one, and every context has a cache of its own.
 #include "support/Random.h"
 
-#include "extensions/einsum/Einsum.h"
+#include "extensions/einsum/exec/Einsum.h"
 #include "runtime/Context.h"
 
 #include <doctest/doctest.h>

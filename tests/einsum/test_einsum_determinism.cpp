@@ -1,7 +1,7 @@
 // Determinism: the same bits at 1, 2 and 3 threads on problems large enough to be split, and the same bits in
 // another process (this binary runs its own probe twice as child processes and compares output hashes).
 #include "EinsumTestUtil.h"
-#include "extensions/einsum/Einsum.h"
+#include "extensions/einsum/exec/Einsum.h"
 #include "ir/Hash.h"
 #include "runtime/Cpus.h"
 #include "runtime/ThreadPool.h"

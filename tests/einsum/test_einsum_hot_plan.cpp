@@ -3,7 +3,7 @@
 // thread, and the results are bitwise the same before and after the specialised kernel is swapped in.
 #include "support/Random.h"
 
-#include "extensions/einsum/Executor.h"
+#include "extensions/einsum/exec/Executor.h"
 #include "runtime/Context.h"
 #include "runtime/jit/Dispatch.h"
 #include "runtime/jit/Jit.h"

@@ -3,7 +3,7 @@
 // operands, every dtype, several plan specs; each case also checks that a prepared plan run on 2 threads gives the
 // same bits as the one-shot call on 1 thread.
 #include "EinsumTestUtil.h"
-#include "extensions/einsum/Einsum.h"
+#include "extensions/einsum/exec/Einsum.h"
 #include "runtime/jit/Dispatch.h"
 #include "runtime/ThreadPool.h"
 

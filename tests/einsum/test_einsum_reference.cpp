@@ -1,8 +1,8 @@
 // The reference cases of issue 5 with their numbers, the step-plan goldens of docs/behaviour.md §4.8, the shortcut,
 // promotion, the plan cache, the arena prediction and pinned error messages.
 #include "EinsumTestUtil.h"
-#include "extensions/einsum/Einsum.h"
-#include "extensions/einsum/Notation.h"
+#include "extensions/einsum/exec/Einsum.h"
+#include "extensions/einsum/notation/Notation.h"
 #include "extensions/einsum/planner/ContractionTree.h"
 #include "runtime/ThreadPool.h"
 

@@ -3,12 +3,12 @@
 // larger than the machine fails with the out-of-memory error before allocating, naming the step and the size.
 #include "support/ErrorOf.h"
 
-#include "extensions/einsum/Einsum.h"
-#include "extensions/einsum/EinsumOp.h"
-#include "extensions/einsum/Executor.h"
-#include "extensions/einsum/Semantics.h"
-#include "extensions/einsum/SlicedEinsum.h"
-#include "extensions/einsum/TraceEinsum.h"
+#include "extensions/einsum/exec/Einsum.h"
+#include "extensions/einsum/op/EinsumOp.h"
+#include "extensions/einsum/exec/Executor.h"
+#include "extensions/einsum/op/Semantics.h"
+#include "extensions/einsum/exec/SlicedEinsum.h"
+#include "extensions/einsum/op/TraceEinsum.h"
 
 #include <doctest/doctest.h>
 

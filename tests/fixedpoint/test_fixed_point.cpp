@@ -8,7 +8,7 @@
 #include "compiler/Trace.h"
 #include "compiler/ad/FixedPoint.h"
 #include "extensions/einsum/Module.h"
-#include "extensions/einsum/TraceEinsum.h"
+#include "extensions/einsum/op/TraceEinsum.h"
 #include "runtime/Runtime.h"
 #include "support/ErrorOf.h"
 #include "support/Random.h"

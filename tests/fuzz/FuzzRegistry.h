@@ -2,8 +2,8 @@
 // holding einsum ops (and their payloads: subscripts, plan specs) are read, not refused as an unknown family.
 #pragma once
 
-#include "extensions/einsum/EinsumOp.h"
-#include "extensions/einsum/Semantics.h"
+#include "extensions/einsum/op/EinsumOp.h"
+#include "extensions/einsum/op/Semantics.h"
 #include "ir/Extension.h"
 
 namespace einstage::fuzz {

@@ -4,7 +4,7 @@
 // Subscripts whose input terms have exactly the operand ranks. The expansion cache is cleared after every input
 // (it would otherwise grow for the whole run).
 #include "FuzzCheck.h"
-#include "extensions/einsum/Grouped.h"
+#include "extensions/einsum/notation/Grouped.h"
 #include "ir/Error.h"
 
 #include <cstdint>

@@ -3,7 +3,7 @@
 // without `...` must print back to a string with the same Subscripts. The first byte chooses the operand ranks'
 // slack for `...` (0-3 axes) so expand() and bind_einsum() run on accepted strings too.
 #include "FuzzCheck.h"
-#include "extensions/einsum/Notation.h"
+#include "extensions/einsum/notation/Notation.h"
 #include "ir/Error.h"
 
 #include <cstdint>

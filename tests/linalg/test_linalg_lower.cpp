@@ -5,7 +5,7 @@
 #include "LinalgTestUtil.h"
 
 #include "compiler/Lower.h"
-#include "extensions/einsum/TraceEinsum.h"
+#include "extensions/einsum/op/TraceEinsum.h"
 #include "extensions/linalg/TraceLinalg.h"
 #include "ir/Parser.h"
 #include "support/ErrorOf.h"

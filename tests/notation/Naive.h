@@ -2,7 +2,7 @@
 // capture. Deliberately naive (one odometer over every label) so it is obviously right.
 #pragma once
 
-#include "extensions/einsum/Notation.h"
+#include "extensions/einsum/notation/Notation.h"
 #include "support/ErrorOf.h"
 #include "support/Random.h"
 

@@ -3,7 +3,7 @@
 // invariance (bitwise), the error contract and the cache.
 #include "Naive.h"
 
-#include "extensions/einsum/Grouped.h"
+#include "extensions/einsum/notation/Grouped.h"
 
 #include <doctest/doctest.h>
 

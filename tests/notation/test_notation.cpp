@@ -1,7 +1,7 @@
 // The plain einsum notation (docs/behaviour.md §1): every rule and every error of Notation.h, with the messages pinned.
 #include "Naive.h"
 
-#include "extensions/einsum/Notation.h"
+#include "extensions/einsum/notation/Notation.h"
 
 #include <doctest/doctest.h>
 

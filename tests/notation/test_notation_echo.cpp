@@ -3,9 +3,9 @@
 // and the plan spec's messages.
 #include "support/ErrorOf.h"
 
-#include "extensions/einsum/Einsum.h"
-#include "extensions/einsum/Grouped.h"
-#include "extensions/einsum/Notation.h"
+#include "extensions/einsum/exec/Einsum.h"
+#include "extensions/einsum/notation/Grouped.h"
+#include "extensions/einsum/notation/Notation.h"
 #include "extensions/einsum/planner/PlanSpec.h"
 
 #include <doctest/doctest.h>

@@ -3,8 +3,8 @@
 // plans exactly like its grouped string.
 #include "Helpers.h"
 
-#include "extensions/einsum/Grouped.h"
-#include "extensions/einsum/Notation.h"
+#include "extensions/einsum/notation/Grouped.h"
+#include "extensions/einsum/notation/Notation.h"
 #include "extensions/einsum/planner/Greedy.h"
 #include "extensions/einsum/planner/Network.h"
 #include "extensions/einsum/planner/PlanSpec.h"

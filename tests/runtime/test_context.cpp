@@ -2,7 +2,7 @@
 // the same bits at different thread counts; destroying one while its specialiser compiles finishes that job and
 // drops the rest; a kernel specialised on one context is never called through another; and a process that exits
 // from any thread while kernels compile and specialise exits cleanly (child processes, seeded random delays).
-#include "extensions/einsum/Einsum.h"
+#include "extensions/einsum/exec/Einsum.h"
 #include "ir/Error.h"
 #include "runtime/Context.h"
 #include "runtime/Cpus.h"

@@ -2,7 +2,7 @@
 // the JIT's packing buffers come from it and go back to it, reused by the next run; its limit is the context's
 // Config::scratch_cache_bytes; two contexts share nothing; results are the same bits whatever the limit or thread
 // count. No timing: counters and addresses only.
-#include "extensions/einsum/Einsum.h"
+#include "extensions/einsum/exec/Einsum.h"
 #include "ir/Scratch.h"
 #include "runtime/Context.h"
 #include "support/Random.h"

@@ -6,11 +6,11 @@
 
 #include "RuntimeTestUtil.h"
 #include "compiler/Trace.h"
-#include "extensions/einsum/Einsum.h"
-#include "extensions/einsum/EinsumOp.h"
+#include "extensions/einsum/exec/Einsum.h"
+#include "extensions/einsum/op/EinsumOp.h"
 #include "extensions/einsum/Module.h"
-#include "extensions/einsum/Semantics.h"
-#include "extensions/einsum/TraceEinsum.h"
+#include "extensions/einsum/op/Semantics.h"
+#include "extensions/einsum/op/TraceEinsum.h"
 #include "runtime/jit/Dispatch.h"
 #include "tests/Paths.h"
 

@@ -5,7 +5,7 @@
 #include "compiler/Trace.h"
 #include "compiler/ad/Ad.h"
 #include "extensions/einsum/Module.h"
-#include "extensions/einsum/TraceEinsum.h"
+#include "extensions/einsum/op/TraceEinsum.h"
 #include "ir/Json.h"
 #include "ir/Npy.h"
 #include "ir/Printer.h"

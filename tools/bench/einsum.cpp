@@ -16,7 +16,7 @@
 // Usage: einstage_bench_einsum [--threads N] [--min-time S] [--json FILE] [--no-numpy] [--filter TEXT]
 #include "tools/bench/BenchUtil.h"
 #include "tools/bench/Machine.h"
-#include "extensions/einsum/Einsum.h"
+#include "extensions/einsum/exec/Einsum.h"
 #include "extensions/einsum/planner/ContractionTree.h"
 #include "runtime/ThreadPool.h"
 #include "runtime/jit/Dispatch.h"

@@ -17,8 +17,8 @@
 //                                    [--no-peers]
 // BENCH_DIR defaults to ../shared/bench/einsum-benchmark relative to the repository root (found by walking up
 // from the working directory to the directory holding tools/bench/einsum_suite.py).
-#include "extensions/einsum/Einsum.h"
-#include "extensions/einsum/Executor.h"
+#include "extensions/einsum/exec/Einsum.h"
+#include "extensions/einsum/exec/Executor.h"
 #include "extensions/einsum/planner/Random.h"
 #include "ir/Tensor.h"
 #include "tools/bench/Machine.h"

@@ -2,8 +2,8 @@
 // ellipsis forms, and the grouped dialect warm (cache hit) and cold (parse + solve + expand). Prints a table and one
 // JSON line. Method: a warm-up, then `repeats` batches of `iterations` calls each; the median batch gives ns/call.
 #include "tools/bench/Machine.h"
-#include "extensions/einsum/Grouped.h"
-#include "extensions/einsum/Notation.h"
+#include "extensions/einsum/notation/Grouped.h"
+#include "extensions/einsum/notation/Notation.h"
 
 #include <nlohmann/json.hpp>
 

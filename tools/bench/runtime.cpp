@@ -11,10 +11,10 @@
 #include "tools/bench/Machine.h"
 #include "compiler/Lower.h"
 #include "compiler/Trace.h"
-#include "extensions/einsum/Einsum.h"
-#include "extensions/einsum/EinsumOp.h"
+#include "extensions/einsum/exec/Einsum.h"
+#include "extensions/einsum/op/EinsumOp.h"
 #include "extensions/einsum/Module.h"
-#include "extensions/einsum/TraceEinsum.h"
+#include "extensions/einsum/op/TraceEinsum.h"
 #include "runtime/Runtime.h"
 
 #include <fmt/format.h>

@@ -31,8 +31,8 @@
 //                          [--slice-pairs [--pair-screen SPEC] [--pair-replan N] [--pair-sample M] [--pair-triples K]
 //                           [--pair-triple-replan N] [--pair-threads T] [--pair-max N]]
 // Prints tables and writes JSON (default bench-slicing.json); names the CPU.
-#include "extensions/einsum/Einsum.h"
-#include "extensions/einsum/SlicedEinsum.h"
+#include "extensions/einsum/exec/Einsum.h"
+#include "extensions/einsum/exec/SlicedEinsum.h"
 #include "extensions/einsum/planner/Slicing.h"
 #include "ir/Npy.h"
 #include "runtime/Context.h"

@@ -2,9 +2,9 @@
 // trace it, print it, plan its einsum for concrete shapes, lower it to standard ops, and run it both ways.
 #include "compiler/Lower.h"
 #include "compiler/Trace.h"
-#include "extensions/einsum/EinsumOp.h"
+#include "extensions/einsum/op/EinsumOp.h"
 #include "extensions/einsum/Module.h"
-#include "extensions/einsum/TraceEinsum.h"
+#include "extensions/einsum/op/TraceEinsum.h"
 #include "ir/Printer.h"
 #include "runtime/Runtime.h"
 #include "tools/einstage/Command.h"

@@ -8,7 +8,7 @@
 // takes. Everything is read and checked before anything is written.
 #include "compiler/Trace.h"
 #include "compiler/ad/Ad.h"
-#include "extensions/einsum/TraceEinsum.h"
+#include "extensions/einsum/op/TraceEinsum.h"
 #include "ir/Npy.h"
 #include "ir/Printer.h"
 #include "ir/Quote.h"

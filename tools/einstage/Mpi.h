@@ -11,7 +11,7 @@
 // for it forever.
 #pragma once
 
-#include "extensions/einsum/SlicedEinsum.h"
+#include "extensions/einsum/exec/SlicedEinsum.h"
 
 #include <functional>
 #include <optional>

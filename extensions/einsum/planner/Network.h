@@ -8,7 +8,7 @@
 // the IR.
 #pragma once
 
-#include "extensions/einsum/Subscripts.h"
+#include "extensions/einsum/notation/Subscripts.h"
 
 #include <cstdint>
 #include <map>

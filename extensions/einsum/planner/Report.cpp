@@ -1,6 +1,6 @@
 #include "extensions/einsum/planner/Report.h"
 
-#include "extensions/einsum/Notation.h"
+#include "extensions/einsum/notation/Notation.h"
 #include "ir/Error.h"
 
 #include <nlohmann/json.hpp>

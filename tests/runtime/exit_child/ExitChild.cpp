@@ -7,7 +7,7 @@
 // Exits with status 7 when exit() ran to the end; any crash shows as a signal.
 // MODE "cache" instead runs one small f64 einsum on the default context and exits with status 20 + 1 if the JIT's
 // warm-up ran + 2 if a kernel was compiled + 4 if one came from the disk cache (EINSTAGE_CACHE_DIR).
-#include "extensions/einsum/Einsum.h"
+#include "extensions/einsum/exec/Einsum.h"
 #include "runtime/Context.h"
 #include "runtime/jit/Dispatch.h"
 #include "support/Random.h"
