@@ -140,4 +140,26 @@ expected="$tensor"$'\nconsumer.twice.v1: f64[2,3]\n[[ 0,  2,  4],\n [ 6,  8, 10]
 expected+=$'\nconsumer.gram.v1: '"$gram_text"$'\neinstage.einsum.v1: '"$gram_text"
 expected+=$'\neinstage.einsum_ad.v1: loaded (no demo program)\neinstage.tropical.v1: f64[2,2]\n[[ 4,  7],\n [ 7, 10]]'
 check_output "$expected" "$work/build/einstage_consumer" "$module" "${installed_modules[@]}"
+# The guide's TRG step, built from docs/examples/08_trg_step.cpp against the installed tree: its own checks (values
+# against NumPy's, the second run's bits, the gradient against central differences) decide its exit status; NumPy's
+# numbers are recomputed here when NumPy is importable, and must be the ones the program printed.
+trg_out="$(EINSTAGE_CACHE_DIR="$work/kernel-cache" "$work/build/einstage_trg_step")" || {
+  printf 'install: the TRG step failed its checks:\n%s\n' "$trg_out" >&2
+  exit 1
+}
+python=/usr/bin/python3
+if [[ -x "$python" ]] && "$python" -c 'import numpy' 2>/dev/null; then
+  read -r numpy_trace numpy_norm < <("$python" "$here/../../docs/examples/08_trg_step.py")
+  for want in "ok tr T': $numpy_trace " "ok |T'|: $numpy_norm "; do
+    grep -qF "$want" <<<"$trg_out" || {
+      printf 'install: NumPy gives %s %s but the TRG step printed\n%s\n' "$numpy_trace" "$numpy_norm" "$trg_out" >&2
+      exit 1
+    }
+  done
+fi
+if [[ "$generator" == Ninja ]]; then  # how long its one translation unit took to compile (ninja's log, in ms)
+  awk '$4 ~ /08_trg_step.cpp.o$/ {printf "install: the TRG step (08_trg_step.cpp) compiled in %.1f s\n", ($2 - $1) / 1000}' \
+    "$work/build/.ninja_log"
+fi
+echo "install: the installed tree is $(du -sb "$work/prefix" | cut -f1) bytes ($(du -sh "$work/prefix" | cut -f1))"
 echo "install: consumer and modules built against $work/prefix without LLVM headers; the modules loaded and ran"
