@@ -161,5 +161,8 @@ if [[ "$generator" == Ninja ]]; then  # how long its one translation unit took t
   awk '$4 ~ /08_trg_step.cpp.o$/ {printf "install: the TRG step (08_trg_step.cpp) compiled in %.1f s\n", ($2 - $1) / 1000}' \
     "$work/build/.ninja_log"
 fi
-echo "install: the installed tree is $(du -sb "$work/prefix" | cut -f1) bytes ($(du -sh "$work/prefix" | cut -f1))"
+debug_dir="$(find "$work/prefix" -type d -name debug -path '*/lib*/debug' | head -n 1)"
+echo "install: the installed tree is $(du -sb --exclude=debug "$work/prefix" | cut -f1) bytes" \
+  "(libeinstage_runtime.so $(stat -c %s "$(readlink -f "${runtime_lib[0]}")") bytes)," \
+  "plus $(if [[ -n "$debug_dir" ]]; then du -sb "$debug_dir" | cut -f1; else echo 0; fi) bytes of symbols under lib/debug/"
 echo "install: consumer and modules built against $work/prefix without LLVM headers; the modules loaded and ran"
