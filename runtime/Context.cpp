@@ -4,11 +4,10 @@
 #include "ir/Scratch.h"
 #include "runtime/Cpus.h"
 #include "runtime/ThreadPool.h"
-#include "runtime/jit/Gett.h"
 #include "runtime/jit/Jit.h"
 #include "runtime/jit/KernelCache.h"
-#include "runtime/jit/MicroKernel.h"
 #include "runtime/jit/Specialise.h"
+#include "runtime/jit/WarmUp.h"
 
 #include <atomic>
 #include <map>
@@ -20,14 +19,13 @@ namespace einstage {
 
 namespace {
 
-// LLVM's code generator makes some function-local statics on first use (TargetLibraryInfo's name table, SDNode's
-// value-type lists, the pass registries, ...). Statics are destroyed in reverse order of construction, so a context
-// constructed after they exist is destroyed before them, and its specialiser's last job still finds them intact; and
-// LLVM work still running when exit() starts (runtime/jit/Jit.cpp's gate) finds them intact too. Generating one
-// micro-kernel and one optimised specialised kernel per real dtype (the two pipelines einstage runs) on a throwaway
-// JIT makes the common ones once per process. It runs just before the process's first code generation
-// (Jit::set_before_first_codegen), not when a context is made: a process whose kernels all come from the disk cache
-// (a one-shot `einstage einsum` run again) never generates code and never pays its tens of milliseconds.
+// LLVM's code generator makes some function-local statics on first use (runtime/jit/WarmUp.h). Statics are destroyed
+// in reverse order of construction, so a context constructed after they exist is destroyed before them, and its
+// specialiser's last job still finds them intact; and LLVM work still running when exit() starts (runtime/jit/Jit.cpp's
+// gate) finds them intact too. One small specialised kernel on a throwaway JIT makes them once per process. It runs
+// just before the process's first code generation (Jit::set_before_first_codegen), not when a context is made: a
+// process whose kernels all come from the disk cache (a one-shot `einstage einsum` run again) never generates code
+// and never pays for it.
 std::atomic<bool> g_warmed_up{false};
 
 void warm_up_code_generator() {
@@ -35,19 +33,7 @@ void warm_up_code_generator() {
   std::call_once(once, [] {
     g_warmed_up.store(true);
     try {
-      std::unique_ptr<Jit> jit = Jit::create();
-      const bool avx512 = jit->host().has_avx512;
-      for (DType dtype : {DType::f64, DType::f32}) {
-        (void)compile_micro_kernel(*jit, default_micro_kernel(dtype, avx512));
-        (void)compile_micro_kernel(*jit, default_lane_kernel(dtype, avx512));
-        ContractionProblem p;  // a 9 x 7 x 5 column-major GEMM: a direct-path problem with partial tiles
-        p.dtype = dtype;
-        p.m = {{9, 1, 0, 1}};
-        p.n = {{7, 0, 5, 9}};
-        p.k = {{5, 9, 1, 0}};
-        DirectSchedule schedule;
-        if (direct_schedule(p, avx512, schedule)) (void)compile_specialised_kernel(*jit, schedule.kernel);
-      }
+      generate_warm_up_kernel(*Jit::create());
     } catch (const Error&) {
       // No JIT on this machine: nothing of LLVM's code generator will run; contract() reports the failure.
     }

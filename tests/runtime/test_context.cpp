@@ -150,13 +150,13 @@ TEST_CASE("context: destroying it while its specialiser compiles finishes that j
 
 namespace {
 
-// The exit status of einstage_test_exit_child in `mode` with EINSTAGE_CACHE_DIR = cache_dir, or -signal.
-int child_status(const std::string& mode, const std::string& cache_dir) {
+// The exit status of einstage_test_exit_child `first` `mode` with EINSTAGE_CACHE_DIR = cache_dir, or -signal.
+int child_status(const std::string& mode, const std::string& cache_dir, const std::string& first = "1") {
   const pid_t pid = ::fork();
   REQUIRE(pid >= 0);
   if (pid == 0) {
     ::setenv("EINSTAGE_CACHE_DIR", cache_dir.c_str(), 1);
-    ::execl(EINSTAGE_EXIT_CHILD_PATH, EINSTAGE_EXIT_CHILD_PATH, "1", mode.c_str(), nullptr);
+    ::execl(EINSTAGE_EXIT_CHILD_PATH, EINSTAGE_EXIT_CHILD_PATH, first.c_str(), mode.c_str(), nullptr);
     ::_exit(127);
   }
   int status = 0;
@@ -172,6 +172,23 @@ TEST_CASE("context: a process whose kernels all come from the disk cache skips t
   // Status 20 + 1 (warm-up ran) + 2 (a kernel compiled) + 4 (a kernel loaded from disk): see ExitChild.cpp.
   CHECK(child_status("cache", cache.path().string()) == 20 + 1 + 2);  // cold: compiles, so warms up first
   CHECK(child_status("cache", cache.path().string()) == 20 + 4);      // warm: loads, never warms up
+}
+
+TEST_CASE("context: the JIT's warm-up makes every LLVM static that compiling einstage's kernels makes") {
+  // runtime/jit/WarmUp.h: after the warm-up, compiling every micro-, lane, direct and specialised kernel kind registers
+  // no new static destructor, for the host and for CPUs of either vector width (compiled, never run). Status 30:
+  // none; 31: some, listed on the child's stderr (make the warm-up kernel take their code path too); 32: the warm-up
+  // made none, so the child's __cxa_atexit saw nothing; 33: a sanitizer build, which cannot check.
+  test::TempDir cache;
+  for (const std::string cpu : {"host", "haswell", "skylake-avx512", "znver3"}) {
+    CAPTURE(cpu);
+    const int status = child_status("statics", cache.path().string(), cpu);
+    if (status == 33) {
+      MESSAGE("a sanitizer runtime owns __cxa_atexit here: the warm-up's statics are not checked");
+      break;
+    }
+    CHECK(status == 30);
+  }
 }
 
 TEST_CASE("context: a process exiting from main or from a worker while kernels compile and specialise exits cleanly") {

@@ -7,6 +7,7 @@
 // Exits with status 7 when exit() ran to the end; any crash shows as a signal.
 // MODE "cache" instead runs one small f64 einsum on the default context and exits with status 20 + 1 if the JIT's
 // warm-up ran + 2 if a kernel was compiled + 4 if one came from the disk cache (EINSTAGE_CACHE_DIR).
+// MODE "statics" (SEED is then a CPU name, or "host") checks the warm-up's statics instead: WarmUpStatics.cpp.
 #include "extensions/einsum/exec/Einsum.h"
 #include "runtime/Context.h"
 #include "runtime/jit/Dispatch.h"
@@ -21,6 +22,10 @@
 
 using namespace einstage;
 namespace es = einstage::einsum;
+
+namespace einstage::test {
+int check_warm_up_statics(const std::string& cpu);  // WarmUpStatics.cpp
+}
 
 namespace {
 
@@ -42,6 +47,7 @@ namespace {
 
 int main(int argc, char** argv) {
   if (argc != 3) return 2;
+  if (std::strcmp(argv[2], "statics") == 0) return test::check_warm_up_statics(argv[1]);
   if (std::strcmp(argv[2], "cache") == 0) {
     std::vector<double> av(12 * 10, 0.5), bv(10 * 9, 0.25);
     const Tensor a = Tensor::from_col_major<double>({12, 10}, av), b = Tensor::from_col_major<double>({10, 9}, bv);

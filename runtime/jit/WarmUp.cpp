@@ -1,0 +1,34 @@
+#include "runtime/jit/WarmUp.h"
+
+#include "runtime/jit/Jit.h"
+#include "runtime/jit/MicroKernel.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <iterator>
+
+namespace einstage {
+
+void generate_warm_up_kernel(Jit& jit) {
+  // C (27 x 1) = A (27 x 9) B (9 x 1), all column-major, as three tiles of 9 rows of a 4-vector tile (32 rows with
+  // AVX-512, 16 with AVX2), so each tile's rows are masked. The shape is chosen for the code paths it takes, not for
+  // speed: with one 9-row tile the memory-unfold table is made only with AVX2, with 9 x 3 tiles of one vector
+  // only with AVX-512 (measured on LLVM 19).
+  constexpr int64_t kRows = 9, kTiles = 3, kDepth = 9, kLda = kRows * kTiles;
+  const bool avx512 = jit.host().has_avx512;
+  SpecialisedKernelSpec spec;
+  spec.tile.dtype = DType::f64;
+  spec.tile.lanes = avx512 ? 8 : 4;
+  spec.tile.mr = 4 * spec.tile.lanes;
+  spec.tile.nr = 1;
+  spec.tile.k_unroll = 1;
+  spec.tile.direct = true;
+  spec.k_inner = kDepth;
+  const int64_t geometry[kKGeometry] = {1, kLda, 1, 0, 0, 0, 0};  // one k level: A's k stride kLda, B's 1
+  std::copy(std::begin(geometry), std::end(geometry), spec.k_geometry);
+  spec.col_off = {0, 0};  // C's one column, padded with nr zeros
+  for (int64_t t = 0; t < kTiles; ++t) spec.tiles.push_back({t * kRows, t * kRows, 0, kRows, 1, {0}});
+  (void)compile_specialised_kernel(jit, spec);
+}
+
+}  // namespace einstage
