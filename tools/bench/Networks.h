@@ -7,13 +7,13 @@
 
 #include "extensions/einsum/planner/ContractionTree.h"
 #include "extensions/einsum/planner/Random.h"
+#include "tools/bench/BenchData.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -319,15 +319,6 @@ inline std::vector<std::string> split_list(const std::string& s) {
   for (std::string x; std::getline(ss, x, ',');)
     if (!x.empty()) out.push_back(x);
   return out;
-}
-
-/// ../shared/bench relative to the repository root (found by walking up from the working directory).
-inline fs::path default_bench_dir() {
-  for (fs::path p = fs::current_path(); !p.empty(); p = p.parent_path()) {
-    if (fs::exists(p / "extensions" / "einsum" / "Subscripts.h")) return p.parent_path() / "shared" / "bench";
-    if (p == p.parent_path()) break;
-  }
-  return fs::path("..") / "shared" / "bench";
 }
 
 }  // namespace einstage::bench

@@ -15,12 +15,14 @@
 //
 // Usage: einstage_bench_einsum_suite [BENCH_DIR] [--rounds N] [--max-seconds S] [--filter TEXT] [--json FILE]
 //                                    [--no-peers]
-// BENCH_DIR defaults to ../shared/bench/einsum-benchmark relative to the repository root (found by walking up
-// from the working directory to the directory holding tools/bench/einsum_suite.py).
+// BENCH_DIR (the folder of einsum-benchmark instances) defaults to $EINSTAGE_BENCH_DIR/einsum-benchmark; the
+// instances are not part of the repository (docs/networks.md). The peers' script is found by walking up from the
+// working directory to the directory holding tools/bench/einsum_suite.py.
 #include "extensions/einsum/exec/Einsum.h"
 #include "extensions/einsum/exec/Executor.h"
 #include "extensions/einsum/planner/Random.h"
 #include "ir/Tensor.h"
+#include "tools/bench/BenchData.h"
 #include "tools/bench/Machine.h"
 
 #include <fmt/format.h>
@@ -238,7 +240,14 @@ int main(int argc, char** argv) {
     }
   }
   const fs::path root = repo_root();
-  if (bench_dir.empty()) bench_dir = (root / "../shared/bench/einsum-benchmark").lexically_normal().string();
+  if (bench_dir.empty()) {
+    const fs::path data = bench::default_bench_dir();
+    if (data.empty()) {
+      fmt::print(stderr, "einstage_bench_einsum_suite: {}\n", bench::missing_bench_dir_message(data));
+      return 2;
+    }
+    bench_dir = (data / "einsum-benchmark").string();
+  }
   const std::string script = (root / "tools/bench/einsum_suite.py").string();
   const std::string load_before = load_average();
 

@@ -7,7 +7,7 @@
 //
 //   einstage_bench_planner [--bench-dir DIR] [--budgets 0.01,0.1,1] [--threads N] [--only a,b] [--skip a,b]
 //                          [--json FILE] [--seed S]
-// DIR defaults to ../shared/bench relative to the repository root (found by walking up from the working directory).
+// DIR defaults to $EINSTAGE_BENCH_DIR; without either, the file networks (cotengra/, einsum-benchmark/) are skipped.
 #include "tools/bench/Machine.h"
 #include "tools/bench/Networks.h"
 #include "extensions/einsum/planner/ConnectedDp.h"
@@ -254,9 +254,13 @@ int main(int argc, char** argv) {
   std::vector<Instance> instances = generated(scale);
   fmt::print("# {}\n", bench::detect_machine().summary());
   fmt::print("# generator fingerprints: OK (docs/networks.md, Generators)\n");
-  if (!fs::exists(bench_dir)) die("bench folder " + bench_dir.string() + " not found; pass --bench-dir");
-  for (auto& x : load_cotengra(bench_dir / "cotengra")) instances.push_back(std::move(x));
-  for (auto& x : load_einsum_benchmark(bench_dir / "einsum-benchmark")) instances.push_back(std::move(x));
+  if (bench_dir.empty()) {
+    fmt::print("# file networks skipped: {}\n", bench::missing_bench_dir_message(bench_dir));
+  } else {
+    if (!fs::exists(bench_dir)) die(bench::missing_bench_dir_message(bench_dir));
+    for (auto& x : load_cotengra(bench_dir / "cotengra")) instances.push_back(std::move(x));
+    for (auto& x : load_einsum_benchmark(bench_dir / "einsum-benchmark")) instances.push_back(std::move(x));
+  }
   if (shuffle_seed) {
     // Fisher-Yates with the planner's SplitMix64: the same order in every run. A tree's cost does not depend on
     // the order, so the file's own path (evaluated before) keeps its cost.

@@ -395,8 +395,10 @@ int run(int argc, char** argv) {
   std::vector<Instance> chosen;
   if (do_plan || slice_pairs) {
     std::vector<Instance> all = generated(false);
-    if (fs::exists(bench_dir / "cotengra"))
+    if (!bench_dir.empty() && fs::exists(bench_dir / "cotengra"))
       for (Instance& i : load_cotengra(bench_dir / "cotengra")) all.push_back(std::move(i));
+    else
+      fmt::print("(cotengra networks skipped: {})\n", missing_bench_dir_message(bench_dir));
     for (const std::string& name : only) {
       auto it = std::find_if(all.begin(), all.end(), [&](const Instance& i) { return i.name == name; });
       if (it == all.end()) fmt::print("(skipped {}: not found; --bench-dir?)\n", name);
