@@ -1,7 +1,11 @@
-# The public kernel API's boundary, checked on the include lines of extensions/ (ctest "api_includes"):
+# The public kernel API's boundary and the einsum tower, checked on the include lines of extensions/ (ctest
+# "api_includes"):
 # - a header under extensions/api/ includes no runtime/jit/ header (the JIT, and LLVM behind it, stay private);
 # - every other file under extensions/ includes, from runtime/, only headers that a header under extensions/api/
 #   includes directly (the re-exported ones: runtime/Context.h, runtime/Contract.h, runtime/kernels/Layout.h, ...).
+# - inside extensions/einsum/, the family's tower (extensions/einsum/README.md) stands: its sub-folders from the
+#   ground up are notation/, planner/, exec/ and op/, and the files directly in extensions/einsum/ (Module.h,
+#   Module.cpp) and module/ are the top floor; a file includes from its own floor and the floors below, never above.
 # Each offending line is reported with its file, line and header, then the script fails.
 # Usage: cmake -DROOT=<source tree> -P tests/api/check_includes.cmake (tests/api/fixture/ is a tree that must fail)
 cmake_minimum_required(VERSION 3.25)
@@ -65,9 +69,50 @@ foreach(f IN LISTS sources)
   endforeach()
 endforeach()
 
+# The einsum tower, from the ground up; a file of extensions/einsum/ outside these sub-folders is on the top floor.
+set(einsum_tower notation planner exec op)
+list(LENGTH einsum_tower einsum_top)
+set(einsum_floors "${einsum_tower};the top (Module.h, Module.cpp, module/)")
+string(REPLACE ";" " < " einsum_order "${einsum_floors}")
+# The floor (index into einsum_floors) of `rel`, a path under extensions/einsum/.
+function(einsum_floor rel out)
+  set(floor ${einsum_top})
+  if(rel MATCHES "^extensions/einsum/([^/]+)/")
+    list(FIND einsum_tower "${CMAKE_MATCH_1}" found)
+    if(found GREATER -1)
+      set(floor ${found})
+    endif()
+  endif()
+  set(${out} ${floor} PARENT_SCOPE)
+endfunction()
+file(GLOB_RECURSE einsum_sources "${ROOT}/extensions/einsum/*.h" "${ROOT}/extensions/einsum/*.cpp")
+foreach(f IN LISTS einsum_sources)
+  file(RELATIVE_PATH rel "${ROOT}" "${f}")
+  einsum_floor("${rel}" own)
+  file(STRINGS "${f}" lines)
+  set(n 0)
+  foreach(line IN LISTS lines)
+    math(EXPR n "${n} + 1")
+    if(line MATCHES "^[ \t]*#[ \t]*include[ \t]*[<\"](extensions/einsum/[^>\"]+)[>\"]")
+      set(header "${CMAKE_MATCH_1}")
+      einsum_floor("${header}" target)
+      if(target GREATER own)
+        list(GET einsum_floors ${own} own_name)
+        list(GET einsum_floors ${target} target_name)
+        string(APPEND errors "${rel}:${n}: includes ${header}, which stands on floor ${target_name} of the einsum "
+          "tower, above this file's floor ${own_name} (${einsum_order}); move what both need down to ${own_name} or "
+          "below instead\n")
+      endif()
+    endif()
+  endforeach()
+endforeach()
+list(LENGTH einsum_sources einsum_checked)
+
 list(LENGTH sources checked)
 if(errors)
   message(NOTICE "${errors}")  # unwrapped, one line per offending include
-  message(FATAL_ERROR "api_includes: the include lines above reach past the public API (extensions/api/)")
+  message(FATAL_ERROR "api_includes: the include lines above reach past the public API (extensions/api/) or up the "
+    "einsum tower")
 endif()
-message(STATUS "api_includes: ${checked} files under extensions/ include only the public runtime headers (${public_text})")
+message(STATUS "api_includes: ${checked} files under extensions/ include only the public runtime headers (${public_text}); "
+  "${einsum_checked} files of extensions/einsum/ include down its tower only (${einsum_order})")
