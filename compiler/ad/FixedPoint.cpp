@@ -12,6 +12,7 @@
 #include <Eigen/Core>
 #include <unsupported/Eigen/IterativeSolvers>
 
+#include <algorithm>
 #include <cmath>
 #include <complex>
 #include <limits>
@@ -291,9 +292,22 @@ FixedPointVjp FixedPointAdjoint::vjp(std::span<const Tensor> inputs, std::span<c
       gmres.setMaxIterations(o.gmres_max_iterations);
       gmres.set_restart(o.gmres_restart);
       gmres.compute(op);
-      Vec g = gmres.solveWithGuess(b, b);  // the Neumann series' first term as the guess
-      rep.gmres_iterations = int(gmres.iterations());
-      rep.gmres_residual = g.allFinite() ? true_residual(g) : std::numeric_limits<double>::infinity();
+      // Eigen's GMRES stops on its own residual estimate, which drifts from the true residual over long runs in
+      // rounding; while the true residual is above tolerance and iterations remain, GMRES restarts from its last
+      // iterate (iterative refinement: the estimate is reset to the true residual).
+      Vec g = b;  // the Neumann series' first term as the first guess
+      rep.gmres_residual = std::numeric_limits<double>::infinity();
+      while (rep.gmres_iterations < o.gmres_max_iterations) {
+        gmres.setMaxIterations(o.gmres_max_iterations - rep.gmres_iterations);
+        Vec next = gmres.solveWithGuess(b, g);
+        rep.gmres_iterations += std::max(1, int(gmres.iterations()));
+        const double r = next.allFinite() ? true_residual(next) : std::numeric_limits<double>::infinity();
+        if (!(r < rep.gmres_residual)) break;  // no progress (or not finite): keep the better iterate
+        g = std::move(next);
+        rep.gmres_residual = r;
+        if (r <= o.tolerance) break;
+      }
+      if (!std::isfinite(rep.gmres_residual)) g = b;
       best = g;
       best_residual = rep.gmres_residual;
       best_method = FixedPointMethod::gmres;

@@ -53,6 +53,60 @@ double max_abs_diff(const Tensor& x, const Tensor& y) {
 
 // Entries in [1, 2) from a fixed stream (SplitMix64 of `seed`): a vector no symmetry of the environment is
 // orthogonal to, for the sign gauges.
+Tensor ones(int64_t n) { return Tensor::from_col_major<double>({n}, std::vector<double>(size_t(n), 1.0)); }
+
+struct GaugeMatch {
+  CtmEnvironment env;  // the step's output (run with gauge = ones) brought to the input's gauge
+  Tensor gauge;        // the signs S [x]: the step run with gauge S gives env, bit for bit
+  double change = 0;   // max |env − input| element-wise
+};
+
+// The signs S with which the step's output (C1, T1), run with gauge = ones, best maps back to its input (C0, T0):
+// T1 ≈ S T0 S, S_k S_j0 = sign <T1[k,:,j0], T0[k,:,j0]> for the column j0 of T0 of largest norm; then S C1 S and
+// S T1 S with T's overall sign by the step's own probe rule. Signs commute exactly with the step's arithmetic, so
+// this is the step run with gauge = S, bit for bit.
+GaugeMatch match_gauge(const CtmEnvironment& in, const std::vector<Tensor>& next, const std::vector<double>& t_probe,
+                       int64_t x, int64_t d2) {
+  const std::vector<double> c0 = in.c.to_col_major<double>(), t0 = in.t.to_col_major<double>();
+  std::vector<double> c1 = next[0].to_col_major<double>(), t1 = next[1].to_col_major<double>();
+  auto at = [&](int64_t i, int64_t m, int64_t j) { return size_t(i + x * (m + d2 * j)); };
+  int64_t j0 = 0;
+  double best = -1;
+  for (int64_t j = 0; j < x; ++j) {
+    double n = 0;
+    for (int64_t i = 0; i < x; ++i)
+      for (int64_t m = 0; m < d2; ++m) n += t0[at(i, m, j)] * t0[at(i, m, j)];
+    if (n > best) {
+      best = n;
+      j0 = j;
+    }
+  }
+  std::vector<double> g(static_cast<size_t>(x));
+  for (int64_t k = 0; k < x; ++k) {
+    double overlap = 0;
+    for (int64_t m = 0; m < d2; ++m) overlap += t0[at(k, m, j0)] * t1[at(k, m, j0)];
+    g[size_t(k)] = overlap < 0 ? -1.0 : 1.0;
+  }
+  double overlap = 0;
+  for (int64_t j = 0; j < x; ++j)
+    for (int64_t i = 0; i < x; ++i) {
+      const double s = g[size_t(i)] * g[size_t(j)];
+      c1[size_t(i + x * j)] *= s;
+      for (int64_t m = 0; m < d2; ++m) {
+        t1[at(i, m, j)] *= s;
+        overlap += t_probe[at(i, m, j)] * t1[at(i, m, j)];
+      }
+    }
+  if (overlap < 0)
+    for (double& v : t1) v = -v;
+  GaugeMatch out;
+  for (size_t i = 0; i < c0.size(); ++i) out.change = std::max(out.change, std::abs(c1[i] - c0[i]));
+  for (size_t i = 0; i < t0.size(); ++i) out.change = std::max(out.change, std::abs(t1[i] - t0[i]));
+  out.env = {Tensor::from_col_major<double>({x, x}, c1), Tensor::from_col_major<double>({x, d2, x}, t1)};
+  out.gauge = Tensor::from_col_major<double>({x}, g);
+  return out;
+}
+
 Tensor generic_weights(Shape shape, uint64_t seed) {
   int64_t n = 1;
   for (int64_t e : shape) n *= e;
@@ -277,14 +331,15 @@ Ctmrg::Ctmrg(const Runtime& runtime, int d, int chi)
       energy_(trace_energy(&runtime.registry(), d, chi)), run_step_(runtime.prepare(step_)),
       run_energy_(runtime.prepare(energy_)) {}
 
-CtmrgResult Ctmrg::converge(const Tensor& a, CtmEnvironment start, const CtmrgOptions& options) const {
+CtmrgResult Ctmrg::converge(const Tensor& a, CtmEnvironment start, const CtmrgOptions& options,
+                            const StepObserver& on_step) const {
   check_state(a, "heisenberg-ipeps");
   if (a.shape()[1] != d_)
     fail(ErrorKind::shape, "heisenberg-ipeps: the iPEPS tensor has bond dimension {} but this CTMRG was made for "
          "D = {}", a.shape()[1], d_);
   CtmrgResult r;
   r.env = std::move(start);
-  r.gauge = Tensor::from_col_major<double>({chi_}, std::vector<double>(size_t(chi_), 1.0));
+  r.gauge = ones(chi_);
   Tensor spectrum;
   bool converged = false;
   for (r.steps = 1; r.steps <= options.max_steps && !converged; ++r.steps) {
@@ -293,6 +348,7 @@ CtmrgResult Ctmrg::converge(const Tensor& a, CtmEnvironment start, const CtmrgOp
     if (!std::isfinite(r.spectrum_change) || !std::isfinite(max_abs_diff(out[1], r.env.t)))
       fail(ErrorKind::runtime, "heisenberg-ipeps: CTMRG step {} produced NaN or infinity (D = {}, chi = {}); check "
            "the tensor for NaN", r.steps, d_, chi_);
+    if (on_step) on_step(r.env, r.gauge);
     r.env = {out[0], out[1]};
     spectrum = out[2];
     converged = r.spectrum_change <= options.tolerance;
@@ -302,29 +358,24 @@ CtmrgResult Ctmrg::converge(const Tensor& a, CtmEnvironment start, const CtmrgOp
     fail(ErrorKind::runtime, "heisenberg-ipeps: CTMRG did not converge within {} steps (D = {}, chi = {}): the corner "
          "spectrum still changed by {:.3g} in the last step, tolerance {:.3g}; raise the step cap or chi, or loosen "
          "the tolerance", options.max_steps, d_, chi_, r.spectrum_change, options.tolerance);
-  // The gauge: the next iterate is S T S; S_k S_j0 = sign <T'[k,:,j0], T[k,:,j0]> for the column j0 of largest norm.
-  std::vector<Tensor> next = run_step_.run({r.env.c, r.env.t, a, r.gauge});
+  // The element-wise phase. The spectrum is stationary in the eigenvectors, so a spectrum change of ε leaves the
+  // environment ~√ε from its fixed point. Each step now runs with gauge = ones and is brought back to the current
+  // environment's gauge by the signs S that take it closest (match_gauge), until no element changes by more than
+  // fixed_point_tolerance. The last S is the returned gauge: with it, the step has r.env as its fixed point to
+  // within fixed_point_change. (An exactly degenerate multiplet would also need a rotation, which signs cannot give:
+  // such an environment stops at the step cap with a large fixed_point_change, which the fixed-point adjoint refuses.)
   const int64_t x = chi_, d2 = int64_t(d_) * d_;
-  std::vector<double> t0 = r.env.t.to_col_major<double>(), t1 = next[1].to_col_major<double>();
-  int64_t j0 = 0;
-  double best = -1;
-  for (int64_t j = 0; j < x; ++j) {
-    double n = 0;
-    for (int64_t i = 0; i < x * d2; ++i) n += t0[size_t(i + x * d2 * j)] * t0[size_t(i + x * d2 * j)];
-    if (n > best) {
-      best = n;
-      j0 = j;
-    }
+  const std::vector<double> t_probe = generic_weights({x, d2, x}, 2).to_col_major<double>();
+  for (;;) {
+    std::vector<Tensor> next = run_step_.run({r.env.c, r.env.t, a, ones(x)});
+    GaugeMatch m = match_gauge(r.env, next, t_probe, x, d2);
+    r.gauge = std::move(m.gauge);
+    r.fixed_point_change = m.change;
+    if (!(r.fixed_point_change > options.fixed_point_tolerance) || r.steps >= options.max_steps) break;
+    if (on_step) on_step(r.env, r.gauge);
+    r.env = std::move(m.env);
+    ++r.steps;
   }
-  std::vector<double> g(static_cast<size_t>(x));
-  for (int64_t k = 0; k < x; ++k) {
-    double overlap = 0;
-    for (int64_t m = 0; m < d2; ++m) overlap += t0[size_t(k + x * (m + d2 * j0))] * t1[size_t(k + x * (m + d2 * j0))];
-    g[size_t(k)] = overlap < 0 ? -1.0 : 1.0;
-  }
-  r.gauge = Tensor::from_col_major<double>({x}, g);
-  std::vector<Tensor> fixed = run_step_.run({r.env.c, r.env.t, a, r.gauge});
-  r.fixed_point_change = std::max(max_abs_diff(fixed[0], r.env.c), max_abs_diff(fixed[1], r.env.t));
   return r;
 }
 

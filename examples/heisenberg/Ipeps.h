@@ -16,16 +16,16 @@
 //   within 1e-6, relative): the whole multiplet is dropped and its columns of P are zero, as are those of eigenvalues
 //   below 1e-8 of the largest (rounding noise, whose eigenvectors are not reproducible); each column's sign fixed by
 //   its overlap with a fixed generic vector and then multiplied by the step's `gauge` input (±1 per column, ones
-//   while iterating); C' = Pᵀ M P,
-//   T' = Pᵀ (T a) P, symmetrised, normalised to unit Frobenius norm, T's overall sign fixed by a generic overlap too.
-//   Outputs (C', T', the kept eigenvalues normalised).
+//   while iterating); C' = Pᵀ M P, T' = Pᵀ (T a) P, symmetrised, normalised to unit Frobenius norm, T's overall sign
+//   fixed by a generic overlap too. Outputs (C', T', the kept eigenvalues normalised).
 // - The gauge. The column signs are a gauge (C and T change by T -> S T S, the physics does not), and a rule on the
 //   step's output alone cannot be covariant with the gauge of its input: the iteration with gauge = ones converges
 //   in every gauge-invariant quantity (the corner spectrum, the energy) but may settle on a period-2 orbit T, S T S.
-//   `Ctmrg::converge` iterates on the spectrum, then reads the signs S that take the next iterate back to the current
-//   one; with gauge = S the step has the converged environment as an element-wise fixed point, which is what
-//   ad::FixedPointAdjoint needs (state {C, T}, wrt {a}, the gauge held fixed: it is piecewise constant). Exactly
-//   degenerate eigenvalues (symmetry multiplets) leave a rotation inside each multiplet that signs cannot fix.
+//   `Ctmrg::converge` iterates on the spectrum, then on with each output brought back to its input's gauge by the
+//   signs S closest to it, until the environment converges element-wise; with gauge = S the step has the converged
+//   environment as an element-wise fixed point, which is what ad::FixedPointAdjoint needs (state {C, T}, wrt {a},
+//   the gauge held fixed: it is piecewise constant). Exactly degenerate eigenvalues (multiplets) leave a rotation
+//   inside each multiplet that signs cannot fix: such an environment does not converge element-wise.
 // - The energy per site: 2 Tr(ρ H) / Tr ρ with ρ the nearest-neighbour two-site reduced density matrix contracted
 //   from four corners, six edges and the ket and bra tensors of the two sites (one einsum of 14 operands).
 #pragma once
@@ -36,6 +36,7 @@
 #include "runtime/Runtime.h"
 
 #include <cstdint>
+#include <functional>
 
 namespace einstage::heisenberg {
 
@@ -84,15 +85,19 @@ struct CtmrgOptions {
   int max_steps = 2000;
   /// Converged when the normalised corner spectrum (gauge-invariant) changes by at most this in a step.
   double tolerance = 1e-10;
+  /// Then, with the gauge read, iterated on (within max_steps) until no element of C or T (unit norm) changes by
+  /// more than this in a step: the spectrum is stationary in the eigenvectors, so its convergence to ε leaves the
+  /// environment only ~√ε from the fixed point, and the fixed-point adjoint's accuracy is that distance.
+  double fixed_point_tolerance = 1e-11;
 };
 
 struct CtmrgResult {
   CtmEnvironment env;
   Tensor gauge;                // f64[chi]: the signs with which env is an element-wise fixed point of the step
-  int steps = 0;               // steps until the spectrum converged
+  int steps = 0;               // steps in all (until the spectrum converged, then element-wise with the gauge)
   double spectrum_change = 0;  // the last step's change of the normalised corner spectrum
-  double fixed_point_change = 0;  // max |step(env, gauge) − env| element-wise: ~ rounding unless the spectrum has
-                                  // exact degeneracies or χ exceeds the environment's rank
+  double fixed_point_change = 0;  // max |step(env, gauge) − env| element-wise: at most fixed_point_tolerance unless
+                                  // the step cap ended the element-wise phase
 };
 
 /// The CTMRG step and the energy prepared on a Runtime (with the einsum and linalg modules).
@@ -101,7 +106,11 @@ class Ctmrg {
   Ctmrg(const Runtime& runtime, int d, int chi);
   /// Iterates the step from `start` for the C4v-symmetric `a` until the corner spectrum converges, then finds the
   /// gauge (above); fails naming the last change when the spectrum does not converge within options.max_steps.
-  CtmrgResult converge(const Tensor& a, CtmEnvironment start, const CtmrgOptions& options = {}) const;
+  /// `on_step`, when given, sees every step's input environment and gauge input in order (the unrolled adjoint's
+  /// checkpoints, Unrolled.h): running the step on them reproduces the iteration bit for bit.
+  using StepObserver = std::function<void(const CtmEnvironment& input, const Tensor& gauge)>;
+  CtmrgResult converge(const Tensor& a, CtmEnvironment start, const CtmrgOptions& options = {},
+                       const StepObserver& on_step = {}) const;
   double energy(const CtmEnvironment& env, const Tensor& a) const;
   const Program& step_program() const { return step_; }
   const Program& energy_program() const { return energy_; }

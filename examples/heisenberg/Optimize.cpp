@@ -8,6 +8,7 @@
 #include <Eigen/Core>
 #include <LBFGS.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -17,6 +18,9 @@ namespace einstage::heisenberg {
 namespace {
 
 constexpr double kRejected = 1.0;  // the energy reported for a rejected trial point
+// A warm-started CTMRG whose environment is further than this (max element-wise, C and T of unit norm) from a fixed
+// point of the gauged step is retried from the state's own start (the fixed-point adjoint needs ~ rounding).
+constexpr double kWarmFixedPoint = 1e-8;
 
 Tensor from_vector(const Shape& shape, const double* data, int64_t n) {
   return Tensor::from_col_major<double>(shape, std::span<const double>(data, size_t(n)));
@@ -36,6 +40,14 @@ Tensor random_parameters(int d, uint64_t seed) {
   std::vector<double> v(static_cast<size_t>(n));
   einsum::SplitMix64 rng(seed);  // the planner's generator (extensions/einsum/planner/Random.h)
   for (double& x : v) x = 2 * (double(rng.next() >> 11) * 0x1.0p-53) - 1;
+  return Tensor::from_col_major<double>({2, d, d, d, d}, v);
+}
+
+Tensor random_start(int d, uint64_t seed) {
+  std::vector<double> v = random_parameters(d, seed).to_col_major<double>();
+  double n = 0;
+  for (double x : v) n += x * x;
+  for (double& x : v) x /= std::sqrt(n);
   return Tensor::from_col_major<double>({2, d, d, d, d}, v);
 }
 
@@ -68,29 +80,71 @@ Program trace_magnetization(const ExtensionRegistry* registry, int d, int chi) {
   return ctx.finish({sqrt(mx2 + mz2)});
 }
 
-IpepsEnergy::IpepsEnergy(const Runtime& runtime, int d, int chi, CtmrgOptions ctmrg, ad::FixedPointOptions adjoint)
+IpepsEnergy::IpepsEnergy(const Runtime& runtime, int d, int chi, CtmrgOptions ctmrg, ad::FixedPointOptions adjoint,
+                         AdjointMethod method)
     : runtime_(runtime), ctmrg_(runtime, d, chi), ctmrg_options_(ctmrg),
       energy_grad_(runtime.prepare(ad::value_and_grad(ctmrg_.energy_program(), {0, 1, 2}, &runtime.registry()))),
       magnetization_(runtime.prepare(trace_magnetization(&runtime.registry(), d, chi))),
-      adjoint_(ctmrg_.step_program(), {0, 1}, {2}, &runtime.registry(), ad::preparer_of(runtime), adjoint) {}
+      adjoint_(ctmrg_.step_program(), {0, 1}, {2}, &runtime.registry(), ad::preparer_of(runtime), adjoint),
+      method_(method) {}
 
-CtmrgResult IpepsEnergy::converge(const Tensor& a) {
-  CtmrgResult r = ctmrg_.converge(a, last_ ? *last_ : initial_environment(a, ctmrg_.chi()), ctmrg_options_);
-  last_ = r.env;
-  return r;
+Tensor IpepsEnergy::unrolled_gradient(const Tensor& a, Evaluation& e) {
+  if (!unrolled_) unrolled_.emplace(runtime_, ctmrg_);
+  unrolled_->begin();
+  CtmrgOptions o = ctmrg_options_;
+  o.fixed_point_tolerance = std::numeric_limits<double>::infinity();  // reverse mode needs no element-wise phase
+  CtmrgResult r = ctmrg_.converge(a, initial_environment(a, ctmrg_.chi()), o,
+                                  [&](const CtmEnvironment& in, const Tensor& g) { unrolled_->record(in, g); });
+  std::vector<Tensor> vg = energy_grad_.run({r.env.c, r.env.t, a});
+  e.energy = vg[0].at<double>({});
+  e.ctmrg_steps = r.steps;
+  e.unrolled = true;
+  return add(vg[3], unrolled_->backward(a, vg[1], vg[2], &e.unrolled_stats));
+}
+
+CtmrgResult IpepsEnergy::converge(const Tensor& a, bool* fresh) {
+  if (fresh) *fresh = false;
+  std::optional<CtmrgResult> r;
+  if (last_) {
+    try {
+      r = ctmrg_.converge(a, *last_, ctmrg_options_);
+    } catch (const Error&) {
+    }
+    // Not converged (or NaN) from the previous state's environment, or converged in the spectrum but to an
+    // environment that no sign gauge makes an element-wise fixed point (seen from environments of distant states):
+    // retry once from this state's own start.
+    if (r && !(r->fixed_point_change <= kWarmFixedPoint)) r.reset();
+    if (!r && fresh) *fresh = true;
+  }
+  if (!r) r = ctmrg_.converge(a, initial_environment(a, ctmrg_.chi()), ctmrg_options_);
+  last_ = r->env;
+  return *std::move(r);
 }
 
 Evaluation IpepsEnergy::evaluate(const Tensor& theta) {
   Tensor a = c4v_symmetrize(theta);
-  CtmrgResult r = converge(a);
+  Evaluation e;
+  if (method_ == AdjointMethod::unrolled) {
+    e.gradient = c4v_symmetrize(unrolled_gradient(a, e));
+    return e;
+  }
+  bool fresh = false;
+  CtmrgResult r = converge(a, &fresh);
   // dE/dA = the energy's own derivative in A plus the converged environment's response (x̄ = dE/d(C, T)).
   std::vector<Tensor> vg = energy_grad_.run({r.env.c, r.env.t, a});
-  ad::FixedPointVjp fp = adjoint_.vjp({r.env.c, r.env.t, a, r.gauge}, {vg[1], vg[2]});
-  Evaluation e;
   e.energy = vg[0].at<double>({});
-  e.gradient = c4v_symmetrize(add(vg[3], fp.cotangents.at(0)));
   e.ctmrg_steps = r.steps;
-  e.adjoint = fp.report;
+  e.fresh_start = fresh;
+  try {
+    ad::FixedPointVjp fp = adjoint_.vjp({r.env.c, r.env.t, a, r.gauge}, {vg[1], vg[2]});
+    e.gradient = c4v_symmetrize(add(vg[3], fp.cotangents.at(0)));
+    e.adjoint = fp.report;
+  } catch (const Error& error) {
+    // No fixed point to differentiate (or no solution of the adjoint system): reverse mode through the iteration
+    // still differentiates the energy as computed.
+    e.fallback = error.what();
+    e.gradient = c4v_symmetrize(unrolled_gradient(a, e));
+  }
   return e;
 }
 
@@ -104,8 +158,8 @@ std::pair<double, double> IpepsEnergy::measure(const Tensor& theta) {
 OptimizeResult optimize(const Runtime& runtime, const OptimizeOptions& options, const Tensor* start) {
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
-  IpepsEnergy energy(runtime, options.d, options.chi, options.ctmrg, options.adjoint);
-  Tensor theta = start ? *start : neel_biased_parameters(options.d, options.seed);
+  IpepsEnergy energy(runtime, options.d, options.chi, options.ctmrg, options.adjoint, options.method);
+  Tensor theta = start ? *start : random_start(options.d, options.seed);
   const Shape shape = theta.shape();
   std::vector<double> x0 = theta.to_col_major<double>();
   Eigen::VectorXd x = Eigen::Map<Eigen::VectorXd>(x0.data(), Eigen::Index(x0.size()));
@@ -148,6 +202,9 @@ OptimizeResult optimize(const Runtime& runtime, const OptimizeOptions& options, 
       p.gradient_norm = grad.norm();
       p.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
       p.ctmrg_steps = e.ctmrg_steps;
+      p.fresh_start = e.fresh_start;
+      p.unrolled = e.unrolled;
+      p.fallback = e.fallback;
       p.adjoint_iterations = e.adjoint.method == ad::FixedPointMethod::neumann ? e.adjoint.neumann_iterations
                                                                                 : e.adjoint.gmres_iterations;
       options.progress(p);
@@ -155,7 +212,8 @@ OptimizeResult optimize(const Runtime& runtime, const OptimizeOptions& options, 
     return e.energy;
   };
   LBFGSpp::LBFGSParam<double> param;
-  param.epsilon = options.gradient_tolerance;
+  param.epsilon = options.gradient_tolerance / std::max(x.norm(), std::numeric_limits<double>::min());
+  param.epsilon_rel = 0;
   param.max_iterations = options.max_iterations;
   param.linesearch = LBFGSpp::LBFGS_LINESEARCH_BACKTRACKING_STRONG_WOLFE;  // the curvature condition keeps the
   // L-BFGS matrix positive definite (Armijo alone let it turn indefinite: "the moving direction increases ...")

@@ -21,7 +21,8 @@ namespace einstage::cli {
 namespace {
 
 constexpr std::string_view kHelp =
-    "usage: einstage example heisenberg-ipeps [--D N] [--chi X] [--seed S] [--max-iter N] [--save FILE.npy] [--json]\n"
+    "usage: einstage example heisenberg-ipeps [--D N] [--chi X] [--seed S] [--max-iter N] [--adjoint M] [--save FILE.npy]\n"
+    "                                         [--json]\n"
     "       einstage example heisenberg-ipeps --load FILE.npy [--chi X] [--evaluate] [--json]\n"
     "\n"
     "The spin-1/2 Heisenberg antiferromagnet on the square lattice by a C4v-symmetric single-site iPEPS of bond\n"
@@ -33,8 +34,10 @@ constexpr std::string_view kHelp =
     "options:\n"
     "  --D N         bond dimension, at least 1 (default 2)\n"
     "  --chi X       environment dimension, at least D^2 (default 16)\n"
-    "  --seed S      the start: the Neel state plus 0.1 times a random tensor from seed S (default 1)\n"
+    "  --seed S      the start: a random tensor from seed S, entries uniform in [-1, 1), unit norm (default 1)\n"
     "  --max-iter N  L-BFGS iterations at most (default 200)\n"
+    "  --adjoint M   the gradient through CTMRG: fixed-point (default; memory independent of the CTMRG steps) or\n"
+    "                unrolled (reverse mode through every step from per-step checkpoints)\n"
     "  --save FILE   write the optimised parameters (f64[2,D,D,D,D], .npy) to FILE\n"
     "  --load FILE   start from saved parameters instead (their shape gives D)\n"
     "  --evaluate    with --load: only evaluate the energy and magnetisation at --chi, no optimisation\n"
@@ -87,6 +90,12 @@ int run_heisenberg_ipeps(std::span<const std::string_view> args) {
       continue;
     }
     if (scan.option("--save", &value)) { save = value; continue; }
+    if (scan.option("--adjoint", &value)) {
+      if (value == "fixed-point") o.method = heisenberg::AdjointMethod::fixed_point;
+      else if (value == "unrolled") o.method = heisenberg::AdjointMethod::unrolled;
+      else usage_error("{}: --adjoint must be fixed-point or unrolled, got '{}'", kCommand, value);
+      continue;
+    }
     if (scan.option("--load", &value)) { load = value; continue; }
     if (scan.option("--threads", &value)) { threads = parse_threads(kCommand, value); continue; }
     if (scan.flag("--evaluate")) { evaluate = true; continue; }
@@ -127,8 +136,10 @@ int run_heisenberg_ipeps(std::span<const std::string_view> args) {
         fmt::print(stderr, "eval {:4d}  rejected: {}  {:.2f} s\n", p.evaluation, p.rejected, p.seconds);
       else
         fmt::print(stderr, "eval {:4d}  energy {:.12f}  |grad| {:.3e}  ctmrg steps {:4d}  adjoint iterations {:3d}  "
-                   "{:.2f} s\n", p.evaluation, p.energy, p.gradient_norm, p.ctmrg_steps, p.adjoint_iterations,
-                   p.seconds);
+                   "{:.2f} s{}\n", p.evaluation, p.energy, p.gradient_norm, p.ctmrg_steps, p.adjoint_iterations,
+                   p.seconds, p.fresh_start ? "  (CTMRG restarted from the boundary start)" : "");
+      if (!p.fallback.empty())
+        fmt::print(stderr, "          the fixed-point adjoint failed, the unrolled one ran instead: {}\n", p.fallback);
     };
     r = heisenberg::optimize(runtime, o, start ? &*start : nullptr);
     if (!save.empty()) write_npy(save, r.theta);
