@@ -8,9 +8,12 @@
 //           cache) and timed on the macro-kernel's inner loops over packed panels: an MC x KC block of A against
 //           KC x N of B, N about 384 columns, MC its model blocks (Blocking.h: blocking_for_kc with the model's KC),
 //           C accumulated in place. Every candidate is timed once to warm up, then kTuneRepeats times, round-robin
-//           (a load change on the machine hits every candidate alike); its rate is the median.
+//           (a load change on the machine hits every candidate alike); its rate is the best of them (other load only
+//           slows a sweep down: medians of equal candidates moved by up to 7% from run to run on a shared machine).
 //   MC      the chosen tile at its model MC, half of it and twice it (multiples of mr), timed the same way.
-// Choice: the model's value stays unless another candidate's median rate is at least kTuneMargin higher, then the
+// Choice: the model's value stays unless another candidate's rate is at least kTuneMargin higher (5%: about the
+// run-to-run spread of equal candidates on a machine shared with builds), and still is when the two are timed again
+// on their own (the model's better rate of the two rounds against the challenger's worse); then the
 // fastest wins (ties: the earlier candidate). NC is the model's for the chosen tile and KC. Candidates are added only
 // while the run is within its budget (compiling a kernel takes 25-200 ms, so a first run on a CPU compiles the most
 // and later runs load them from the disk cache). Nothing here changes bits (Tuning.h).
@@ -26,10 +29,10 @@ namespace einstage {
 class KernelCache;
 
 inline constexpr int kTuneTiles = 4;
-inline constexpr int kTuneRepeats = 9;
-inline constexpr double kTuneMargin = 0.02;
+inline constexpr int kTuneRepeats = 15;
+inline constexpr double kTuneMargin = 0.05;
 
-/// One timed candidate: median GFLOP/s of its repeats.
+/// One timed candidate: the best GFLOP/s of its repeats.
 struct TuneMeasurement {
   DType dtype = DType::f64;
   GemmParams params;  // nc unused
