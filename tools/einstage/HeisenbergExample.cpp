@@ -3,8 +3,10 @@
 // docs/ipeps.md), optimised by L-BFGS with the energy gradient through CTMRG by the fixed-point adjoint; one progress
 // line per evaluation on stderr, the result on stdout (text, or one JSON object).
 #include "examples/heisenberg/Optimize.h"
+#include "examples/heisenberg/Plot.h"
 #include "extensions/einsum/Module.h"
 #include "extensions/linalg/Module.h"
+#include "ir/Error.h"
 #include "ir/Npy.h"
 #include "runtime/Runtime.h"
 #include "tools/einstage/Command.h"
@@ -14,7 +16,9 @@
 #include <nlohmann/json.hpp>
 
 #include <charconv>
+#include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <optional>
 
 namespace einstage::cli {
@@ -22,7 +26,7 @@ namespace {
 
 constexpr std::string_view kHelp =
     "usage: einstage example heisenberg-ipeps [--D N] [--chi X] [--seed S] [--max-iter N] [--adjoint M] [--save FILE.npy]\n"
-    "                                         [--json]\n"
+    "                                         [--plot FILE.svg] [--json]\n"
     "       einstage example heisenberg-ipeps --load FILE.npy [--chi X] [--evaluate] [--json]\n"
     "\n"
     "The spin-1/2 Heisenberg antiferromagnet on the square lattice by a C4v-symmetric single-site iPEPS of bond\n"
@@ -39,6 +43,8 @@ constexpr std::string_view kHelp =
     "  --adjoint M   the gradient through CTMRG: fixed-point (default; memory independent of the CTMRG steps) or\n"
     "                unrolled (reverse mode through every step from per-step checkpoints)\n"
     "  --save FILE   write the optimised parameters (f64[2,D,D,D,D], .npy) to FILE\n"
+    "  --plot FILE   draw the energy error against the evaluation (SVG) to FILE; the reference is the published\n"
+    "                optimum at D = 2 and the run's lowest energy otherwise\n"
     "  --load FILE   start from saved parameters instead (their shape gives D)\n"
     "  --evaluate    with --load: only evaluate the energy and magnetisation at --chi, no optimisation\n"
     "  --json        print one JSON object: D, chi, energy, magnetization, iterations, evaluations, seconds\n"
@@ -46,6 +52,7 @@ constexpr std::string_view kHelp =
     "  -h, --help    print this help\n";
 
 constexpr std::string_view kCommand = "example heisenberg-ipeps";
+constexpr double kPublishedD2 = -0.66023109348;  // the published C4v optimum at D = 2 (docs/ipeps.md)
 
 long long parse_count(std::string_view flag, std::string_view text, long long lo, long long hi) {
   long long v = 0;
@@ -76,7 +83,7 @@ int run_heisenberg_ipeps(std::span<const std::string_view> args) {
     return 0;
   }
   ArgScanner scan(kCommand, args);
-  std::string value, save, load;
+  std::string value, save, load, plot;
   heisenberg::OptimizeOptions o;
   std::optional<int> d;
   bool json = false, evaluate = false;
@@ -90,6 +97,7 @@ int run_heisenberg_ipeps(std::span<const std::string_view> args) {
       continue;
     }
     if (scan.option("--save", &value)) { save = value; continue; }
+    if (scan.option("--plot", &value)) { plot = value; continue; }
     if (scan.option("--adjoint", &value)) {
       if (value == "fixed-point") o.method = heisenberg::AdjointMethod::fixed_point;
       else if (value == "unrolled") o.method = heisenberg::AdjointMethod::unrolled;
@@ -103,6 +111,8 @@ int run_heisenberg_ipeps(std::span<const std::string_view> args) {
     usage_error("{}: unexpected argument '{}'; run 'einstage example heisenberg-ipeps --help'", kCommand,
                 scan.positional());
   }
+  if (evaluate && !plot.empty())
+    usage_error("{}: --plot draws an optimisation's progress; drop it with --evaluate", kCommand);
   if (evaluate && load.empty()) usage_error("{}: --evaluate needs --load FILE (the parameters to evaluate)", kCommand);
   std::optional<Tensor> start;
   if (!load.empty()) {
@@ -125,13 +135,15 @@ int run_heisenberg_ipeps(std::span<const std::string_view> args) {
   runtime.add_module(linalg::module_descriptor());
 
   heisenberg::OptimizeResult r;
+  std::vector<heisenberg::PlotPoint> points;
   if (evaluate) {
     const auto t0 = std::chrono::steady_clock::now();
     heisenberg::IpepsEnergy energy(runtime, o.d, o.chi, o.ctmrg, o.adjoint);
     std::tie(r.energy, r.magnetization) = energy.measure(*start);
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   } else {
-    o.progress = [](const heisenberg::Progress& p) {
+    o.progress = [&points](const heisenberg::Progress& p) {
+      if (p.rejected.empty()) points.push_back({p.evaluation, p.energy});
       if (!p.rejected.empty())
         fmt::print(stderr, "eval {:4d}  rejected: {}  {:.2f} s\n", p.evaluation, p.rejected, p.seconds);
       else
@@ -143,6 +155,19 @@ int run_heisenberg_ipeps(std::span<const std::string_view> args) {
     };
     r = heisenberg::optimize(runtime, o, start ? &*start : nullptr);
     if (!save.empty()) write_npy(save, r.theta);
+    if (!plot.empty()) {
+      const bool published = o.d == 2;
+      double reference = r.energy;
+      for (const auto& p : points) reference = std::min(reference, p.energy);
+      if (published) reference = kPublishedD2;
+      std::string title = fmt::format("Heisenberg C4v iPEPS, D = {}, chi = {}: E - E_ref, E_ref = {:.11f} ({})", o.d,
+                                      o.chi, reference, published ? "published optimum" : "lowest energy of the run");
+      std::ofstream out(plot, std::ios::binary);
+      out << heisenberg::energy_error_svg(points, reference, title);
+      if (!out.flush())
+        fail(ErrorKind::io, "{}: cannot write the plot to '{}'; check that its folder exists and is writable",
+             kCommand, plot);
+    }
   }
   if (json) {
     nlohmann::json j = {{"D", o.d},
@@ -165,6 +190,7 @@ int run_heisenberg_ipeps(std::span<const std::string_view> args) {
   }
   fmt::print("seconds                    {:.2f}\n", r.seconds);
   if (!save.empty()) fmt::print("parameters written to {}\n", save);
+  if (!plot.empty()) fmt::print("plot written to {}\n", plot);
   return 0;
 }
 
