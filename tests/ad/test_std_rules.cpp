@@ -83,7 +83,11 @@ std::vector<OpRow> op_table() {
       {"select ge of its own operands (a maximum)", OpKind::select, {{2, 3}, {2, 3}}, real,
        [](Builder& b, V x) { return b.select(Comparison::ge, x[0], x[1], x[0], x[1]); }},
       {"select complex values by their real parts", OpKind::select, {{2, 3}, {2, 3}}, fc,
-       [](Builder& b, V x) { return b.select(Comparison::gt, b.real(x[0]), b.real(x[1]), x[0], b.mul(x[1], x[1])); }},
+       [](Builder& b, V x) {
+         const Value square = b.mul(x[1], x[1]);  // one emitting operand per expression (the golden below)
+         const Value b_real = b.real(x[1]);
+         return b.select(Comparison::gt, b.real(x[0]), b_real, x[0], square);
+       }},
       {"select ne of complex operands", OpKind::select, {{2, 3}, {2, 3}}, fc,
        [](Builder& b, V x) { return b.select(Comparison::ne, x[0], x[1], x[1], b.neg(x[0])); }},
       {"neg", OpKind::neg, {{2, 3}}, all, [](Builder& b, V x) { return b.neg(x[0]); }},
@@ -107,7 +111,10 @@ std::vector<OpRow> op_table() {
       {"pow 3", OpKind::pow, {{2, 3}}, all, [](Builder& b, V x) { return b.pow(x[0], 3); }},
       {"pow 2", OpKind::pow, {{2, 3}}, fc, [](Builder& b, V x) { return b.pow(x[0], 2); }},
       {"pow 1 and pow 0", OpKind::pow, {{2, 3}}, fc,
-       [](Builder& b, V x) { return b.add(b.pow(x[0], 1), b.pow(x[0], 0)); }},
+       [](Builder& b, V x) {
+         const Value zeroth = b.pow(x[0], 0);
+         return b.add(b.pow(x[0], 1), zeroth);
+       }},
       {"log", OpKind::log, {{2, 3}}, all, [](Builder& b, V x) { return b.log(x[0]); }, true},
       {"sqrt", OpKind::sqrt, {{2, 3}}, all, [](Builder& b, V x) { return b.sqrt(x[0]); }, true},
       {"convert to f64", OpKind::convert, {{2, 3}}, {DType::f32}, [](Builder& b, V x) { return b.convert(x[0], DType::f64); }},
