@@ -12,8 +12,8 @@ namespace einstage {
 
 class Jit;
 
-/// Compiles (never runs) one small shape-specialised kernel for `jit`'s target: a 4-vector direct tile of one
-/// column, three 9-row tiles with masked edges, through LLVM's O2 pipeline and the code generator. That one kernel
+/// Compiles (never runs) one small shape-specialised kernel for `jit`'s target: a 3-vector direct tile of one
+/// column, two 9-row tiles with masked edges, through LLVM's O2 pipeline and the code generator. That one kernel
 /// takes every code path of LLVM that makes a static with a destructor when einstage compiles its micro-kernels,
 /// lane, direct and specialised kernels, with AVX-512 and with AVX2: the six kernels the warm-up compiled before (one
 /// micro-, lane and specialised kernel per real dtype) made the same statics, missed one on AVX2 targets, and took
