@@ -6,6 +6,8 @@
 // - ir/Extension.h: ExtensionPayload (print, parse, hash, compare a payload), ExtensionSemantics (type rule, optional
 //   verify / lower / linearize / transpose rules), ExtensionRegistry, and the payload helpers (string literals,
 //   attribute splitting, float printing, hash_bytes);
+// - extensions/api/Family.h: the skeleton of a family's compiler side, FamilyPayload<Attrs> (the payload from one
+//   attribute class) and make_semantics<Payload>() (readers and type rule into an ExtensionSemantics);
 // - ir/Program.h: TensorType, Dim, TypeContext (unify extents, raise errors that name the op), Builder and Value
 //   (for lowering and AD rules);
 // - ir/Tensor.h: the value type its executor reads and returns;
@@ -17,6 +19,7 @@
 // through writing a module; extensions/tropical/ is a complete example that uses nothing else.
 #pragma once
 
+#include "extensions/api/Family.h"
 #include "ir/Extension.h"
 #include "ir/Program.h"
 #include "ir/Tensor.h"

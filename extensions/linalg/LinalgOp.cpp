@@ -31,9 +31,8 @@ std::optional<LinalgKind> kind_of(std::string_view text) {
 }
 
 // The one check of which attributes an op takes, shared by both readers.
-std::unique_ptr<LinalgPayload> make_checked(std::optional<LinalgKind> kind, std::optional<bool> full,
-                                            std::optional<double> eps, std::optional<int64_t> keep,
-                                            std::optional<bool> diagonal, std::string_view got) {
+LinalgAttrs make_checked(std::optional<LinalgKind> kind, std::optional<bool> full, std::optional<double> eps,
+                         std::optional<int64_t> keep, std::optional<bool> diagonal, std::string_view got) {
   if (!kind) fail(ErrorKind::parse, "'{}' needs the attribute op = {} (got: {})", kLinalgFamily, kOps, got);
   if (full && *kind != LinalgKind::svd)
     fail(ErrorKind::parse, "'{}' op = {} takes no attribute 'full'; only svd does (got: {})", kLinalgFamily,
@@ -54,8 +53,8 @@ std::unique_ptr<LinalgPayload> make_checked(std::optional<LinalgKind> kind, std:
   if (diagonal && *kind != LinalgKind::gap_factors)
     fail(ErrorKind::parse, "'{}' op = {} takes no attribute 'diagonal'; only gap_factors does (got: {})",
          kLinalgFamily, name(*kind), got);
-  return std::make_unique<LinalgPayload>(*kind, full.value_or(false), eps.value_or(kDefaultEps), keep.value_or(0),
-                                         diagonal.value_or(false));
+  return LinalgAttrs(*kind, full.value_or(false), eps.value_or(kDefaultEps), keep.value_or(0),
+                     diagonal.value_or(false));
 }
 
 // K = min(M, N): known when both extents are constants or they are the same dim.
@@ -111,10 +110,10 @@ std::string_view name(LinalgKind kind) {
   return "?";
 }
 
-LinalgPayload::LinalgPayload(LinalgKind kind, bool full, double eps, int64_t keep, bool diagonal)
-    : kind_(kind), full_(full), eps_(eps), keep_(keep), diagonal_(diagonal), hash_(hash_bytes(to_text())) {}
+LinalgAttrs::LinalgAttrs(LinalgKind kind, bool full, double eps, int64_t keep, bool diagonal)
+    : kind_(kind), full_(full), eps_(eps), keep_(keep), diagonal_(diagonal) {}
 
-std::string LinalgPayload::to_text() const {
+std::string LinalgAttrs::to_text() const {
   switch (kind_) {
     case LinalgKind::svd:
       return fmt::format("eps = {}, full = {}, {}op = svd", format_float(eps_), full_ ? "true" : "false",
@@ -129,7 +128,7 @@ std::string LinalgPayload::to_text() const {
   return {};
 }
 
-std::string LinalgPayload::to_json() const {
+std::string LinalgAttrs::to_json() const {
   json j = json::object();
   j["op"] = std::string(name(kind_));
   if (kind_ == LinalgKind::svd) j["full"] = full_;
@@ -139,15 +138,11 @@ std::string LinalgPayload::to_json() const {
   return j.dump();
 }
 
-bool LinalgPayload::equals(const ExtensionPayload& other) const {
-  const auto* o = dynamic_cast<const LinalgPayload*>(&other);
-  return o && kind_ == o->kind_ && full_ == o->full_ && eps_ == o->eps_ && keep_ == o->keep_ &&
-         diagonal_ == o->diagonal_;
+bool LinalgAttrs::operator==(const LinalgAttrs& o) const {
+  return kind_ == o.kind_ && full_ == o.full_ && eps_ == o.eps_ && keep_ == o.keep_ && diagonal_ == o.diagonal_;
 }
 
-std::unique_ptr<ExtensionPayload> LinalgPayload::clone() const { return std::make_unique<LinalgPayload>(*this); }
-
-std::unique_ptr<LinalgPayload> LinalgPayload::parse_text(std::string_view attr_text) {
+LinalgAttrs LinalgAttrs::parse_text(std::string_view attr_text) {
   std::optional<LinalgKind> kind;
   std::optional<bool> full;
   std::optional<double> eps;
@@ -182,7 +177,7 @@ std::unique_ptr<LinalgPayload> LinalgPayload::parse_text(std::string_view attr_t
   return make_checked(kind, full, eps, keep, diagonal, attr_text);
 }
 
-std::unique_ptr<LinalgPayload> LinalgPayload::parse_json(std::string_view json_text) {
+LinalgAttrs LinalgAttrs::parse_json(std::string_view json_text) {
   json j = json::parse(json_text, nullptr, false);
   if (j.is_discarded() || !j.is_object())
     fail(ErrorKind::parse, "'{}' payload: expected a JSON object (got {})", kLinalgFamily, json_text);
@@ -270,18 +265,7 @@ std::vector<TensorType> infer_linalg_types(const LinalgPayload& p, Types operand
 }
 
 void register_linalg_semantics(ExtensionRegistry& registry) {
-  ExtensionSemantics sem;
-  sem.family = std::string(kLinalgFamily);
-  sem.module = std::string(kLinalgModule);
-  sem.parse_text = [](std::string_view text) -> std::unique_ptr<ExtensionPayload> {
-    return LinalgPayload::parse_text(text);
-  };
-  sem.parse_json = [](std::string_view text) -> std::unique_ptr<ExtensionPayload> {
-    return LinalgPayload::parse_json(text);
-  };
-  sem.infer_types = [](const ExtensionPayload& payload, Types operands, TypeContext& ctx) {
-    return infer_linalg_types(static_cast<const LinalgPayload&>(payload), operands, ctx);
-  };
+  ExtensionSemantics sem = make_semantics<LinalgPayload>(std::string(kLinalgModule), infer_linalg_types);
   sem.linearize_results = linearize_linalg;
   registry.register_family(std::move(sem));
 }

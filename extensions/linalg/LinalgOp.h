@@ -33,6 +33,7 @@
 // c64, c128. K needs M and N known: constant extents, or the same symbol for both. Depends on ir only.
 #pragma once
 
+#include "extensions/api/Family.h"
 #include "ir/Extension.h"
 
 #include <memory>
@@ -48,10 +49,13 @@ inline constexpr double kDefaultEps = 1e-12;
 enum class LinalgKind : uint8_t { svd, qr, eigh, inv_upper, gap_factors };
 std::string_view name(LinalgKind kind);
 
-class LinalgPayload final : public ExtensionPayload {
+/// The attributes of one linalg instruction; the payload is FamilyPayload<LinalgAttrs> (extensions/api/Family.h).
+class LinalgAttrs {
  public:
-  explicit LinalgPayload(LinalgKind kind, bool full = false, double eps = kDefaultEps, int64_t keep = 0,
-                         bool diagonal = false);
+  static constexpr std::string_view kFamily = kLinalgFamily;
+
+  explicit LinalgAttrs(LinalgKind kind, bool full = false, double eps = kDefaultEps, int64_t keep = 0,
+                       bool diagonal = false);
 
   LinalgKind kind() const { return kind_; }
   bool full() const { return full_; }
@@ -61,16 +65,13 @@ class LinalgPayload final : public ExtensionPayload {
   /// gap_factors only: whether the operands are the same values (F's diagonal zero).
   bool diagonal() const { return diagonal_; }
 
-  std::string_view family() const override { return kLinalgFamily; }
-  std::string to_text() const override;
-  std::string to_json() const override;
-  uint64_t hash() const override { return hash_; }
-  bool equals(const ExtensionPayload& other) const override;
-  std::unique_ptr<ExtensionPayload> clone() const override;
+  std::string to_text() const;
+  std::string to_json() const;
+  bool operator==(const LinalgAttrs& other) const;
 
   /// Readers of to_text() (without braces) and to_json(); errors are ErrorKind::parse naming the attribute.
-  static std::unique_ptr<LinalgPayload> parse_text(std::string_view attr_text);
-  static std::unique_ptr<LinalgPayload> parse_json(std::string_view json_text);
+  static LinalgAttrs parse_text(std::string_view attr_text);
+  static LinalgAttrs parse_json(std::string_view json_text);
 
  private:
   LinalgKind kind_;
@@ -78,8 +79,9 @@ class LinalgPayload final : public ExtensionPayload {
   double eps_;
   int64_t keep_;
   bool diagonal_;
-  uint64_t hash_;
 };
+
+using LinalgPayload = FamilyPayload<LinalgAttrs>;
 
 /// The result types (svd: U, S, Vh; qr: Q, R; eigh: W, V; inv_upper: R⁻¹; gap_factors: H⁺, H⁻), checking the
 /// operands.

@@ -16,7 +16,7 @@ namespace tropical {
 using namespace einstage;
 
 namespace {
-constexpr std::string_view kFamily = "einstage.tropical.v1";
+constexpr std::string_view kFamily = TropicalAttrs::kFamily;
 
 std::string_view semiring_name(Semiring s) { return s == Semiring::max_plus ? "max_plus" : "min_plus"; }
 
@@ -79,23 +79,15 @@ Spec parse_spec(std::string_view text) {
 
 // ---- payload ----
 
-std::string TropicalPayload::to_text() const {
-  return "semiring = " + format_string_literal(semiring_name(semiring_)) +
-         ", subscripts = " + format_string_literal(spec_.text());
+std::string TropicalAttrs::to_text() const {
+  return "semiring = " + format_string_literal(semiring_name(semiring)) +
+         ", subscripts = " + format_string_literal(spec.text());
 }
-std::string TropicalPayload::to_json() const {
-  return nlohmann::json{{"semiring", semiring_name(semiring_)}, {"subscripts", spec_.text()}}.dump();
+std::string TropicalAttrs::to_json() const {
+  return nlohmann::json{{"semiring", semiring_name(semiring)}, {"subscripts", spec.text()}}.dump();
 }
-uint64_t TropicalPayload::hash() const { return hash_bytes(to_text()); }
-bool TropicalPayload::equals(const ExtensionPayload& other) const {
-  const auto& o = static_cast<const TropicalPayload&>(other);
-  return o.semiring_ == semiring_ && o.spec_.inputs == spec_.inputs && o.spec_.output == spec_.output;
-}
-std::unique_ptr<ExtensionPayload> TropicalPayload::clone() const { return std::make_unique<TropicalPayload>(*this); }
 
-namespace {
-
-std::unique_ptr<ExtensionPayload> parse_text(std::string_view text) {
+TropicalAttrs TropicalAttrs::parse_text(std::string_view text) {
   std::optional<std::string> semiring, subscripts;
   for (auto& [key, value] : split_attribute_text(text)) {
     auto s = parse_string_literal(value);
@@ -109,23 +101,24 @@ std::unique_ptr<ExtensionPayload> parse_text(std::string_view text) {
   if (!semiring || !subscripts)
     fail(ErrorKind::parse, "'{}' needs the attributes semiring and subscripts, got '{}'", kFamily,
          escape_for_message(text, '\''));
-  return std::make_unique<TropicalPayload>(parse_spec(*subscripts), parse_semiring(*semiring));
+  return {parse_spec(*subscripts), parse_semiring(*semiring)};
 }
 
-std::unique_ptr<ExtensionPayload> parse_json(std::string_view text) {
+TropicalAttrs TropicalAttrs::parse_json(std::string_view text) {
   auto j = nlohmann::json::parse(text, nullptr, false);
   if (!j.is_object() || !j.contains("semiring") || !j["semiring"].is_string() || !j.contains("subscripts") ||
       !j["subscripts"].is_string())
     fail(ErrorKind::parse, "'{}' payload must be {{\"semiring\": string, \"subscripts\": string}}, got {}", kFamily,
          quote_for_message(text));
-  return std::make_unique<TropicalPayload>(parse_spec(j["subscripts"].get<std::string>()),
-                                           parse_semiring(j["semiring"].get<std::string>()));
+  return {parse_spec(j["subscripts"].get<std::string>()), parse_semiring(j["semiring"].get<std::string>())};
 }
+
+namespace {
 
 // ---- type rule: operand count, ranks, one dtype, equal extents per label ----
 
-TensorType infer_type(const ExtensionPayload& p, Types in, TypeContext& ctx) {
-  const Spec& spec = static_cast<const TropicalPayload&>(p).spec();
+TensorType infer_type(const TropicalPayload& p, Types in, TypeContext& ctx) {
+  const Spec& spec = p.spec;
   if (in.size() != spec.inputs.size())
     ctx.error(ErrorKind::invalid_argument, "subscripts \"{}\" name {} operands but {} were given", spec.text(),
               spec.inputs.size(), in.size());
@@ -158,7 +151,7 @@ TensorType infer_type(const ExtensionPayload& p, Types in, TypeContext& ctx) {
 class PreparedTropical final : public PreparedOp {
  public:
   PreparedTropical(const TropicalPayload& payload, std::span<const TensorType> operands) : payload_(payload) {
-    const Spec& spec = payload.spec();
+    const Spec& spec = payload.spec;
     std::map<char, int64_t> extent;
     for (size_t k = 0; k < operands.size(); ++k)
       for (size_t a = 0; a < spec.inputs[k].size(); ++a) extent[spec.inputs[k][a]] = operands[k].dims[a].constant();
@@ -176,7 +169,7 @@ class PreparedTropical final : public PreparedOp {
 
   Tensor run(std::span<const Tensor> operands, ExecutionContext& context) const override {
     ThreadPool* pool = &context.pool();
-    const Spec& spec = payload_.spec();
+    const Spec& spec = payload_.spec;
     const size_t nout = spec.output.size(), nl = labels_.size();
     Shape out_shape(extents_.begin(), extents_.begin() + static_cast<std::ptrdiff_t>(nout));
     Tensor out = Tensor::empty(dtype_, out_shape);
@@ -190,7 +183,7 @@ class PreparedTropical final : public PreparedOp {
     const int64_t inner = checked_product(std::span(extents_).subspan(nout), "the summed extents");
     auto body = [&](auto zero) {
       using T = decltype(zero);
-      const bool is_max = payload_.semiring() == Semiring::max_plus;
+      const bool is_max = payload_.semiring == Semiring::max_plus;
       const T identity = is_max ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::infinity();
       std::vector<const T*> base;
       for (const Tensor& t : operands) base.push_back(static_cast<const T*>(t.raw_data()));
@@ -229,7 +222,7 @@ class PreparedTropical final : public PreparedOp {
   }
 
   std::string describe() const override {
-    std::string s = fmt::format("{} {} loop over labels", semiring_name(payload_.semiring()), payload_.spec().text());
+    std::string s = fmt::format("{} {} loop over labels", semiring_name(payload_.semiring), payload_.spec.text());
     for (size_t l = 0; l < labels_.size(); ++l) s += fmt::format(" {}={}", labels_[l], extents_[l]);
     return s;
   }
@@ -252,13 +245,7 @@ class TropicalExecutor final : public ExtensionExecutor {
 // ---- registration and descriptor ----
 
 void register_tropical(ModuleRegistrar& registrar) {
-  ExtensionSemantics sem;
-  sem.family = std::string(kFamily);
-  sem.module = registrar.module_name();
-  sem.parse_text = parse_text;
-  sem.parse_json = parse_json;
-  sem.infer_type = infer_type;
-  registrar.semantics().register_family(std::move(sem));
+  registrar.semantics().register_family(make_semantics<TropicalPayload>(registrar.module_name(), infer_type));
   registrar.set_executor(kFamily, std::make_shared<TropicalExecutor>());
 }
 

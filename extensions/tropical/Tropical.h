@@ -34,23 +34,23 @@ struct Spec {
 /// Parses "ij,jk->ik"; fails (einstage::ErrorKind::parse) saying what is wrong and where.
 Spec parse_spec(std::string_view text);
 
-class TropicalPayload final : public einstage::ExtensionPayload {
- public:
-  TropicalPayload(Spec spec, Semiring semiring) : spec_(std::move(spec)), semiring_(semiring) {}
-  const Spec& spec() const { return spec_; }
-  Semiring semiring() const { return semiring_; }
+/// The attributes of one tropical instruction; the payload is einstage::FamilyPayload<TropicalAttrs>
+/// (extensions/api/Family.h supplies family(), hash(), equals(), clone() and the readers returning the payload).
+struct TropicalAttrs {
+  static constexpr std::string_view kFamily = "einstage.tropical.v1";
+  Spec spec;
+  Semiring semiring = Semiring::max_plus;
 
-  std::string_view family() const override { return "einstage.tropical.v1"; }
-  std::string to_text() const override;
-  std::string to_json() const override;
-  uint64_t hash() const override;
-  bool equals(const einstage::ExtensionPayload& other) const override;
-  std::unique_ptr<einstage::ExtensionPayload> clone() const override;
-
- private:
-  Spec spec_;
-  Semiring semiring_;
+  std::string to_text() const;
+  std::string to_json() const;
+  bool operator==(const TropicalAttrs& o) const {
+    return semiring == o.semiring && spec.inputs == o.spec.inputs && spec.output == o.spec.output;
+  }
+  static TropicalAttrs parse_text(std::string_view text);
+  static TropicalAttrs parse_json(std::string_view text);
 };
+
+using TropicalPayload = einstage::FamilyPayload<TropicalAttrs>;
 
 const EinstageModuleDescriptor* module_descriptor();
 

@@ -1,6 +1,6 @@
 // A small out-of-tree extension module, built by tests/consumer/ with einstage_add_module against an installed
 // einstage, that includes only the public headers (extensions/api/), like a third-party module would. Two families,
-// neither with attributes:
+// neither with attributes (payload and semantics from extensions/api/Family.h):
 // - consumer.twice.v1 doubles an f64 tensor with a loop of its own, split over the context's pool;
 // - consumer.gram.v1 maps an f64 matrix X (m x k) to X·Xᵀ (m x m): one ContractionProblem run by contract() from the
 //   public kernel API, on the context the Runtime passes (the JIT of the installed libeinstage_runtime.so).
@@ -10,16 +10,6 @@
 namespace {
 
 using einstage::Tensor;
-
-// The payload of a family without attributes: its name is all there is to print, hash and compare.
-template <const std::string_view& kFamily> struct Payload final : einstage::ExtensionPayload {
-  std::string_view family() const override { return kFamily; }
-  std::string to_text() const override { return ""; }
-  std::string to_json() const override { return "{}"; }
-  uint64_t hash() const override { return einstage::hash_bytes(kFamily); }
-  bool equals(const einstage::ExtensionPayload&) const override { return true; }
-  std::unique_ptr<einstage::ExtensionPayload> clone() const override { return std::make_unique<Payload>(); }
-};
 
 using RunFn = Tensor (*)(const Tensor& x, einstage::ExecutionContext& context);
 
@@ -42,27 +32,19 @@ struct Executor final : einstage::ExtensionExecutor {
   RunFn fn;
 };
 
-// Registers a family whose one operand must be f64 of the given rank (0: any) and whose result type is `result`.
+// Registers a family without attributes whose one operand must be f64 of the given rank (0: any) and whose result
+// type is `result`.
 template <const std::string_view& kFamily>
 void register_family(einstage::ModuleRegistrar& registrar, int rank,
                      einstage::TensorType (*result)(const einstage::TensorType&), RunFn run) {
-  auto parse = [](std::string_view text) -> std::unique_ptr<einstage::ExtensionPayload> {
-    if (!text.empty() && text != "{}")
-      einstage::fail(einstage::ErrorKind::parse, "'{}' takes no attributes, got '{}'", kFamily, text);
-    return std::make_unique<Payload<kFamily>>();
-  };
-  einstage::ExtensionSemantics sem;
-  sem.family = std::string(kFamily);
-  sem.module = registrar.module_name();
-  sem.parse_text = parse;
-  sem.parse_json = parse;
-  sem.infer_type = [rank, result](const einstage::ExtensionPayload&, einstage::Types in, einstage::TypeContext& ctx) {
+  using Payload = einstage::FamilyPayload<einstage::NoAttributes<kFamily>>;
+  auto type_rule = [rank, result](const Payload&, einstage::Types in, einstage::TypeContext& ctx) {
     if (in.size() != 1 || in[0].dtype != einstage::DType::f64 || (rank > 0 && in[0].rank() != rank))
       ctx.error(einstage::ErrorKind::invalid_argument, "'{}' takes one f64 operand{}", kFamily,
                 rank > 0 ? fmt::format(" of rank {}", rank) : "");
     return result(in[0]);
   };
-  registrar.semantics().register_family(std::move(sem));
+  registrar.semantics().register_family(einstage::make_semantics<Payload>(registrar.module_name(), type_rule));
   registrar.set_executor(kFamily, std::make_shared<Executor>(run));
 }
 

@@ -17,10 +17,6 @@ namespace einstage::einsum {
 
 namespace {
 
-const EinsumPayload& payload_of(const Instruction& inst) {
-  return static_cast<const EinsumPayload&>(*std::get<ExtensionOp>(inst.op).payload);
-}
-
 // The shape rule's policy with nothing recorded: the instruction's operand types were checked (and their undecided
 // equalities recorded) when it was built; here only each label's extent is wanted. Equalities resolve as the type
 // rule's unify does (the constant wins).
@@ -146,7 +142,7 @@ namespace {
 
 std::vector<std::optional<Value>> einsum_transpose(Builder& b, const Instruction& inst, std::span<const Value> operands,
                                                    std::span<const bool> linear, const Value& ct) {
-  const EinsumPayload& payload = payload_of(inst);
+  const EinsumPayload& payload = payload_of<EinsumPayload>(inst);
   std::vector<std::optional<Value>> out(operands.size());
   std::optional<size_t> k;
   for (size_t i = 0; i < operands.size(); ++i) {
@@ -276,7 +272,7 @@ void register_einsum_ad_rules(ExtensionRegistry& registry, EinsumAdPath path) {
          "register_einsum_semantics (it registers both families)", kEinsumAdFamily);
   sem->linearize = [path](Builder& b, const Instruction& inst, std::span<const Value> primals,
                           std::span<const std::optional<Value>> tangents) {
-    return einsum_tangent(b, payload_of(inst), primals, tangents, path);
+    return einsum_tangent(b, payload_of<EinsumPayload>(inst), primals, tangents, path);
   };
   sem->transpose = einsum_transpose;
 }

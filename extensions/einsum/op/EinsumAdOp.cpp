@@ -28,7 +28,7 @@ bool takes_tangents(EinsumAdMode mode) { return mode == EinsumAdMode::vjp_jvp ||
   fail(ErrorKind::parse, "'{}' attribute '{}': {} (got {})", kEinsumAdFamily, attr, what, quote_for_message(text));
 }
 
-void check_payload(const EinsumAdPayload& p) {
+void check_payload(const EinsumAdAttrs& p) {
   const int n = static_cast<int>(p.forward().subscripts().num_inputs());
   std::string slots = fmt::format("[{}]", fmt::join(p.slots(), ", "));
   if (p.slots().empty()) fail_ad_attr("slots", slots, "expected at least one operand index");
@@ -74,14 +74,13 @@ std::string_view mode_name(EinsumAdMode mode) {
   return "?";
 }
 
-EinsumAdPayload::EinsumAdPayload(EinsumPayload forward, EinsumAdMode mode, std::vector<int> slots,
-                                 std::vector<int> tangents)
+EinsumAdAttrs::EinsumAdAttrs(EinsumPayload forward, EinsumAdMode mode, std::vector<int> slots,
+                             std::vector<int> tangents)
     : forward_(std::move(forward)), mode_(mode), slots_(std::move(slots)), tangents_(std::move(tangents)) {
   check_payload(*this);
-  hash_ = hash_bytes(to_text());
 }
 
-std::string EinsumAdPayload::to_text() const {
+std::string EinsumAdAttrs::to_text() const {
   auto attrs = split_attribute_text(forward_.to_text());
   attrs.emplace_back("mode", std::string(mode_name(mode_)));
   attrs.emplace_back("slots", format_attr(Axes(slots_.begin(), slots_.end())));
@@ -92,7 +91,7 @@ std::string EinsumAdPayload::to_text() const {
   return out;
 }
 
-std::string EinsumAdPayload::to_json() const {
+std::string EinsumAdAttrs::to_json() const {
   json j = json::parse(forward_.to_json());
   j["mode"] = std::string(mode_name(mode_));
   j["slots"] = slots_;
@@ -100,16 +99,11 @@ std::string EinsumAdPayload::to_json() const {
   return j.dump();
 }
 
-uint64_t EinsumAdPayload::hash() const { return hash_; }
-
-bool EinsumAdPayload::equals(const ExtensionPayload& other) const {
-  const auto* o = dynamic_cast<const EinsumAdPayload*>(&other);
-  return o && mode_ == o->mode_ && slots_ == o->slots_ && tangents_ == o->tangents_ && forward_.equals(o->forward_);
+bool EinsumAdAttrs::operator==(const EinsumAdAttrs& o) const {
+  return mode_ == o.mode_ && slots_ == o.slots_ && tangents_ == o.tangents_ && forward_.attrs() == o.forward_.attrs();
 }
 
-std::unique_ptr<ExtensionPayload> EinsumAdPayload::clone() const { return std::make_unique<EinsumAdPayload>(*this); }
-
-std::unique_ptr<EinsumAdPayload> EinsumAdPayload::parse_text(std::string_view attr_text) {
+EinsumAdAttrs EinsumAdAttrs::parse_text(std::string_view attr_text) {
   std::optional<EinsumAdMode> mode;
   std::optional<std::vector<int>> slots;
   std::vector<int> tangents;
@@ -129,11 +123,10 @@ std::unique_ptr<EinsumAdPayload> EinsumAdPayload::parse_text(std::string_view at
   if (!mode || !slots)
     fail(ErrorKind::parse, "'{}' needs the attributes mode and slots besides einsum's broadcast, plan and "
          "subscripts (got: {})", kEinsumAdFamily, quote_for_message(attr_text));
-  return std::make_unique<EinsumAdPayload>(*EinsumPayload::parse_text(rest), *mode, std::move(*slots),
-                                           std::move(tangents));
+  return EinsumAdAttrs(*EinsumPayload::parse_text(rest), *mode, std::move(*slots), std::move(tangents));
 }
 
-std::unique_ptr<EinsumAdPayload> EinsumAdPayload::parse_json(std::string_view json_text) {
+EinsumAdAttrs EinsumAdAttrs::parse_json(std::string_view json_text) {
   json j = json::parse(json_text, nullptr, false);
   if (j.is_discarded() || !j.is_object() || !j.contains("mode") || !j["mode"].is_string() || !j.contains("slots") ||
       !j["slots"].is_array())
@@ -155,8 +148,7 @@ std::unique_ptr<EinsumAdPayload> EinsumAdPayload::parse_json(std::string_view js
     }
   }
   for (const char* key : {"mode", "slots", "tangents"}) j.erase(key);
-  return std::make_unique<EinsumAdPayload>(*EinsumPayload::parse_json(j.dump()), *mode, std::move(slots),
-                                           std::move(tangents));
+  return EinsumAdAttrs(*EinsumPayload::parse_json(j.dump()), *mode, std::move(slots), std::move(tangents));
 }
 
 std::vector<TensorType> infer_einsum_ad_types(const EinsumAdPayload& p, Types operands, TypeContext& ctx) {

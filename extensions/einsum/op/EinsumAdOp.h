@@ -63,34 +63,35 @@ inline constexpr std::string_view kEinsumAdFamily = "einstage.einsum_ad.v1";
 
 enum class EinsumAdMode : uint8_t { jvp, vjp, vjp_jvp, value_vjp, vjp_with_jvp };
 
-class EinsumAdPayload final : public ExtensionPayload {
+/// The attributes of one einsum_ad instruction; the payload is FamilyPayload<EinsumAdAttrs> (extensions/api/Family.h).
+class EinsumAdAttrs {
  public:
+  static constexpr std::string_view kFamily = kEinsumAdFamily;
+
   /// `slots`: distinct operand indices, ascending. `tangents` (modes vjp_jvp and vjp_with_jvp only, non-empty):
   /// distinct indices in [0, n], ascending, n standing for the cotangent.
-  EinsumAdPayload(EinsumPayload forward, EinsumAdMode mode, std::vector<int> slots, std::vector<int> tangents = {});
+  EinsumAdAttrs(EinsumPayload forward, EinsumAdMode mode, std::vector<int> slots, std::vector<int> tangents = {});
 
   const EinsumPayload& forward() const { return forward_; }
   EinsumAdMode mode() const { return mode_; }
   const std::vector<int>& slots() const { return slots_; }
   const std::vector<int>& tangents() const { return tangents_; }
 
-  std::string_view family() const override { return kEinsumAdFamily; }
-  std::string to_text() const override;
-  std::string to_json() const override;
-  uint64_t hash() const override;
-  bool equals(const ExtensionPayload& other) const override;
-  std::unique_ptr<ExtensionPayload> clone() const override;
+  std::string to_text() const;
+  std::string to_json() const;
+  bool operator==(const EinsumAdAttrs& other) const;
 
-  static std::unique_ptr<EinsumAdPayload> parse_text(std::string_view attr_text);
-  static std::unique_ptr<EinsumAdPayload> parse_json(std::string_view json_text);
+  static EinsumAdAttrs parse_text(std::string_view attr_text);
+  static EinsumAdAttrs parse_json(std::string_view json_text);
 
  private:
   EinsumPayload forward_;
   EinsumAdMode mode_;
   std::vector<int> slots_;
   std::vector<int> tangents_;
-  uint64_t hash_ = 0;  // of to_text(), computed once (the runtime's prepared-op cache asks on every run)
 };
+
+using EinsumAdPayload = FamilyPayload<EinsumAdAttrs>;
 
 std::string_view mode_name(EinsumAdMode mode);
 

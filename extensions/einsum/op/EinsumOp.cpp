@@ -141,14 +141,14 @@ struct DimRules {
 
 }  // namespace
 
-EinsumPayload::EinsumPayload(Subscripts subscripts, PlanSpec plan, bool broadcast,
-                             std::optional<std::vector<Dim>> output_shape)
+EinsumAttrs::EinsumAttrs(Subscripts subscripts, PlanSpec plan, bool broadcast,
+                         std::optional<std::vector<Dim>> output_shape)
     : subscripts_(std::move(subscripts)), plan_(std::move(plan)), broadcast_(broadcast),
-      output_shape_(std::move(output_shape)), hash_(hash_bytes(to_text())) {}
+      output_shape_(std::move(output_shape)) {}
 
-std::string EinsumPayload::display() const { return to_string(subscripts_); }
+std::string EinsumAttrs::display() const { return to_string(subscripts_); }
 
-std::string EinsumPayload::to_text() const {
+std::string EinsumAttrs::to_text() const {
   json sub = subscripts_value(subscripts_);
   std::string out = fmt::format("broadcast = {}", broadcast_ ? "true" : "false");
   if (output_shape_) out += ", output_shape = " + format_attr(*output_shape_);
@@ -157,7 +157,7 @@ std::string EinsumPayload::to_text() const {
   return out;
 }
 
-std::string EinsumPayload::to_json() const {
+std::string EinsumAttrs::to_json() const {
   json j = json::object();
   j["broadcast"] = broadcast_;
   j["plan"] = plan_.to_string();
@@ -175,19 +175,12 @@ std::string EinsumPayload::to_json() const {
   return j.dump();
 }
 
-uint64_t EinsumPayload::hash() const { return hash_; }
-
-bool EinsumPayload::equals(const ExtensionPayload& other) const {
-  const auto* o = dynamic_cast<const EinsumPayload*>(&other);
-  if (!o) return false;
-  // Names are part of equality: two payloads that print differently are different instructions.
-  return subscripts_ == o->subscripts_ && subscripts_.names == o->subscripts_.names && plan_ == o->plan_ &&
-         broadcast_ == o->broadcast_ && output_shape_ == o->output_shape_;
+bool EinsumAttrs::operator==(const EinsumAttrs& o) const {
+  return subscripts_ == o.subscripts_ && subscripts_.names == o.subscripts_.names && plan_ == o.plan_ &&
+         broadcast_ == o.broadcast_ && output_shape_ == o.output_shape_;
 }
 
-std::unique_ptr<ExtensionPayload> EinsumPayload::clone() const { return std::make_unique<EinsumPayload>(*this); }
-
-std::unique_ptr<EinsumPayload> EinsumPayload::parse_text(std::string_view attr_text) {
+EinsumAttrs EinsumAttrs::parse_text(std::string_view attr_text) {
   std::optional<Subscripts> subs;
   std::optional<PlanSpec> plan;
   std::optional<bool> broadcast;
@@ -218,10 +211,10 @@ std::unique_ptr<EinsumPayload> EinsumPayload::parse_text(std::string_view attr_t
   if (!subs || !plan || !broadcast)
     fail(ErrorKind::parse, "'{}' needs the attributes broadcast, plan and subscripts (got: {})", kEinsumFamily,
          attr_text);
-  return std::make_unique<EinsumPayload>(std::move(*subs), std::move(*plan), *broadcast, std::move(output_shape));
+  return EinsumAttrs(std::move(*subs), std::move(*plan), *broadcast, std::move(output_shape));
 }
 
-std::unique_ptr<EinsumPayload> EinsumPayload::parse_json(std::string_view json_text) {
+EinsumAttrs EinsumAttrs::parse_json(std::string_view json_text) {
   json j = json::parse(json_text, nullptr, false);
   if (j.is_discarded() || !j.is_object())
     fail(ErrorKind::parse, "'{}' payload: expected a JSON object (got {})", kEinsumFamily, json_text);
@@ -245,9 +238,8 @@ std::unique_ptr<EinsumPayload> EinsumPayload::parse_json(std::string_view json_t
     }
     output_shape = std::move(dims);
   }
-  return std::make_unique<EinsumPayload>(subscripts_from_value(j["subscripts"], j["subscripts"].dump()),
-                                         plan_from_text(j["plan"].get<std::string>()), j["broadcast"].get<bool>(),
-                                         std::move(output_shape));
+  return EinsumAttrs(subscripts_from_value(j["subscripts"], j["subscripts"].dump()),
+                     plan_from_text(j["plan"].get<std::string>()), j["broadcast"].get<bool>(), std::move(output_shape));
 }
 
 TensorType infer_einsum_type(const EinsumPayload& payload, Types operands, TypeContext& ctx) {

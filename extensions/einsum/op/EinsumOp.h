@@ -20,6 +20,7 @@
 
 #include "extensions/einsum/notation/Subscripts.h"
 #include "extensions/einsum/planner/PlanSpec.h"
+#include "extensions/api/Family.h"
 #include "ir/Extension.h"
 
 #include <memory>
@@ -33,10 +34,13 @@ namespace einstage::einsum {
 inline constexpr std::string_view kEinsumFamily = "einstage.einsum.v1";
 inline constexpr std::string_view kEinsumModule = "einstage.einsum";
 
-class EinsumPayload final : public ExtensionPayload {
+/// The attributes of one einsum instruction; the payload is FamilyPayload<EinsumAttrs> (extensions/api/Family.h).
+class EinsumAttrs {
  public:
-  EinsumPayload(Subscripts subscripts, PlanSpec plan, bool broadcast,
-                std::optional<std::vector<Dim>> output_shape = std::nullopt);
+  static constexpr std::string_view kFamily = kEinsumFamily;
+
+  EinsumAttrs(Subscripts subscripts, PlanSpec plan, bool broadcast,
+              std::optional<std::vector<Dim>> output_shape = std::nullopt);
 
   const Subscripts& subscripts() const { return subscripts_; }
   const PlanSpec& plan() const { return plan_; }
@@ -45,24 +49,23 @@ class EinsumPayload final : public ExtensionPayload {
   /// The subscripts as people read them ("ij,jk->ik", `...` for ellipsis axes), for messages.
   std::string display() const;
 
-  std::string_view family() const override { return kEinsumFamily; }
-  std::string to_text() const override;
-  std::string to_json() const override;
-  uint64_t hash() const override;
-  bool equals(const ExtensionPayload& other) const override;
-  std::unique_ptr<ExtensionPayload> clone() const override;
+  std::string to_text() const;
+  std::string to_json() const;
+  /// Names are part of equality: two payloads that print differently are different instructions.
+  bool operator==(const EinsumAttrs& other) const;
 
   /// Readers of to_text() (without braces) and to_json(); errors are ErrorKind::parse naming the attribute.
-  static std::unique_ptr<EinsumPayload> parse_text(std::string_view attr_text);
-  static std::unique_ptr<EinsumPayload> parse_json(std::string_view json_text);
+  static EinsumAttrs parse_text(std::string_view attr_text);
+  static EinsumAttrs parse_json(std::string_view json_text);
 
  private:
   Subscripts subscripts_;
   PlanSpec plan_;
   bool broadcast_ = false;
   std::optional<std::vector<Dim>> output_shape_;
-  uint64_t hash_ = 0;  // of to_text(), computed once: the runtime's prepared-op cache asks for it on every run
 };
+
+using EinsumPayload = FamilyPayload<EinsumAttrs>;
 
 /// The result type of an einsum instruction: dtype = the promotion of the operand dtypes (as concrete einsum);
 /// dims from the shape rule, unified with the output-shape hint when there is one.

@@ -2,6 +2,7 @@
 // EinsumAdRules.h fills which slot of their ExtensionSemantics (see Semantics.h).
 #include "extensions/einsum/op/Semantics.h"
 
+#include "extensions/api/Family.h"
 #include "extensions/einsum/op/EinsumAd.h"
 #include "extensions/einsum/op/EinsumAdOp.h"
 #include "extensions/einsum/op/EinsumAdRules.h"
@@ -10,58 +11,27 @@
 
 namespace einstage::einsum {
 
-namespace {
-
-const EinsumAdPayload& ad_payload_of(const Instruction& inst) {
-  return static_cast<const EinsumAdPayload&>(*std::get<ExtensionOp>(inst.op).payload);
-}
-
-}  // namespace
-
 void register_einsum_ad_semantics(ExtensionRegistry& registry) {
-  ExtensionSemantics sem;
-  sem.family = std::string(kEinsumAdFamily);
-  sem.module = std::string(kEinsumModule);
-  sem.parse_text = [](std::string_view text) -> std::unique_ptr<ExtensionPayload> {
-    return EinsumAdPayload::parse_text(text);
-  };
-  sem.parse_json = [](std::string_view text) -> std::unique_ptr<ExtensionPayload> {
-    return EinsumAdPayload::parse_json(text);
-  };
-  sem.infer_types = [](const ExtensionPayload& payload, Types operands, TypeContext& ctx) {
-    return infer_einsum_ad_types(static_cast<const EinsumAdPayload&>(payload), operands, ctx);
-  };
+  ExtensionSemantics sem = make_semantics<EinsumAdPayload>(std::string(kEinsumModule), infer_einsum_ad_types);
   sem.lower_results = [](Builder& b, const Instruction& inst, std::span<const Value> operands, const DimBindings&) {
-    return lower_einsum_ad(b, ad_payload_of(inst), operands);
+    return lower_einsum_ad(b, payload_of<EinsumAdPayload>(inst), operands);
   };
   sem.linearize_results = [](Builder& b, const Instruction& inst, std::span<const Value> primals,
                              std::span<const std::optional<Value>> tangents) {
-    return linearize_einsum_ad(b, ad_payload_of(inst), primals, tangents);
+    return linearize_einsum_ad(b, payload_of<EinsumAdPayload>(inst), primals, tangents);
   };
-  sem.rewrite_derivative = merge_walks;  // the walks of one tree merged in every program AD hands to users
   sem.transpose_results = [](Builder& b, const Instruction& inst, std::span<const Value> operands,
                              std::span<const bool> linear, std::span<const std::optional<Value>> cts) {
-    return transpose_einsum_ad(b, ad_payload_of(inst), operands, linear, cts);
+    return transpose_einsum_ad(b, payload_of<EinsumAdPayload>(inst), operands, linear, cts);
   };
+  sem.rewrite_derivative = merge_walks;  // the walks of one tree merged in every program AD hands to users
   registry.register_family(std::move(sem));
 }
 
 void register_einsum_semantics(ExtensionRegistry& registry) {
-  ExtensionSemantics sem;
-  sem.family = std::string(kEinsumFamily);
-  sem.module = std::string(kEinsumModule);
-  sem.parse_text = [](std::string_view text) -> std::unique_ptr<ExtensionPayload> {
-    return EinsumPayload::parse_text(text);
-  };
-  sem.parse_json = [](std::string_view text) -> std::unique_ptr<ExtensionPayload> {
-    return EinsumPayload::parse_json(text);
-  };
-  sem.infer_type = [](const ExtensionPayload& payload, Types operands, TypeContext& ctx) {
-    return infer_einsum_type(static_cast<const EinsumPayload&>(payload), operands, ctx);
-  };
+  ExtensionSemantics sem = make_semantics<EinsumPayload>(std::string(kEinsumModule), infer_einsum_type);
   sem.lower = [](Builder& b, const Instruction& inst, std::span<const Value> operands, const DimBindings&) {
-    const auto& ext = std::get<ExtensionOp>(inst.op);
-    return lower_einsum(b, static_cast<const EinsumPayload&>(*ext.payload), operands);
+    return lower_einsum(b, payload_of<EinsumPayload>(inst), operands);
   };
   registry.register_family(std::move(sem));
   register_einsum_ad_semantics(registry);  // the derivative forms einsum's AD rules emit (EinsumAdOp.h)
