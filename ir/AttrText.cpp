@@ -2,6 +2,7 @@
 
 #include "ir/Extension.h"
 #include "ir/Quote.h"
+#include "ir/Text.h"
 
 #include <fmt/format.h>
 
@@ -28,32 +29,6 @@ template <typename T> std::string format_element(T v) {
   }
 }
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
-  while (!s.empty() && s.back() == ' ') s.remove_suffix(1);
-  return s;
-}
-
-// Splits "a, b, (c, d)" at top-level commas; "" gives no items.
-std::vector<std::string_view> split_list(std::string_view s) {
-  std::vector<std::string_view> items;
-  s = trim(s);
-  if (s.empty()) return items;
-  int depth = 0;
-  size_t start = 0;
-  for (size_t i = 0; i < s.size(); ++i) {
-    char c = s[i];
-    if (c == '(' || c == '[') ++depth;
-    if (c == ')' || c == ']') --depth;
-    if (c == ',' && depth == 0) {
-      items.push_back(trim(s.substr(start, i - start)));
-      start = i + 1;
-    }
-  }
-  items.push_back(trim(s.substr(start)));
-  return items;
-}
-
 // "[...]" -> inner text, or nullopt.
 std::optional<std::string_view> bracketed(std::string_view s) {
   s = trim(s);
@@ -78,7 +53,7 @@ template <typename T> std::optional<T> parse_element(std::string_view s) {
   } else {
     using R = typename T::value_type;
     if (s.size() < 2 || s.front() != '(' || s.back() != ')') return std::nullopt;
-    auto parts = split_list(s.substr(1, s.size() - 2));
+    auto parts = split_top_level(s.substr(1, s.size() - 2));
     if (parts.size() != 2) return std::nullopt;
     auto re = parse_element<R>(parts[0]), im = parse_element<R>(parts[1]);
     if (!re || !im) return std::nullopt;
@@ -117,7 +92,7 @@ void parse_attr(std::string_view text, Axes& out, std::string_view what) {
   if (!inner) fail(ErrorKind::parse, "{}: expected a list of integers like [0, 1], got '{}'", what,
                        escape_for_message(text, '\''));
   Axes r;
-  for (std::string_view item : split_list(*inner)) {
+  for (std::string_view item : split_top_level(*inner)) {
     auto v = parse_int(item);
     if (!v) fail(ErrorKind::parse, "{}: '{}' in {} is not an integer", what, escape_for_message(item, '\''),
                     escape_for_message(text, '\''));
@@ -131,7 +106,7 @@ void parse_attr(std::string_view text, std::vector<Dim>& out, std::string_view w
   if (!inner) fail(ErrorKind::parse, "{}: expected a list of extents like [n, 4], got '{}'", what,
                        escape_for_message(text, '\''));
   std::vector<Dim> r;
-  for (std::string_view item : split_list(*inner)) {
+  for (std::string_view item : split_top_level(*inner)) {
     auto d = Dim::parse(item);
     if (!d) fail(ErrorKind::parse, "{}: '{}' in {} is not an extent (an integer, a symbol or a product)", what,
                     escape_for_message(item, '\''), escape_for_message(text, '\''));
@@ -167,7 +142,7 @@ void parse_attr(std::string_view text, Tensor& out, std::string_view what) {
   auto inner = bracketed(text.substr(lt + 1, text.size() - lt - 2));
   if (!inner) fail(ErrorKind::parse, "{}: tensor elements must be a list in [ ], got '{}'", what,
                        escape_for_message(text, '\''));
-  auto items = split_list(*inner);
+  auto items = split_top_level(*inner);
   int64_t n = element_count(*shape);
   if (static_cast<int64_t>(items.size()) != n)
     fail(ErrorKind::parse, "{}: a {} literal needs {} elements but {} are given", what, type->to_string(), n,

@@ -1,6 +1,7 @@
 #include "ir/Extension.h"
 
 #include "ir/Quote.h"
+#include "ir/Text.h"
 
 #include <fmt/format.h>
 
@@ -116,11 +117,6 @@ std::optional<std::string> parse_string_literal(std::string_view text) {
 
 std::vector<std::pair<std::string, std::string>> split_attribute_text(std::string_view text) {
   std::vector<std::pair<std::string, std::string>> out;
-  auto trim = [](std::string_view s) {
-    while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
-    while (!s.empty() && s.back() == ' ') s.remove_suffix(1);
-    return s;
-  };
   auto add = [&](std::string_view entry) {
     entry = trim(entry);
     size_t eq = entry.find(" = ");

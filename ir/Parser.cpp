@@ -3,6 +3,7 @@
 #include "ir/AttrText.h"
 #include "ir/Extension.h"
 #include "ir/Quote.h"
+#include "ir/Text.h"
 #include "ir/Verifier.h"
 
 #include <fmt/format.h>
@@ -10,12 +11,6 @@
 namespace einstage {
 
 namespace {
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
-  return s;
-}
 
 // Index of the bracket closing the one at `open` (respecting nesting and string literals), or npos.
 size_t matching(std::string_view s, size_t open) {
@@ -35,24 +30,6 @@ size_t matching(std::string_view s, size_t open) {
     }
   }
   return std::string_view::npos;
-}
-
-std::vector<std::string_view> split_top(std::string_view s) {
-  std::vector<std::string_view> out;
-  s = trim(s);
-  if (s.empty()) return out;
-  int depth = 0;
-  size_t start = 0;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '[' || s[i] == '(') ++depth;
-    if (s[i] == ']' || s[i] == ')') --depth;
-    if (s[i] == ',' && depth == 0) {
-      out.push_back(trim(s.substr(start, i - start)));
-      start = i + 1;
-    }
-  }
-  out.push_back(trim(s.substr(start)));
-  return out;
 }
 
 class TextParser {
@@ -85,7 +62,7 @@ class TextParser {
         constraints.push_back(constraint(n, line.substr(11)));
       } else if (line == "return" || line.starts_with("return ")) {
         std::vector<Value> outs;
-        for (std::string_view name : split_top(line.substr(6))) outs.push_back(lookup(n, name));
+        for (std::string_view name : split_top_level(line.substr(6))) outs.push_back(lookup(n, name));
         if (outs.size() != out_types.size())
           error(n, "'return' gives {} values but the header declares {} result types", outs.size(), out_types.size());
         for (size_t i = 0; i < outs.size(); ++i)
@@ -138,7 +115,7 @@ class TextParser {
     size_t close = matching(line, open);
     if (close == std::string_view::npos) error(n, "unbalanced '(' in the parameter list");
     Builder b = with_line(n, [&] { return Builder(name, registry_); });
-    for (std::string_view param : split_top(line.substr(open + 1, close - open - 1))) {
+    for (std::string_view param : split_top_level(line.substr(open + 1, close - open - 1))) {
       size_t colon = param.find(": ");
       if (!param.starts_with("%") || colon == std::string_view::npos)
         error(n, "expected a parameter '%name: type', got '{}'", param);
@@ -151,7 +128,7 @@ class TextParser {
     std::string_view rest = trim(line.substr(close + 1));
     if (!rest.starts_with("-> (") || !rest.ends_with(") {"))
       error(n, "expected '-> (result types) {{' after the parameters, got '{}'", rest);
-    for (std::string_view t : split_top(rest.substr(4, rest.size() - 7))) {
+    for (std::string_view t : split_top_level(rest.substr(4, rest.size() - 7))) {
       auto type = TensorType::parse(t);
       if (!type) error(n, "'{}' is not a tensor type like f64[n,4]", t);
       out_types.push_back(*type);
@@ -169,7 +146,7 @@ class TextParser {
   size_t instruction(Builder& b, size_t n, std::string_view line, size_t k) {
     size_t eq = line.find(" = ");
     if (eq == std::string_view::npos) error(n, "expected '%{} = op(...) : type'", k);
-    std::vector<std::string_view> names = split_top(line.substr(0, eq));
+    std::vector<std::string_view> names = split_top_level(line.substr(0, eq));
     for (size_t r = 0; r < names.size(); ++r)
       if (names[r] != fmt::format("%{}", k + r))
         error(n, "expected result '%{}' (results are numbered densely), got '{}'", k + r, names[r]);
@@ -180,7 +157,7 @@ class TextParser {
     size_t close = matching(rest, open);
     if (close == std::string_view::npos) error(n, "unbalanced '(' in the operand list");
     std::vector<Value> operands;
-    for (std::string_view o : split_top(rest.substr(open + 1, close - open - 1))) operands.push_back(lookup(n, o));
+    for (std::string_view o : split_top_level(rest.substr(open + 1, close - open - 1))) operands.push_back(lookup(n, o));
     rest = rest.substr(close + 1);
     std::string_view attrs;
     bool has_attrs = false;
@@ -193,7 +170,7 @@ class TextParser {
     }
     if (!rest.starts_with(" : ")) error(n, "expected ' : type' at the end of the instruction");
     std::vector<TensorType> types;
-    for (std::string_view t : split_top(rest.substr(3))) {
+    for (std::string_view t : split_top_level(rest.substr(3))) {
       auto type = TensorType::parse(t);
       if (!type) error(n, "'{}' is not a tensor type like f64[n,4]", t);
       types.push_back(*type);

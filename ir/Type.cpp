@@ -2,6 +2,7 @@
 
 #include "ir/Quote.h"
 #include "ir/Size.h"
+#include "ir/Text.h"
 
 #include <fmt/format.h>
 
@@ -123,9 +124,7 @@ std::optional<TensorType> TensorType::parse(std::string_view text) {
   while (true) {
     size_t comma = inner.find(',', start);
     std::string_view part = inner.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
-    while (!part.empty() && part.front() == ' ') part.remove_prefix(1);
-    while (!part.empty() && part.back() == ' ') part.remove_suffix(1);
-    auto d = Dim::parse(part);
+    auto d = Dim::parse(trim(part));
     if (!d) return std::nullopt;
     t.dims.push_back(*d);
     if (comma == std::string_view::npos) break;
