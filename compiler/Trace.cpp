@@ -178,27 +178,16 @@ TracedTensor operator*(double a, const TracedTensor& b) { return scalar_like(b, 
 TracedTensor operator/(double a, const TracedTensor& b) { return scalar_like(b, a) / b; }
 TracedTensor operator-(const TracedTensor& x) { return neg(x); }
 
-TracedTensor neg(const TracedTensor& x) { return unary(x, Neg{}); }
-TracedTensor conj(const TracedTensor& x) { return unary(x, Conj{}); }
-TracedTensor real(const TracedTensor& x) { return unary(x, Real{}); }
-TracedTensor imag(const TracedTensor& x) { return unary(x, Imag{}); }
-TracedTensor exp(const TracedTensor& x) { return unary(x, Exp{}); }
-TracedTensor log(const TracedTensor& x) { return unary(x, Log{}); }
-TracedTensor sqrt(const TracedTensor& x) { return unary(x, Sqrt{}); }
-TracedTensor sin(const TracedTensor& x) { return unary(x, Sin{}); }
-TracedTensor cos(const TracedTensor& x) { return unary(x, Cos{}); }
-TracedTensor tanh(const TracedTensor& x) { return unary(x, Tanh{}); }
-TracedTensor sinh(const TracedTensor& x) { return unary(x, Sinh{}); }
-TracedTensor cosh(const TracedTensor& x) { return unary(x, Cosh{}); }
+#define EIN_TRACE_UNARY_(Struct, name) \
+  TracedTensor name(const TracedTensor& x) { return unary(x, Struct{}); }
+EIN_STD_UNARY_OPS(EIN_TRACE_UNARY_)
+#undef EIN_TRACE_UNARY_
 TracedTensor slice(const TracedTensor& x, Axes start, std::vector<Dim> size, Axes stride) {
   return unary(x, Slice{std::move(size), std::move(start), std::move(stride)});
 }
 TracedTensor pad(const TracedTensor& x, Axes start, std::vector<Dim> shape, Axes stride) {
   return unary(x, Pad{std::move(shape), std::move(start), std::move(stride)});
 }
-TracedTensor abs(const TracedTensor& x) { return unary(x, Abs{}); }
-TracedTensor sign(const TracedTensor& x) { return unary(x, Sign{}); }
-TracedTensor stop_gradient(const TracedTensor& x) { return unary(x, StopGradient{}); }
 TracedTensor pow(const TracedTensor& x, double exponent) { return unary(x, Pow{exponent}); }
 TracedTensor convert(const TracedTensor& x, DType dtype) { return unary(x, Convert{dtype}); }
 TracedTensor select(Comparison cmp, const TracedTensor& a, const TracedTensor& b, const TracedTensor& x,

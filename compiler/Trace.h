@@ -112,23 +112,13 @@ TracedTensor operator*(double a, const TracedTensor& b);
 TracedTensor operator/(double a, const TracedTensor& b);
 TracedTensor operator-(const TracedTensor& x);
 
-TracedTensor neg(const TracedTensor& x);
-TracedTensor conj(const TracedTensor& x);
-TracedTensor real(const TracedTensor& x);
-TracedTensor imag(const TracedTensor& x);
-TracedTensor exp(const TracedTensor& x);
-TracedTensor log(const TracedTensor& x);
-TracedTensor sqrt(const TracedTensor& x);
-TracedTensor sin(const TracedTensor& x);
-TracedTensor cos(const TracedTensor& x);
-TracedTensor tanh(const TracedTensor& x);
-TracedTensor sinh(const TracedTensor& x);
-TracedTensor cosh(const TracedTensor& x);
+// neg, conj, real, imag, exp, log, sqrt, sin, cos, tanh, sinh, cosh, abs, sign, stop_gradient (x): one per op of
+// EIN_STD_UNARY_OPS (ir/Ops.h); the binary ones are the operators above.
+#define EIN_TRACE_UNARY_(Struct, name) TracedTensor name(const TracedTensor& x);
+EIN_STD_UNARY_OPS(EIN_TRACE_UNARY_)
+#undef EIN_TRACE_UNARY_
 TracedTensor slice(const TracedTensor& x, Axes start, std::vector<Dim> size, Axes stride);
 TracedTensor pad(const TracedTensor& x, Axes start, std::vector<Dim> shape, Axes stride);
-TracedTensor abs(const TracedTensor& x);
-TracedTensor sign(const TracedTensor& x);
-TracedTensor stop_gradient(const TracedTensor& x);
 TracedTensor pow(const TracedTensor& x, double exponent);
 TracedTensor convert(const TracedTensor& x, DType dtype);
 /// (a <cmp> b) ? x : y elementwise (ir/Ops.h Select), e.g. select(Comparison::gt, v, zero, v, zero) for max(v, 0).

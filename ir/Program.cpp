@@ -267,34 +267,23 @@ Value Builder::reduce_max(const Value& x, Axes axes) { return emit(ReduceMax{std
 Value Builder::first_max_mask(const Value& x, Axes axes) { return emit(FirstMaxMask{std::move(axes)}, {x}); }
 Value Builder::extract_diag(const Value& x, int64_t a, int64_t b) { return emit(ExtractDiag{a, b}, {x}); }
 Value Builder::embed_diag(const Value& x, int64_t a, int64_t b) { return emit(EmbedDiag{a, b}, {x}); }
-Value Builder::add(const Value& a, const Value& b) { return emit(Add{}, {a, b}); }
-Value Builder::sub(const Value& a, const Value& b) { return emit(Sub{}, {a, b}); }
-Value Builder::mul(const Value& a, const Value& b) { return emit(Mul{}, {a, b}); }
-Value Builder::div(const Value& a, const Value& b) { return emit(Div{}, {a, b}); }
+#define EIN_BUILDER_BINARY_(Struct, name) \
+  Value Builder::name(const Value& a, const Value& b) { return emit(Struct{}, {a, b}); }
+EIN_STD_BINARY_OPS(EIN_BUILDER_BINARY_)
+#undef EIN_BUILDER_BINARY_
 Value Builder::select(Comparison cmp, const Value& a, const Value& b, const Value& x, const Value& y) {
   return emit(Select{cmp}, {a, b, x, y});
 }
-Value Builder::neg(const Value& x) { return emit(Neg{}, {x}); }
-Value Builder::conj(const Value& x) { return emit(Conj{}, {x}); }
-Value Builder::real(const Value& x) { return emit(Real{}, {x}); }
-Value Builder::imag(const Value& x) { return emit(Imag{}, {x}); }
-Value Builder::exp(const Value& x) { return emit(Exp{}, {x}); }
-Value Builder::log(const Value& x) { return emit(Log{}, {x}); }
-Value Builder::sqrt(const Value& x) { return emit(Sqrt{}, {x}); }
-Value Builder::sin(const Value& x) { return emit(Sin{}, {x}); }
-Value Builder::cos(const Value& x) { return emit(Cos{}, {x}); }
-Value Builder::tanh(const Value& x) { return emit(Tanh{}, {x}); }
-Value Builder::sinh(const Value& x) { return emit(Sinh{}, {x}); }
-Value Builder::cosh(const Value& x) { return emit(Cosh{}, {x}); }
+#define EIN_BUILDER_UNARY_(Struct, name) \
+  Value Builder::name(const Value& x) { return emit(Struct{}, {x}); }
+EIN_STD_UNARY_OPS(EIN_BUILDER_UNARY_)
+#undef EIN_BUILDER_UNARY_
 Value Builder::slice(const Value& x, Axes start, std::vector<Dim> size, Axes stride) {
   return emit(Slice{std::move(size), std::move(start), std::move(stride)}, {x});
 }
 Value Builder::pad(const Value& x, Axes start, std::vector<Dim> shape, Axes stride) {
   return emit(Pad{std::move(shape), std::move(start), std::move(stride)}, {x});
 }
-Value Builder::abs(const Value& x) { return emit(Abs{}, {x}); }
-Value Builder::sign(const Value& x) { return emit(Sign{}, {x}); }
-Value Builder::stop_gradient(const Value& x) { return emit(StopGradient{}, {x}); }
 Value Builder::pow(const Value& x, double exponent) { return emit(Pow{exponent}, {x}); }
 Value Builder::convert(const Value& x, DType dtype) { return emit(Convert{dtype}, {x}); }
 Value Builder::constant(Tensor value) { return emit(Constant{std::move(value)}, {}); }

@@ -128,31 +128,20 @@ class Builder {
   Value first_max_mask(const Value& x, Axes axes);
   Value extract_diag(const Value& x, int64_t axis_a, int64_t axis_b);
   Value embed_diag(const Value& x, int64_t axis_a, int64_t axis_b);
-  Value add(const Value& a, const Value& b);
-  Value sub(const Value& a, const Value& b);
-  Value mul(const Value& a, const Value& b);
-  Value div(const Value& a, const Value& b);
+  // add, sub, mul, div (a, b) and neg, conj, real, imag, exp, log, sqrt, sin, cos, tanh, sinh, cosh, abs, sign,
+  // stop_gradient (x): one helper per op of EIN_STD_BINARY_OPS / EIN_STD_UNARY_OPS (ir/Ops.h).
+#define EIN_BUILDER_BINARY_(Struct, name) Value name(const Value& a, const Value& b);
+  EIN_STD_BINARY_OPS(EIN_BUILDER_BINARY_)
+#undef EIN_BUILDER_BINARY_
+#define EIN_BUILDER_UNARY_(Struct, name) Value name(const Value& x);
+  EIN_STD_UNARY_OPS(EIN_BUILDER_UNARY_)
+#undef EIN_BUILDER_UNARY_
   /// (a <cmp> b) ? x : y elementwise (ir/Ops.h Select).
   Value select(Comparison cmp, const Value& a, const Value& b, const Value& x, const Value& y);
-  Value neg(const Value& x);
-  Value conj(const Value& x);
-  Value real(const Value& x);
-  Value imag(const Value& x);
-  Value exp(const Value& x);
-  Value log(const Value& x);
-  Value sqrt(const Value& x);
-  Value sin(const Value& x);
-  Value cos(const Value& x);
-  Value tanh(const Value& x);
-  Value sinh(const Value& x);
-  Value cosh(const Value& x);
   /// Elements start[i] + k * stride[i], k < size[i], along every axis i (ir/Ops.h Slice).
   Value slice(const Value& x, Axes start, std::vector<Dim> size, Axes stride);
   /// Zeros of extents `shape` with x's elements at start[i] + k * stride[i] (the transpose of slice).
   Value pad(const Value& x, Axes start, std::vector<Dim> shape, Axes stride);
-  Value abs(const Value& x);
-  Value sign(const Value& x);
-  Value stop_gradient(const Value& x);
   Value pow(const Value& x, double exponent);
   Value convert(const Value& x, DType dtype);
   Value constant(Tensor value);

@@ -94,10 +94,10 @@ Traced scalar_op(const std::string& op, const Traced& a, double s, bool reversed
 
 Traced unary(const std::string& op, const Traced& a) {
   using Fn = TracedTensor (*)(const TracedTensor&);
-  static const std::map<std::string, Fn, std::less<>> ops = {
-      {"neg", &neg},   {"conj", &conj}, {"real", &real}, {"imag", &imag}, {"exp", &exp},   {"log", &log},
-      {"sqrt", &sqrt}, {"sin", &sin},   {"cos", &cos},   {"tanh", &tanh}, {"sinh", &sinh}, {"cosh", &cosh},
-      {"abs", &abs},   {"sign", &sign}, {"stop_gradient", &stop_gradient}, {"sum", &sum}, {"max", &max}};
+#define EIN_PY_UNARY_(Struct, name) {#name, &name},
+  static const std::map<std::string, Fn, std::less<>> ops = {  // every op of EIN_STD_UNARY_OPS, and two reductions
+      EIN_STD_UNARY_OPS(EIN_PY_UNARY_){"sum", &sum}, {"max", &max}};
+#undef EIN_PY_UNARY_
   auto it = ops.find(op);
   if (it == ops.end()) throw py::value_error(fmt::format("unknown unary op '{}'", op));
   return wrap(a, it->second(a.t));
