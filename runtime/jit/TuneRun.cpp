@@ -135,7 +135,11 @@ std::vector<std::string> TuneResult::notes() const {
 TuneResult tune_kernels(KernelCache& cache, double budget_seconds) {
   const auto t0 = Clock::now();
   const bool avx512 = host_tuning_key().avx512;
-  EIN_ASSERT(cache.host().has_avx512 == avx512, "the tuning cache compiles for the host's vector width");
+  if (cache.host().has_avx512 != avx512)
+    fail(ErrorKind::runtime,
+         "tune: the JIT compiles {} kernels (LLVM cpu '{}') on a CPU whose cpuid reports {}; the tuning would not "
+         "serve its kernels, so nothing was measured",
+         cache.host().has_avx512 ? "AVX-512" : "AVX2", cache.host().cpu, avx512 ? "AVX-512" : "no AVX-512");
   const CacheInfo& caches = host_cache_info();
   const VectorIsa isa = vector_isa(avx512);
   TuneResult result;

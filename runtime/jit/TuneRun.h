@@ -50,7 +50,7 @@ struct TuneResult {
 };
 
 /// Times the candidates on `cache`'s JIT (the host's) within about `budget_seconds`; the vector width is the host's
-/// (host_tuning_key().avx512), which `cache` must compile for.
+/// (host_tuning_key().avx512). Throws Error(runtime) when `cache` compiles for another width (nothing is measured).
 TuneResult tune_kernels(KernelCache& cache, double budget_seconds);
 
 }  // namespace einstage
