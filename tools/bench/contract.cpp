@@ -12,11 +12,15 @@
 //
 // Usage: einstage_bench_contract [--threads N] [--min-time S] [--json FILE] [--quick] [--no-peers] [--peers FILE]
 //                               [--filter TEXT]   (only rows whose name contains TEXT)
+//        einstage_bench_contract --codegen CPU,CPU,... [ROUNDS]   (codegen time per kernel for LLVM CPU names; "host")
 #include "ir/DType.h"
 #include "tools/bench/Machine.h"
 #include "runtime/ThreadPool.h"
 #include "runtime/jit/Gett.h"
+#include "runtime/jit/Jit.h"
 #include "runtime/jit/KernelCache.h"
+#include "runtime/jit/MicroKernel.h"
+#include "runtime/jit/WarmUp.h"
 #include "runtime/kernels/Contraction.h"
 
 #include <fmt/format.h>
@@ -35,6 +39,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <time.h>
 #include <unistd.h>
 #include <vector>
 
@@ -291,6 +296,45 @@ int first_call_child() {
   return 0;
 }
 
+// Codegen mode: the code generation cost of one kernel for each named LLVM CPU ("host": the host's), in this
+// process after one warm-up kernel (runtime/jit/WarmUp.h) has paid LLVM's one-off costs. Each round compiles the
+// host's default f64 micro-kernel (for that CPU's vector width) and the warm-up kernel once per CPU, in turn; prints
+// the median thread CPU time of each over `rounds` rounds.
+int codegen_per_cpu(const std::string& cpus, int rounds) {
+  auto cpu_ms = [] {
+    timespec ts{};
+    ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+  };
+  std::vector<std::unique_ptr<Jit>> jits;
+  for (size_t at = 0; at <= cpus.size();) {
+    const size_t comma = std::min(cpus.find(',', at), cpus.size());
+    const std::string cpu = cpus.substr(at, comma - at);
+    jits.push_back(Jit::create(JitTarget{cpu == "host" ? "" : cpu}));
+    at = comma + 1;
+  }
+  generate_warm_up_kernel(*jits.front());
+  std::vector<std::vector<double>> micro(jits.size()), warm(jits.size());
+  for (int r = 0; r < rounds; ++r)
+    for (size_t i = 0; i < jits.size(); ++i) {
+      const double t0 = cpu_ms();
+      (void)compile_micro_kernel(*jits[i], default_micro_kernel(DType::f64, jits[i]->host().has_avx512));
+      const double t1 = cpu_ms();
+      generate_warm_up_kernel(*jits[i]);
+      micro[i].push_back(t1 - t0);
+      warm[i].push_back(cpu_ms() - t1);
+    }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  fmt::print("code generation per kernel, median of {} rounds (thread CPU ms; LLVM {})\n{:<18} {:>22} {:>14}\n", rounds,
+             jits.front()->host().llvm_version, "cpu", default_micro_kernel(DType::f64, true).symbol(), "warm-up kernel");
+  for (size_t i = 0; i < jits.size(); ++i)
+    fmt::print("{:<18} {:>22.2f} {:>14.2f}\n", jits[i]->host().cpu, median(micro[i]), median(warm[i]));
+  return 0;
+}
+
 std::optional<json> spawn_first_call(const std::string& self, const std::string& cache_dir) {
   std::string command = fmt::format("EINSTAGE_CACHE_DIR='{}' '{}' --first-call-child", cache_dir, self);
   FILE* pipe = ::popen(command.c_str(), "r");
@@ -322,6 +366,10 @@ int main(int argc, char** argv) {
       return argv[++i];
     };
     if (arg == "--first-call-child") return first_call_child();
+    if (arg == "--codegen") {
+      const std::string cpus = value();
+      return codegen_per_cpu(cpus, i + 1 < argc ? std::stoi(argv[++i]) : 15);
+    }
     if (arg == "--threads") threads = std::stoi(value());
     else if (arg == "--min-time") min_time = std::stod(value());
     else if (arg == "--json") json_path = value();
@@ -331,7 +379,7 @@ int main(int argc, char** argv) {
     else if (arg == "--filter") filter = value();
     else {
       fmt::print(stderr, "usage: einstage_bench_contract [--threads N] [--min-time S] [--json FILE] [--quick] "
-                         "[--no-peers] [--peers FILE] [--filter TEXT]\n");
+                         "[--no-peers] [--peers FILE] [--filter TEXT]\n       einstage_bench_contract --codegen CPU,CPU,... [ROUNDS]\n");
       return 2;
     }
   }
