@@ -23,17 +23,8 @@ __all__ = ["einsum", "einsum_path", "contract", "contract_path", "contract_expre
            "imag", "sum", "max", "transpose", "reshape", "where", "matmul", "stop_gradient"]
 
 
-def einsum(*operands, out=None, dtype=None, order="K", casting="safe", optimize=True):
-    """numpy.einsum on einstage: ``einsum('ij,jk->ik', a, b)`` or ``einsum(a, [0, 1], b, [1, 2], [0, 2])``.
-
-    Same arguments, result dtype and value as NumPy's (docs/python.md lists the differences). ``optimize`` also takes
-    'greedy', 'optimal', 'dp', 'auto', an explicit path and einstage plan specs (docs/planning.md).
-    """
-    if optimize is True and out is None and dtype is None and order == "K" and operands \
-            and type(operands[0]) is str and operands[0] in _CHECKED and "..." not in operands[0]:
-        result = _einstage.einsum_fast(operands[0], operands[1:])  # two or more arrays of one einstage dtype
-        if result is not None:
-            return result
+def _einsum(*operands, out=None, dtype=None, order="K", casting="safe", optimize=True):
+    """einsum's general path: every call the compiled entry (einsum below) does not handle itself."""
     subscripts, ops = _parse_arguments(operands)
     plan, limit = _plan_spec(optimize, len(ops))
     if any(isinstance(o, Traced) for o in ops):  # inside a trace: one einstage.einsum.v1 op
@@ -41,6 +32,12 @@ def einsum(*operands, out=None, dtype=None, order="K", casting="safe", optimize=
             raise TypeError("einsum on traced tensors takes no out=, dtype= or memory limit")
         return _traced_einsum(subscripts, ops, plan)
     return _run(subscripts, ops, out, dtype, order, casting, plan, limit)
+
+
+# einstage.einsum is compiled (python/src/FastCall.h): two or more arrays of one einstage dtype, subscripts checked
+# before and without '...', default arguments: one C call on a cached plan; anything else goes to _einsum.
+_einstage.set_einsum_fallback(_einsum, _CHECKED)
+einsum = _einstage.einsum_entry
 
 
 def threads():

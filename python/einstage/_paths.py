@@ -200,13 +200,9 @@ class ContractExpression:
             self._plans[compute] = plan
         return plan
 
-    def __call__(self, *arrays, out=None, dtype=None, order="K", casting="safe"):
-        if out is None and dtype is None and order == "K" and arrays:
-            plan = self._plans.get(getattr(arrays[0], "dtype", None))
-            if plan is not None:  # arrays of a dtype prepared before, nothing to convert: one call
-                result = plan.call_fast(arrays)
-                if result is not None:
-                    return result
+    # __call__ is compiled (python/src/FastCall.h, installed below the class): arrays of a dtype prepared before
+    # with the default arguments run the plan in one C call; every other call comes here.
+    def _call(self, *arrays, out=None, dtype=None, order="K", casting="safe"):
         if len(arrays) != len(self.shapes):
             raise ValueError(f"contract_expression {self.subscripts!r}: {len(arrays)} arrays given for "
                              f"{len(self.shapes)} operands")
@@ -241,6 +237,9 @@ class ContractExpression:
 
     def __repr__(self):
         return f"ContractExpression({self.subscripts!r}, shapes={self.shapes}, plan={self.plan!r})"
+
+
+ContractExpression.__call__ = _einstage.expression_call(ContractExpression)
 
 
 def contract_expression(subscripts, *shapes, optimize="auto", memory_limit=None):

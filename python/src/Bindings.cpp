@@ -1,7 +1,8 @@
 // The `_einstage` extension module: the NumPy-facing entry points of the einsum library, nothing more.
 //
-// Stage: Python binding (python/). Every function converts its arguments (Convert.h: arrays are viewed in place,
-// never copied), releases the GIL, and calls the C++ API the command line calls too: the cached one-shot plan of
+// Stage: Python binding (python/). The two hot calls, einstage.einsum and ContractExpression.__call__, are
+// compiled separately (FastCall.h) and come here for everything but their common case. Every function converts its
+// arguments (Convert.h: arrays are viewed in place, never copied), releases the GIL, and calls the C++ API the command line calls too: the cached one-shot plan of
 // Einsum.h (cached_plan + EinsumPlan::execute_into, so the result is written straight into a NumPy array), a
 // SlicedEinsumPlan under a memory limit, and bind_einsum + plan_contraction + evaluate for path reports. The NumPy
 // rules that sit on top (the interleaved form, result dtypes, out= casting, views for one operand) are in the
@@ -13,6 +14,7 @@
 #include "extensions/einsum/planner/Report.h"
 #include "python/src/Context.h"
 #include "python/src/Convert.h"
+#include "python/src/FastCall.h"
 #include "python/src/Tracing.h"
 #include "runtime/Context.h"
 
@@ -139,69 +141,6 @@ py::array einsum_call(const std::string& subscripts, const py::sequence& operand
     prepared.emplace(einsum::cached_plan(subscripts, ops.metas, options));
   }
   return run_plan(*prepared, ops, out, o);
-}
-
-// The operands of a fast-path call: exact numpy.ndarrays of one einstage dtype, aligned (so NumPy's result dtype is
-// theirs), viewed in place; false when a call does not qualify (the caller takes the general path). `order` is
-// NumPy's order='K' result layout as einstage.einsum's general path picks it: C unless every operand of rank >= 2 is
-// Fortran-ordered.
-bool fast_operands(const py::tuple& operands, Operands& ops, DType& dtype, char& order) {
-  const size_t n = operands.size();
-  ops.arrays.reserve(n);
-  ops.tensors.reserve(n);
-  ops.metas.reserve(n);
-  bool all_f = true, some_not_c = false;
-  const auto* array_type = reinterpret_cast<PyTypeObject*>(py::detail::npy_api::get().PyArray_Type_);
-  for (size_t k = 0; k < n; ++k) {
-    PyObject* o = operands[k].ptr();
-    if (Py_TYPE(o) != array_type) return false;
-    py::array a = py::reinterpret_borrow<py::array>(o);
-    const std::optional<DType> dt = dtype_of(a.dtype());
-    if (!dt || (k > 0 && *dt != dtype)) return false;
-    dtype = *dt;
-    const int flags = a.flags();
-    if (!(flags & py::detail::npy_api::NPY_ARRAY_ALIGNED_)) return false;
-    if (is_complex(*dt))
-      for (py::ssize_t i = 0; i < a.ndim(); ++i)
-        if (a.strides()[i] % static_cast<py::ssize_t>(size_of(*dt)) != 0) return false;
-    if (a.ndim() >= 2) {
-      all_f = all_f && (flags & py::detail::npy_api::NPY_ARRAY_F_CONTIGUOUS_);
-      some_not_c = some_not_c || !(flags & py::detail::npy_api::NPY_ARRAY_C_CONTIGUOUS_);
-    }
-    ops.tensors.push_back(view_array(a, "operand", static_cast<int64_t>(k)));
-    ops.metas.push_back(TensorMeta::of(ops.tensors.back()));
-    ops.arrays.push_back(std::move(a));
-  }
-  order = all_f && some_not_c ? 'F' : 'C';
-  return true;
-}
-
-// NumPy returns 0-d results of einsum as scalars.
-py::object numpy_result(py::array result) {
-  if (result.ndim() == 0) return result[py::tuple()];
-  return result;
-}
-
-// The common call in one step, for einstage.einsum's fast path: string subscripts without '...' (checked by the
-// caller), two or more operands that qualify for fast_operands, and no out=, dtype=, order= or optimize= other than
-// the defaults. None when the call does not qualify.
-py::object einsum_fast(const std::string& subscripts, const py::tuple& operands) {
-  if (operands.size() < 2) return py::none();
-  static const PlanSpec automatic{};
-  Operands ops;
-  DType dtype = DType::f64;
-  char order = 'C';
-  if (!fast_operands(operands, ops, dtype, order)) return py::none();
-  EinsumOptions options;
-  options.plan = automatic;
-  options.allow_broadcast = true;
-  options.context = current().context;
-  std::optional<EinsumPlan> prepared;
-  {
-    py::gil_scoped_release release;
-    prepared.emplace(einsum::cached_plan(subscripts, ops.metas, options));
-  }
-  return numpy_result(run_plan(*prepared, ops, py::none(), order));
 }
 
 // NumPy returns a view for one operand when nothing is summed (a transpose, a diagonal): the output's strides are
@@ -345,14 +284,8 @@ class Plan {
     if (max_memory > 0) sliced_.emplace(SlicedEinsumPlan::prepare(subscripts, metas, max_memory, options));
     else plan_.emplace(EinsumPlan::prepare(subscripts, metas, options));
   }
-  /// The call with default arguments on qualifying operands (fast_operands of the prepared dtype), else None.
-  py::object call_fast(const py::tuple& operands) const {
-    Operands ops;
-    DType dtype = DType::f64;
-    char order = 'C';
-    if (operands.empty() || !fast_operands(operands, ops, dtype, order) || dtype != this->dtype()) return py::none();
-    return numpy_result(sliced_ ? run_sliced(*sliced_, ops, py::none(), order) : run_plan(*plan_, ops, py::none(), order));
-  }
+  /// The plan a compiled call (FastCall.h) runs for operands of `dtype`: nullptr for another dtype or a sliced plan.
+  const EinsumPlan* einsum_plan(DType dtype) const { return plan_ && plan_->dtype() == dtype ? &*plan_ : nullptr; }
   py::array call(const py::sequence& operands, const py::object& out, const std::string& order) const {
     const char o = order_char(order);
     Operands ops = view_operands(operands);
@@ -379,8 +312,6 @@ PYBIND11_MODULE(_einstage, m) {
   m.def("einsum", &einsum_call, "subscripts"_a, "operands"_a, "out"_a = py::none(), "order"_a = "F",
         "plan"_a = "auto", "max_memory"_a = 0,
         "Contracts einstage-dtype arrays (read in place) into a new array in `order`, or into `out`.");
-  m.def("einsum_fast", &einsum_fast, "subscripts"_a, "operands"_a,
-        "einstage.einsum's common case in one call, or None when the call needs the general path.");
   m.def("single_view", &single_view, "subscripts"_a, "operand"_a,
         "The view NumPy returns for a one-operand einsum that sums nothing, else None.");
   m.def("plan_info", &plan_info, "subscripts"_a, "shapes"_a, "plan"_a = "auto", "max_memory"_a = 0,
@@ -403,12 +334,20 @@ PYBIND11_MODULE(_einstage, m) {
                     const std::string&, int64_t>(),
            "subscripts"_a, "shapes"_a, "dtypes"_a, "plan"_a = "auto", "max_memory"_a = 0)
       .def("__call__", &Plan::call, "operands"_a, "out"_a = py::none(), "order"_a = "F")
-      .def("call_fast", &Plan::call_fast, "operands"_a)
       .def_property_readonly("dtype", [](const Plan& p) { return numpy_dtype(p.dtype()); })
       .def_property_readonly("output_shape", [](const Plan& p) {
         const Shape s = p.output_shape();
         return py::tuple(py::cast(std::vector<int64_t>(s.begin(), s.end())));
       })
       .def("text", &Plan::text);
+  // The compiled ContractExpression call finds its Plan by the exact type and reads the C++ object out of the
+  // pybind11 instance directly (a caster's load would hash the type's name on every call).
+  static PyTypeObject* plan_type = reinterpret_cast<PyTypeObject*>(m.attr("Plan").ptr());
+  register_fast_calls(m, [](PyObject* object, DType dtype) -> const einsum::EinsumPlan* {
+    if (Py_TYPE(object) != plan_type) return nullptr;
+    auto* instance = reinterpret_cast<py::detail::instance*>(object);
+    const auto* plan = static_cast<const Plan*>(instance->get_value_and_holder().value_ptr());
+    return plan ? plan->einsum_plan(dtype) : nullptr;
+  });
   register_tracing(m);
 }

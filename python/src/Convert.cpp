@@ -84,27 +84,31 @@ py::array new_array(DType dtype, const Shape& shape, char order) {
   return py::array(numpy_dtype(dtype), std::move(dims), std::move(strides));
 }
 
+void set_python_error(const Error& e) {
+  const std::string_view what = e.what();
+  PyObject* type = PyExc_ValueError;
+  switch (e.kind()) {
+    case ErrorKind::dtype: type = PyExc_TypeError; break;
+    case ErrorKind::io: type = PyExc_OSError; break;
+    case ErrorKind::unsupported: type = PyExc_NotImplementedError; break;
+    case ErrorKind::runtime: type = PyExc_RuntimeError; break;
+    case ErrorKind::shape:
+      // A size that does not fit in 64 bits of bytes (ir/Size.cpp) is a refused allocation, as NumPy's
+      // MemoryError for an array too large to allocate.
+      if (what.find("bytes than fit in 64 bits") != std::string_view::npos) type = PyExc_MemoryError;
+      break;
+    default: break;
+  }
+  PyErr_SetString(type, e.what());
+}
+
 void register_error_translation() {
   py::register_exception_translator([](std::exception_ptr p) {
     if (!p) return;
     try {
       std::rethrow_exception(p);
     } catch (const Error& e) {
-      const std::string_view what = e.what();
-      PyObject* type = PyExc_ValueError;
-      switch (e.kind()) {
-        case ErrorKind::dtype: type = PyExc_TypeError; break;
-        case ErrorKind::io: type = PyExc_OSError; break;
-        case ErrorKind::unsupported: type = PyExc_NotImplementedError; break;
-        case ErrorKind::runtime: type = PyExc_RuntimeError; break;
-        case ErrorKind::shape:
-          // A size that does not fit in 64 bits of bytes (ir/Size.cpp) is a refused allocation, as NumPy's
-          // MemoryError for an array too large to allocate.
-          if (what.find("bytes than fit in 64 bits") != std::string_view::npos) type = PyExc_MemoryError;
-          break;
-        default: break;
-      }
-      PyErr_SetString(type, e.what());
+      set_python_error(e);
     }
   });
 }

@@ -11,6 +11,7 @@
 // ir/Tensor.h.
 #pragma once
 
+#include "ir/Error.h"
 #include "ir/Tensor.h"
 
 #include <pybind11/numpy.h>
@@ -41,6 +42,8 @@ py::array new_array(DType dtype, const Shape& shape, char order);
 /// Shapes of arrays as einstage shapes.
 Shape shape_of(const py::array& a);
 
+/// Sets the Python exception for `e` (the one mapping of ErrorKind to exception types; the message unchanged).
+void set_python_error(const Error& e);
 /// Installs the translation of einstage::Error into Python exceptions (ValueError, TypeError, MemoryError, OSError,
 /// NotImplementedError, RuntimeError, by ErrorKind) with the message text unchanged.
 void register_error_translation();

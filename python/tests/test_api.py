@@ -360,7 +360,7 @@ def test_the_compiled_module_refuses_junk_without_crashing():
     junk = [None, 0, -1, 2**70, 1.5, "", "ij", "ij,jk->ik", "\x00", "é,é", [], [np.ones(2)], (np.ones((2, 2)),) * 2,
             np.ones(2), np.ones((2, 2), np.float16), np.ones(3, dtype=object), object(), {"a": 1}, b"ij", "C", "Q",
             "auto", "tree[(0,1)]", "bogus(", np.float64(2.0)]
-    calls = [_einstage.einsum, _einstage.einsum_fast, _einstage.single_view, _einstage.plan_info,
+    calls = [_einstage.einsum, _einstage.einsum_entry, _einstage.single_view, _einstage.plan_info,
              _einstage.normalize_plan, _einstage.Plan, _einstage.dtype_name]
     for _ in range(4000):
         fn = calls[int(rng.integers(0, len(calls)))]
