@@ -46,7 +46,7 @@
 
 namespace einstage::linalg {
 
-/// OpenBLAS's process-wide thread count, shared by every Runtime and context of the process (see Lapack.cpp). One
+/// OpenBLAS's process-wide thread count, shared by every Runtime and context of the process (see OpenBlasThreads.h). One
 /// object exists while anything holds a share: each linalg executor (one per Runtime that added the module) and each
 /// op it prepared, so the object outlives every decomposition that uses it, and the last share to go destroys it.
 /// Nothing of it is a static with a destructor, so exit() from any thread tears nothing down under a running
