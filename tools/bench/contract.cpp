@@ -336,10 +336,11 @@ int codegen_per_cpu(const std::string& cpus, int rounds) {
     std::sort(v.begin(), v.end());
     return v[v.size() / 2];
   };
-  fmt::print("code generation per kernel, median of {} rounds (thread CPU ms; LLVM {})\n{:<18} {:>22} {:>14}\n", rounds,
-             jits.front()->host().llvm_version, "cpu", default_micro_kernel(DType::f64, true).symbol(), "warm-up kernel");
+  fmt::print("code generation per kernel, median of {} rounds (thread CPU ms; LLVM {})\n{:<18} {:<24} {:>8} {:>14}\n",
+             rounds, jits.front()->host().llvm_version, "cpu", "micro-kernel", "ms", "warm-up kernel");
   for (size_t i = 0; i < jits.size(); ++i)
-    fmt::print("{:<18} {:>22.2f} {:>14.2f}\n", jits[i]->host().cpu, median(micro[i]), median(warm[i]));
+    fmt::print("{:<18} {:<24} {:>8.2f} {:>14.2f}\n", jits[i]->host().cpu,
+               default_micro_kernel(DType::f64, jits[i]->host().has_avx512).symbol(), median(micro[i]), median(warm[i]));
   return 0;
 }
 
