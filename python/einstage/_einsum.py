@@ -115,6 +115,16 @@ def as_array(x):
     return np.asanyarray(x)
 
 
+def check_numeric(operands, arrays):
+    """An operand that is not an array and that NumPy turns into strings or objects is named, before the dtype
+    rules would refuse the dtype without saying which argument it came from."""
+    for k, (o, a) in enumerate(zip(operands, arrays)):
+        if a.dtype.kind in "OUSV" and not isinstance(o, np.ndarray):
+            raise TypeError(f"einsum: operand {k} is a {type(o).__name__}, not an array of numbers "
+                            f"(numpy.asarray makes it dtype {a.dtype}); pass a numpy.ndarray, a torch tensor or "
+                            f"anything with __array__ of a numeric dtype")
+
+
 def check_ellipsis_output(subscripts, arrays):
     """NumPy refuses an explicit output without '...' when some operand's '...' covers axes (einstage would sum
     them)."""
@@ -209,6 +219,7 @@ def run(subscripts, operands, out, dtype, order, casting, plan, max_memory_eleme
         if not out.flags.writeable:
             raise ValueError("einsum: out is read-only; pass a writeable array")
     arrays = [as_array(a) for a in operands]
+    check_numeric(operands, arrays)
     if "..." in subscripts:
         check_ellipsis_output(subscripts, arrays)
     if len(arrays) == 1 and out is None and (dtype is None or np.dtype(dtype) == arrays[0].dtype):

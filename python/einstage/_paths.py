@@ -171,6 +171,9 @@ def contract(*operands, out=None, dtype=None, order="K", casting="safe", optimiz
     """opt_einsum's contract on einstage: einsum with a planned order (and slicing under ``memory_limit``)."""
     if backend not in (None, "numpy", "einstage"):
         raise ValueError(f"contract: backend {backend!r} is not available; einstage contracts with its own kernels")
+    if type(optimize) is str and optimize == "auto" and memory_limit is None and out is None and dtype is None \
+            and order == "K" and casting == "safe":
+        return _einstage.einsum_entry(*operands)  # einsum with optimize=True: the same plan, the compiled call
     subscripts, ops = _einsum.parse_arguments(operands)
     spec, limit = plan_spec(optimize, len(ops))
     limit = memory_elements(memory_limit if memory_limit is not None else limit, [np.shape(a) for a in ops])
@@ -209,7 +212,8 @@ class ContractExpression:
         order = _einsum.check_options(order, casting)
         if out is not None and not isinstance(out, np.ndarray):
             raise TypeError(f"out must be a numpy.ndarray, not {type(out).__name__}")
-        arrays = [_einsum.as_array(a) for a in arrays]
+        operands, arrays = arrays, [_einsum.as_array(a) for a in arrays]
+        _einsum.check_numeric(operands, arrays)
         target = _einsum.result_dtype(arrays, dtype, casting)
         compute = _einsum.compute_dtype(target)
         ready = [_einsum._readable(a, target, compute) for a in arrays]

@@ -1,12 +1,12 @@
 // The `_einstage` extension module: the NumPy-facing entry points of the einsum library, nothing more.
 //
-// Stage: Python binding (python/). The two hot calls, einstage.einsum and ContractExpression.__call__, are
-// compiled separately (FastCall.h) and come here for everything but their common case. Every function converts its
-// arguments (Convert.h: arrays are viewed in place, never copied), releases the GIL, and calls the C++ API the command line calls too: the cached one-shot plan of
-// Einsum.h (cached_plan + EinsumPlan::execute_into, so the result is written straight into a NumPy array), a
-// SlicedEinsumPlan under a memory limit, and bind_einsum + plan_contraction + evaluate for path reports. The NumPy
-// rules that sit on top (the interleaved form, result dtypes, out= casting, views for one operand) are in the
-// pure-Python package (einstage/_einsum.py). Depends on pybind11, Convert.h and extensions/einsum.
+// Stage: Python binding (python/). The two hot calls, einstage.einsum and ContractExpression.__call__, are compiled
+// separately (FastCall.h) and come here for everything but their common case. Every function converts its arguments
+// (Convert.h: arrays are viewed in place, never copied), releases the GIL, and calls the C++ API the command line
+// calls too: the cached one-shot plan of Einsum.h (cached_plan + EinsumPlan::execute_into, so the result is written
+// straight into a NumPy array), a SlicedEinsumPlan under a memory limit, and bind_einsum + plan_contraction + evaluate
+// for path reports. The NumPy rules that sit on top (the interleaved form, result dtypes, out= casting, views for one
+// operand) are in the pure-Python package (einstage/_einsum.py). Depends on pybind11, Convert.h and extensions/einsum.
 #include "extensions/einsum/exec/Einsum.h"
 #include "extensions/einsum/notation/Notation.h"
 #include "extensions/einsum/exec/SlicedEinsum.h"

@@ -279,7 +279,7 @@ PyObject* expression_call(PyObject* self, PyObject* const* args, Py_ssize_t narg
 PyMethodDef expression_def = {
     "__call__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&expression_call)),
     METH_FASTCALL | METH_KEYWORDS,
-    "__call__(self, *arrays, out=None, dtype=None, order='K', casting='safe')\n--\n\n"
+    "__call__($self, *arrays, out=None, dtype=None, order='K', casting='safe')\n--\n\n"
     "Contracts arrays of the prepared shapes with the prepared plan (numpy.einsum's out=, dtype=, order=, "
     "casting=)."};
 
@@ -288,7 +288,8 @@ PyMethodDef expression_def = {
 void register_fast_calls(py::module_& m, PlanOf lookup) {
   using namespace pybind11::literals;
   plan_of = lookup;
-  py::object einsum = py::reinterpret_steal<py::object>(PyCFunction_NewEx(&einsum_def, nullptr, py::str("einstage").ptr()));
+  py::object einsum =
+      py::reinterpret_steal<py::object>(PyCFunction_NewEx(&einsum_def, nullptr, py::str("einstage").ptr()));
   if (!einsum) throw py::error_already_set();
   m.attr("einsum_entry") = einsum;
   m.def("set_einsum_fallback", [](py::function fallback, py::set checked) {

@@ -299,6 +299,58 @@ def test_messages_are_pinned():
     assert error_of(lambda: _einstage.einsum("ij", [[1.0]])) == (TypeError, "operand 0 is a list, not a numpy.ndarray")
 
 
+def test_non_array_operands_are_named():
+    a = np.ones((2, 3))
+    assert error_of(lambda: einstage.einsum("ij,jk->ik", a, "text")) == (
+        TypeError, "einsum: operand 1 is a str, not an array of numbers (numpy.asarray makes it dtype <U4); pass a "
+                   "numpy.ndarray, a torch tensor or anything with __array__ of a numeric dtype")
+    assert error_of(lambda: einstage.contract("ij,jk->ik", {"a": 1}, a.T)) == (
+        TypeError, "einsum: operand 0 is a dict, not an array of numbers (numpy.asarray makes it dtype object); pass "
+                   "a numpy.ndarray, a torch tensor or anything with __array__ of a numeric dtype")
+    expr = einstage.contract_expression("ij,jk", (2, 3), (3, 4))
+    assert error_of(lambda: expr(a, None)) == (
+        TypeError, "einsum: operand 1 is a NoneType, not an array of numbers (numpy.asarray makes it dtype object); "
+                   "pass a numpy.ndarray, a torch tensor or anything with __array__ of a numeric dtype")
+    assert einstage.einsum("i,i", [1, 2], (3, 4)) == 11  # sequences of numbers are arrays, as in NumPy
+
+
+def test_out_overlapping_an_operand_gets_numpys_value():
+    for make_out in (lambda x, y: x, lambda x, y: y, lambda x, y: y.T, lambda x, y: x[:, ::-1]):
+        x, y = np.arange(9.0).reshape(3, 3), np.arange(9.0, 18.0).reshape(3, 3)
+        want = np.einsum("ij,jk->ik", x, y)
+        out = make_out(x, y)
+        assert einstage.einsum("ij,jk->ik", x, y, out=out) is out
+        np.testing.assert_array_equal(out, want)
+
+
+def test_the_compiled_calls_leave_everything_but_the_common_case_to_python():
+    """einstage.einsum and ContractExpression.__call__ are compiled (python/src/FastCall.h); every argument they do
+    not handle must give what the Python path gives."""
+    import inspect
+    assert str(inspect.signature(einstage.einsum)) == \
+        "(*operands, out=None, dtype=None, order='K', casting='safe', optimize=True)"
+    assert einstage.einsum.__name__ == "einsum" and "numpy.einsum on einstage" in einstage.einsum.__doc__
+    f, g = np.asfortranarray(rand(4, 5)), np.asfortranarray(rand(5, 6))
+    for kwargs in ({}, {"order": "C"}, {"order": "K"}, {"optimize": True}, {"optimize": "greedy"},
+                   {"casting": "same_kind"}, {"dtype": np.float64}, {"out": None}):
+        got, want = einstage.einsum("ij,jk->ik", f, g, **kwargs), np.einsum("ij,jk->ik", f, g, **kwargs)
+        np.testing.assert_allclose(got, want, rtol=1e-13)
+        assert (got.flags.c_contiguous, got.flags.f_contiguous) == (want.flags.c_contiguous, want.flags.f_contiguous)
+    mixed = einstage.einsum("ij,jk->ik", f.astype(np.float32), g)
+    assert mixed.dtype == np.float64
+    scalar = einstage.einsum("i,i", np.ones(3), np.ones(3))
+    assert type(scalar) is np.float64 and scalar == 3.0
+    expr = einstage.contract_expression("ij,jk", (4, 5), (5, 6))
+    assert str(inspect.signature(expr.__call__)) == "(*arrays, out=None, dtype=None, order='K', casting='safe')"
+    np.testing.assert_allclose(expr(f, g), f @ g, rtol=1e-13)
+    assert expr(f, g).flags.f_contiguous and expr(f, g, order="C").flags.c_contiguous
+    assert error_of(lambda: expr(f)) == (ValueError, "contract_expression 'ij,jk': 1 arrays given for 2 operands")
+    assert error_of(lambda: expr(f, g, casting="bogus")) == (
+        ValueError, "einsum: casting must be one of 'no', 'equiv', 'safe', 'same_kind', 'unsafe', not 'bogus'")
+    assert error_of(lambda: expr(f, g, bogus=1)) == (
+        TypeError, "ContractExpression._call() got an unexpected keyword argument 'bogus'")
+
+
 def test_garbage_arguments_never_crash():
     rng = np.random.default_rng(7)
     junk = [None, 0, 1.5, "ij", "", "->", "...", [0, 1], [Ellipsis], object(), np.ones(2), np.ones((2, 2)),
