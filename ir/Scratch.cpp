@@ -377,17 +377,20 @@ ScratchStats ScratchAllocator::stats() const {
 }
 
 ScratchAllocator& ScratchAllocator::process_default() {
-  // Every other field is given explicitly, so only EINSTAGE_TENSOR_CACHE_MB is read: a bad EINSTAGE_NUM_THREADS is
-  // the error of whatever resolves the thread count, not of every tensor (`einstage einsum --threads 2` needs none).
-  ConfigOptions only_the_limit;
-  only_the_limit.threads = 0;
-  only_the_limit.kernel_cache_dir = "";
-  only_the_limit.jit = only_the_limit.jit_specialise = only_the_limit.jit_direct = true;
-  only_the_limit.dump_passes = false;
-  only_the_limit.ad_keep_bytes = -1;
-  // Never deleted: tensors freed during static destruction still return their blocks to it.
-  static ScratchAllocator* const allocator =
-      new ScratchAllocator(Config::process(only_the_limit).scratch_cache_bytes);
+  // Never deleted: tensors freed during static destruction still return their blocks to it. The options are made
+  // inside the initialiser: every Tensor::empty comes here, and building them on each call cost ~10% of a prepared
+  // 16x16 matmul's execute() on a Zen 5 (docs/performance.md).
+  static ScratchAllocator* const allocator = [] {
+    // Every other field is given explicitly, so only EINSTAGE_TENSOR_CACHE_MB is read: a bad EINSTAGE_NUM_THREADS is
+    // the error of whatever resolves the thread count, not of every tensor (`einstage einsum --threads 2` needs none).
+    ConfigOptions only_the_limit;
+    only_the_limit.threads = 0;
+    only_the_limit.kernel_cache_dir = "";
+    only_the_limit.jit = only_the_limit.jit_specialise = only_the_limit.jit_direct = true;
+    only_the_limit.dump_passes = false;
+    only_the_limit.ad_keep_bytes = -1;
+    return new ScratchAllocator(Config::process(only_the_limit).scratch_cache_bytes);
+  }();
   return *allocator;
 }
 
