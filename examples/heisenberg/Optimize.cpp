@@ -106,8 +106,11 @@ CtmrgResult IpepsEnergy::converge(const Tensor& a, bool* fresh) {
   if (fresh) *fresh = false;
   std::optional<CtmrgResult> r;
   if (last_) {
+    // A tenth of the step cap: a warm start that needs more is usually cycling, and a fresh start is cheaper.
+    CtmrgOptions warm = ctmrg_options_;
+    warm.max_steps = std::max(1, ctmrg_options_.max_steps / 10);
     try {
-      r = ctmrg_.converge(a, *last_, ctmrg_options_);
+      r = ctmrg_.converge(a, *last_, warm);
     } catch (const Error&) {
     }
     // Not converged (or NaN) from the previous state's environment, or converged in the spectrum but to an

@@ -52,9 +52,9 @@ struct Evaluation {
 
 /// The energy and its gradient for one (D, χ), the programs prepared once on a Runtime with the einsum and linalg
 /// modules. Each evaluation starts CTMRG from the environment the previous one converged to (the first from
-/// initial_environment), so not thread-safe. A warm start that does not converge within the step cap (CTMRG can
-/// settle on a cycle from an environment of a distant state) is retried once from initial_environment; only when that
-/// fails too is the evaluation an error (with the fresh start's last spectrum change).
+/// initial_environment), so not thread-safe. A warm start that does not converge within a tenth of the step cap
+/// (CTMRG can settle on a cycle from an environment of a distant state) is retried once from initial_environment
+/// with the whole cap; only when that fails too is the evaluation an error (with the fresh start's last change).
 ///
 /// With the fixed-point method, an environment the adjoint cannot use (no sign gauge makes it an element-wise fixed
 /// point, as when an exactly degenerate corner multiplet rotates from step to step; or GMRES and the Neumann series
