@@ -1,7 +1,7 @@
 // The staged LAPACK drivers of real svd and eigh: the same three stages as LAPACK's ?gesdd (near-square path) and
 // ?syevd, called one by one so that einstage picks their block sizes and runs the third stage on the execution
-// context's threads. Stage: runtime kernels of the linalg extension (only Lapack.cpp includes this); depends on
-// LAPACK and BLAS (OpenBLAS's, or the reference ones) through their Fortran entry points.
+// context's threads. Stage: runtime kernels of the linalg extension (only Lapack.cpp and BlockSvd.h include this);
+// depends on LAPACK and BLAS (OpenBLAS's, or the reference ones) through their Fortran entry points.
 //
 // - svd of an M x N matrix, K = min(M, N): (1) the reduction to bidiagonal form B = Qᵀ A P, ?gebrd's algorithm
 //   (panels of ?labrd, trailing updates by two GEMMs, ?gebd2 for the last columns) with panels of 8 below K = 512

@@ -1,5 +1,5 @@
 // svd of matrices that are block diagonal up to a permutation of rows and columns (exact zeros elsewhere, as the
-// merged tensors of a model with a conserved charge are): Lapack.cpp decomposes each block on its own and merges the
+// merged tensors of a model with a conserved charge are): BlockSvd.h decomposes each block on its own and merges the
 // triplets. Checked on seeded random block structures (uneven and rectangular blocks, zero rows and columns, thin
 // and full, every dtype, batches mixing block and dense matrices): reconstruction, orthonormal factors, descending
 // values, singular vectors with exact zeros outside their block, and singular values equal to those of the dense path
