@@ -125,13 +125,13 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  if (d == 0) d = mode == "--eval" || mode == "--optimize" ? 2 : 3;
+  if (chi == 0) chi = mode == "--eval" || mode == "--optimize" ? 16 : 36;
+  const bench::Machine machine = bench::detect_machine();  // first: it may re-execute this program as a probe
   if (mode.empty()) {
     std::fprintf(stderr, "einstage_bench_heisenberg: give --memory, --eval or --optimize\n");
     return 2;
   }
-  if (d == 0) d = mode == "--eval" || mode == "--optimize" ? 2 : 3;
-  if (chi == 0) chi = mode == "--eval" || mode == "--optimize" ? 16 : 36;
-  const bench::Machine machine = bench::detect_machine();
   if (mode != "--memory-child") bench::reexec_with_openblas_env(machine, threads, argv);
   RuntimeOptions options;
   options.threads = threads;
