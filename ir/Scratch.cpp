@@ -378,7 +378,7 @@ ScratchStats ScratchAllocator::stats() const {
 
 ScratchAllocator& ScratchAllocator::process_default() {
   // Never deleted: tensors freed during static destruction still return their blocks to it. The options are made
-  // inside the initialiser: every Tensor::empty comes here, and building them on each call cost ~10% of a prepared
+  // inside the initialiser: every Tensor::empty comes here, and building them on each call took ~7% of a prepared
   // 16x16 matmul's execute() on a Zen 5 (docs/performance.md).
   static ScratchAllocator* const allocator = [] {
     // Every other field is given explicitly, so only EINSTAGE_TENSOR_CACHE_MB is read: a bad EINSTAGE_NUM_THREADS is
