@@ -29,6 +29,7 @@
 #define EINSTAGE_SANITIZER_ATEXIT 1
 #endif
 
+#ifndef EINSTAGE_SANITIZER_ATEXIT
 namespace {
 
 struct Registration {
@@ -41,7 +42,6 @@ std::atomic<int> g_count{0};
 
 }  // namespace
 
-#ifndef EINSTAGE_SANITIZER_ATEXIT
 extern "C" int __cxa_atexit(void (*fn)(void*), void* object, void* dso) noexcept {
   using Real = int (*)(void (*)(void*), void*, void*);
   static const Real real = reinterpret_cast<Real>(::dlsym(RTLD_NEXT, "__cxa_atexit"));
