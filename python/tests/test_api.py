@@ -336,6 +336,15 @@ def test_the_compiled_calls_leave_everything_but_the_common_case_to_python():
         got, want = einstage.einsum("ij,jk->ik", f, g, **kwargs), np.einsum("ij,jk->ik", f, g, **kwargs)
         np.testing.assert_allclose(got, want, rtol=1e-13)
         assert (got.flags.c_contiguous, got.flags.f_contiguous) == (want.flags.c_contiguous, want.flags.f_contiguous)
+    # Two C-ordered operands whose result's unit-stride label is the second's run with the terms swapped
+    # (FastCall.cpp swapped_for_layout): the values, layout and errors are the call's as written.
+    c, d = rand(3, 5), rand(5, 7)
+    for eq in ("ij,jk->ik", "ij,jk->ki", "ij,kj->ik", "ji,jk->ik"):
+        x, y = (c, d) if eq != "ij,kj->ik" else (c, d.T.copy())
+        x = x if eq != "ji,jk->ik" else c.T.copy()
+        got, want = einstage.einsum(eq, x, y), np.einsum(eq, x, y)
+        np.testing.assert_allclose(got, want, rtol=1e-13)
+        assert got.flags.c_contiguous and np.array_equal(got, einstage.einsum(eq, x, y))
     mixed = einstage.einsum("ij,jk->ik", f.astype(np.float32), g)
     assert mixed.dtype == np.float64
     scalar = einstage.einsum("i,i", np.ones(3), np.ones(3))
