@@ -23,9 +23,9 @@
 // (runtime/jit/Jit.cpp), and what it would have compiled runs on the portable kernel or stays unspecialised. So
 // exit() from any thread finds what it may still reach intact (tests/runtime/test_context.cpp starts processes
 // that exit at random moments), with one window left: exit() while the process's first code generation (the
-// warm-up, tens of ms; a program that must be safe from its start calls warm_up_jit() first) or a later one that is
-// the first to take some rare LLVM path is still running; no order of handlers can cover a static made after exit()
-// began or by code that is running while it does.
+// warm-up: one small kernel, ~20 ms with LLVM's one-off costs; a program that must be safe from its start calls
+// warm_up_jit() first) or a later one that is the first to take some rare LLVM path is still running; no order of
+// handlers can cover a static made after exit() began or by code that is running while it does.
 #pragma once
 
 #include "ir/Config.h"
