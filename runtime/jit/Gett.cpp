@@ -1,5 +1,6 @@
 #include "runtime/jit/Gett.h"
 
+#include "runtime/jit/GettAxpy.h"
 #include "runtime/jit/GettDots.h"
 #include "runtime/jit/GettLoops.h"
 #include "runtime/jit/GettOuter.h"
@@ -215,6 +216,7 @@ std::vector<Axis>::const_iterator lane_axis(const ContractionProblem& p) {
 bool elementwise_shaped(const Fused& m, const Fused& n, const Fused& k);
 bool dots_shaped(const Fused& m, const Fused& n, const Fused& k, const Fused& batch);
 bool outer_shaped(const Fused& m, const Fused& n, const Fused& k, const Fused& batch, bool accumulate, size_t elt);
+bool axpy_shaped(const Fused& m, const Fused& n, const Fused& k, const Fused& batch);
 
 template <typename T>
 bool schedule_direct(const ContractionProblem& p, bool avx512, DirectSchedule& out) {
@@ -228,6 +230,7 @@ bool schedule_direct(const ContractionProblem& p, bool avx512, DirectSchedule& o
   Fused batch = fuse(p.batch, &Axis::stride_c, &Axis::stride_a, kNeedA | kNeedB | kNeedC);
   if (dots_shaped(g.m, g.n, g.k, batch)) return false;  // GettMode::dots runs it
   if (outer_shaped(g.m, g.n, g.k, batch, p.accumulate, sizeof(T))) return false;  // GettMode::outer runs it
+  if (axpy_shaped(g.m, g.n, g.k, batch)) return false;  // GettMode::axpy runs it
   MicroKernelSpec tile;
   if (!plan_direct(g, dtype_v<T>, avx512, tile)) return false;
   // A specialised kernel inlines one call per tile: worth it for small steps, where per-call overhead is the cost.
@@ -359,11 +362,21 @@ bool outer_shaped(const Fused& m, const Fused& n, const Fused& k, const Fused& b
          unit_run(m.a, 0, m.size) && unit_run(m.c, 0, m.size) && dots_isa() != 0;
 }
 
+// A matrix times one vector whose matrix rows are contiguous (A's and C's m runs unit, one column, no batch: ij,j->i
+// on column-major operands), at least 64 rows and 16 k steps, on a CPU that runs GettAxpy.h: it runs in mode axpy,
+// not on the direct kernels nor specialised (schedule_direct), so a step keeps one path; the bits are the direct
+// kernels' either way (one fma chain per row over k in the fused order).
+bool axpy_shaped(const Fused& m, const Fused& n, const Fused& k, const Fused& batch) {
+  return n.size == 1 && batch.size == 1 && m.size >= 64 && k.size >= 16 && unit_run(m.a, 0, m.size) &&
+         unit_run(m.c, 0, m.size) && dots_isa() != 0;
+}
+
 // How a set-up problem runs: as an elementwise product over GettSetup::axes, on GettSetup::g, or as C^T = B^T A^T
 // on GettSetup::t (the problem GettSetup::q, A and B exchanged), or as dot products along a contiguous k
 // (GettSetup::dots, GettDots.h), or as scalar loops over g's tables (tiny, GettLoops.h: tiny_run), or as an outer
-// product written by columns (GettSetup::outer, GettOuter.h; streaming stores for a problem's stream_c).
-enum class GettMode : uint8_t { elementwise, gett, transposed, dots, tiny, outer };
+// product written by columns (GettSetup::outer, GettOuter.h; streaming stores for a problem's stream_c), or as a
+// matrix times a vector by row blocks (GettSetup::axpy, GettAxpy.h).
+enum class GettMode : uint8_t { elementwise, gett, transposed, dots, tiny, outer, axpy };
 
 // Everything contract_jit decides about one problem before it touches data: the mode, the offset tables, the tile,
 // the blocking and the kernels. run_gett makes one per call in its scratch slot (ir/Scratch.h: Lease::object: the
@@ -380,6 +393,7 @@ struct GettSetup {
   ContractionProblem q;     // the transposed problem
   Dots<typename real_of<T>::type> dots;  // mode dots
   Outer<typename real_of<T>::type> outer;  // mode outer
+  Axpy<typename real_of<T>::type> axpy;    // mode axpy
 
   void run(const void* a, const void* b, void* c, ThreadPool* pool, bool stream_c) const {
     switch (mode) {
@@ -388,6 +402,7 @@ struct GettSetup {
       case GettMode::transposed: return t.run(b, a, c, pool);
       case GettMode::dots: return dots.run(a, b, c, pool);
       case GettMode::outer: return outer.run(a, b, c, pool, stream_c);
+      case GettMode::axpy: return axpy.run(a, b, c, pool);
       case GettMode::tiny:
         if constexpr (!is_complex_v<T>) tiny_run<T>(g.m, g.n, g.k, g.batch, g.accumulate, a, b, c);
         return;
@@ -395,7 +410,7 @@ struct GettSetup {
   }
   size_t table_bytes() const {
     return g.table_bytes() + t.table_bytes() + axes.capacity() * sizeof(Axis) + dots.table_bytes() +
-           outer.table_bytes();
+           outer.table_bytes() + axpy.table_bytes();
   }
 
   // Tables above this many bytes go back to malloc after a call: memory kept in a slot's object is outside the
@@ -403,7 +418,7 @@ struct GettSetup {
   // of tables).
   static constexpr size_t kKeepBytes = size_t(1) << 18;
   void trim() {
-    if (table_bytes() > kKeepBytes) g = Gett<T>(), t = Gett<T>(), axes = {}, dots = {}, outer = {};
+    if (table_bytes() > kKeepBytes) g = Gett<T>(), t = Gett<T>(), axes = {}, dots = {}, outer = {}, axpy = {};
   }
 };
 
@@ -482,6 +497,10 @@ GettMode set_up_gett(GettSetup<T>& ws, Gett<T>& g, const ContractionProblem& p, 
     if (!blocking && direct && !swapped && outer_shaped(g.m, g.n, g.k, g.batch, g.accumulate, sizeof(R))) {
       set_up_outer(ws.outer, g, dots_isa());
       return GettMode::outer;
+    }
+    if (!blocking && direct && axpy_shaped(g.m, g.n, g.k, g.batch)) {
+      set_up_axpy(ws.axpy, g, dots_isa());
+      return GettMode::axpy;
     }
     MicroKernelSpec tile;
     if (!blocking && direct && plan_direct(g, real, cache.host().has_avx512, tile)) {
@@ -616,6 +635,13 @@ bool runs_as_dots(const ContractionProblem& p) {
   if (p.dtype != DType::f32 && p.dtype != DType::f64) return false;
   const FusedGroups f(p);
   return !elementwise_shaped(f.m, f.n, f.k) && lane_axis(p) == p.batch.end() && dots_shaped(f.m, f.n, f.k, f.batch);
+}
+
+bool runs_as_axpy(const ContractionProblem& p) {
+  if (p.dtype != DType::f32 && p.dtype != DType::f64) return false;
+  const FusedGroups f(p);
+  return !elementwise_shaped(f.m, f.n, f.k) && lane_axis(p) == p.batch.end() && !dots_shaped(f.m, f.n, f.k, f.batch) &&
+         axpy_shaped(f.m, f.n, f.k, f.batch);
 }
 
 bool runs_as_streamed_outer(const ContractionProblem& p) {

@@ -86,6 +86,9 @@ bool runs_as_dots(const ContractionProblem& p);
 /// contracted axis, C overwritten, A's and C's rows contiguous, C at least a quarter of L2), with the direct kernels'
 /// bits; with the problem's stream_c its stores stream past the caches.
 bool runs_as_streamed_outer(const ContractionProblem& p);
+/// True when contract_jit(p) without explicit blocking runs p as a matrix times one vector by row blocks (GettAxpy.h:
+/// real, ij,j->i with A's and C's rows contiguous, at least 64 rows and 16 k steps), with the direct kernels' bits.
+bool runs_as_axpy(const ContractionProblem& p);
 
 /// True when contract_jit(p) without explicit blocking runs p (f32 or f64) as scalar loops over its offset tables
 /// (GettLoops.h: tiny_run; up to 256 multiply-adds per batch entry that no direct kernel reads), with the bits of
