@@ -3,10 +3,13 @@
 // A user error is something the caller can fix: a bad subscript string, a shape that does not match, a malformed
 // file. Its message starts lower-case, names the op / operand / label involved, shows actual vs expected and says
 // how to fix it; it is composed at the throw site with fmt. A broken invariant inside einstage is a programming
-// error: EIN_ASSERT prints file:line and aborts. Depends on fmt only.
+// error: EIN_ASSERT prints file:line and aborts. Depends on fmt's core only (<fmt/core.h>: fmt::format and its
+// compile-time checked format strings); a file that needs more of fmt (fmt::join, width and fill for einstage's
+// types, ...) includes <fmt/format.h> itself, so the public headers stay light to compile (docs/performance.md,
+// "Consumer compile time"). ToStringFormatter is how einstage's types become formattable without it.
 #pragma once
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include <stdexcept>
 #include <string>
@@ -46,6 +49,17 @@ template <typename... Args>
 
 namespace detail {
 [[noreturn]] void assertion_failed(const char* expr, const char* file, int line, const std::string& message);
+
+/// The fmt::formatter of a type printed as its to_string(), for "{}" only: fmt/core.h alone cannot pad or align a
+/// user type, and a spec such as "{:>8}" fails to compile (format `.to_string()` instead).
+template <class T> struct ToStringFormatter {
+  constexpr auto parse(fmt::format_parse_context& ctx) { return ctx.begin(); }
+  auto format(const T& value, fmt::format_context& ctx) const {
+    auto out = ctx.out();
+    for (char c : value.to_string()) *out++ = c;
+    return out;
+  }
+};
 }  // namespace detail
 
 }  // namespace einstage

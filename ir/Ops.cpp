@@ -5,6 +5,8 @@
 #include "ir/AttrText.h"
 #include "ir/Extension.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 

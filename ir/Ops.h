@@ -20,7 +20,7 @@
 #include "ir/Tensor.h"
 #include "ir/Type.h"
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include <concepts>
 #include <optional>

@@ -197,8 +197,4 @@ template <typename T> std::vector<T> Tensor::to_row_major() const {
 
 }  // namespace einstage
 
-template <> struct fmt::formatter<einstage::Tensor> : fmt::formatter<std::string_view> {
-  auto format(const einstage::Tensor& t, fmt::format_context& ctx) const {
-    return fmt::formatter<std::string_view>::format(t.to_string(), ctx);
-  }
-};
+template <> struct fmt::formatter<einstage::Tensor> : einstage::detail::ToStringFormatter<einstage::Tensor> {};

@@ -76,13 +76,5 @@ bool is_identifier(std::string_view text);
 
 }  // namespace einstage
 
-template <> struct fmt::formatter<einstage::Dim> : fmt::formatter<std::string_view> {
-  auto format(const einstage::Dim& d, fmt::format_context& ctx) const {
-    return fmt::formatter<std::string_view>::format(d.to_string(), ctx);
-  }
-};
-template <> struct fmt::formatter<einstage::TensorType> : fmt::formatter<std::string_view> {
-  auto format(const einstage::TensorType& t, fmt::format_context& ctx) const {
-    return fmt::formatter<std::string_view>::format(t.to_string(), ctx);
-  }
-};
+template <> struct fmt::formatter<einstage::Dim> : einstage::detail::ToStringFormatter<einstage::Dim> {};
+template <> struct fmt::formatter<einstage::TensorType> : einstage::detail::ToStringFormatter<einstage::TensorType> {};

@@ -11,6 +11,8 @@
 #include "ir/Config.h"
 #include "runtime/Context.h"
 
+#include <fmt/format.h>
+
 namespace einstage::einsum {
 
 namespace {

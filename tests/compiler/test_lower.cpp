@@ -11,6 +11,8 @@
 #include "notation/Naive.h"
 #include "runtime/Interpreter.h"
 
+#include <fmt/format.h>
+
 using namespace einstage;
 using namespace compiler_test;
 

@@ -6,6 +6,8 @@
 #include "extensions/einsum/notation/SourceText.h"
 #include "ir/Error.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <array>
 #include <atomic>

@@ -5,6 +5,8 @@
 #include "ir/AttrText.h"
 #include "ir/Quote.h"
 
+#include <fmt/format.h>
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
