@@ -8,6 +8,16 @@
 
 namespace einstage {
 
+static_assert(std::is_nothrow_move_constructible_v<Op> && std::is_nothrow_move_assignable_v<Op>);
+Instruction::Instruction() = default;
+Instruction::Instruction(Op op, std::vector<Value> operands, std::vector<Value> results)
+    : op(std::move(op)), operands(std::move(operands)), results(std::move(results)) {}
+Instruction::Instruction(const Instruction&) = default;
+Instruction::Instruction(Instruction&&) noexcept = default;
+Instruction& Instruction::operator=(const Instruction&) = default;
+Instruction& Instruction::operator=(Instruction&&) noexcept = default;
+Instruction::~Instruction() = default;
+
 const Value& Instruction::result() const {
   EIN_ASSERT(results.size() == 1, "'{}' has {} results; result() is for single-result instructions", op_name(op),
              results.size());

@@ -35,6 +35,17 @@ struct Instruction {
   std::vector<Value> operands;
   std::vector<Value> results;  // one or more, in the order of the op's type rule
 
+  // The special members are the implicit ones, defined out of line (ir/Program.cpp): every translation unit that
+  // holds a Program copies, moves or destroys instructions, and inline ones would instantiate the Op variant's
+  // copy, move and destroy machinery over all its alternatives there (docs/performance.md, "Consumer compile time").
+  Instruction();
+  Instruction(Op op, std::vector<Value> operands, std::vector<Value> results);
+  Instruction(const Instruction&);
+  Instruction(Instruction&&) noexcept;
+  Instruction& operator=(const Instruction&);
+  Instruction& operator=(Instruction&&) noexcept;
+  ~Instruction();
+
   /// The result of a single-result instruction (asserts there is exactly one); code that handles every op walks
   /// `results`.
   const Value& result() const;
