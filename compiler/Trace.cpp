@@ -37,6 +37,15 @@ void arity_error(std::string_view name, size_t params) {
        "span)", shown_arg(name), params, params == 1 ? "" : "s", params, params == 1 ? "" : "s");
 }
 
+Program trace_program(std::string name, const std::vector<ParamSpec>& params, const ExtensionRegistry* registry,
+                      void* callable, TraceBody body) {
+  TraceContext ctx(name, registry);
+  std::vector<TracedTensor> traced;
+  for (const ParamSpec& p : params) traced.push_back(ctx.parameter(p.name, p.dtype, p.dims));
+  const std::vector<TracedTensor> outputs = body(callable, traced, name);
+  return ctx.finish(outputs);
+}
+
 }  // namespace trace_detail
 
 TraceContext::TraceContext(std::string program_name, const ExtensionRegistry* registry)

@@ -185,7 +185,7 @@ template <class F, size_t... I> constexpr bool takes_n(std::index_sequence<I...>
 [[noreturn]] void arity_error(std::string_view name, size_t params);
 
 // Calls f with the parameters as separate arguments when it takes params.size() of them (N counts up to 8).
-template <size_t N, class F> std::vector<TracedTensor> call_spread(F& f, const std::vector<TracedTensor>& params,
+template <size_t N, class F> std::vector<TracedTensor> call_spread(F& f, std::span<const TracedTensor> params,
                                                                    std::string_view name) {
   if constexpr (N > 8) {
     arity_error(name, params.size());
@@ -199,19 +199,28 @@ template <size_t N, class F> std::vector<TracedTensor> call_spread(F& f, const s
   }
 }
 
+// trace() without the template: makes the context and the parameters, calls body(callable, parameters, name) for
+// the outputs and finishes the program. The context lives in compiler/Trace.cpp, so a caller's translation unit
+// neither builds nor destroys a Builder.
+using TraceBody = std::vector<TracedTensor> (*)(void* callable, std::span<const TracedTensor> params,
+                                                std::string_view name);
+Program trace_program(std::string name, const std::vector<ParamSpec>& params, const ExtensionRegistry* registry,
+                      void* callable, TraceBody body);
+
 }  // namespace trace_detail
 
 template <class F>
 Program trace(std::string name, const std::vector<ParamSpec>& params, F&& f, const ExtensionRegistry* registry) {
-  TraceContext ctx(name, registry);
-  std::vector<TracedTensor> traced;
-  for (const ParamSpec& p : params) traced.push_back(ctx.parameter(p.name, p.dtype, p.dims));
-  std::vector<TracedTensor> outputs;
-  if constexpr (std::is_invocable_v<F&, std::span<const TracedTensor>>)
-    outputs = trace_detail::outputs_of(f(std::span<const TracedTensor>(traced)));
-  else
-    outputs = trace_detail::call_spread<0>(f, traced, name);
-  return ctx.finish(outputs);
+  using Callable = std::remove_reference_t<F>;
+  trace_detail::TraceBody body = [](void* callable, std::span<const TracedTensor> traced, std::string_view name) {
+    Callable& fn = *static_cast<Callable*>(callable);
+    if constexpr (std::is_invocable_v<Callable&, std::span<const TracedTensor>>)
+      return trace_detail::outputs_of(fn(traced));
+    else
+      return trace_detail::call_spread<0>(fn, traced, name);
+  };
+  return trace_detail::trace_program(std::move(name), params, registry,
+                                     const_cast<void*>(static_cast<const void*>(std::addressof(f))), body);
 }
 
 }  // namespace einstage
