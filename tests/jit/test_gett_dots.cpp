@@ -128,3 +128,50 @@ TEST_CASE_TEMPLATE("jit gett: a few vectors against a k-major matrix run as dot 
   check_against_oracle<T>(many);
   check_against_oracle<T>(shallow);
 }
+
+// A matrix times one vector with the matrix's rows contiguous (ij,j->i on column-major operands) runs by row blocks
+// (GettAxpy.h), from the first 64-byte boundary of the columns when they share one alignment: against the
+// definitional loop, with the packed path's bits (k within one KC block: one fma chain per row in the same order),
+// at 2 threads and through a plan, for row counts that leave a head and a tail below one vector (sub-views starting
+// 0-7 elements past an allocation, with a column stride that keeps the columns' alignment or not); not specialised.
+TEST_CASE_TEMPLATE("jit gett: a matrix times a vector by row blocks has the packed path's bits", T, float, double) {
+  const DType dtype = dtype_v<T>;
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return;  // no axpy mode on this CPU
+  const GettBlocking packed = default_blocking(dtype, memory_cache().host().has_avx512);
+  ThreadPool two(2);
+  for (bool accumulate : {false, true})
+    for (auto [m, k, pad, offset] : {std::tuple{64, 16, 0, 0}, std::tuple{256, 256, 0, 2}, std::tuple{67, 37, 5, 3},
+                                      std::tuple{129, 100, 16, 7}, std::tuple{300, 64, 3, 1}, std::tuple{1000, 200, 24, 5}}) {
+      REQUIRE(k <= packed.kc);
+      const uint64_t seed = uint64_t(m * 131 + k * 7 + pad + offset * 3 + (accumulate ? 1 : 0));
+      INFO("m " << m << " k " << k << " pad " << pad << " offset " << offset << (accumulate ? " accumulate" : ""));
+      const int64_t rows = m + pad + offset;  // the column stride of the stored matrix
+      auto make = [&] {
+        OwnedProblem op = matmul_problem(rows, 1, k, 1, dtype, accumulate, seed);
+        op.p.m[0].extent = m;
+        op.p.a = static_cast<const T*>(op.p.a) + offset;
+        op.p.c = static_cast<T*>(op.p.c) + offset;
+        return op;
+      };
+      OwnedProblem one = make(), threaded = make(), planned = make(), reference = make();
+      REQUIRE(runs_as_axpy(one.p));
+      DirectSchedule schedule;
+      CHECK_FALSE(direct_schedule(one.p, memory_cache().host().has_avx512, schedule));
+      contract_jit(one.p, nullptr, &memory_cache());
+      contract_jit(threaded.p, &two, &memory_cache());
+      GettPlan plan(planned.p, memory_cache(), ScratchAllocator::process_default(), true);
+      plan.run(planned.p, nullptr);
+      contract_jit(reference.p, nullptr, &memory_cache(), &packed);
+      CHECK(one.c.bytes == reference.c.bytes);
+      CHECK(one.c.bytes == threaded.c.bytes);
+      CHECK(one.c.bytes == planned.c.bytes);
+      OwnedProblem full = matmul_problem(m, 1, k, 1, dtype, accumulate, seed);
+      REQUIRE(runs_as_axpy(full.p));
+      contract_jit(full.p, nullptr, &memory_cache());
+      check_against_oracle<T>(full);
+    }
+  // Outside the mode: fewer than 64 rows or 16 k steps stay on the direct kernels.
+  CHECK_FALSE(runs_as_axpy(matmul_problem(63, 1, 64, 1, dtype, false, 1).p));
+  CHECK_FALSE(runs_as_axpy(matmul_problem(64, 1, 15, 1, dtype, false, 1).p));
+  CHECK_FALSE(runs_as_axpy(matmul_problem(64, 2, 64, 1, dtype, false, 1).p));
+}
