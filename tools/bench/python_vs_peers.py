@@ -27,6 +27,8 @@ import sys
 import time
 import timeit
 
+from cli_vs_numpy import openblas_own_core  # the one probe of OpenBLAS's own core (Machine.h's rule)
+
 _PEER_MARK = "EINSTAGE_BENCH_PEER_ENV"  # set in the re-executed process: what the caller's environment had
 
 
@@ -40,21 +42,12 @@ def _cpu():
     return model, isa or "SSE only", avx512
 
 
-def _openblas_own_core():
-    """The core OpenBLAS picks by itself, asked in a child with both variables unset (Machine.h's rule)."""
-    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
-    probe = ("import ctypes\nlib = ctypes.CDLL('libopenblas.so.0')\n"
-             "lib.openblas_get_corename.restype = ctypes.c_char_p\nprint(lib.openblas_get_corename().decode())")
-    p = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True)
-    return p.stdout.strip() if p.returncode == 0 and p.stdout.strip() else None
-
-
 def _reexec_as_peer():
     """Runs this script again with OpenBLAS's variables as Machine.h gives them to peers (once)."""
     if _PEER_MARK in os.environ:
         return
     _, _, avx512 = _cpu()
-    own = _openblas_own_core()
+    own = openblas_own_core()
     forced = "SkylakeX" if avx512 and own is not None and own not in ("SkylakeX", "Cooperlake", "SapphireRapids") else ""
     env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
     if forced:
