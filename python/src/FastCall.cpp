@@ -5,8 +5,6 @@
 #include "python/src/Context.h"
 #include "runtime/Context.h"
 
-#include <fmt/format.h>
-
 #include <array>
 #include <span>
 #include <string_view>
@@ -141,8 +139,6 @@ PyObject* guarded(F&& f) {
 struct Entry {
   std::string subscripts;
   DType dtype = DType::f64;
-  char order = 'C';           // the result's layout, which decides `swap`
-  bool swap = false;          // the plan takes the two operands in the other order (operands_for_layout)
   std::vector<int64_t> dims;  // per operand: its rank, then its extents
   EinsumPlan plan;
   bool release_gil = false;
@@ -160,7 +156,7 @@ Table& table() {
 }
 
 bool matches(const Entry& e, std::string_view subscripts, const Views& v) {
-  if (!e.used || e.dtype != v.dtype || e.order != v.order || e.subscripts != subscripts) return false;
+  if (!e.used || e.dtype != v.dtype || e.subscripts != subscripts) return false;
   size_t i = 0;
   for (size_t k = 0; k < v.n; ++k) {
     const Shape& shape = v.tensors[k].shape();
@@ -169,23 +165,6 @@ bool matches(const Entry& e, std::string_view subscripts, const Views& v) {
       if (e.dims[i++] != extent) return false;
   }
   return i == e.dims.size();
-}
-
-// The executor's pairwise kernels write their result fastest along the first operand's free labels: a C-ordered
-// `ij,jk->ik` (unit stride on k) runs at 0.77x the speed of the same product written `jk,ij->ik`, with the same bits
-// (docs/performance.md, issue 36's matmul). For two operands whose result's unit-stride label (the last for C order,
-// the first for F) is a free label of the second operand only, these are the subscripts with the two terms swapped;
-// else "". Plain explicit subscripts only (letters, one ',', '->').
-std::string swapped_for_layout(std::string_view s, char order) {
-  const size_t arrow = s.find("->");
-  if (arrow == std::string_view::npos || s.find_first_of("() .") != std::string_view::npos) return {};
-  const std::string_view lhs = s.substr(0, arrow), out = s.substr(arrow + 2);
-  const size_t comma = lhs.find(',');
-  if (comma == std::string_view::npos || lhs.find(',', comma + 1) != std::string_view::npos || out.size() < 2) return {};
-  const std::string_view first = lhs.substr(0, comma), second = lhs.substr(comma + 1);
-  const char unit = order == 'C' ? out.back() : out.front();
-  if (first.find(unit) != std::string_view::npos || second.find(unit) == std::string_view::npos) return {};
-  return fmt::format("{},{}->{}", second, first, out);
 }
 
 const Entry* prepare(PyObject* subscripts_object, std::string_view subscripts, const Views& v) {
@@ -206,23 +185,16 @@ const Entry* prepare(PyObject* subscripts_object, std::string_view subscripts, c
   einsum::EinsumOptions options;
   options.allow_broadcast = true;  // NumPy stretches length-1 axes of named labels too
   options.context = current().context;
-  const std::string swapped = v.n == 2 ? swapped_for_layout(subscripts, v.order) : std::string();
   EinsumPlan plan;
   {
     py::gil_scoped_release release;
-    plan = einsum::cached_plan(subscripts, metas, options);  // first as written: its errors name the caller's operands
-    if (!swapped.empty()) {
-      std::swap(metas[0], metas[1]);
-      plan = einsum::cached_plan(swapped, metas, options);
-    }
+    plan = einsum::cached_plan(subscripts, metas, options);
   }
   Entry& e = t.entries[t.next];
   t.last = t.next;
   t.next = (t.next + 1) % t.entries.size();
   e.subscripts.assign(subscripts);
   e.dtype = v.dtype;
-  e.order = v.order;
-  e.swap = !swapped.empty();
   e.dims = std::move(dims);
   e.release_gil = naive_work(plan) >= kHoldGilBelow;
   e.plan = std::move(plan);
@@ -248,7 +220,6 @@ PyObject* try_einsum(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames)
     if (matches(t.entries[i], subscripts, v)) entry = &t.entries[t.last = i];
   if (!entry) entry = prepare(args[0], subscripts, v);
   if (!entry) return not_applicable();
-  if (entry->swap) std::swap(v.tensors[0], v.tensors[1]);
   return run(entry->plan, v, entry->release_gil);
 }
 

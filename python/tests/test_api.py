@@ -336,8 +336,8 @@ def test_the_compiled_calls_leave_everything_but_the_common_case_to_python():
         got, want = einstage.einsum("ij,jk->ik", f, g, **kwargs), np.einsum("ij,jk->ik", f, g, **kwargs)
         np.testing.assert_allclose(got, want, rtol=1e-13)
         assert (got.flags.c_contiguous, got.flags.f_contiguous) == (want.flags.c_contiguous, want.flags.f_contiguous)
-    # Two C-ordered operands whose result's unit-stride label is the second's run with the terms swapped
-    # (FastCall.cpp swapped_for_layout): the values, layout and errors are the call's as written.
+    # Two C-ordered operands whose result is contiguous along the second's label run as C^T = B^T A^T (the
+    # executor's step orientation, extensions/einsum/exec/StepOrientation.h): the values and layout are the call's.
     c, d = rand(3, 5), rand(5, 7)
     for eq in ("ij,jk->ik", "ij,jk->ki", "ij,kj->ik", "ji,jk->ik"):
         x, y = (c, d) if eq != "ij,kj->ik" else (c, d.T.copy())

@@ -1,9 +1,11 @@
 // EinsumPlan's calls (see Executor.h): the checks of a call's operands and output, and the run itself: operands
 // promoted, one-sided sums into the workspace, and per binary step the prepared problem (the step's own, or the
-// slot's while another call holds it) given the call's pointers and strides and run by the step's kernel handle.
+// slot's while another call holds it) given the call's pointers and strides, its operands' roles chosen from the
+// output's strides (StepOrientation.h), and run by the step's kernel handle.
 #include "extensions/einsum/exec/ExecutorImpl.h"
 
 #include "extensions/einsum/exec/CallScratch.h"
+#include "extensions/einsum/exec/StepOrientation.h"
 #include "extensions/einsum/notation/Notation.h"
 #include "ir/Quote.h"
 #include "ir/Scratch.h"
@@ -203,6 +205,15 @@ void EinsumPlan::Impl::run(OperandList operands, Tensor& out, ExecutionContext& 
     static std::atomic<uint64_t> next_version{1};
     if (in_place && (changed || e.live_version == 0))
       e.live_version = next_version.fetch_add(1, std::memory_order_relaxed);
+    // The operands' roles from the output's strides (StepOrientation.h), a function of the strides the version
+    // stands for; exchanged back after the run, so the terms of the next call find the groups where they were.
+    struct Oriented {
+      ContractionProblem& p;
+      bool exchanged;
+      ~Oriented() {
+        if (exchanged) exchange_operands(p);
+      }
+    } oriented{p, orient_for_output(p)};
     run_contraction(p.accumulate ? *accumulate_kernel : *e.kernel, p, context, pool,
                     in_place ? e.live_version : 0);
   }
