@@ -217,6 +217,7 @@ OptimizeResult optimize(const Runtime& runtime, const OptimizeOptions& options, 
   LBFGSpp::LBFGSParam<double> param;
   param.epsilon = options.gradient_tolerance / std::max(x.norm(), std::numeric_limits<double>::min());
   param.epsilon_rel = 0;
+  param.m = options.lbfgs_memory;
   param.max_iterations = options.max_iterations;
   param.linesearch = LBFGSpp::LBFGS_LINESEARCH_BACKTRACKING_STRONG_WOLFE;  // the curvature condition keeps the
   // L-BFGS matrix positive definite (Armijo alone let it turn indefinite: "the moving direction increases ...")

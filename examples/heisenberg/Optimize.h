@@ -103,6 +103,10 @@ struct OptimizeOptions {
   /// Stop when |g| |θ| <= this (scale-free: E(sθ) = E(θ), so g(sθ) = g(θ) / s). LBFGSpp's test is |g| <= epsilon;
   /// it is given this / |θ₀|, and |θ| grows only slowly from there (g is orthogonal to θ).
   double gradient_tolerance = 1e-7;
+  /// L-BFGS's memory (LBFGSpp's m, the correction pairs kept). LBFGSpp's default of 6 left D = 3 creeping down at
+  /// ~1e-7 per iteration 2.5e-4 above the optimum: the landscape is ill-conditioned, and more pairs pay (peps-torch
+  /// and torch.optim.LBFGS keep 100).
+  int lbfgs_memory = 30;
   CtmrgOptions ctmrg;
   ad::FixedPointOptions adjoint;
   AdjointMethod method = AdjointMethod::fixed_point;
