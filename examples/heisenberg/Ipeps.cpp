@@ -233,7 +233,26 @@ Program trace_ctmrg_step(const ExtensionRegistry* registry, int d, int chi) {
   TracedTensor columns = ctx.constant(Tensor::from_col_major<double>({k, x}, column));
   TracedTensor pos_kx = broadcast_in_dim(pos, {0}, {k, x});
   TracedTensor sel = select(Comparison::eq, pos_kx, columns, kept_kx, zero_kx);
-  TracedTensor u = einsum::einsum(ctx, "ij,jc->ic", {e.v, sel});
+  // The kept eigenvectors U = V Sel, and their derivative written out for the kept columns only: eigh's own rule
+  // gives all k columns, dV = V (F ∘ (Vᵀ dM V)) with F_ji = 1/(w_i − w_j) broadened (LinalgAd.h), and the
+  // transposed step paid for k³ products to keep χ of them. Since (F ∘ Y) Sel = (F Sel) ∘ (Y Sel),
+  // dU = V (F_sel ∘ (Vᵀ dM U)), F_sel[j, c] = 1/(w_kept(c) − w_j) broadened as eigh's rule does, zero where j is
+  // column c's own eigenvalue: products of k × k × χ. It enters as U = U_s + dU(M − stop_gradient(M)), V, w and U_s
+  // under stop_gradient: the added term is exactly zero in value (the step's outputs keep their bits) and carries
+  // the tangent. dM is symmetric (M is symmetrised above), so eigh's sym(dM) is dM itself.
+  TracedTensor v_s = stop_gradient(e.v);
+  TracedTensor w_s = stop_gradient(e.w);
+  TracedTensor u_s = einsum::einsum(ctx, "ij,jc->ic", {v_s, sel});
+  TracedTensor kept_w = einsum::einsum(ctx, "i,ic->c", {w_s, sel});
+  TracedTensor kept_w_kx = broadcast_in_dim(kept_w, {1}, {k, x});
+  TracedTensor w_kx = broadcast_in_dim(w_s, {0}, {k, x});
+  TracedTensor gap = kept_w_kx - w_kx;
+  TracedTensor own = ctx.full(TensorType{DType::f64, {k, x}}, 1.0) - sel;
+  TracedTensor broadening = ctx.full(TensorType{DType::f64, {k, x}}, linalg::kDefaultEps);
+  TracedTensor f_sel = gap / (gap * gap + broadening) * own;
+  TracedTensor dm = m - stop_gradient(m);
+  TracedTensor vt_dm_u = einsum::einsum(ctx, "ji,jl,lc->ic", {v_s, dm, u_s});
+  TracedTensor u = u_s + einsum::einsum(ctx, "ij,jc->ic", {v_s, vt_dm_u * f_sel});
   // Gauge: each column's sign chosen so that its overlap with a fixed generic vector is positive, so that the
   // environment converges element-wise. (Not the column's entry of largest modulus: eigenvectors odd under the
   // ket-bra swap of a leg have pairs of entries ±v, and rounding would pick either.)
@@ -249,8 +268,7 @@ Program trace_ctmrg_step(const ExtensionRegistry* registry, int d, int chi) {
   // negative), fixed the same way.
   TracedTensor t_probe = ctx.constant(generic_weights({x, d2, x}, 2));
   t_new = t_new * stop_gradient(sign(einsum::einsum(ctx, "imj,imj->", {t_probe, t_new})));
-  TracedTensor kept_w = einsum::einsum(ctx, "i,ic->c", {e.w, sel});
-  TracedTensor spectrum = kept_w / sqrt(sum(kept_w * kept_w));
+  TracedTensor spectrum = kept_w / sqrt(sum(kept_w * kept_w));  // a convergence measure: no derivative
   return ctx.finish({c_new, t_new, spectrum});
 }
 
