@@ -38,6 +38,7 @@
 
 namespace einstage {
 
+class JitState;
 class KernelCache;
 class ScratchAllocator;
 class Specialiser;
@@ -70,12 +71,9 @@ class ExecutionContext {
   ScratchAllocator& scratch();
   /// Distinct for every context this process made (never reused).
   uint64_t id() const;
-  /// Contractions contract() ran on this context, by kernel (runtime/jit/Dispatch.h: dispatch_stats(context)).
-  struct Calls {
-    std::atomic<int64_t> jit{0};
-    std::atomic<int64_t> portable{0};
-  };
-  Calls& calls();
+  /// What the JIT keeps for this context (runtime/jit/JitState.h: its kernel cache, specialiser, contraction counters
+  /// and failure); the JIT's entry points receive it and see nothing else of the context.
+  JitState& jit();
   /// What an extension keeps per context (the einsum family's plan cache): the object stored under `key`, made by
   /// `make` on the first call for that key and destroyed with the context (default_context()'s never are). Keys are
   /// the family's name. Thread-safe; `make` runs under the context's lock, so it must not call back into this.
@@ -85,12 +83,32 @@ class ExecutionContext {
 
  private:
   friend ExecutionContext& default_context();
+  ExecutionContext(const Config& config, ScratchAllocator* shared_scratch);  // nullptr: one of its own
   std::unique_ptr<Impl> impl_;
 };
 
 /// The context of the direct einsum API and of Runtimes left at the default thread count: Config::process(), made
 /// on first use, never destroyed (see the file comment). Throws what Config::process() throws.
 ExecutionContext& default_context();
+
+/// Whether contractions on `context` run on the JIT: its Config::jit is on and its JIT has not failed (a failure is
+/// the context's own: other contexts keep their JIT). The context-less form asks default_context().
+bool jit_enabled(ExecutionContext& context);
+bool jit_enabled();
+
+/// Statistics of the context's kernel cache and how many contractions ran on it by kernel (runtime/jit/Dispatch.h
+/// defines DispatchStats). The context-less form: default_context()'s.
+struct DispatchStats;
+DispatchStats dispatch_stats(ExecutionContext& context);
+DispatchStats dispatch_stats();
+
+/// Test hooks on default_context()'s Specialiser (runtime/jit/Specialise.h): while paused its thread starts no job;
+/// wait_specialise_idle() blocks until its queue is empty (or paused) and no job runs; the hook runs on its thread
+/// at the start of every job (an empty function removes it). Tests use them to observe that calls never wait for a
+/// compilation.
+void set_specialise_paused(bool paused);
+void wait_specialise_idle();
+void set_specialise_job_hook(std::function<void()> hook);
 
 /// Generates a few kernels on a throwaway JIT once per process, so that LLVM's lazily made statics exist before
 /// anything that must outlive them; otherwise done just before the process's first code generation. Call it first

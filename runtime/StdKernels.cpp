@@ -1,7 +1,7 @@
 // One kernel binding per standard op, in the order of ir/Ops.h, gathered into a table indexed by OpKind.
 #include "runtime/StdKernels.h"
 
-#include "runtime/jit/Dispatch.h"
+#include "runtime/Contract.h"
 #include "runtime/kernels/BlockProduct.h"
 #include "runtime/kernels/Contraction.h"
 #include "runtime/kernels/Elementwise.h"

@@ -6,6 +6,7 @@
 #include "extensions/einsum/Module.h"
 #include "extensions/einsum/op/TraceEinsum.h"
 #include "runtime/Runtime.h"
+#include "runtime/Context.h"
 #include "runtime/jit/Dispatch.h"
 
 #include <vector>

@@ -40,6 +40,7 @@
 
 namespace einstage {
 
+class GemmTuning;
 class KernelCache;
 class ScratchAllocator;
 
@@ -50,8 +51,9 @@ struct GettBlocking {
   int64_t nc = 0;  // columns of a packed B panel (multiple of NR)
 };
 
-/// The block sizes contract_jit uses for a real dtype with the default tile of the given vector width, derived from
-/// this host's cache sizes (Blocking.h: 480 x 256 x 4096 for f64 on a 48 KiB L1d / 2 MiB L2 core).
+/// The model's block sizes for a real dtype with the model's tile of the given vector width, derived from this host's
+/// cache sizes (Blocking.h: 480 x 256 x 4096 for f64 on a 48 KiB L1d / 2 MiB L2 core): what contract_jit uses
+/// without a tuning (GemmTuning::model(), Tuning.h). KC is always the model's; a context's tuning may set MC and NC.
 GettBlocking default_blocking(DType real_dtype, bool avx512);
 
 /// Fewest MR-row tiles a thread gets when contract_jit splits one packed GEMM's rows between threads.
@@ -101,9 +103,12 @@ bool runs_tiny(const ContractionProblem& p, KernelCache& cache);
 /// same bits when K fits one KC block, but for the sign of a zero. dtype f32, f64, c64 or c128; throws
 /// Error(unsupported) for i64 and Error(runtime) if the JIT cannot compile. Nothing is written to C before all
 /// kernels are available (split: the first block's). `blocking` overrides the default block sizes (tests, tuning); `direct` false forces the
-/// packed path (a context's Config::jit_direct, EINSTAGE_JIT_DIRECT=0).
+/// packed path (a context's Config::jit_direct, EINSTAGE_JIT_DIRECT=0). `tuning` is the packed GEMM's tile and blocks
+/// in force (Tuning.h: a context's; nullptr: GemmTuning::model()); the bits are the same whatever
+/// it sets.
 void contract_jit(const ContractionProblem& p, ThreadPool* pool = nullptr, KernelCache* cache = nullptr,
-                  const GettBlocking* blocking = nullptr, ScratchAllocator* scratch = nullptr, bool direct = true);
+                  const GettBlocking* blocking = nullptr, ScratchAllocator* scratch = nullptr, bool direct = true,
+                  const GemmTuning* tuning = nullptr);
 
 /// True when x and y have the same dtype, accumulate flag and axes (extents and strides, group by group, in order):
 /// whatever contract_jit decides for one it decides for the other. Pointers are not compared.
@@ -115,13 +120,14 @@ bool same_geometry(const ContractionProblem& x, const ContractionProblem& y);
 /// data pointers, with contract_jit's bits at every thread count and without redoing the set-up: a prepared einsum
 /// step (StepKernel, runtime/Contract.h) keeps one per problem it runs, because on small steps (the grid workloads'
 /// 2 x 2 x 2 contractions) the set-up cost more than the arithmetic. Immutable once made: concurrent run() calls are
-/// safe. It holds `cache`'s kernels and a pointer to `scratch` (packing buffers), so it must not outlive either;
-/// StepKernel keys its plans by context.
+/// safe. It holds `cache`'s kernels and pointers to `scratch` (packing buffers) and `tuning`, so it must not outlive
+/// any of them; StepKernel keys its plans by context.
 class GettPlan {
  public:
-  /// Sets p up as contract_jit(p, pool, &cache, nullptr, &scratch, direct) would; throws what contract_jit throws
-  /// (p.check's errors, Error(unsupported) for i64, Error(runtime) when a kernel cannot be compiled).
-  GettPlan(const ContractionProblem& p, KernelCache& cache, ScratchAllocator& scratch, bool direct);
+  /// Sets p up as contract_jit(p, pool, &cache, nullptr, &scratch, direct, tuning) would; throws what contract_jit
+  /// throws (p.check's errors, Error(unsupported) for i64, Error(runtime) when a kernel cannot be compiled).
+  GettPlan(const ContractionProblem& p, KernelCache& cache, ScratchAllocator& scratch, bool direct,
+           const GemmTuning* tuning = nullptr);
   ~GettPlan();
   GettPlan(const GettPlan&) = delete;
   GettPlan& operator=(const GettPlan&) = delete;

@@ -4,7 +4,6 @@
 #include "ir/Quote.h"
 #include "ir/FileIO.h"
 #include "ir/Hash.h"
-#include "runtime/Context.h"
 
 #include <cerrno>
 #include <chrono>
@@ -89,8 +88,6 @@ bool write_cached(const std::string& path, const std::string& key, const std::ve
 KernelCache::KernelCache(std::string cache_dir, const JitTarget& target)
     : cache_dir_(std::move(cache_dir)), jit_(Jit::create(target)) {}
 KernelCache::~KernelCache() = default;
-
-KernelCache& KernelCache::process_default() { return default_context().kernels(); }
 
 std::string KernelCache::disk_key(const std::string& detail) const {
   const JitHost& h = jit_->host();

@@ -43,10 +43,9 @@ class KernelCache {
   explicit KernelCache(std::string cache_dir, const JitTarget& target = {});
   ~KernelCache();
 
-  /// default_context()'s cache (runtime/Context.h), which contract() uses without another context. A context's
-  /// cache keeps its objects in that context's Config::kernel_cache_dir (EINSTAGE_CACHE_DIR, else
-  /// $XDG_CACHE_HOME/einstage, else $HOME/.cache/einstage, else "": no disk cache).
-  static KernelCache& process_default();
+  // A context's cache (JitState::kernels(); default_context().kernels() for contract() without a context) keeps its
+  // objects in that context's Config::kernel_cache_dir (EINSTAGE_CACHE_DIR, else $XDG_CACHE_HOME/einstage, else
+  // $HOME/.cache/einstage, else "": no disk cache).
 
   /// The compiled kernel for spec (compiled or loaded on first request).
   MicroKernelFn micro_kernel(const MicroKernelSpec& spec);

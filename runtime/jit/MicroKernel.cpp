@@ -4,7 +4,6 @@
 #include "ir/Hash.h"
 #include "runtime/jit/JitLlvm.h"
 #include "runtime/jit/TileModel.h"
-#include "runtime/jit/Tuning.h"
 
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Intrinsics.h>
@@ -37,11 +36,7 @@ MicroKernelSpec model_host_micro_kernel(DType real_dtype, bool avx512) {
 }
 
 MicroKernelSpec default_micro_kernel(DType real_dtype, bool avx512) {
-  MicroKernelSpec spec = model_host_micro_kernel(real_dtype, avx512);
-  // The tuned tile (Tuning.h) serves the vector width it was measured for; it changes no bits.
-  const KernelTuning& tuned = process_tuning().params;
-  if (tuned.avx512 == avx512) spec.mr = tuned.of(real_dtype).mr, spec.nr = tuned.of(real_dtype).nr;
-  return spec;
+  return model_host_micro_kernel(real_dtype, avx512);
 }
 
 MicroKernelSpec default_lane_kernel(DType real_dtype, bool avx512) {
@@ -74,8 +69,12 @@ std::vector<MicroKernelChoice> candidates_around(const MicroKernelSpec& base, DT
 
 }  // namespace
 
+std::vector<MicroKernelChoice> micro_kernel_candidates(const MicroKernelSpec& base) {
+  return candidates_around(base, base.dtype, base.lanes * int(size_of(base.dtype)) == 64);
+}
+
 std::vector<MicroKernelChoice> micro_kernel_candidates(DType real_dtype, bool avx512) {
-  return candidates_around(default_micro_kernel(real_dtype, avx512), real_dtype, avx512);
+  return micro_kernel_candidates(default_micro_kernel(real_dtype, avx512));
 }
 
 int vector_registers(bool avx512) { return vector_isa(avx512).registers; }

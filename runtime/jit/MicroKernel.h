@@ -99,8 +99,8 @@ std::string micro_kernel_assembly(Jit& jit, const MicroKernelSpec& spec);
 /// on this host's caches, made once per process. The direct path's tiles, the lane kernels and KC derive from it.
 MicroKernelSpec model_host_micro_kernel(DType real_dtype, bool avx512);
 
-/// The packed GEMM's default tile for a real dtype on this host: the tile in force (Tuning.h: process_tuning, the
-/// model's unless a tuning file sets it) for the vector width it was tuned for, else the model's. Same bits either way.
+/// The packed GEMM's default tile for a real dtype on this host: the model's (model_host_micro_kernel). A context
+/// runs the packed path with the tile its tuning sets (Tuning.h: GemmTuning), the same bits either way.
 MicroKernelSpec default_micro_kernel(DType real_dtype, bool avx512);
 
 /// The tiles the GETT driver chooses from (default first) with their relative throughput; it takes the one with the
@@ -109,6 +109,8 @@ struct MicroKernelChoice {
   MicroKernelSpec spec;
   double efficiency = 1;
 };
+/// `base` (a packed tile: the tile in force) comes first; the (dtype, width) form is around the model's tile.
+std::vector<MicroKernelChoice> micro_kernel_candidates(const MicroKernelSpec& base);
 std::vector<MicroKernelChoice> micro_kernel_candidates(DType real_dtype, bool avx512);
 
 /// Vector registers of the target: 32 (zmm0-31) with AVX-512, 16 (ymm0-15) with AVX2.

@@ -1,10 +1,10 @@
 #include "runtime/jit/Specialise.h"
 
 #include "ir/Error.h"
-#include "runtime/Context.h"
 #include "runtime/ThreadPool.h"
 #include "runtime/jit/Dispatch.h"
 #include "runtime/jit/Gett.h"
+#include "runtime/jit/JitState.h"
 #include "runtime/jit/KernelCache.h"
 #include "runtime/jit/MicroKernel.h"
 
@@ -27,7 +27,7 @@ struct StepKernel::Shared {
   DirectSchedule schedule;
   int64_t element_bytes = 0;
   double macs = 0;          // multiply-adds of one call, all batch entries
-  uint64_t context_id = 0;  // ExecutionContext::id() of the context whose JIT holds `kernel`
+  uint64_t context_id = 0;  // JitState::id() of the context whose JIT holds `kernel`
   std::atomic<SpecialisedKernelFn> kernel{nullptr};
   std::atomic<uint64_t> kernel_geometry{0};  // a caller's geometry value seen to match `signature`
 
@@ -40,8 +40,8 @@ struct StepKernel::Shared {
     uint64_t context_id = 0;
     GettPlan plan;
     mutable std::atomic<uint64_t> geometry{0};  // 2 x a caller's geometry value seen to match, + the direct switch
-    Prepared(uint64_t id, const ContractionProblem& p, ExecutionContext& context)
-        : context_id(id), plan(p, context.kernels(), context.scratch(), context.config().jit_direct) {}
+    Prepared(const ContractionProblem& p, JitState& jit)
+        : context_id(jit.id()), plan(p, jit.kernels(), jit.scratch(), jit.config().jit_direct, &jit.tuning()) {}
   };
   static constexpr size_t kMaxPlans = 4;
   static constexpr size_t kMaxPlanBytes = size_t(1) << 18;  // a step with larger tables is not set-up bound
@@ -51,29 +51,28 @@ struct StepKernel::Shared {
   std::vector<std::unique_ptr<Prepared>> plans;
 
   // Runs p on a plan of this handle when it may (true); false sends the call to contract().
-  bool run_prepared(const ContractionProblem& p, ExecutionContext& context, ThreadPool* pool, uint64_t geometry);
+  bool run_prepared(const ContractionProblem& p, JitState& jit, ThreadPool* pool, uint64_t geometry);
 };
 
-bool StepKernel::Shared::run_prepared(const ContractionProblem& p, ExecutionContext& context, ThreadPool* pool,
-                                      uint64_t geometry) {
-  if (!jit_enabled(context) || p.dtype == DType::i64) return false;
-  const bool direct = context.config().jit_direct;
+bool StepKernel::Shared::run_prepared(const ContractionProblem& p, JitState& jit, ThreadPool* pool, uint64_t geometry) {
+  if (!jit_enabled(jit) || p.dtype == DType::i64) return false;
+  const bool direct = jit.config().jit_direct;
   const Prepared* current = plan.load(std::memory_order_acquire);
   const uint64_t seen = geometry ? 2 * geometry + direct : 0;  // the caller's geometry value and the switch
-  const bool known = current && seen && current->context_id == context.id() &&
+  const bool known = current && seen && current->context_id == jit.id() &&
                      current->geometry.load(std::memory_order_relaxed) == seen;
-  if (!known && (!current || current->context_id != context.id() || !current->plan.matches(p, direct))) {
+  if (!known && (!current || current->context_id != jit.id() || !current->plan.matches(p, direct))) {
     if (plans_closed.load(std::memory_order_relaxed)) return false;
     std::lock_guard lock(plans_mutex);
     current = plan.load(std::memory_order_relaxed);
-    if (!current || current->context_id != context.id() || !current->plan.matches(p, direct)) {
+    if (!current || current->context_id != jit.id() || !current->plan.matches(p, direct)) {
       if (plans.size() >= kMaxPlans) {
         plans_closed.store(true, std::memory_order_relaxed);
         return false;
       }
       std::unique_ptr<Prepared> made;
       try {
-        made = std::make_unique<Prepared>(context.id(), p, context);
+        made = std::make_unique<Prepared>(p, jit);
       } catch (const Error& e) {
         if (e.kind() == ErrorKind::runtime) return false;  // no JIT kernel: contract() falls back and says so
         throw;                                            // a bad problem: contract() would refuse it the same way
@@ -81,7 +80,7 @@ bool StepKernel::Shared::run_prepared(const ContractionProblem& p, ExecutionCont
       if (made->plan.table_bytes() > kMaxPlanBytes) {
         plans_closed.store(true, std::memory_order_relaxed);
         made->plan.run(p, pool);
-        context.calls().jit.fetch_add(1, std::memory_order_relaxed);
+        jit.calls().jit.fetch_add(1, std::memory_order_relaxed);
         return true;
       }
       current = made.get();
@@ -91,7 +90,7 @@ bool StepKernel::Shared::run_prepared(const ContractionProblem& p, ExecutionCont
   }
   if (seen && !known) current->geometry.store(seen, std::memory_order_relaxed);  // current matches p
   current->plan.run(p, pool);
-  context.calls().jit.fetch_add(1, std::memory_order_relaxed);  // as contract() counts its JIT calls
+  jit.calls().jit.fetch_add(1, std::memory_order_relaxed);  // as contract() counts its JIT calls
   return true;
 }
 
@@ -181,8 +180,8 @@ void Specialiser::wait_idle() {
 
 namespace {
 
-void queue(ExecutionContext& context, const std::shared_ptr<StepKernel::Shared>& shared) {
-  context.specialiser().submit([shared](KernelCache& cache) {
+void queue(JitState& jit, const std::shared_ptr<StepKernel::Shared>& shared) {
+  jit.specialiser().submit([shared](KernelCache& cache) {
     try {
       const SpecialisedKernelSpec& spec = shared->schedule.kernel;
       void* fn = cache.compiled_function(spec.symbol(), spec.describe(),
@@ -201,13 +200,13 @@ void queue(ExecutionContext& context, const std::shared_ptr<StepKernel::Shared>&
 StepKernel::StepKernel() : shared_(std::make_shared<Shared>()) {}
 StepKernel::~StepKernel() = default;
 
-void StepKernel::run(const ContractionProblem& p, ThreadPool* pool) { run(p, default_context(), pool); }
-
-void StepKernel::run(const ContractionProblem& p, ExecutionContext& context, ThreadPool* pool, uint64_t geometry) {
-  Shared& s = *shared_;
+void run_step(const std::shared_ptr<StepKernel::Shared>& shared, const ContractionProblem& p, JitState& jit,
+              ThreadPool* pool, uint64_t geometry) {
+  using State = StepKernel::State;
+  StepKernel::Shared& s = *shared;
   const bool known = geometry && s.kernel_geometry.load(std::memory_order_relaxed) == geometry;
   if (SpecialisedKernelFn fn = s.kernel.load(std::memory_order_acquire);
-      fn && s.context_id == context.id() && (known || same_geometry(p, s.signature))) {
+      fn && s.context_id == jit.id() && (known || same_geometry(p, s.signature))) {
     if (geometry && !known) s.kernel_geometry.store(geometry, std::memory_order_relaxed);
     if (p.a == nullptr || p.b == nullptr || p.c == nullptr) p.check("contract");  // contract() would refuse it too
     const DirectSchedule& d = s.schedule;
@@ -229,18 +228,18 @@ void StepKernel::run(const ContractionProblem& p, ExecutionContext& context, Thr
     return;
   }
   if (s.state.load(std::memory_order_relaxed) == int(State::generic) &&
-      s.calls.fetch_add(1, std::memory_order_relaxed) + 1 == kHotCalls && jit_enabled(context) &&
-      context.config().jit_specialise) {
+      s.calls.fetch_add(1, std::memory_order_relaxed) + 1 == StepKernel::kHotCalls && jit_enabled(jit) &&
+      jit.config().jit_specialise) {
     // Only this call (the kHotCalls-th) gets here: it records the problem and queues the compilation, on the context
     // whose JIT will hold the kernel (a kernel is only called through that context).
     DirectSchedule schedule;
     bool avx512 = false;
     try {
-      avx512 = context.kernels().host().has_avx512;
+      avx512 = jit.kernels().host().has_avx512;
     } catch (const Error&) {
-      return contract(p, context, pool);  // no JIT here: contract() falls back and says so
+      return contract_on(p, jit, pool);  // no JIT here: contract() falls back and says so
     }
-    if (context.config().jit_direct && direct_schedule(p, avx512, schedule)) {  // else contract() packs
+    if (jit.config().jit_direct && direct_schedule(p, avx512, schedule)) {  // else contract() packs
       s.signature = p;
       s.signature.a = s.signature.b = nullptr;
       s.signature.c = nullptr;
@@ -249,21 +248,15 @@ void StepKernel::run(const ContractionProblem& p, ExecutionContext& context, Thr
       s.macs = 1;
       for (const auto* group : {&p.m, &p.n, &p.k, &p.batch})
         s.macs *= double(ContractionProblem::group_size(*group, "contract: axis group"));
-      s.context_id = context.id();
+      s.context_id = jit.id();
       s.state.store(int(State::queued));
-      queue(context, shared_);
+      queue(jit, shared);
     }
   }
-  if (!s.run_prepared(p, context, pool, geometry)) contract(p, context, pool);
+  if (!s.run_prepared(p, jit, pool, geometry)) contract_on(p, jit, pool);
 }
 
 StepKernel::State StepKernel::state() const { return State(shared_->state.load()); }
 int64_t StepKernel::specialised_calls() const { return shared_->specialised.load(); }
-
-void set_specialise_paused(bool paused) { default_context().specialiser().set_paused(paused); }
-void wait_specialise_idle() { default_context().specialiser().wait_idle(); }
-void set_specialise_job_hook(std::function<void()> hook) {
-  default_context().specialiser().set_job_hook(std::move(hook));
-}
 
 }  // namespace einstage

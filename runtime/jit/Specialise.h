@@ -1,7 +1,8 @@
-// Specialiser: the background compiler an ExecutionContext owns (runtime/Context.h), which compiles a fully
+// Specialiser: the background compiler a context's JitState owns (runtime/jit/JitState.h), which compiles a fully
 // shape-specialised kernel for a hot small step off the critical path (runtime stage, JIT), and the implementation
 // notes of StepKernel, the per-step kernel handle of a prepared plan (declared in runtime/Contract.h, the public
-// kernel API's contraction entry points). Depends on ir and runtime/Contract.h; no LLVM type appears here.
+// kernel API's contraction entry points; StepKernel::run hands its context's JitState to run_step here). Depends on ir
+// and runtime/Contract.h; no LLVM type appears here, and nothing of runtime/Context.h.
 //
 // A prepared einsum plan keeps one StepKernel per pairwise step and runs the step through it. A JIT call runs on the
 // handle's GettPlan (Gett.h: contract_jit's set-up of the step's problem, made by the first call and remade, up to a
@@ -19,7 +20,7 @@
 //
 // Exit: the Specialiser's destructor finishes the running job, drops the queued ones and joins its thread; its
 // context is destroyed before any static that LLVM makes lazily during code generation, because every context is
-// constructed after those statics exist (runtime/Context.cpp warms the code generator up once per process first),
+// constructed after those statics exist (WarmUp.h warms the code generator up once per process first),
 // and static destructors run in reverse order of construction.
 #pragma once
 
@@ -62,12 +63,10 @@ class Specialiser {
   std::unique_ptr<Impl> impl_;
 };
 
-/// Test hooks on default_context()'s Specialiser (see Specialiser). Tests use them to observe that calls never wait
-/// for a compilation.
-void set_specialise_paused(bool paused);
-void wait_specialise_idle();
-/// Test hook: runs on the background thread at the start of every job, before its kernel is compiled or loaded
-/// (an empty function removes it). Tests hold a job inside it to check that the call that queued it returned.
-void set_specialise_job_hook(std::function<void()> hook);
+class JitState;
+
+/// StepKernel::run(p, context, pool, geometry) on the context's JIT state `jit`; `shared` is the handle's state.
+void run_step(const std::shared_ptr<StepKernel::Shared>& shared, const ContractionProblem& p, JitState& jit,
+              ThreadPool* pool, uint64_t geometry);
 
 }  // namespace einstage

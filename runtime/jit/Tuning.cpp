@@ -1,6 +1,5 @@
 #include "runtime/jit/Tuning.h"
 
-#include "ir/Config.h"
 #include "ir/Error.h"
 #include "ir/FileIO.h"
 #include "ir/Hash.h"
@@ -18,6 +17,7 @@
 #include <cstdio>
 #include <cstring>
 #include <optional>
+#include <utility>
 
 #include <sys/stat.h>
 
@@ -204,21 +204,40 @@ TuningInForce resolve_tuning(const std::string& setting, const std::string& cach
   return out;
 }
 
-const TuningInForce& process_tuning() {
-  static const TuningInForce& in_force = *new TuningInForce([] {
-    const bool avx512 = host_tuning_key().avx512;
-    const KernelTuning model = model_tuning(avx512, host_cache_info());
-    TuningInForce t;
-    try {
-      const Config& config = Config::process();
-      t = resolve_tuning(config.kernel_tuning, config.kernel_cache_dir, host_tuning_key(), model);
-    } catch (const Error&) {
-      t.params = model;  // a bad environment variable: the call that resolves the Config reports it
+TuningInForce host_tuning(const Config& config) {
+  const KernelTuning model = model_tuning(host_tuning_key().avx512, host_cache_info());
+  TuningInForce t = resolve_tuning(config.kernel_tuning, config.kernel_cache_dir, host_tuning_key(), model);
+  if (!t.warning.empty()) std::fprintf(stderr, "einstage: warning: %s\n", t.warning.c_str());
+  return t;
+}
+
+int GemmTuning::index(DType real, bool avx512) {
+  EIN_ASSERT(real == DType::f32 || real == DType::f64, "GEMM parameters are for real dtypes");
+  return (real == DType::f64 ? 1 : 0) + (avx512 ? 2 : 0);
+}
+
+GemmTuning::GemmTuning(TuningInForce in_force) : in_force_(std::move(in_force)) {
+  const CacheInfo& caches = host_cache_info();
+  for (bool wide : {false, true}) {
+    const KernelTuning params = in_force_.params.avx512 == wide ? in_force_.params : model_tuning(wide, caches);
+    for (DType real : {DType::f32, DType::f64}) {
+      const GemmParams& p = params.of(real);
+      MicroKernelSpec tile = model_host_micro_kernel(real, wide);
+      tile.mr = p.mr, tile.nr = p.nr;
+      blocks_[index(real, wide)] = {p.mc, model_kc(real, wide, caches), p.nc};
+      candidates_[index(real, wide)] = micro_kernel_candidates(tile);
     }
-    if (!t.warning.empty()) std::fprintf(stderr, "einstage: warning: %s\n", t.warning.c_str());
+  }
+}
+
+const GemmTuning& GemmTuning::model() {
+  // Never destroyed: a thread may still set up a contraction while another calls exit().
+  static const GemmTuning& model = *new GemmTuning([] {
+    TuningInForce t;
+    t.params = model_tuning(host_tuning_key().avx512, host_cache_info());
     return t;
   }());
-  return in_force;
+  return model;
 }
 
 std::string_view source_name(TuningSource source) {

@@ -1,7 +1,9 @@
-// Tuning: the JIT's CPU-dependent kernel parameters as this process uses them, from the model (TileModel.h,
+// Tuning: the JIT's CPU-dependent kernel parameters as an execution context uses them, from the model (TileModel.h,
 // Blocking.h), from a tuning file that `einstage tune` measured on this CPU (TuneRun.h) and stored beside the kernel
-// cache, or from a file named by EINSTAGE_TUNING (ir/Config.h: Config::kernel_tuning). Stage: runtime (JIT
-// internals). Depends on ir and runtime/jit/{Blocking,TileModel}.h; no LLVM type.
+// cache, or from a file named by EINSTAGE_TUNING (ir/Config.h: Config::kernel_tuning). Each context resolves its own
+// from its Config (GemmTuning, held by its JitState) and passes it to every GETT set-up; nothing here is process
+// state but the host's facts (its key, its model). Stage: runtime (JIT internals). Depends on ir and
+// runtime/jit/{Blocking,MicroKernel,TileModel}.h; no LLVM type.
 //
 // What tuning may change is what leaves every result's bits as they are, so that on one machine the same inputs give
 // the same bits with and without a tuning file, in every process and at every thread count: the packed GEMM's
@@ -20,13 +22,16 @@
 // dtypes it sets ("f64" and/or "f32"; a missing dtype or field keeps the model's value). Every value is checked: the
 // tile must fit the vector registers (TileModel.h: tile_fits), mr be a multiple of the vector lanes, mc a multiple of
 // mr, nc of nr, both from 1 to 65536. A file that is missing, unreadable, not JSON, made for another CPU or LLVM, or
-// holds a bad value is not used: the process runs on the model's parameters and prints one warning on stderr that
+// holds a bad value is not used: the context runs on the model's parameters and prints one warning on stderr that
 // names the file, what is wrong and how to fix it (rerun `einstage tune`, delete the file, or unset EINSTAGE_TUNING).
 #pragma once
 
+#include "ir/Config.h"
 #include "ir/DType.h"
 #include "runtime/jit/Blocking.h"
+#include "runtime/jit/MicroKernel.h"
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -95,9 +100,36 @@ struct TuningInForce {
 TuningInForce resolve_tuning(const std::string& setting, const std::string& cache_dir, const TuningKey& key,
                              const KernelTuning& model);
 
-/// resolve_tuning for this process (Config::process(), host_tuning_key(), model_tuning on host_cache_info()), once;
-/// its warning, if any, is printed on stderr then. A bad environment (Config::process throws) gives the model's.
-const TuningInForce& process_tuning();
+/// resolve_tuning for `config` (its kernel_tuning and kernel_cache_dir) on this host (host_tuning_key(), model_tuning
+/// on host_cache_info()); its warning, if any, is printed on stderr.
+TuningInForce host_tuning(const Config& config);
+
+/// The packed GEMM's parameters one execution context runs with, ready for the GETT driver (Gett.h): per real dtype
+/// and vector width the candidate tiles (MicroKernel.h: micro_kernel_candidates around the tile in force, which comes
+/// first) and the blocks (MC and NC in force, KC the model's). A TuningInForce's parameters serve the vector width
+/// they were made for; the other width gets the model's. Immutable, so one object serves concurrent calls. A
+/// context's JIT owns one (runtime/jit/JitState.h: tuning(), resolved from the context's Config), so two contexts
+/// with different Config::kernel_tuning each run with their own; model() is the host model's, an immutable host fact,
+/// for calls made without a context.
+class GemmTuning {
+ public:
+  explicit GemmTuning(TuningInForce in_force);
+  /// The model's parameters on this host (no file read), made once.
+  static const GemmTuning& model();
+
+  const TuningInForce& in_force() const { return in_force_; }
+  GettBlocking blocking(DType real, bool avx512) const { return blocks_[index(real, avx512)]; }
+  const std::vector<MicroKernelChoice>& candidates(DType real, bool avx512) const {
+    return candidates_[index(real, avx512)];
+  }
+  const MicroKernelSpec& tile(DType real, bool avx512) const { return candidates(real, avx512).front().spec; }
+
+ private:
+  static int index(DType real, bool avx512);
+  TuningInForce in_force_;
+  std::array<GettBlocking, 4> blocks_;
+  std::array<std::vector<MicroKernelChoice>, 4> candidates_;
+};
 
 /// "model", "tuned" or "EINSTAGE_TUNING".
 std::string_view source_name(TuningSource source);

@@ -1,11 +1,14 @@
 #include "runtime/jit/WarmUp.h"
 
+#include "ir/Error.h"
 #include "runtime/jit/Jit.h"
 #include "runtime/jit/MicroKernel.h"
 
 #include <algorithm>
 #include <cstdint>
+#include <atomic>
 #include <iterator>
+#include <mutex>
 
 namespace einstage {
 
@@ -30,5 +33,30 @@ void generate_warm_up_kernel(Jit& jit) {
   for (int64_t t = 0; t < kTiles; ++t) spec.tiles.push_back({t * kRows, t * kRows, 0, kRows, 1, {0}});
   (void)compile_specialised_kernel(jit, spec);
 }
+
+namespace {
+std::atomic<bool> g_warmed_up{false};
+}  // namespace
+
+// LLVM's code generator makes some function-local statics on first use. Statics are destroyed in reverse order of
+// construction, so a context constructed after they exist is destroyed before them, and its specialiser's last job
+// still finds them intact; and LLVM work still running when exit() starts (runtime/jit/Jit.cpp's gate) finds them
+// intact too. One small specialised kernel on a throwaway JIT makes them once per process. It runs just before the
+// process's first code generation (Jit::set_before_first_codegen), not when a context is made: a process whose
+// kernels all come from the disk cache (a one-shot `einstage einsum` run again) never generates code and never pays
+// for it.
+void warm_up_code_generator() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    g_warmed_up.store(true);
+    try {
+      generate_warm_up_kernel(*Jit::create());
+    } catch (const Error&) {
+      // No JIT on this machine: nothing of LLVM's code generator will run; contract() reports the failure.
+    }
+  });
+}
+
+bool code_generator_warmed_up() { return g_warmed_up.load(); }
 
 }  // namespace einstage

@@ -1,5 +1,5 @@
 // The warm-up of LLVM's code generator (runtime stage, JIT): what the process's first code generation compiles first
-// (runtime/Context.cpp registers it with Jit::set_before_first_codegen). LLVM makes some function-local statics on
+// (JitState, runtime/jit/JitState.h, registers it with Jit::set_before_first_codegen). LLVM makes some function-local statics on
 // the first use of a code path (TargetLibraryInfo's name table, SDNode's value-type lists, X86's broadcast-fold and
 // memory-unfold tables, ...); each registers its destructor with the C library's exit handlers then. A static first
 // made by LLVM work still running when exit() starts (on the background specialiser, say) would be destroyed under
@@ -19,5 +19,12 @@ class Jit;
 /// micro-, lane and specialised kernel per real dtype) made the same statics, missed one on AVX2 targets, and took
 /// 4-5x as long (docs/performance.md, "First kernel of a process").
 void generate_warm_up_kernel(Jit& jit);
+
+/// Generates the warm-up kernel on a throwaway JIT for the host, once per process (LLVM's statics are the process's,
+/// not a context's); later calls return at once. Never throws: without a JIT on this machine nothing of LLVM's code
+/// generator will run, and contract() reports the failure.
+void warm_up_code_generator();
+/// Whether warm_up_code_generator() has run in this process.
+bool code_generator_warmed_up();
 
 }  // namespace einstage

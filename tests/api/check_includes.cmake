@@ -6,8 +6,13 @@
 # - inside extensions/einsum/, the family's tower (extensions/einsum/README.md) stands: its sub-folders from the
 #   ground up are notation/, planner/, exec/ and op/, and the files directly in extensions/einsum/ (Module.h,
 #   Module.cpp) and module/ are the top floor; a file includes from its own floor and the floors below, never above.
+# - inside runtime/, the JIT stands below the execution context: a file under runtime/jit/ includes from runtime/
+#   only runtime/jit/, runtime/kernels/ and the headers below the JIT (runtime/ThreadPool.h, runtime/Contract.h,
+#   runtime/Cpus.h), never runtime/Context.h or anything else that owns or runs the JIT (the context hands the JIT what
+#   it needs through runtime/jit/JitState.h), and a file under runtime/kernels/ includes no runtime/jit/ header.
 # Each offending line is reported with its file, line and header, then the script fails.
 # Usage: cmake -DROOT=<source tree> -P tests/api/check_includes.cmake (tests/api/fixture/ is a tree that must fail)
+# A tree without runtime/ (none of its files found) checks the extensions' rules only.
 cmake_minimum_required(VERSION 3.25)
 if(NOT ROOT)
   message(FATAL_ERROR "api_includes: pass -DROOT=<the source tree whose extensions/ to check>")
@@ -108,11 +113,47 @@ foreach(f IN LISTS einsum_sources)
 endforeach()
 list(LENGTH einsum_sources einsum_checked)
 
+# The runtime's two floors: runtime/kernels/ < runtime/jit/ < the rest of runtime/, with the headers the JIT may use.
+set(below_jit runtime/ThreadPool.h runtime/Contract.h runtime/Cpus.h)
+string(REPLACE ";" ", " below_jit_text "${below_jit}")
+file(GLOB_RECURSE jit_sources "${ROOT}/runtime/jit/*.h" "${ROOT}/runtime/jit/*.cpp")
+foreach(f IN LISTS jit_sources)
+  file(RELATIVE_PATH rel "${ROOT}" "${f}")
+  runtime_includes("${f}" incs)
+  foreach(inc IN LISTS incs)
+    string(REGEX REPLACE "^([0-9]+):(.*)$" "\\1;\\2" parts "${inc}")
+    list(GET parts 0 line)
+    list(GET parts 1 header)
+    if(NOT header MATCHES "^runtime/(jit|kernels)/" AND NOT header IN_LIST below_jit)
+      string(APPEND errors "${rel}:${line}: includes ${header}, which stands above the JIT (runtime/ includes "
+        "runtime/jit/, one way; below the JIT are runtime/kernels/ and ${below_jit_text}); hand what the JIT needs "
+        "through runtime/jit/JitState.h instead\n")
+    endif()
+  endforeach()
+endforeach()
+file(GLOB_RECURSE kernel_sources "${ROOT}/runtime/kernels/*.h" "${ROOT}/runtime/kernels/*.cpp")
+foreach(f IN LISTS kernel_sources)
+  file(RELATIVE_PATH rel "${ROOT}" "${f}")
+  runtime_includes("${f}" incs)
+  foreach(inc IN LISTS incs)
+    string(REGEX REPLACE "^([0-9]+):(.*)$" "\\1;\\2" parts "${inc}")
+    list(GET parts 0 line)
+    list(GET parts 1 header)
+    if(header MATCHES "^runtime/jit/")
+      string(APPEND errors "${rel}:${line}: includes ${header}, a JIT header; the portable kernels stand below the "
+        "JIT and never include it\n")
+    endif()
+  endforeach()
+endforeach()
+list(LENGTH jit_sources jit_checked)
+list(LENGTH kernel_sources kernels_checked)
+
 list(LENGTH sources checked)
 if(errors)
   message(NOTICE "${errors}")  # unwrapped, one line per offending include
-  message(FATAL_ERROR "api_includes: the include lines above reach past the public API (extensions/api/) or up the "
-    "einsum tower")
+  message(FATAL_ERROR "api_includes: the include lines above reach past the public API (extensions/api/), up the "
+    "einsum tower or up the runtime (kernels/ < jit/ < the execution context)")
 endif()
 message(STATUS "api_includes: ${checked} files under extensions/ include only the public runtime headers (${public_text}); "
-  "${einsum_checked} files of extensions/einsum/ include down its tower only (${einsum_order})")
+  "${einsum_checked} files of extensions/einsum/ include down its tower only (${einsum_order}); ${jit_checked} files of "
+  "runtime/jit/ and ${kernels_checked} of runtime/kernels/ include down the runtime only (kernels/ < jit/ < the rest)")

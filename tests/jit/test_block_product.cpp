@@ -5,6 +5,7 @@
 #include "support/Random.h"
 
 #include "ir/Scratch.h"
+#include "runtime/Context.h"
 #include "runtime/ThreadPool.h"
 #include "runtime/jit/Gett.h"
 #include "runtime/jit/KernelCache.h"
@@ -104,7 +105,7 @@ template <typename T> bool same_bits(const std::vector<T>& x, const std::vector<
 // The JIT product of p itself: explicit blocking (the default sizes) makes contract_jit run the GETT unsplit.
 void contract_unsplit(const ContractionProblem& p, ThreadPool* pool) {
   const DType real = p.dtype == DType::f32 || p.dtype == DType::c64 ? DType::f32 : DType::f64;
-  const GettBlocking blocking = default_blocking(real, KernelCache::process_default().host().has_avx512);
+  const GettBlocking blocking = default_blocking(real, default_context().kernels().host().has_avx512);
   contract_jit(p, pool, nullptr, &blocking);
 }
 
@@ -324,7 +325,7 @@ namespace {
 // x split by block_product: against the oracle, bitwise against the unsplit GETT, and contract_jit and a GettPlan
 // (which split it themselves) with the same bits at 1 and 2 threads.
 void check_charge_case(ChargeCase& x, ThreadPool& two) {
-  KernelCache& cache = KernelCache::process_default();
+  KernelCache& cache = default_context().kernels();
   REQUIRE(run_blocks(x.p, nullptr));
   x.expect_close_to_oracle();
   const std::vector<double> split = x.c;

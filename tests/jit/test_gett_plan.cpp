@@ -5,6 +5,7 @@
 
 #include "ir/Error.h"
 #include "ir/Scratch.h"
+#include "runtime/Context.h"
 #include "runtime/ThreadPool.h"
 #include "runtime/jit/Dispatch.h"
 #include "runtime/jit/Gett.h"

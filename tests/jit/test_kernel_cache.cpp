@@ -218,11 +218,11 @@ TEST_CASE("jit cache: threads asking for the same kernel at once compile it once
 }
 
 TEST_CASE("jit cache: a context's cache directory is its config's (ir/Config.h checks the order of sources)") {
-  CHECK(KernelCache::process_default().cache_dir() == default_context().config().kernel_cache_dir);
+  CHECK(default_context().kernels().cache_dir() == default_context().config().kernel_cache_dir);
   const std::string dir = (std::filesystem::temp_directory_path() / "einstage_context_cache_dir").string();
   ExecutionContext own(ConfigOptions{.kernel_cache_dir = dir});
   CHECK(own.kernels().cache_dir() == dir);
-  CHECK(&own.kernels() != &KernelCache::process_default());
+  CHECK(&own.kernels() != &default_context().kernels());
 }
 
 TEST_CASE("dispatch: contract() runs floats on the JIT, i64 on the portable kernel") {

@@ -3,6 +3,7 @@
 #include "ProblemGen.h"
 
 #include "ir/Error.h"
+#include "runtime/Context.h"
 #include "runtime/jit/Dispatch.h"
 #include "runtime/jit/Specialise.h"
 

@@ -1,7 +1,8 @@
 // Kernel tuning files (runtime/jit/Tuning.h): the model's parameters, the JSON written and read back, every refusal
-// of a bad file pinned by its message, and which file resolve_tuning uses for "", "off" and a named file. The oracle
-// for the model's values is TileModel.h / Blocking.h called directly. That tuned values change no bits is checked
-// across processes by tests/tools/test_cli_tuning.cpp.
+// of a bad file pinned by its message, which file resolve_tuning uses for "", "off" and a named file, and what a
+// GemmTuning made from one gives the GETT driver. The oracle for the model's values is TileModel.h / Blocking.h
+// called directly. That tuned values change no bits is checked across processes by
+// tests/tools/test_cli_tuning.cpp.
 #include "ir/Error.h"
 #include "runtime/jit/Blocking.h"
 #include "runtime/jit/Gett.h"
@@ -192,27 +193,49 @@ TEST_CASE("tuning: resolve_tuning takes the stored file, a named one or the mode
   CHECK(t.warning.starts_with("EINSTAGE_TUNING: tuning file '" + named + "': the f64 tile 24 x 30 does not fit"));
 }
 
-TEST_CASE("tuning: the packed path's default tile and blocks are the ones in force; KC and the direct tiles are the "
-          "model's") {
-  const TuningInForce& in_force = process_tuning();
-  for (bool avx512 : {false, true})
-    for (DType real : {DType::f32, DType::f64}) {
-      const MicroKernelSpec model = model_micro_kernel(real, vector_isa(avx512), host_cache_info());
-      CHECK(model_host_micro_kernel(real, avx512) == model);
-      const MicroKernelSpec def = default_micro_kernel(real, avx512);
-      const GettBlocking b = default_blocking(real, avx512);
-      CHECK(b.kc == model_kc(real, avx512, host_cache_info()));
-      if (in_force.params.avx512 == avx512) {
-        CHECK(def.mr == in_force.params.of(real).mr);
-        CHECK(def.nr == in_force.params.of(real).nr);
-        CHECK(b.mc == in_force.params.of(real).mc);
-        CHECK(b.nc == in_force.params.of(real).nc);
-      } else {
-        CHECK(def == model);
+namespace {
+
+// A tuning with another f64 tile and other MC, NC blocks for the host's vector width (the f32 values the model's).
+TuningInForce other_tuning(bool avx512) {
+  TuningInForce t;
+  t.params = model_tuning(avx512, host_cache_info());
+  t.params.f64 = avx512 ? GemmParams{16, 12, 192, 1200} : GemmParams{8, 4, 192, 1200};
+  t.source = TuningSource::override_file;
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("tuning: a GemmTuning puts the tile in force first and takes its MC and NC; KC and the direct tiles are "
+          "the model's; the other vector width is the model's") {
+  for (bool avx512 : {false, true}) {
+    const GemmTuning tuned(other_tuning(avx512));
+    for (bool width : {false, true})
+      for (DType real : {DType::f32, DType::f64}) {
+        INFO("avx512 " << avx512 << ", width " << width << ", " << name(real));
+        const MicroKernelSpec model = model_micro_kernel(real, vector_isa(width), host_cache_info());
+        CHECK(model_host_micro_kernel(real, width) == model);
+        CHECK(default_micro_kernel(real, width) == model);
+        const GettBlocking model_blocks = blocking_for(host_cache_info(), int64_t(size_of(real)), model.mr, model.nr);
+        const GettBlocking def = default_blocking(real, width);
+        CHECK((def.mc == model_blocks.mc && def.kc == model_blocks.kc && def.nc == model_blocks.nc));
+        CHECK(GemmTuning::model().tile(real, width) == model);
+        const GettBlocking b = tuned.blocking(real, width);
+        CHECK(b.kc == model_kc(real, width, host_cache_info()));
+        MicroKernelSpec want = model;
+        if (width == avx512 && real == DType::f64) {
+          want.mr = avx512 ? 16 : 8, want.nr = avx512 ? 12 : 4;
+          CHECK(b.mc == 192);
+          CHECK(b.nc == 1200);
+        } else {
+          CHECK((b.mc == model_blocks.mc && b.nc == model_blocks.nc));
+        }
+        CHECK(tuned.tile(real, width) == want);
+        CHECK(tuned.candidates(real, width).front().spec == want);
+        // The direct tiles grow from the model's tile (the first one is it, as a direct kernel).
+        MicroKernelSpec direct_base = model;
+        direct_base.direct = true;
+        CHECK(direct_kernel_candidates(real, width).front().spec == direct_base);
       }
-      // The direct tiles grow from the model's tile (the first one is it, as a direct kernel).
-      MicroKernelSpec direct_base = model;
-      direct_base.direct = true;
-      CHECK(direct_kernel_candidates(real, avx512).front().spec == direct_base);
-    }
+  }
 }

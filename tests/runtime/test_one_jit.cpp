@@ -11,6 +11,7 @@
 #include "extensions/einsum/Module.h"
 #include "extensions/einsum/op/Semantics.h"
 #include "extensions/einsum/op/TraceEinsum.h"
+#include "runtime/Context.h"
 #include "runtime/jit/Dispatch.h"
 #include "tests/Paths.h"
 

@@ -15,6 +15,7 @@
 //        einstage_bench_contract --codegen CPU,CPU,... [ROUNDS]   (codegen time per kernel for LLVM CPU names; "host")
 #include "ir/DType.h"
 #include "tools/bench/Machine.h"
+#include "runtime/Context.h"
 #include "runtime/ThreadPool.h"
 #include "runtime/jit/Gett.h"
 #include "runtime/jit/Jit.h"
@@ -232,9 +233,10 @@ Measured measure(Row& row, ThreadPool* pool, double min_time) {
   ContractionProblem p = make_problem(row, a.data(), b.data(), c.data());
   Measured m;
   auto t0 = Clock::now();
-  contract_jit(p, pool);
+  KernelCache* kernels = &default_context().kernels();
+  contract_jit(p, pool, kernels);
   m.jit_first = seconds_since(t0);
-  m.jit_best = best_time([&] { contract_jit(p, pool); }, min_time);
+  m.jit_best = best_time([&] { contract_jit(p, pool, kernels); }, min_time);
   if (std::min(row.M, row.N) < 8) m.portable_best = best_time([&] { contract_portable(p, pool); }, min_time);
 #ifdef EINSTAGE_HAVE_OPENBLAS
   if constexpr (std::is_same_v<T, double> || std::is_same_v<T, float>) {
@@ -290,11 +292,11 @@ int first_call_child() {
   rusage r0{}, r1{};
   ::getrusage(RUSAGE_THREAD, &r0);
   auto t0 = Clock::now();
-  contract_jit(p, nullptr);
+  contract_jit(p, nullptr, &default_context().kernels());
   double first = seconds_since(t0);
   ::getrusage(RUSAGE_THREAD, &r1);
   auto ms = [](const timeval& t) { return t.tv_sec * 1e3 + t.tv_usec * 1e-3; };
-  JitStats s = KernelCache::process_default().stats();
+  JitStats s = default_context().kernels().stats();
   // cpu_ms and page_faults (minor faults: first touches of memory and code pages): the calling thread's, over the call.
   json out = {{"first_call_ms", first * 1e3}, {"kernels_compiled", s.kernels_compiled}, {"disk_hits", s.disk_hits},
               {"compile_ms", s.compile_ms}, {"load_ms", s.load_ms},
@@ -398,7 +400,7 @@ int main(int argc, char** argv) {
 #endif
   std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
   std::unique_ptr<ThreadPool> pool = threads > 1 ? std::make_unique<ThreadPool>(threads) : nullptr;
-  KernelCache& cache = KernelCache::process_default();
+  KernelCache& cache = default_context().kernels();
 
   json report;
   report["machine"] = machine.to_json();

@@ -18,8 +18,8 @@
 #include "tools/bench/Machine.h"
 #include "extensions/einsum/exec/Einsum.h"
 #include "extensions/einsum/planner/ContractionTree.h"
+#include "runtime/Context.h"
 #include "runtime/ThreadPool.h"
-#include "runtime/jit/Dispatch.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -180,6 +180,8 @@ int main(int argc, char** argv) {
   ThreadPool pool(threads);
   es::EinsumOptions options;
   options.pool = &pool;
+  // The portable kernel's columns run on a context of their own with the JIT off (it says so once on stderr).
+  ExecutionContext portable_context(ConfigOptions{.threads = threads, .jit = false});
   std::vector<Workload> ws;
   for (Workload& w : workloads())
     if (filter.empty() || w.name.find(filter) != std::string::npos) ws.push_back(std::move(w));
@@ -212,21 +214,23 @@ int main(int argc, char** argv) {
     double t[2][4];
     Tensor out = Tensor::empty(plan.dtype(), plan.output_shape());
     for (int portable = 0; portable < 2; ++portable) {
-      set_portable_only(portable);
-      // A plan (and cache entries) made in this mode: a plan whose steps were specialised in the JIT pass would keep
-      // running its specialised JIT kernels.
-      const es::EinsumPlan mode_plan = portable ? es::EinsumPlan::prepare(w.spec, metas, opt) : plan;
-      es::clear_einsum_cache();
+      // The portable pass runs on a context whose JIT is off (same thread count), with a plan (and cache entries)
+      // made there: a plan whose steps were specialised in the JIT pass would keep running its specialised kernels.
+      ExecutionContext& context = portable ? portable_context : default_context();
+      es::EinsumOptions mode_opt = opt;
+      mode_opt.context = &context;
+      const es::EinsumPlan mode_plan = portable ? es::EinsumPlan::prepare(w.spec, metas, mode_opt) : plan;
+      es::clear_einsum_cache(context);
       // Cold: a fresh plan cache, so the call parses, binds, plans and executes (kernels already compiled).
       t[portable][0] = per_call([&] {
-        es::clear_einsum_cache();
-        es::einsum(w.spec, ops, opt);
+        es::clear_einsum_cache(context);
+        es::einsum(w.spec, ops, mode_opt);
       }, min_time);
-      t[portable][1] = per_call([&] { es::einsum(w.spec, ops, opt); }, min_time);
-      t[portable][2] = per_call([&] { mode_plan.execute(ops, &pool); }, min_time);
-      t[portable][3] = per_call([&] { mode_plan.execute_into(ops, out, &pool); }, min_time);
+      t[portable][1] = per_call([&] { es::einsum(w.spec, ops, mode_opt); }, min_time);
+      if (portable) t[portable][2] = per_call([&] { mode_plan.execute(ops, context); }, min_time);
+      else t[portable][2] = per_call([&] { mode_plan.execute(ops, &pool); }, min_time);
+      t[portable][3] = per_call([&] { mode_plan.execute_into(ops, out, context, &pool); }, min_time);
     }
-    set_portable_only(false);
     double tn = -1, tg = -1, np_flops = 0;
     if (np)
       for (const json& pr : (*np)["rows"])

@@ -95,7 +95,8 @@ int run_tune(std::span<const std::string_view> args) {
 int run_show_cpu() {
   KernelCache& cache = default_context().kernels();
   const JitHost& host = cache.host();
-  const TuningInForce& in_force = process_tuning();
+  const GemmTuning tuning(host_tuning(Config::process()));  // what default_context()'s JIT resolves (JitState.h)
+  const TuningInForce& in_force = tuning.in_force();
   const KernelTuning& t = in_force.params;
   const CacheInfo& caches = host_cache_info();
   fmt::print("cpu:       {}\n", host_tuning_key().cpu);
@@ -119,7 +120,7 @@ int run_show_cpu() {
   auto row = [](std::string_view what, const std::string& f64, const std::string& f32, std::string_view from) {
     fmt::print("{:<36}{:<14}{:<14}{}\n", what, f64, f32, from);
   };
-  const GettBlocking b64 = default_blocking(DType::f64, wide), b32 = default_blocking(DType::f32, wide);
+  const GettBlocking b64 = tuning.blocking(DType::f64, wide), b32 = tuning.blocking(DType::f32, wide);
   row("register tile (packed GEMM)", tile_text(t.f64), tile_text(t.f32), source);
   row("MC x NC", fmt::format("{} x {}", b64.mc, b64.nc), fmt::format("{} x {}", b32.mc, b32.nc), source);
   row("KC", std::to_string(b64.kc), std::to_string(b32.kc), "model (orders the additions)");
