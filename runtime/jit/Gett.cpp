@@ -153,7 +153,8 @@ void contract_jit(const ContractionProblem& p, ThreadPool* pool, KernelCache* ca
                   ScratchAllocator* scratch, bool direct, const GemmTuning* tuning) {
   p.check("contract");
   const GemmTuning& in_force = tuning ? *tuning : GemmTuning::model();
-  KernelCache& kernels = cache ? *cache : KernelCache::process_default();
+  EIN_ASSERT(cache != nullptr, "contract_jit needs a kernel cache (a context's: JitState::kernels())");
+  KernelCache& kernels = *cache;
   ScratchAllocator& buffers = scratch ? *scratch : ScratchAllocator::process_default();
   // Explicit blocking asks for the GETT itself (tests, tuning): it is never split.
   if (!blocking && may_split_blocks(p) && split_in_place(p, pool, kernels, buffers, in_force)) return;

@@ -97,14 +97,14 @@ bool runs_as_axpy(const ContractionProblem& p);
 /// the packed path. Kernels come from `cache`.
 bool runs_tiny(const ContractionProblem& p, KernelCache& cache);
 
-/// Executes p with JIT micro-kernels from `cache` (nullptr: KernelCache::process_default()) and packing buffers
+/// Executes p with JIT micro-kernels from `cache` (required; a context's: JitState::kernels()) and packing buffers
 /// leased from `scratch` (nullptr: ScratchAllocator::process_default()). Without explicit `blocking`, a product whose
 /// exact zeros split it into blocks runs block by block (runtime/kernels/BlockProduct.h; GettPlan::run too): the
 /// same bits when K fits one KC block, but for the sign of a zero. dtype f32, f64, c64 or c128; throws
 /// Error(unsupported) for i64 and Error(runtime) if the JIT cannot compile. Nothing is written to C before all
 /// kernels are available (split: the first block's). `blocking` overrides the default block sizes (tests, tuning); `direct` false forces the
 /// packed path (a context's Config::jit_direct, EINSTAGE_JIT_DIRECT=0). `tuning` is the packed GEMM's tile and blocks
-/// in force (Tuning.h: a context's; nullptr: GemmTuning::model()); the bits are the same whatever
+/// in force (Tuning.h: a context's JitState::tuning(); nullptr: GemmTuning::model()); the bits are the same whatever
 /// it sets.
 void contract_jit(const ContractionProblem& p, ThreadPool* pool = nullptr, KernelCache* cache = nullptr,
                   const GettBlocking* blocking = nullptr, ScratchAllocator* scratch = nullptr, bool direct = true,

@@ -1,11 +1,19 @@
 // Kernel tuning files (runtime/jit/Tuning.h): the model's parameters, the JSON written and read back, every refusal
-// of a bad file pinned by its message, which file resolve_tuning uses for "", "off" and a named file, and what a
-// GemmTuning made from one gives the GETT driver. The oracle for the model's values is TileModel.h / Blocking.h
-// called directly. That tuned values change no bits is checked across processes by
+// of a bad file pinned by its message, which file resolve_tuning uses for "", "off" and a named file, and that each
+// execution context runs with its own Config::kernel_tuning (two in one process compile their own tiles, with the
+// same bits). The oracle for the model's values is TileModel.h / Blocking.h called directly, for the products a
+// plain loop (ProblemGen.h). That tuned values change no bits is checked across processes by
 // tests/tools/test_cli_tuning.cpp.
+#include "ProblemGen.h"
+
 #include "ir/Error.h"
+#include "ir/Scratch.h"
+#include "runtime/Contract.h"
+#include "runtime/Context.h"
 #include "runtime/jit/Blocking.h"
 #include "runtime/jit/Gett.h"
+#include "runtime/jit/JitState.h"
+#include "runtime/jit/KernelCache.h"
 #include "runtime/jit/MicroKernel.h"
 #include "runtime/jit/TileModel.h"
 #include "runtime/jit/Tuning.h"
@@ -18,6 +26,9 @@
 #include <string>
 
 using namespace einstage;
+using einstage::testing::OwnedProblem;
+using einstage::testing::check_against_oracle;
+using einstage::testing::matmul_problem;
 
 namespace {
 
@@ -238,4 +249,60 @@ TEST_CASE("tuning: a GemmTuning puts the tile in force first and takes its MC an
         CHECK(direct_kernel_candidates(real, width).front().spec == direct_base);
       }
   }
+}
+
+TEST_CASE("tuning: two contexts in one process run with their own kernel_tuning, with the same bits") {
+  test::TempDir dir;
+  const bool avx512 = host_tuning_key().avx512;
+  const std::string file = dir.file("tile.json");
+  write(file, avx512 ? R"({"isa": "avx512", "f64": {"mr": 16, "nr": 12, "mc": 192, "nc": 1200}})"
+                     : R"({"isa": "avx2", "f64": {"mr": 8, "nr": 4, "mc": 192, "nc": 1200}})");
+  std::filesystem::create_directory(dir.file("a"));
+  std::filesystem::create_directory(dir.file("b"));
+  ExecutionContext tuned(ConfigOptions{.threads = 1, .kernel_cache_dir = dir.file("a"), .kernel_tuning = file});
+  ExecutionContext model(ConfigOptions{.threads = 1, .kernel_cache_dir = dir.file("b"), .kernel_tuning = "off"});
+  const GemmTuning& t = tuned.jit().tuning();
+  const GemmTuning& m = model.jit().tuning();
+  CHECK(t.in_force().source == TuningSource::override_file);
+  CHECK(t.in_force().path == file);
+  CHECK(m.in_force().source == TuningSource::model);
+  const MicroKernelSpec tile = t.tile(DType::f64, avx512);
+  CHECK(tile.mr == (avx512 ? 16 : 8));
+  CHECK(tile.nr == (avx512 ? 12 : 4));
+  CHECK(t.blocking(DType::f64, avx512).mc == 192);
+  CHECK(m.tile(DType::f64, avx512) == default_micro_kernel(DType::f64, avx512));
+  CHECK(m.blocking(DType::f64, avx512).mc == default_blocking(DType::f64, avx512).mc);
+
+  // A packed GEMM (A far beyond L1d: not direct) on each context, once through contract() and once through a GettPlan
+  // made as a prepared step makes it: each context compiles its own tile, and the bits are the same.
+  const int64_t n = 200, k = 264;  // K beyond one KC block of 256
+  OwnedProblem x = matmul_problem(n, n, k, 1, DType::f64, false, 7), y = x;
+  y.bind();
+  contract(x.p, tuned, nullptr);
+  contract(y.p, model, nullptr);
+  CHECK(x.c.bytes == y.c.bytes);
+  check_against_oracle<double>(x);
+  CHECK(std::filesystem::exists(tuned.jit().kernels().cache_file(tile)));
+  CHECK(!std::filesystem::exists(model.jit().kernels().cache_file(tile)));
+  CHECK(std::filesystem::exists(model.jit().kernels().cache_file(m.tile(DType::f64, avx512))));
+  OwnedProblem u = matmul_problem(n, n, k, 1, DType::f64, false, 8), v = u;
+  v.bind();
+  GettPlan(u.p, tuned.jit().kernels(), tuned.scratch(), true, &t).run(u.p, nullptr);
+  GettPlan(v.p, model.jit().kernels(), model.scratch(), true, &m).run(v.p, nullptr);
+  CHECK(u.c.bytes == v.c.bytes);
+  check_against_oracle<double>(u);
+}
+
+TEST_CASE("tuning: a context's bad kernel_tuning file leaves it on the model's parameters, other contexts unaffected") {
+  test::TempDir dir;
+  const std::string bad = dir.file("bad.json");
+  write(bad, "not json");
+  ExecutionContext refused(ConfigOptions{.threads = 1, .kernel_cache_dir = "", .kernel_tuning = bad});
+  ExecutionContext off(ConfigOptions{.threads = 1, .kernel_cache_dir = "", .kernel_tuning = "off"});
+  const TuningInForce& r = refused.jit().tuning().in_force();
+  CHECK(r.source == TuningSource::model);
+  CHECK(r.warning == "EINSTAGE_TUNING: tuning file '" + bad + "': it is not JSON; using the model's kernel parameters "
+                     "(fix the file, set EINSTAGE_TUNING=off, or unset it to use the stored tuning)");
+  CHECK(r.params == off.jit().tuning().in_force().params);
+  CHECK(off.jit().tuning().in_force().warning.empty());
 }
