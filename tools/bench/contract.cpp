@@ -19,8 +19,10 @@
 #include "runtime/ThreadPool.h"
 #include "runtime/jit/Gett.h"
 #include "runtime/jit/Jit.h"
+#include "runtime/jit/JitState.h"
 #include "runtime/jit/KernelCache.h"
 #include "runtime/jit/MicroKernel.h"
+#include "runtime/jit/Tuning.h"
 #include "runtime/jit/WarmUp.h"
 #include "runtime/kernels/Contraction.h"
 
@@ -234,9 +236,11 @@ Measured measure(Row& row, ThreadPool* pool, double min_time) {
   Measured m;
   auto t0 = Clock::now();
   KernelCache* kernels = &default_context().kernels();
-  contract_jit(p, pool, kernels);
+  // The tile and blocks in force for default_context() (a stored tuning or EINSTAGE_TUNING, else the model's).
+  const GemmTuning* tuning = &default_context().jit().tuning();
+  contract_jit(p, pool, kernels, nullptr, nullptr, true, tuning);
   m.jit_first = seconds_since(t0);
-  m.jit_best = best_time([&] { contract_jit(p, pool, kernels); }, min_time);
+  m.jit_best = best_time([&] { contract_jit(p, pool, kernels, nullptr, nullptr, true, tuning); }, min_time);
   if (std::min(row.M, row.N) < 8) m.portable_best = best_time([&] { contract_portable(p, pool); }, min_time);
 #ifdef EINSTAGE_HAVE_OPENBLAS
   if constexpr (std::is_same_v<T, double> || std::is_same_v<T, float>) {
