@@ -171,6 +171,11 @@ OptimizeResult optimize(const Runtime& runtime, const OptimizeOptions& options, 
   double best = std::numeric_limits<double>::infinity();
   Eigen::VectorXd best_x = x;
   auto objective = [&](const Eigen::VectorXd& v, Eigen::VectorXd& grad) {
+    // LBFGSpp's direction can turn NaN (seen at D = 3, chi = 27 after line searches that evaluated the same point
+    // again and again); every later trial point was NaN and rejected one by one until its line search gave up.
+    // Stop at once instead: the best point so far is the result, stop_reason says why.
+    if (!v.allFinite())
+      throw std::runtime_error("L-BFGS proposed a non-finite point (its line search had stopped making progress)");
     ++result.evaluations;
     Evaluation e;
     try {
