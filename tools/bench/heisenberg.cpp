@@ -12,7 +12,9 @@
 //                 value_and_grad, the fixed-point adjoint), best of repeats, with the time of each part, at the
 //                 --D/--chi given (default 2 and 16), and the torch peer (tools/bench/heisenberg_peer.py) on the same
 //                 state with the same tolerances and threads when it is installed.
-//   --optimize    a full optimisation (L-BFGS from random_start(D, seed 1)) at --D/--chi, its seconds and result.
+//   --optimize    a full optimisation (L-BFGS from random_start(D, seed 1)) at --D/--chi, its seconds and result,
+//                 and the torch peer's (heisenberg_peer.py --optimize: torch.optim.LBFGS, the same memory, stopping
+//                 rule and warm starts) from the same start.
 //
 // Usage: einstage_bench_heisenberg (--memory | --eval | --optimize) [--D N] [--chi X] [--threads N] [--json FILE]
 //        [--no-torch]
@@ -142,6 +144,54 @@ int main(int argc, char** argv) {
 
   json result = {{"machine", machine.to_json()}, {"threads", threads}, {"D", d}, {"chi", chi}, {"mode", mode}};
   fmt::print("{}\nthreads {}, D = {}, chi = {}\n", machine.summary(), threads, d, chi);
+  // The torch peer (tools/bench/heisenberg_peer.py) on `theta` with `args` (its arguments after the script, '{}'
+  // standing for the parameter file), compared with einstage's `seconds` and `energy`; at the peer's best (the
+  // machine's OpenBLAS variables unset for its command only) and with this run's threads.
+  auto run_torch_peer = [&](const Tensor& theta, const std::string& args, double seconds, double energy) {
+#ifdef EINSTAGE_BENCH_HEISENBERG_PEER
+    std::string why = "--no-torch";
+    if (torch && std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0) {
+      torch = false;
+      why = "python3-torch is not installed for /usr/bin/python3";
+    }
+    if (!torch) {
+      fmt::print("torch: {}\n", why);
+      return;
+    }
+    const std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                                      fmt::format("einstage_bench_heisenberg_{}", ::getpid());
+    std::filesystem::create_directories(dir);
+    const std::string file = (dir / "theta.npy").string();
+    write_npy(file, theta);
+    const std::string cmd = fmt::format("{}OMP_NUM_THREADS={} OPENBLAS_NUM_THREADS={} /usr/bin/python3 '{}' {}",
+                                        machine.peer_env(), threads, threads, EINSTAGE_BENCH_HEISENBERG_PEER,
+                                        fmt::format(fmt::runtime(args), file));
+    auto peer = bench::run_peer_json(cmd, "the torch script", why);
+    std::filesystem::remove_all(dir);
+    if (!peer) {
+      fmt::print("torch: {}\n", why);
+      return;
+    }
+    const double ts = (*peer)["seconds"].get<double>();
+    if (peer->contains("ctmrg_seconds"))
+      fmt::print("torch     energy {:.12f}  {:.3f} s = CTMRG {:.3f} s ({} steps) + energy grad {:.3f} s + adjoint "
+                 "{:.3f} s ({} GMRES iterations)\n", (*peer)["energy"].get<double>(), ts,
+                 (*peer)["ctmrg_seconds"].get<double>(), (*peer)["ctmrg_steps"].get<int>(),
+                 (*peer)["energy_grad_seconds"].get<double>(), (*peer)["adjoint_seconds"].get<double>(),
+                 (*peer)["gmres_iterations"].get<int>());
+    else
+      fmt::print("torch     energy {:.12f}  {:.2f} s  ({} iterations, {} evaluations, {} rejected)\n",
+                 (*peer)["energy"].get<double>(), ts, (*peer)["iterations"].get<int>(),
+                 (*peer)["evaluations"].get<int>(), (*peer)["rejected"].get<int>());
+    fmt::print("speed-up  {:.2f}x   |energy difference| {:.2e}\n", ts / seconds,
+               std::abs((*peer)["energy"].get<double>() - energy));
+    result["torch"] = *peer;
+    result["speedup"] = ts / seconds;
+#else
+    (void)theta, (void)args, (void)seconds, (void)energy;
+    fmt::print("torch: the peer script's path was not configured\n");
+#endif
+  };
   if (mode == "--memory") {
     const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
     fmt::print("\nbackward pass after N CTMRG steps: what it holds when it begins (the unrolled checkpoints), what it\n"
@@ -198,47 +248,18 @@ int main(int argc, char** argv) {
     result["einstage"] = {{"energy", energy}, {"seconds", total}, {"ctmrg_seconds", t_ctmrg}, {"ctmrg_steps", steps},
                           {"energy_grad_seconds", t_energy}, {"adjoint_seconds", t_adjoint},
                           {"gmres_iterations", gmres}};
-#ifdef EINSTAGE_BENCH_HEISENBERG_PEER
-    std::string why = "--no-torch";
-    if (torch && std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0) {
-      torch = false;
-      why = "python3-torch is not installed for /usr/bin/python3";
-    }
-    if (torch) {
-      const std::filesystem::path dir = std::filesystem::temp_directory_path() /
-                                        fmt::format("einstage_bench_heisenberg_{}", ::getpid());
-      std::filesystem::create_directories(dir);
-      write_npy((dir / "theta.npy").string(), theta);
-      const std::string cmd = fmt::format("{}OMP_NUM_THREADS={} OPENBLAS_NUM_THREADS={} /usr/bin/python3 '{}' '{}' {} {}",
-                                          machine.peer_env(), threads, threads, EINSTAGE_BENCH_HEISENBERG_PEER,
-                                          (dir / "theta.npy").string(), chi, threads);
-      auto peer = bench::run_peer_json(cmd, "the torch script", why);
-      std::filesystem::remove_all(dir);
-      if (peer) {
-        const double ts = (*peer)["seconds"].get<double>();
-        fmt::print("torch     energy {:.12f}  {:.3f} s = CTMRG {:.3f} s ({} steps) + energy grad {:.3f} s + adjoint "
-                   "{:.3f} s\nspeed-up  {:.2f}x   |energy difference| {:.2e}\n", (*peer)["energy"].get<double>(), ts,
-                   (*peer)["ctmrg_seconds"].get<double>(), (*peer)["ctmrg_steps"].get<int>(),
-                   (*peer)["energy_grad_seconds"].get<double>(), (*peer)["adjoint_seconds"].get<double>(),
-                   ts / total, std::abs((*peer)["energy"].get<double>() - energy));
-        result["torch"] = *peer;
-        result["speedup"] = ts / total;
-      } else {
-        fmt::print("torch: {}\n", why);
-      }
-    } else {
-      fmt::print("torch: {}\n", why);
-    }
-#endif
+    run_torch_peer(theta, fmt::format("'{{}}' {} {}", chi, threads), total, energy);
   } else {
     OptimizeOptions o;
     o.d = d;
     o.chi = chi;
     OptimizeResult r = optimize(rt, o);
-    fmt::print("\nfull optimisation from random_start(D, 1): energy {:.12f}, m {:.6f}, {} iterations, {} evaluations, "
-               "{:.2f} s\n", r.energy, r.magnetization, r.iterations, r.evaluations, r.seconds);
+    fmt::print("\nfull optimisation from random_start(D, 1)\neinstage  energy {:.12f}  {:.2f} s  ({} iterations, {} "
+               "evaluations; m {:.6f})\n", r.energy, r.seconds, r.iterations, r.evaluations, r.magnetization);
     result["einstage"] = {{"energy", r.energy}, {"magnetization", r.magnetization}, {"iterations", r.iterations},
                           {"evaluations", r.evaluations}, {"seconds", r.seconds}};
+    run_torch_peer(random_start(d, 1), fmt::format("--optimize '{{}}' {} {} {}", chi, threads, o.max_iterations),
+                   r.seconds, r.energy);
   }
   if (!json_file.empty()) std::ofstream(json_file) << result.dump(2) << "\n";
   return 0;

@@ -2,7 +2,16 @@
 """The PyTorch peer of einstage_bench_heisenberg --eval: the same algorithm as examples/heisenberg/ (docs/ipeps.md)
 written with torch: one energy + gradient evaluation of the C4v iPEPS for the Heisenberg antiferromagnet.
 
-    heisenberg_peer.py THETA.npy CHI THREADS   ->  one JSON object on stdout
+    heisenberg_peer.py THETA.npy CHI THREADS                       ->  one JSON object on stdout
+    heisenberg_peer.py --optimize THETA.npy CHI THREADS MAX_ITER     ->  one JSON object on stdout
+
+The second form is a full optimisation from THETA (einstage_bench_heisenberg --optimize): torch.optim.LBFGS with the
+same memory (30 pairs) and a strong-Wolfe line search, run one iteration per step() so that the stopping rule is
+einstage's (|g| <= 1e-7 / |theta_0| at an accepted point, or MAX_ITER iterations; torch's own tests are switched off), each
+evaluation starting CTMRG from the previous one's environment and restarting from the boundary when that does not
+converge within a tenth of the step cap or to an element-wise fixed point (as IpepsEnergy::converge); a trial point
+whose CTMRG fails is rejected with energy 1 and a zero gradient (as einstage's optimize). The closure caches its last
+point, so the evaluation torch's step() repeats at its start costs nothing and is not counted.
 
 The state A = c4v_symmetrize(theta); C4v CTMRG from the same boundary start (the double layer closed by vec(identity)),
 the enlarged corner's eigh, the chi eigenvalues of largest modulus kept in ascending order (a multiplet cut by the
@@ -115,18 +124,20 @@ class Step:
         return c_new, t_new, spectrum / spectrum.norm()
 
 
-def converge(step, c, t, dl, chi):
+def converge(step, c, t, dl, chi, max_steps=MAX_STEPS):
     ones = torch.ones(chi)
     spectrum, steps = None, 0
     with torch.no_grad():
         while True:
             steps += 1
             c, t, s = step(c, t, dl, ones)
+            if not (torch.isfinite(c).all() and torch.isfinite(t).all()):
+                raise RuntimeError("CTMRG produced NaN")
             change = 1.0 if spectrum is None else (s - spectrum).abs().max().item()
             spectrum = s
             if change <= TOL:
                 break
-            if steps >= MAX_STEPS:
+            if steps >= max_steps:
                 raise RuntimeError("CTMRG did not converge")
         while True:
             c1, t1, _ = step(c, t, dl, ones)
@@ -138,8 +149,8 @@ def converge(step, c, t, dl, chi):
             if (step.t_probe * t1).sum() < 0:
                 t1 = -t1
             change = max((c1 - c).abs().max().item(), (t1 - t).abs().max().item())
-            if change <= FP_TOL or steps >= MAX_STEPS:
-                return c, t, g, steps
+            if change <= FP_TOL or steps >= max_steps:
+                return c, t, g, steps, change
             c, t, steps = c1, t1, steps + 1
 
 
@@ -181,14 +192,9 @@ def gmres(apply, b, tol=1e-10, restart=30, max_iter=200):
     return x, its
 
 
-def evaluate(theta, chi):
-    t0 = time.perf_counter()
-    theta = theta.clone().requires_grad_(True)
-    a = c4v(theta)
-    dl = double_layer(a.detach())
-    step = Step(chi, dl.shape[0])
-    c, t = initial_environment(a.detach(), chi)
-    c, t, gauge, steps = converge(step, c, t, dl, chi)
+def gradient_at(step, theta, a, c, t, gauge):
+    """The energy and dE/dtheta at a converged environment (c, t) with its gauge: autograd for the energy, the
+    fixed-point adjoint through one step. Returns (energy, gradient, seconds of the energy grad, GMRES iterations)."""
     t1 = time.perf_counter()
     cx, tx = c.clone().requires_grad_(True), t.clone().requires_grad_(True)
     e = energy_of(cx, tx, a)
@@ -210,12 +216,103 @@ def evaluate(theta, chi):
     wc, wt = torch.from_numpy(w[:nc].reshape(c.shape)), torch.from_numpy(w[nc:].reshape(t.shape))
     (ga,) = torch.autograd.grad((c1, t1_), ad, (wc, wt))
     grad = ga_direct + torch.autograd.grad(c4v(theta), theta, ga)[0]
+    return e.item(), grad, t2 - t1, its
+
+
+def evaluate(theta, chi):
+    t0 = time.perf_counter()
+    theta = theta.clone().requires_grad_(True)
+    a = c4v(theta)
+    dl = double_layer(a.detach())
+    step = Step(chi, dl.shape[0])
+    c, t = initial_environment(a.detach(), chi)
+    c, t, gauge, steps, _ = converge(step, c, t, dl, chi)
+    t1 = time.perf_counter()
+    e, grad, t_energy, its = gradient_at(step, theta, a, c, t, gauge)
     t3 = time.perf_counter()
-    return dict(energy=e.item(), grad_norm=grad.norm().item(), seconds=t3 - t0, ctmrg_seconds=t1 - t0,
-                ctmrg_steps=steps, energy_grad_seconds=t2 - t1, adjoint_seconds=t3 - t2, gmres_iterations=its)
+    return dict(energy=e, grad_norm=grad.norm().item(), seconds=t3 - t0, ctmrg_seconds=t1 - t0,
+                ctmrg_steps=steps, energy_grad_seconds=t_energy, adjoint_seconds=t3 - t1 - t_energy,
+                gmres_iterations=its)
+
+
+def optimize(theta0, chi, max_iter, gradient_tolerance=1e-7, memory=30):
+    """A full optimisation as einstage's heisenberg::optimize (see the top of the file)."""
+    t0 = time.perf_counter()
+    d2 = theta0.shape[1] ** 2
+    step = Step(chi, d2)
+    last = {"env": None, "x": None, "out": None}
+    counts = {"evaluations": 0, "rejected": 0, "fresh": 0}
+
+    def converged_env(a):
+        dl = double_layer(a.detach())
+        if last["env"] is not None:
+            try:
+                c, t, g, steps, change = converge(step, *last["env"], dl, chi, max(1, MAX_STEPS // 10))
+                if change <= 1e-8:
+                    return c, t, g, steps
+            except RuntimeError:
+                pass
+            counts["fresh"] += 1
+        c, t, g, steps, change = converge(step, *initial_environment(a.detach(), chi), dl, chi)
+        if not change <= 1e-6:  # einstage's fixed-point adjoint refuses it (and runs its unrolled one)
+            raise RuntimeError(f"no element-wise fixed point (last change {change:.3g})")
+        return c, t, g, steps
+
+    theta = theta0.clone().requires_grad_(True)
+    opt = torch.optim.LBFGS([theta], lr=1, max_iter=1, tolerance_grad=0, tolerance_change=0, history_size=memory,
+                            line_search_fn="strong_wolfe")
+
+    def closure():
+        x = theta.detach()
+        if last["x"] is not None and torch.equal(x, last["x"]):
+            e, g = last["out"]
+        else:
+            counts["evaluations"] += 1
+            leaf = x.clone().requires_grad_(True)
+            a = c4v(leaf)
+            try:
+                c, t, gauge, _ = converged_env(a)
+                e, g, _, _ = gradient_at(step, leaf, a, c, t, gauge)
+                if not (np.isfinite(e) and torch.isfinite(g).all()):
+                    raise RuntimeError("not finite")
+                last["env"] = (c, t)
+            except (RuntimeError, ValueError, SystemError, np.linalg.LinAlgError):
+                if counts["evaluations"] == 1:
+                    raise
+                counts["rejected"] += 1
+                e, g = 1.0, torch.zeros_like(x)
+            last["x"], last["out"] = x.clone(), (e, g)
+        theta.grad = g.contiguous().clone()
+        return torch.tensor(e)
+
+    iterations = 0
+    stop = ""
+    while iterations < max_iter:
+        closure()
+        e, g = last["out"]
+        if g.norm().item() <= gradient_tolerance / theta0.norm().item():  # LBFGSpp's epsilon, as optimize sets it
+            break
+        before = theta.detach().clone()
+        opt.step(closure)
+        iterations += 1
+        if torch.equal(before, theta.detach()):
+            stop = "the line search made no progress"
+            break
+    closure()
+    return dict(energy=last["out"][0], grad_norm=last["out"][1].norm().item(), iterations=iterations,
+                evaluations=counts["evaluations"], rejected=counts["rejected"], fresh_starts=counts["fresh"],
+                seconds=time.perf_counter() - t0, stop=stop)
 
 
 def main():
+    if sys.argv[1] == "--optimize":
+        theta = torch.from_numpy(np.load(sys.argv[2]))
+        chi, threads, max_iter = int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+        torch.set_num_threads(threads)
+        r = optimize(theta, chi, max_iter)
+        r.update(torch=torch.__version__, threads=threads, chi=chi)
+        print(json.dumps(r))
+        return
     theta = torch.from_numpy(np.load(sys.argv[1]))
     chi, threads = int(sys.argv[2]), int(sys.argv[3])
     torch.set_num_threads(threads)
