@@ -9,6 +9,10 @@
 
 #include <llvm/ADT/SmallVector.h>
 #include <llvm/Config/llvm-config.h>
+#include <llvm/ExecutionEngine/JITLink/EHFrameSupport.h>
+#include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
+#include <llvm/ExecutionEngine/Orc/ExecutorProcessControl.h>
+#include <llvm/ExecutionEngine/Orc/TaskDispatch.h>
 #include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/Verifier.h>
 #include <llvm/IRReader/IRReader.h>
@@ -48,13 +52,20 @@ void initialise_llvm_once() {
   if (!ok) fail(ErrorKind::runtime, "jit: LLVM has no native target for this machine");
 }
 
-// The feature string in a stable order: the host's feature map iterates in hash order, and the string is a cache key.
-std::string sorted_features() {
-  std::vector<std::string> features;
-  for (const auto& entry : llvm::sys::getHostCPUFeatures())
-    features.push_back(fmt::format("{}{}", entry.second ? '+' : '-', entry.first().str()));
+// The host's feature string in a stable order ("+name" / "-name" for every feature LLVM detects): the host's feature
+// map iterates in hash order, and the string is a cache key.
+std::string sorted_features(const llvm::SubtargetFeatures& host_features) {
+  std::vector<std::string> features = host_features.getFeatures();
   std::sort(features.begin(), features.end());
   return fmt::format("{}", fmt::join(features, ","));
+}
+
+// The host's triple, CPU name and features (LLVM's JITTargetMachineBuilder::detectHost), read once per process: each
+// read of the CPU name and features executes cpuid, which a virtual machine traps, and every Jit::create wants them.
+const llvm::orc::JITTargetMachineBuilder& host_builder() {
+  static const llvm::orc::JITTargetMachineBuilder builder =
+      take_or_throw(llvm::orc::JITTargetMachineBuilder::detectHost(), "detecting the host CPU");
+  return builder;
 }
 
 // The features a target machine was made with ("+name" for each enabled one, in the subtarget table's sorted order):
@@ -82,9 +93,10 @@ void check_cpu_name(const llvm::Triple& triple, const std::string& cpu) {
 }  // namespace
 
 std::unique_ptr<llvm::Module> Jit::Impl::new_module(llvm::LLVMContext& context, const std::string& name) {
+  llvm::TargetMachine& tm = target_machine();
   auto module = std::make_unique<llvm::Module>(name, context);
-  module->setTargetTriple(tm->getTargetTriple().str());
-  module->setDataLayout(tm->createDataLayout());
+  module->setTargetTriple(tm.getTargetTriple().str());
+  module->setDataLayout(tm.createDataLayout());
   return module;
 }
 
@@ -168,9 +180,10 @@ void emit(Jit::Impl& impl, llvm::Module& module, llvm::CodeGenFileType type, llv
   if (llvm::verifyModule(module, &verify_stream))
     fail(ErrorKind::runtime, "jit: module '{}' is invalid: {}", module.getName().str(), verify_message);
   llvm::raw_svector_ostream stream(out);
+  llvm::TargetMachine& tm = impl.target_machine();
   std::lock_guard lock(impl.mutex);  // a TargetMachine is not safe to use from two threads at once
   llvm::legacy::PassManager passes;
-  if (impl.tm->addPassesToEmitFile(passes, stream, nullptr, type))
+  if (tm.addPassesToEmitFile(passes, stream, nullptr, type))
     fail(ErrorKind::runtime, "jit: the target machine for '{}' cannot emit {}", impl.host.cpu,
          type == llvm::CodeGenFileType::ObjectFile ? "object files" : "assembly");
   passes.run(module);
@@ -193,12 +206,13 @@ std::string Jit::Impl::emit_assembly(llvm::Module& module) {
 void Jit::Impl::optimise(llvm::Module& module) {
   before_codegen();
   LlvmUse use;
+  llvm::TargetMachine& tm = target_machine();
   std::lock_guard lock(mutex);  // the pipeline reads the target machine
   llvm::LoopAnalysisManager lam;
   llvm::FunctionAnalysisManager fam;
   llvm::CGSCCAnalysisManager cgam;
   llvm::ModuleAnalysisManager mam;
-  llvm::PassBuilder builder(tm.get());
+  llvm::PassBuilder builder(&tm);
   builder.registerModuleAnalyses(mam);
   builder.registerCGSCCAnalyses(cgam);
   builder.registerFunctionAnalyses(fam);
@@ -208,30 +222,61 @@ void Jit::Impl::optimise(llvm::Module& module) {
   passes.run(module, mam);
 }
 
+llvm::TargetMachine& Jit::Impl::target_machine() {
+  std::call_once(tm_once_, [this] {
+    LlvmUse use;
+    initialise_llvm_once();
+    tm_ = take_or_throw(jtmb->createTargetMachine(), "creating the target machine");
+  });
+  return *tm_;
+}
+
+Jit::Impl::~Impl() {
+  if (session)
+    if (llvm::Error error = session->endSession()) session->reportError(std::move(error));
+}
+
 Jit::Jit(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Jit::~Jit() = default;
 
 std::unique_ptr<Jit> Jit::create(const JitTarget& target) {
   LlvmUse use;
-  initialise_llvm_once();
   auto impl = std::make_unique<Impl>();
-  auto jtmb = take_or_throw(llvm::orc::JITTargetMachineBuilder::detectHost(), "detecting the host CPU");
+  llvm::orc::JITTargetMachineBuilder jtmb = host_builder();
   jtmb.setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
-  if (!target.cpu.empty()) {
+  impl->host.llvm_version = LLVM_VERSION_STRING;
+  impl->host.triple = jtmb.getTargetTriple().str();
+  if (target.cpu.empty()) {
+    impl->host.cpu = jtmb.getCPU();
+    impl->host.features = sorted_features(jtmb.getFeatures());
+    impl->host.has_avx512 = llvm::is_contained(jtmb.getFeatures().getFeatures(), "+avx512f");
+    impl->jtmb = std::make_unique<llvm::orc::JITTargetMachineBuilder>(std::move(jtmb));
+  } else {
+    // A named CPU's features are LLVM's own table for it, which only its target machine knows: made now.
+    initialise_llvm_once();
     check_cpu_name(jtmb.getTargetTriple(), target.cpu);
     jtmb.setCPU(target.cpu);
     jtmb.getFeatures() = llvm::SubtargetFeatures();  // the named CPU's own features, not the host's
+    impl->host.cpu = jtmb.getCPU();
+    impl->jtmb = std::make_unique<llvm::orc::JITTargetMachineBuilder>(std::move(jtmb));
+    const llvm::MCSubtargetInfo& sti = *impl->target_machine().getMCSubtargetInfo();
+    impl->host.features = enabled_features(sti);
+    impl->host.has_avx512 = sti.checkFeatures("+avx512f");
   }
-  impl->tm = take_or_throw(jtmb.createTargetMachine(), "creating the target machine");
-  const llvm::MCSubtargetInfo& sti = *impl->tm->getMCSubtargetInfo();
-  impl->host.llvm_version = LLVM_VERSION_STRING;
-  impl->host.triple = jtmb.getTargetTriple().str();
-  impl->host.cpu = jtmb.getCPU();
-  impl->host.features = target.cpu.empty() ? sorted_features() : enabled_features(sti);
-  impl->host.has_avx512 = sti.checkFeatures("+avx512f");
-  impl->jtmb = std::make_unique<llvm::orc::JITTargetMachineBuilder>(jtmb);
-  impl->lljit = take_or_throw(llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(jtmb)).create(),
-                              "creating the LLJIT");
+  // What LLJIT makes for an x86-64 ELF host, without what only compiling IR would need (a data layout, hence a
+  // target machine, and its IR layers and platform): the session runs materialisation on the calling thread, JITLink
+  // links the objects into memory from the process's allocator, EH frames are registered in process, and symbols an
+  // object does not define are looked up in the process (the C library's memcpy and the like).
+  auto control = take_or_throw(
+      llvm::orc::SelfExecutorProcessControl::Create(nullptr, std::make_unique<llvm::orc::InPlaceTaskDispatcher>()),
+      "creating the JIT's process control");
+  impl->session = std::make_unique<llvm::orc::ExecutionSession>(std::move(control));
+  impl->linker = std::make_unique<llvm::orc::ObjectLinkingLayer>(*impl->session);
+  impl->linker->addPlugin(std::make_unique<llvm::orc::EHFrameRegistrationPlugin>(
+      *impl->session, std::make_unique<llvm::jitlink::InProcessEHFrameRegistrar>()));
+  impl->main = &impl->session->createBareJITDylib("main");
+  impl->main->addGenerator(take_or_throw(llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess('\0'),
+                                         "opening the process's symbols"));
   return std::unique_ptr<Jit>(new Jit(std::move(impl)));
 }
 
@@ -294,8 +339,8 @@ std::vector<char> Jit::compile_ir_text(std::string_view llvm_ir, std::string_vie
     diagnostic.print(std::string(module_name).c_str(), out, false);
     fail(ErrorKind::parse, "jit: cannot parse LLVM IR: {}", message);
   }
-  module->setTargetTriple(impl_->tm->getTargetTriple().str());
-  module->setDataLayout(impl_->tm->createDataLayout());
+  module->setTargetTriple(impl_->target_machine().getTargetTriple().str());
+  module->setDataLayout(impl_->target_machine().createDataLayout());
   return impl_->emit_object(*module);
 }
 
@@ -304,15 +349,18 @@ void Jit::add_object(const std::vector<char>& object, std::string_view name) {
   auto buffer = llvm::MemoryBuffer::getMemBufferCopy(llvm::StringRef(object.data(), object.size()),
                                                      llvm::StringRef(name.data(), name.size()));
   std::lock_guard lock(impl_->mutex);
-  throw_if_error(impl_->lljit->addObjectFile(std::move(buffer)), "adding object '" + std::string(name) + "'");
+  throw_if_error(impl_->linker->add(*impl_->main, std::move(buffer)), "adding object '" + std::string(name) + "'");
 }
 
 void* Jit::lookup(std::string_view symbol) {
   LlvmUse use;
   std::lock_guard lock(impl_->mutex);
-  auto address = impl_->lljit->lookup(llvm::StringRef(symbol.data(), symbol.size()));
+  // ELF names carry no global prefix: the symbol is looked up as written.
+  auto address = impl_->session->lookup(
+      llvm::orc::makeJITDylibSearchOrder(impl_->main, llvm::orc::JITDylibLookupFlags::MatchAllSymbols),
+      impl_->session->intern(llvm::StringRef(symbol.data(), symbol.size())));
   if (!address) throw_if_error(address.takeError(), "looking up symbol '" + std::string(symbol) + "'");
-  return address->toPtr<void*>();
+  return address->getAddress().toPtr<void*>();
 }
 
 void* Jit::compile_and_lookup(std::string_view llvm_ir, std::string_view symbol) {

@@ -1,9 +1,11 @@
-// Jit: einstage's wrapper around LLVM ORC LLJIT for the host CPU, or a named one (JitTarget; runtime stage).
+// Jit: einstage's wrapper around LLVM ORC for the host CPU, or a named one (JitTarget; runtime stage).
 // KaleidoscopeJIT-shaped: create(), compile a module to a relocatable object, add objects, look symbols up. Every
 // compiled function goes the same way: LLVM module -> object file (codegen only, CodeGenOptLevel::Aggressive, no IR
-// optimisation pipeline: the kernels are written as explicit vector IR) -> LLJIT object layer -> address. Splitting
-// "emit object" from "add object" is what lets KernelCache keep compiled objects on disk and skip codegen in a second
-// process.
+// optimisation pipeline: the kernels are written as explicit vector IR) -> ORC's JITLink object layer -> address.
+// Splitting "emit object" from "add object" is what lets KernelCache keep compiled objects on disk and skip codegen in
+// a second process. create() makes only the linking half (an ORC session and a JITLink object layer); LLVM's target set-up and
+// the target machine wait for the first compilation, so a process whose kernels all come from the disk cache never
+// pays for them (its first call was 10-20 ms, most of it there: docs/performance.md, "Start-up, first calls").
 //
 // No LLVM type appears here (the implementation is a pimpl; libLLVM is linked privately into einstage_runtime).
 // llvm::Error / Expected are converted to einstage::Error (ErrorKind::runtime) at this boundary. Code inside
@@ -63,8 +65,9 @@ struct JitTarget {
 
 class Jit {
  public:
-  /// Initialises the native target once per process and builds an LLJIT for the host, or for `target.cpu` on the
-  /// host's triple. Throws Error(runtime) if LLVM cannot target this machine, Error(invalid_argument) if it does not
+  /// A JIT for the host, or for `target.cpu` on the host's triple. For the host, LLVM's native target is initialised
+  /// and the target machine made at the first compilation (an error there throws from that call); a named CPU's are
+  /// made here. Throws Error(runtime) if LLVM cannot target this machine, Error(invalid_argument) if it does not
   /// know the named CPU.
   static std::unique_ptr<Jit> create(const JitTarget& target = {});
   ~Jit();
