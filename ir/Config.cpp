@@ -110,14 +110,16 @@ Config Config::from(const Environment& env, const ConfigOptions& options) {
   return c;
 }
 
+Environment Config::current_environment() {
+  Environment e;
+  for (const char* name : kVariables)
+    if (const char* v = std::getenv(name)) e.emplace(name, v);  // the library's only getenv
+  return e;
+}
+
 const Environment& Config::process_environment() {
   // Never destroyed (like Config::process's result): threads may read the configuration while another calls exit().
-  static const Environment& env = *new Environment([] {
-    Environment e;
-    for (const char* name : kVariables)
-      if (const char* v = std::getenv(name)) e.emplace(name, v);  // the library's only getenv
-    return e;
-  }());
+  static const Environment& env = *new Environment(current_environment());
   return env;
 }
 
@@ -139,6 +141,6 @@ const Config& Config::process() {
   return resolved.config;
 }
 
-Config Config::process(const ConfigOptions& options) { return from(process_environment(), options); }
+Config Config::process(const ConfigOptions& options) { return from(current_environment(), options); }
 
 }  // namespace einstage

@@ -24,8 +24,11 @@
 // einstage::Error (invalid_argument) naming the variable, its value (escaped by ir/Quote.h) and what it accepts,
 // raised by every call that resolves a Config from it, never a silent default; a field given by an explicit option
 // does not read its variable at all, so a bad value there is not an error. Config::from(env, options) is a pure
-// function of its arguments (tests feed it maps); Config::process(options) applies it to a snapshot of the process
-// environment taken at its first call: the only place in the library that reads the environment.
+// function of its arguments (tests feed it maps, and ExecutionContext(Config) runs on the result, so two contexts in
+// one process can have different settings); Config::process(options) applies it to the process environment as it is
+// when called (a context made from options reads it then), and Config::process() to a snapshot taken at its first
+// call (the built-in default context's, runtime/Context.h). current_environment() is the only place in the library
+// that reads the environment.
 #pragma once
 
 #include <cstddef>
@@ -87,10 +90,13 @@ struct Config {
   /// Config::from applied to the process environment as it was at the first call of process() (or
   /// process_environment()): computed once; a bad variable is raised by every call.
   static const Config& process();
-  /// The same with explicit options (computed on every call).
+  /// Config::from applied to the process environment as it is now, with explicit options (computed on every call:
+  /// an ExecutionContext made from options reads the environment when it is made).
   static Config process(const ConfigOptions& options);
   /// The snapshot of the variables Config reads, taken from the process environment at the first call.
   static const Environment& process_environment();
+  /// The variables Config reads, from the process environment as it is now.
+  static Environment current_environment();
 
   friend bool operator==(const Config&, const Config&) = default;
 };

@@ -85,12 +85,37 @@ void set_specialise_job_hook(std::function<void()> hook) {
 void warm_up_jit() { warm_up_code_generator(); }
 bool jit_warmed_up() { return code_generator_warmed_up(); }
 
+namespace {
+
+struct Installed {
+  std::mutex mutex;
+  std::shared_ptr<ExecutionContext> owner;
+  std::atomic<ExecutionContext*> current{nullptr};
+};
+Installed& installed() {
+  static auto* held = new Installed;
+  return *held;
+}
+
+}  // namespace
+
 ExecutionContext& default_context() {
-  // Never deleted: threads may still run kernels on its pool and JIT while the process exits (runtime/jit/Jit.cpp
-  // stops code generation then, before LLVM's statics are destroyed).
-  // Tensors made without a context share the default context's allocator.
-  static ExecutionContext* const context = new ExecutionContext(Config::process(), &ScratchAllocator::process_default());
-  return *context;
+  if (ExecutionContext* c = installed().current.load(std::memory_order_acquire)) return *c;
+  // The built-in default: Config::process(), made on first use. Never deleted: threads may still run kernels on its
+  // pool and JIT while the process exits (runtime/jit/Jit.cpp stops code generation then, before LLVM's statics are
+  // destroyed). Tensors made without a context share its allocator.
+  static ExecutionContext* const builtin = new ExecutionContext(Config::process(), &ScratchAllocator::process_default());
+  return *builtin;
+}
+
+std::shared_ptr<ExecutionContext> set_default_context(std::shared_ptr<ExecutionContext> context) {
+  Installed& in = installed();
+  std::lock_guard lock(in.mutex);
+  std::shared_ptr<ExecutionContext> previous = std::move(in.owner);
+  if (!previous) previous = std::shared_ptr<ExecutionContext>(&default_context(), [](ExecutionContext*) {});
+  in.owner = std::move(context);
+  in.current.store(in.owner.get(), std::memory_order_release);
+  return previous;
 }
 
 }  // namespace einstage

@@ -46,10 +46,12 @@ class ThreadPool;
 
 class ExecutionContext {
  public:
-  /// Config::process(options): the options beat the environment's variables, which beat the defaults. Throws
-  /// einstage::Error naming a bad variable or option. Starts threads() - 1 pool workers.
+  /// Config::process(options): the options beat the environment's variables (read now, when the context is made),
+  /// which beat the defaults. Throws einstage::Error naming a bad variable or option. Starts threads() - 1 pool
+  /// workers.
   explicit ExecutionContext(const ConfigOptions& options = {});
-  /// Builds a context from a config resolved elsewhere (Config::from in tests).
+  /// Builds a context from an explicit configuration: Config::from(env, options) for any map of variables, so two
+  /// contexts in one process can have different settings without touching the process environment.
   explicit ExecutionContext(const Config& config);
   ~ExecutionContext();
   ExecutionContext(const ExecutionContext&) = delete;
@@ -87,9 +89,18 @@ class ExecutionContext {
   std::unique_ptr<Impl> impl_;
 };
 
-/// The context of the direct einsum API and of Runtimes left at the default thread count: Config::process(), made
-/// on first use, never destroyed (see the file comment). Throws what Config::process() throws.
+/// The default context: the one context-less calls run on (the direct einsum API, contract() and StepKernel::run
+/// without a context, dispatch_stats(), default_pool(), Runtimes left at the default thread count). Unless replaced,
+/// the built-in one: Config::process() (the environment as it was when first asked), made on first use, never
+/// destroyed (see the file comment), sharing ScratchAllocator::process_default() with tensors made without an
+/// allocator. Throws what Config::process() throws.
 ExecutionContext& default_context();
+/// Makes `context` the default context (nullptr: the built-in one again) and returns the one it replaces (the
+/// built-in one as a handle that owns nothing), so a test or a program can run context-less calls on a context of
+/// its own configuration, e.g. set_default_context(std::make_shared<ExecutionContext>(Config::from(env))), in one
+/// process. Calls already running keep the context they started on: keep the returned handle until they finished.
+/// An installed context still installed at exit is not destroyed.
+std::shared_ptr<ExecutionContext> set_default_context(std::shared_ptr<ExecutionContext> context);
 
 /// Whether contractions on `context` run on the JIT: its Config::jit is on and its JIT has not failed (a failure is
 /// the context's own: other contexts keep their JIT). The context-less form asks default_context().

@@ -1,0 +1,151 @@
+// Two execution contexts in one process never see each other's configuration, caches or failures (issue 38): each
+// context made from its own explicit environment has its own settings (no extra process, no setenv), a JIT failure or
+// a JIT switched off on one context leaves the other on its JIT, and replacing the default context moves every
+// context-less call (the direct einsum API, dispatch_stats(), default_pool()) onto the new one and back. Results are
+// checked against the definitional loop (and, between two contexts on the same kernel, bit for bit) while the
+// counters show which kernel and which plan cache each call used.
+#include "extensions/einsum/exec/Einsum.h"
+#include "ir/Config.h"
+#include "runtime/Context.h"
+#include "runtime/ThreadPool.h"
+#include "runtime/jit/Dispatch.h"
+#include "runtime/jit/JitState.h"
+#include "support/Random.h"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+using namespace einstage;
+namespace es = einstage::einsum;
+
+namespace {
+
+Tensor random_tensor(test::SplitMix64& rng, Shape shape) {
+  std::vector<double> v(static_cast<size_t>(element_count(shape)));
+  for (double& x : v) x = rng.symmetric();
+  return Tensor::from_col_major<double>(std::move(shape), v);
+}
+
+bool same_bits(const Tensor& x, const Tensor& y) {
+  const Tensor a = x.contiguous(), b = y.contiguous();
+  return a.nbytes() == b.nbytes() && std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
+}
+
+// The definitional product of a (m x k) and b (k x n), column-major, to 1e-12 of the sum of |terms|.
+bool matches_loop(const Tensor& c, const Tensor& a, const Tensor& b) {
+  const int64_t m = a.shape()[0], k = a.shape()[1], n = b.shape()[1];
+  const std::vector<double> av = a.to_col_major<double>(), bv = b.to_col_major<double>(), cv = c.to_col_major<double>();
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t i = 0; i < m; ++i) {
+      double sum = 0, scale = 0;
+      for (int64_t l = 0; l < k; ++l) {
+        sum += av[size_t(i + l * m)] * bv[size_t(l + j * k)];
+        scale += std::abs(av[size_t(i + l * m)] * bv[size_t(l + j * k)]);
+      }
+      if (std::abs(cv[size_t(i + j * m)] - sum) > 1e-12 * scale) return false;
+    }
+  return true;
+}
+
+// A context from an explicit environment (never the process's): kernels kept in memory.
+std::shared_ptr<ExecutionContext> context_of(Environment env) {
+  return std::make_shared<ExecutionContext>(Config::from(env, ConfigOptions{.kernel_cache_dir = ""}));
+}
+
+es::EinsumOptions on(ExecutionContext& context) {
+  es::EinsumOptions options;
+  options.context = &context;
+  return options;
+}
+
+struct Operands {
+  Tensor a, b;
+};
+Operands operands() {
+  test::SplitMix64 rng(38);
+  return {random_tensor(rng, {24, 17}), random_tensor(rng, {17, 9})};
+}
+
+}  // namespace
+
+TEST_CASE("context isolation: two contexts from explicit environments keep their own settings and kernels") {
+  auto jit = context_of({{"EINSTAGE_NUM_THREADS", "3"}});
+  auto portable = context_of({{"EINSTAGE_NUM_THREADS", "1"}, {"EINSTAGE_JIT", "0"}});
+  CHECK(jit->threads() == 3);
+  CHECK(jit->pool().size() == 3);
+  CHECK(portable->threads() == 1);
+  CHECK(jit->config().jit);
+  CHECK(!portable->config().jit);
+  REQUIRE(jit_enabled(*jit));  // ctest runs this suite with the JIT on
+  CHECK(!jit_enabled(*portable));
+
+  const Operands x = operands();
+  const Tensor on_jit = es::einsum("ij,jk->ik", {x.a, x.b}, on(*jit));
+  const Tensor on_portable = es::einsum("ij,jk->ik", {x.a, x.b}, on(*portable));
+  CHECK(matches_loop(on_jit, x.a, x.b));
+  CHECK(matches_loop(on_portable, x.a, x.b));
+  const DispatchStats j = dispatch_stats(*jit), p = dispatch_stats(*portable);
+  CHECK(j.jit_calls == 1);
+  CHECK(j.portable_calls == 0);
+  CHECK(p.jit_calls == 0);
+  CHECK(p.portable_calls == 1);
+  // Each context's plan cache holds its own plan.
+  CHECK(es::einsum_cache_stats(*jit).misses == 1);
+  CHECK(es::einsum_cache_stats(*portable).misses == 1);
+}
+
+TEST_CASE("context isolation: a JIT failure is the failing context's only") {
+  auto failing = context_of({});
+  auto healthy = context_of({});
+  auto off = context_of({{"EINSTAGE_JIT", "0"}});  // the portable kernel's bits
+  auto other = context_of({{"EINSTAGE_NUM_THREADS", "2"}});  // the JIT's bits (the same at every thread count)
+  REQUIRE(jit_enabled(*failing));
+  failing->jit().fail("test: this context's JIT cannot generate code");  // as contract_on records a runtime error
+  CHECK(!jit_enabled(*failing));
+  CHECK(jit_enabled(*healthy));
+  CHECK(jit_enabled());  // nor the default context
+
+  const Operands x = operands();
+  const Tensor after_failure = es::einsum("ij,jk->ik", {x.a, x.b}, on(*failing));
+  const Tensor healthy_out = es::einsum("ij,jk->ik", {x.a, x.b}, on(*healthy));
+  CHECK(same_bits(after_failure, es::einsum("ij,jk->ik", {x.a, x.b}, on(*off))));
+  CHECK(same_bits(healthy_out, es::einsum("ij,jk->ik", {x.a, x.b}, on(*other))));
+  CHECK(matches_loop(after_failure, x.a, x.b));
+  CHECK(dispatch_stats(*failing).portable_calls == 1);
+  CHECK(dispatch_stats(*failing).jit_calls == 0);
+  CHECK(dispatch_stats(*healthy).jit_calls == 1);
+  CHECK(dispatch_stats(*healthy).portable_calls == 0);
+}
+
+TEST_CASE("context isolation: the default context can be replaced and restored") {
+  ExecutionContext& builtin = default_context();
+  auto own = context_of({{"EINSTAGE_NUM_THREADS", "2"}, {"EINSTAGE_JIT", "0"}});
+  const es::EinsumCacheStats builtin_before = es::einsum_cache_stats(builtin);
+  const DispatchStats builtin_calls = dispatch_stats(builtin);
+
+  std::shared_ptr<ExecutionContext> previous = set_default_context(own);
+  CHECK(previous.get() == &builtin);
+  CHECK(&default_context() == own.get());
+  CHECK(default_context().threads() == 2);
+  CHECK(&default_pool() == &own->pool());
+  CHECK(!jit_enabled());
+
+  const Operands x = operands();
+  const Tensor context_less = es::einsum("ij,jk->ik", {x.a, x.b});  // no context given: the installed default
+  CHECK(dispatch_stats().portable_calls == 1);
+  CHECK(dispatch_stats(*own).portable_calls == 1);
+  CHECK(es::einsum_cache_stats().misses == 1);
+
+  std::shared_ptr<ExecutionContext> replaced = set_default_context(nullptr);
+  CHECK(replaced == own);
+  CHECK(&default_context() == &builtin);
+  // The built-in default saw none of it: neither the plan nor the contraction.
+  CHECK(es::einsum_cache_stats(builtin).misses == builtin_before.misses);
+  CHECK(dispatch_stats(builtin).portable_calls == builtin_calls.portable_calls);
+  CHECK(dispatch_stats(builtin).jit_calls == builtin_calls.jit_calls);
+  CHECK(matches_loop(context_less, x.a, x.b));
+}
