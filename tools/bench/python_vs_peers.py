@@ -10,7 +10,8 @@ path, so the comparison is of kernels, not of planners. All libraries use every 
 os.cpu_count()), einstage's default). Timings alternate between the libraries round by round, so a load from other
 processes falls on all of them alike: the call overheads are timeit loops of --calls calls (100000), best of
 --rounds rounds; the rest are the best single call over rounds lasting --min-time seconds per library after a
-warm-up (a library whose warm-up alone takes 20x --min-time is timed by it). The 2048^2 matmul also reports the peak
+warm-up (a library whose warm-up alone takes 20x --min-time is timed by it). The 2048^2 matmul also reports the
+median call of each library over the same rounds, and the peak
 resident set of a fresh process doing only that call, for einstage and for NumPy, and how far above the peak after
 the imports it went (the operands, the result and any copy).
 
@@ -22,6 +23,7 @@ OPENBLAS_CORETYPE=SkylakeX only on an AVX-512 CPU that OpenBLAS's own pick leave
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -115,8 +117,9 @@ def per_call(fns, calls, rounds):
 
 
 def alternate(fns, min_time):
-    """Best seconds of one call of each function, the functions alternating round by round."""
-    best, total = {}, {}
+    """Best and median seconds of one call of each function, the functions alternating round by round (the warm-up
+    call counts only for a function it times alone)."""
+    best, total, samples = {}, {}, {}
     for k, f in fns.items():
         if f is None:
             best[k] = None
@@ -124,7 +127,7 @@ def alternate(fns, min_time):
         t0 = time.perf_counter()
         f()
         best[k] = time.perf_counter() - t0
-        total[k] = 0.0
+        total[k], samples[k] = 0.0, [best[k]]
     slow = {k for k, t in best.items() if t is not None and t > 20 * min_time}  # timed by the warm-up alone
     rounds = 0
     while rounds < 3 or any(total[k] < min_time for k in total if k not in slow):
@@ -135,8 +138,11 @@ def alternate(fns, min_time):
             fns[k]()
             t = time.perf_counter() - t0
             best[k], total[k] = min(best[k], t), total[k] + t
+            samples[k] = samples[k][1:] if rounds == 0 else samples[k]  # the warm-up out once rounds have run
+            samples[k].append(t)
         rounds += 1
-    return best
+    median = {k: (statistics.median(samples[k]) if k in samples else None) for k in best}
+    return best, median
 
 
 # The high-water mark of a fresh process's resident set (VmHWM: ru_maxrss would carry the parent's over the fork)
@@ -201,8 +207,8 @@ def main():
     n = 1024 if args.quick else 2048
     a, b = rng.standard_normal((n, n)), rng.standard_normal((n, n))
     ta, tb = (torch.from_numpy(x) for x in (a, b)) if torch is not None else (None, None)
-    t = alternate({"es": lambda: es.einsum("ij,jk->ik", a, b), "np": lambda: a @ b,
-                   "torch": (lambda: ta @ tb) if torch is not None else None}, min_time)
+    t, matmul_median = alternate({"es": lambda: es.einsum("ij,jk->ik", a, b), "np": lambda: a @ b,
+                                  "torch": (lambda: ta @ tb) if torch is not None else None}, min_time)
     rows.append((f"{n}^2 f64 matmul (numpy: a @ b)", t["es"], t["np"], t["torch"]))
     rss = (peak_rss_kib(n, "import einstage", "einstage.einsum('ij,jk->ik', a, b)"), peak_rss_kib(n, "pass", "a @ b"))
 
@@ -210,7 +216,7 @@ def main():
         ops = [rng.standard_normal(s) / np.sqrt(s[0]) for s in shapes]
         path, info = es.contract_path(eq, *ops)
         tops = [torch.from_numpy(o) for o in ops] if torch is not None else None
-        t = alternate({"es": lambda: es.contract(eq, *ops), "np": lambda: np.einsum(eq, *ops, optimize=True),
+        t, _ = alternate({"es": lambda: es.contract(eq, *ops), "np": lambda: np.einsum(eq, *ops, optimize=True),
                        "torch": (lambda: torch_along(torch, info, tops)) if torch is not None else None}, min_time)
         rows.append((f"{name} contract", t["es"], t["np"], t["torch"]))
         loss = lambda *xs: es.sum(es.einsum(eq, *xs))  # noqa: E731
@@ -222,7 +228,7 @@ def main():
             value.backward()
             return value, [x.grad for x in ts]
 
-        t = alternate({"es": lambda: vg(*ops), "torch": torch_vg if torch is not None else None}, min_time)
+        t, _ = alternate({"es": lambda: vg(*ops), "torch": torch_vg if torch is not None else None}, min_time)
         rows.append((f"{name} value_and_grad", t["es"], None, t["torch"]))
 
     def fmt(t):
@@ -234,6 +240,9 @@ def main():
     print(f"{'workload':34} {'einstage':>12} {'numpy':>12} {'torch':>12} {'numpy/es':>9} {'torch/es':>9}")
     for name, e, npy, tch in rows:
         print(f"{name:34} {fmt(e):>12} {fmt(npy):>12} {fmt(tch):>12} {ratio(npy, e):>9} {ratio(tch, e):>9}")
+    m = matmul_median
+    print(f"{n}^2 matmul, median call: einstage {fmt(m['es'])}, numpy {fmt(m['np'])}, torch {fmt(m['torch'])}; "
+          f"numpy/es {ratio(m['np'], m['es'])}, torch/es {ratio(m['torch'], m['es'])}")
     print(f"{n}^2 matmul in a fresh process, peak RSS: einstage {rss[0][0] / 1024:.1f} MiB, numpy a @ b "
           f"{rss[1][0] / 1024:.1f} MiB; above the peak after the imports (operands, result, copies): einstage "
           f"{rss[0][1] / 1024:.1f} MiB, numpy {rss[1][1] / 1024:.1f} MiB ({rss[0][1] / rss[1][1]:.3f}x)")
@@ -241,6 +250,7 @@ def main():
         report = {"machine": machine, "command": " ".join(sys.argv),
                   "rows": [{"workload": name, "einstage_s": e, "numpy_s": npy, "torch_s": tch}
                            for name, e, npy, tch in rows],
+                  "matmul_median_s": matmul_median,
                   "matmul_peak_rss_kib": {"einstage": rss[0][0], "numpy": rss[1][0]},
                   "matmul_above_imports_kib": {"einstage": rss[0][1], "numpy": rss[1][1]}}
         with open(args.json, "w") as f:
