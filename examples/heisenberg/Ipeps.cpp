@@ -384,12 +384,14 @@ CtmrgResult Ctmrg::converge(const Tensor& a, CtmEnvironment start, const CtmrgOp
   // such an environment stops at the step cap with a large fixed_point_change, which the fixed-point adjoint refuses.)
   const int64_t x = chi_, d2 = int64_t(d_) * d_;
   const std::vector<double> t_probe = generic_weights({x, d2, x}, 2).to_col_major<double>();
-  for (;;) {
+  for (int phase_steps = 0;; ++phase_steps) {
     std::vector<Tensor> next = run_step_.run({r.env.c, r.env.t, a, ones(x)});
     GaugeMatch m = match_gauge(r.env, next, t_probe, x, d2);
     r.gauge = std::move(m.gauge);
     r.fixed_point_change = m.change;
-    if (!(r.fixed_point_change > options.fixed_point_tolerance) || r.steps >= options.max_steps) break;
+    if (!(r.fixed_point_change > options.fixed_point_tolerance) || r.steps >= options.max_steps ||
+        phase_steps >= options.fixed_point_max_steps)
+      break;
     if (on_step) on_step(r.env, r.gauge);
     r.env = std::move(m.env);
     ++r.steps;

@@ -66,12 +66,14 @@ class IpepsEnergy {
   IpepsEnergy(const Runtime& runtime, int d, int chi, CtmrgOptions ctmrg = {}, ad::FixedPointOptions adjoint = {},
               AdjointMethod method = AdjointMethod::fixed_point);
   Evaluation evaluate(const Tensor& theta);
-  /// The energy and the staggered magnetisation (no gradient).
+  /// The energy and the staggered magnetisation (no gradient; CTMRG converged in the corner spectrum only, both
+  /// being gauge-invariant).
   std::pair<double, double> measure(const Tensor& theta);
   const Ctmrg& ctmrg() const { return ctmrg_; }
 
  private:
-  CtmrgResult converge(const Tensor& a, bool* fresh = nullptr);
+  // `elementwise`: also the element-wise phase (the fixed-point adjoint needs it; measure does not).
+  CtmrgResult converge(const Tensor& a, bool* fresh = nullptr, bool elementwise = true);
   // ∂E/∂a by the unrolled adjoint from initial_environment; fills e's energy, steps and unrolled fields.
   Tensor unrolled_gradient(const Tensor& a, Evaluation& e);
 

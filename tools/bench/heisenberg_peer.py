@@ -17,8 +17,8 @@ The state A = c4v_symmetrize(theta); C4v CTMRG from the same boundary start (the
 the enlarged corner's eigh, the chi eigenvalues of largest modulus kept in ascending order (a multiplet cut by the
 truncation dropped whole, eigenvalues below 1e-8 of the largest dropped), column signs by a fixed generic vector,
 C and T symmetrised and normalised; iterated until the normalised corner spectrum changes by at most 1e-10, then on
-with each output brought back to its input's sign gauge until no element changes by more than 1e-11 (as
-Ctmrg::converge). The energy per site from the two-site reduced density matrix (its contraction order from
+with each output brought back to its input's sign gauge until no element changes by more than 1e-11, for at most
+200 steps of that phase (as Ctmrg::converge). The energy per site from the two-site reduced density matrix (its contraction order from
 numpy.einsum_path, greedy, run pairwise by torch.einsum); dE/dA by torch.autograd through the energy plus the
 fixed-point adjoint: (I - df/dx)^T w = dE/dx solved by restarted GMRES (hand-written here in numpy: Debian's python3
 has no scipy installed on this machine; the same tolerance 1e-10 relative, restart 30) with VJPs of one step by
@@ -34,7 +34,7 @@ import torch
 torch.set_default_dtype(torch.float64)
 PERMS = [(0, 1, 2, 3, 4), (0, 2, 3, 4, 1), (0, 3, 4, 1, 2), (0, 4, 1, 2, 3),
          (0, 1, 4, 3, 2), (0, 2, 1, 4, 3), (0, 3, 2, 1, 4), (0, 4, 3, 2, 1)]
-GAP, CUTOFF, TOL, FP_TOL, MAX_STEPS = 1e-6, 1e-8, 1e-10, 1e-11, 2000
+GAP, CUTOFF, TOL, FP_TOL, MAX_STEPS, FP_MAX_STEPS = 1e-6, 1e-8, 1e-10, 1e-11, 2000, 200
 
 
 def c4v(a):
@@ -139,7 +139,7 @@ def converge(step, c, t, dl, chi, max_steps=MAX_STEPS):
                 break
             if steps >= max_steps:
                 raise RuntimeError("CTMRG did not converge")
-        while True:
+        for phase_steps in range(FP_MAX_STEPS + 1):
             c1, t1, _ = step(c, t, dl, ones)
             j0 = int(torch.argmax((t ** 2).sum((0, 1))))
             g = torch.where((t[:, :, j0] * t1[:, :, j0]).sum(1) < 0, -1.0, 1.0)
@@ -149,7 +149,7 @@ def converge(step, c, t, dl, chi, max_steps=MAX_STEPS):
             if (step.t_probe * t1).sum() < 0:
                 t1 = -t1
             change = max((c1 - c).abs().max().item(), (t1 - t).abs().max().item())
-            if change <= FP_TOL or steps >= max_steps:
+            if change <= FP_TOL or steps >= max_steps or phase_steps == FP_MAX_STEPS:
                 return c, t, g, steps, change
             c, t, steps = c1, t1, steps + 1
 
