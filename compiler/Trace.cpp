@@ -3,6 +3,7 @@
 #include "compiler/Trace.h"
 
 #include "ir/Quote.h"
+#include "ir/Tensor.h"
 
 #include <fmt/format.h>
 
@@ -191,8 +192,21 @@ TracedTensor operator-(const TracedTensor& x) { return neg(x); }
   TracedTensor name(const TracedTensor& x) { return unary(x, Struct{}); }
 EIN_STD_UNARY_OPS(EIN_TRACE_UNARY_)
 #undef EIN_TRACE_UNARY_
-TracedTensor slice(const TracedTensor& x, Axes start, std::vector<Dim> size, Axes stride) {
+TracedTensor strided_slice(const TracedTensor& x, Axes start, std::vector<Dim> size, Axes stride) {
   return unary(x, Slice{std::move(size), std::move(start), std::move(stride)});
+}
+TracedTensor slice(const TracedTensor& x, int axis, int64_t begin, int64_t end, int64_t step) {
+  if (axis < 0 || axis >= x.rank())
+    fail(ErrorKind::invalid_argument, "slice: axis {} is out of range for {} of rank {}; give an axis in [0, {})", axis,
+         x.type().to_string(), x.rank(), x.rank());
+  const Dim& n = x.dims()[static_cast<size_t>(axis)];
+  const int64_t size = slice_extent(axis, n.is_constant() ? n.constant() : -1, begin, end, step);
+  Axes start(static_cast<size_t>(x.rank()), 0), stride(static_cast<size_t>(x.rank()), 1);
+  std::vector<Dim> sizes = x.dims();
+  start[static_cast<size_t>(axis)] = begin;
+  stride[static_cast<size_t>(axis)] = step;
+  sizes[static_cast<size_t>(axis)] = Dim(size);
+  return strided_slice(x, std::move(start), std::move(sizes), std::move(stride));
 }
 TracedTensor pad(const TracedTensor& x, Axes start, std::vector<Dim> shape, Axes stride) {
   return unary(x, Pad{std::move(shape), std::move(start), std::move(stride)});

@@ -117,7 +117,12 @@ TracedTensor operator-(const TracedTensor& x);
 #define EIN_TRACE_UNARY_(Struct, name) TracedTensor name(const TracedTensor& x);
 EIN_STD_UNARY_OPS(EIN_TRACE_UNARY_)
 #undef EIN_TRACE_UNARY_
-TracedTensor slice(const TracedTensor& x, Axes start, std::vector<Dim> size, Axes stride);
+/// x[begin:end:step] along one axis, the others whole: the same arguments and rule as Tensor::slice (ir/Tensor.h,
+/// slice_extent), e.g. slice(u, 1, 0, k) keeps u's first k columns. On a symbolic axis end is not bounded while
+/// tracing.
+TracedTensor slice(const TracedTensor& x, int axis, int64_t begin, int64_t end, int64_t step = 1);
+/// The slice op's own form (ir/Ops.h Slice): size[i] elements of every axis i from start[i], stride[i] apart.
+TracedTensor strided_slice(const TracedTensor& x, Axes start, std::vector<Dim> size, Axes stride);
 TracedTensor pad(const TracedTensor& x, Axes start, std::vector<Dim> shape, Axes stride);
 TracedTensor pow(const TracedTensor& x, double exponent);
 TracedTensor convert(const TracedTensor& x, DType dtype);

@@ -28,6 +28,17 @@ int64_t element_count(const Shape& shape) { return checked_product(shape, "shape
 
 std::string shape_to_string(const Shape& shape) { return fmt::format("[{}]", fmt::join(shape, ",")); }
 
+int64_t slice_extent(int axis, int64_t extent, int64_t begin, int64_t end, int64_t step) {
+  if (step <= 0) fail(ErrorKind::invalid_argument, "slice: step must be positive, got {}", step);
+  if (begin < 0 || begin > end)
+    fail(ErrorKind::invalid_argument, "slice [{}, {}) is out of range for axis {}; need 0 <= begin <= end", begin, end,
+         axis);
+  if (extent >= 0 && end > extent)
+    fail(ErrorKind::invalid_argument, "slice [{}, {}) is out of range for axis {} of extent {}; need end <= {}", begin,
+         end, axis, extent, extent);
+  return (end - begin + step - 1) / step;
+}
+
 namespace {
 
 // Calls fn(offset_a, offset_b) for every multi-index in column-major order, with offsets in elements.
@@ -160,6 +171,14 @@ Tensor Tensor::in_block(DType dtype, Shape shape, std::shared_ptr<std::byte> blo
   return t;
 }
 
+void Tensor::check_one_element(const char* what) const {
+  if (numel() != 1)
+    fail(ErrorKind::shape,
+         "{}: the tensor has shape {} ({} elements) but {}() reads a tensor of one element; index it with "
+         "at<T>({{...}}) or reduce it first",
+         what, shape_to_string(shape_), numel(), what);
+}
+
 int64_t Tensor::extent(int axis) const {
   if (axis < 0 || axis >= rank())
     fail(ErrorKind::invalid_argument, "axis {} is out of range for a tensor of rank {}", axis, rank());
@@ -223,12 +242,9 @@ Tensor Tensor::transpose() const {
 }
 
 Tensor Tensor::slice(int axis, int64_t begin, int64_t end, int64_t step) const {
-  int64_t n = extent(axis);
-  if (step <= 0) fail(ErrorKind::invalid_argument, "slice: step must be positive, got {}", step);
-  if (begin < 0 || end > n || begin > end)
-    fail(ErrorKind::invalid_argument, "slice [{}, {}) is out of range for axis {} of extent {}", begin, end, axis, n);
+  const int64_t n = slice_extent(axis, extent(axis), begin, end, step);
   Tensor t = *this;
-  t.shape_[axis] = (end - begin + step - 1) / step;
+  t.shape_[axis] = n;
   // An empty slice keeps the offset, so raw_data() never points past the storage.
   if (t.shape_[axis] > 0) t.offset_ += begin * strides_[axis];
   t.strides_[axis] = strides_[axis] * step;

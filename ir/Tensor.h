@@ -30,6 +30,11 @@ Strides col_major_strides(const Shape& shape);
 int64_t element_count(const Shape& shape);
 /// "[2,3]" — the shape as einstage prints it everywhere.
 std::string shape_to_string(const Shape& shape);
+/// The rule of a one-axis slice x[begin:end:step], NumPy's basic slicing without negative indices or clamping, shared
+/// by Tensor::slice and the traced slice (compiler/Trace.h): 0 <= begin <= end <= extent and step >= 1, else an
+/// Error naming `axis`. Returns the slice's extent, ceil((end - begin) / step). A negative `extent` stands for one not
+/// known yet (a symbolic dim while tracing): end is then not bounded.
+int64_t slice_extent(int axis, int64_t extent, int64_t begin, int64_t end, int64_t step);
 
 class ScratchAllocator;
 
@@ -90,12 +95,18 @@ class Tensor {
     return at<T>(std::span(index.begin(), index.size()));
   }
 
+  /// The one element of a tensor of one element (a scalar, or any shape whose extents are all 1: NumPy's item()),
+  /// e.g. `double trace = out.at(0).item<double>();`. Checks the dtype as at() does; another size fails naming the
+  /// shape.
+  template <typename T> T item() const;
+
   /// View with axes reordered: result axis i is this tensor's axis perm[i].
   Tensor permute(std::span<const int> perm) const;
   Tensor permute(std::initializer_list<int> perm) const { return permute(std::span(perm.begin(), perm.size())); }
   /// View with all axes reversed (NumPy .T).
   Tensor transpose() const;
-  /// View of [begin, end) with a positive step along one axis.
+  /// View of x[begin:end:step] along one axis, the others whole (slice_extent above is the rule); the traced
+  /// slice(x, axis, begin, end, step) of compiler/Trace.h takes the same arguments.
   Tensor slice(int axis, int64_t begin, int64_t end, int64_t step = 1) const;
   /// Same elements in column-major order with a new shape (NumPy reshape(order="F")); a view when the layout
   /// allows it, otherwise a copy.
@@ -130,6 +141,7 @@ class Tensor {
 
  private:
   template <typename T> void check_dtype(const char* what) const;
+  void check_one_element(const char* what) const;
   int64_t linear_offset(std::span<const int64_t> index) const;
 
   std::shared_ptr<std::byte> storage_;
@@ -174,6 +186,12 @@ template <typename T> T& Tensor::at(std::span<const int64_t> index) {
 template <typename T> const T& Tensor::at(std::span<const int64_t> index) const {
   check_dtype<T>("at");
   return reinterpret_cast<const T*>(storage_.get())[linear_offset(index)];
+}
+
+template <typename T> T Tensor::item() const {
+  check_dtype<T>("item");
+  check_one_element("item");
+  return reinterpret_cast<const T*>(storage_.get())[offset_];  // every index is 0
 }
 
 template <typename T> std::vector<T> Tensor::to_col_major() const {

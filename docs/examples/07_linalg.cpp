@@ -26,9 +26,9 @@ int main() {
   TracedTensor a = ctx.parameter("a", DType::f64, {m, n});
   TracedTensor t = ctx.parameter("t", DType::f64, {m, n});
   auto [u, s, vh] = linalg::svd(ctx, a);                // thin: u [6,4], s [4] (descending), vh [4,4]
-  TracedTensor uk = slice(u, {0, 0}, {m, k}, {1, 1});   // keep the first k triplets
-  TracedTensor sk = slice(s, {0}, {k}, {1});
-  TracedTensor vhk = slice(vh, {0, 0}, {k, n}, {1, 1});
+  TracedTensor uk = slice(u, 1, 0, k);                  // keep the first k triplets: u[:, :k]
+  TracedTensor sk = slice(s, 0, 0, k);                  // s[:k]
+  TracedTensor vhk = slice(vh, 0, 0, k);                // vh[:k, :]
   TracedTensor usk = uk * broadcast_in_dim(sk, {1}, {m, k});
   TracedTensor ak = dot_general(usk, vhk, {1}, {0});    // U_k diag(S_k) Vh_k
   TracedTensor diff = ak - t;

@@ -76,8 +76,8 @@ int main() {
   std::printf("a new shape: first call %.3f ms; in a fresh Executable %.3f ms\n", first_ms, fresh_ms);
 
   // Same values as NumPy's svd + einsum (08_trg_step.py), then a second run gives the same bits.
-  expect_close(out.at(0).at<double>({}), -2.272467656078, 1e-11, "tr T'");
-  expect_close(out.at(1).at<double>({}), 14.79734020867, 1e-11, "|T'|");
+  expect_close(out.at(0).item<double>(), -2.272467656078, 1e-11, "tr T'");
+  expect_close(out.at(1).item<double>(), 14.79734020867, 1e-11, "|T'|");
   const auto again_start = std::chrono::steady_clock::now();
   const std::vector<Tensor> again = forward.run({t});
   const double again_ms = milliseconds_since(again_start);
@@ -93,8 +93,8 @@ int main() {
     std::vector<double> up = values, down = values;
     up[k] += h;
     down[k] -= h;
-    const double fu = forward.run({Tensor::from_col_major<double>({d, d, d, d}, up)}).at(0).at<double>({});
-    const double fd = forward.run({Tensor::from_col_major<double>({d, d, d, d}, down)}).at(0).at<double>({});
+    const double fu = forward.run({Tensor::from_col_major<double>({d, d, d, d}, up)}).at(0).item<double>();
+    const double fd = forward.run({Tensor::from_col_major<double>({d, d, d, d}, down)}).at(0).item<double>();
     worst = std::max(worst, std::abs(grad[k] - (fu - fd) / (2 * h)) / (1 + std::abs(grad[k])));
   }
   const bool close = worst <= 1e-7;

@@ -114,3 +114,58 @@ TEST_CASE("elementwise ops broadcast as NumPy does: missing leading axes and ext
   CHECK(error_of([&] { x + y; }) == "'add' at %0 in @mm: operand 1 has type f64[2] but operand 0 has f64[2,3]; "
                                     "operands must have equal shapes (insert a broadcast_in_dim)");
 }
+
+TEST_CASE("trace: slice(x, axis, begin, end, step) takes Tensor::slice's arguments and gives its elements") {
+  // The oracle is Tensor::slice on the same data: every (axis, begin, end, step) below, on a [3,4,5] tensor.
+  std::vector<double> data(60);
+  for (size_t k = 0; k < data.size(); ++k) data[k] = 0.5 * double(k) - 7;
+  const Tensor x = Tensor::from_col_major<double>({3, 4, 5}, data);
+  struct Case { int axis; int64_t begin, end, step; };
+  for (const Case c : {Case{0, 0, 3, 1}, Case{0, 1, 3, 1}, Case{1, 1, 4, 2}, Case{2, 0, 5, 3}, Case{2, 4, 5, 1},
+                       Case{1, 2, 2, 1}, Case{2, 1, 5, 7}}) {
+    CAPTURE(c.axis);
+    CAPTURE(c.begin);
+    CAPTURE(c.end);
+    CAPTURE(c.step);
+    Program p = trace("s", {{"x", DType::f64, {3, 4, 5}}},
+                      [&](TracedTensor t) { return slice(t, c.axis, c.begin, c.end, c.step); }, &registry());
+    const Tensor want = x.slice(c.axis, c.begin, c.end, c.step);
+    const Tensor got = evaluate(p, std::vector<Tensor>{x}).at(0);
+    CHECK(got.shape() == want.shape());
+    CHECK(bitwise_equal(got, want));
+  }
+  // The op is the one strided_slice writes: every axis whole but the sliced one.
+  Program p = trace("s", {{"x", DType::f64, {Dim::symbol("n"), 4}}},
+                    [](TracedTensor t) { return slice(t, 1, 1, 4, 2); }, &registry());
+  CHECK(print_program(p) == "program @s(%x: f64[n,4]) -> (f64[n,2]) {\n"
+                            "  %0 = slice(%x) {size = [n, 2], start = [0, 1], stride = [1, 2]} : f64[n,2]\n"
+                            "  return %0\n"
+                            "}\n");
+  // The same rule and messages as Tensor::slice, and the axis checked against the rank.
+  TraceContext ctx("bad", &registry());
+  TracedTensor t = ctx.parameter("t", DType::f64, {3, Dim::symbol("n")});
+  CHECK(error_of([&] { slice(t, 0, 1, 4); }) == "slice [1, 4) is out of range for axis 0 of extent 3; need end <= 3");
+  CHECK(error_of([&] { x.slice(0, 1, 4); }) == "slice [1, 4) is out of range for axis 0 of extent 3; need end <= 3");
+  CHECK(error_of([&] { slice(t, 1, 2, 1); }) == "slice [2, 1) is out of range for axis 1; need 0 <= begin <= end");
+  CHECK(error_of([&] { slice(t, 0, -1, 2); }) == "slice [-1, 2) is out of range for axis 0; need 0 <= begin <= end");
+  CHECK(error_of([&] { slice(t, 0, 0, 2, 0); }) == "slice: step must be positive, got 0");
+  CHECK(error_of([&] { slice(t, 2, 0, 1); }) ==
+        "slice: axis 2 is out of range for f64[3,n] of rank 2; give an axis in [0, 2)");
+  CHECK(slice(t, 1, 0, 7).dims() == std::vector<Dim>{3, 7});  // a symbolic extent does not bound end while tracing
+}
+
+TEST_CASE("trace: reshape, transpose, slice, pad and every elementwise function take no context argument") {
+  // Each call below names no TraceContext: the operands carry it. The printed program is the oracle of what ran.
+  Program p = trace("free", {{"x", DType::f64, {2, 3}}, {"y", DType::f64, {2, 3}}},
+                    [](TracedTensor x, TracedTensor y) {
+                      TracedTensor a = reshape(transpose(x, {1, 0}), {6});
+                      TracedTensor b = pad(slice(a, 0, 0, 4), {1}, {6}, {1});
+                      TracedTensor c = exp(y) + log(abs(y) + 1.0) * sqrt(abs(x)) - tanh(y) / (cos(x) + 2.0);
+                      TracedTensor d = select(Comparison::gt, x, y, pow(x, 2.0), neg(sign(y)));
+                      return std::tuple{b, reduce_sum(c, {0}), max(convert(d, DType::f32))};
+                    }, &registry());
+  REQUIRE(p.outputs.size() == 3);
+  CHECK(p.outputs[0].type.to_string() == "f64[6]");
+  CHECK(p.outputs[1].type.to_string() == "f64[3]");
+  CHECK(p.outputs[2].type.to_string() == "f32[]");
+}

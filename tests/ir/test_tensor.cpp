@@ -286,8 +286,8 @@ TEST_CASE("errors say what was expected and what was given") {
   CHECK(error_of([&] { t.permute({1, 0}); }) == "permute: permutation has 2 entries but the tensor has rank 3");
   CHECK(error_of([&] { t.reshape({5, 5}); }) ==
         "cannot reshape [2,3,4] (24 elements) to [5,5] (25 elements); the element counts must match");
-  CHECK(error_of([&] { t.slice(1, 1, 4); }) == "slice [1, 4) is out of range for axis 1 of extent 3");
-  CHECK(error_of([&] { t.slice(1, 2, 1); }) == "slice [2, 1) is out of range for axis 1 of extent 3");
+  CHECK(error_of([&] { t.slice(1, 1, 4); }) == "slice [1, 4) is out of range for axis 1 of extent 3; need end <= 3");
+  CHECK(error_of([&] { t.slice(1, 2, 1); }) == "slice [2, 1) is out of range for axis 1; need 0 <= begin <= end");
   CHECK(error_of([&] { t.slice(0, 0, 1, 0); }) == "slice: step must be positive, got 0");
   CHECK(error_of([] { Tensor().contiguous(); }) == "contiguous: the tensor is undefined");
   CHECK(error_of([] { Tensor().data<double>(); }) == "data: the tensor is undefined");
@@ -374,4 +374,23 @@ TEST_CASE("storage is 64-byte aligned") {
       Tensor t = Tensor::empty(d, {n});
       CHECK(reinterpret_cast<uintptr_t>(t.raw_data()) % 64 == 0);
     }
+}
+
+TEST_CASE("item: the one element of a tensor of one element, whatever its shape; other sizes fail naming the shape") {
+  CHECK(Tensor::scalar(2.5).item<double>() == 2.5);
+  CHECK(Tensor::scalar(int64_t{-7}).item<int64_t>() == -7);
+  CHECK(Tensor::scalar(c128(1, -2)).item<c128>() == c128(1, -2));
+  // A [1,1,1] view into a larger tensor: item() reads at its offset, as at<T>({0, 0, 0}) does.
+  Tensor t = t234();
+  Tensor one = t.slice(0, 1, 2).slice(1, 2, 3).slice(2, 3, 4);
+  CHECK(one.shape() == Shape{1, 1, 1});
+  CHECK(one.item<double>() == t.at<double>({1, 2, 3}));
+  CHECK(error_of([&] { t.item<double>(); }) ==
+        "item: the tensor has shape [2,3,4] (24 elements) but item() reads a tensor of one element; index it with "
+        "at<T>({...}) or reduce it first");
+  CHECK(error_of([] { Tensor::zeros(DType::f64, {0}).item<double>(); }) ==
+        "item: the tensor has shape [0] (0 elements) but item() reads a tensor of one element; index it with "
+        "at<T>({...}) or reduce it first");
+  CHECK(error_of([] { Tensor::scalar(1.0f).item<double>(); }) == "item: tensor has dtype f32 but f64 was requested");
+  CHECK(error_of([] { Tensor().item<double>(); }) == "item: the tensor is undefined");
 }
