@@ -67,6 +67,11 @@ int gemm_row_chunks(int64_t M, int64_t tile_rows, int threads);
 /// Fewest multiply-adds (all batch entries) for which a contraction is worth splitting between threads: below it a
 /// pool wake-up costs more than the work.
 inline constexpr double kMinThreadedMacs = 32.0 * 32 * 32;
+/// Fewest multiply-adds for which a matrix times one vector (GettDots.h with one vector, GettAxpy.h) is split between
+/// threads: it reads each matrix element once, so its work is a few microseconds where a GEMM's is tens, and on the
+/// Zen 5 guest a 256^2 or 512^2 product ran 5-9% slower on 2 threads than on 1 while 1024^2 ran 30% faster
+/// (docs/performance.md, 2026-12-06). A size rule, so the split is the same for every call of a shape.
+inline constexpr double kMinThreadedMatVecMacs = 1024.0 * 1024;
 
 /// A problem that contract_jit runs on the direct path, as one shape-specialised kernel per batch entry plus the
 /// entries' element offsets (Specialise.h compiles it).

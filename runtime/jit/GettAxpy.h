@@ -8,8 +8,8 @@
 // Every row has its own accumulator from zero, one fma per k step in the fused k order (the k tables), then is
 // stored or added to C: the direct kernels' order (MicroKernel.cpp: k_steps, store), so the bits are theirs, and
 // they do not depend on the blocking or on threads. Row blocks are split between the pool's threads from
-// kMinThreadedMacs multiply-adds on (ranges of kSplitRows rows). Real dtypes on a CPU with AVX2 and FMA (Gett.cpp: dots_isa); complex stays on
-// the 1m path. Included by Gett.cpp only.
+// kMinThreadedMatVecMacs multiply-adds on (Gett.h; ranges of kSplitRows rows). Real dtypes on a CPU with AVX2 and FMA (GettModes.cpp: dots_isa); complex stays on
+// the 1m path. Included through GettSetup.h by runtime/jit/Gett*.cpp only.
 #pragma once
 
 #include "runtime/ThreadPool.h"
@@ -169,7 +169,7 @@ struct Axpy {
       if (isa == 2) axpy_rows_avx512<R>(a, x, c, ka.data(), kb.data(), k, r0, r1, aligned, accumulate);
       else axpy_rows_avx2<R>(a, x, c, ka.data(), kb.data(), k, r0, r1, aligned, accumulate);
     };
-    if (pool == nullptr || pool->size() <= 1 || double(rows) * double(k) < kMinThreadedMacs || rows < 2 * kSplitRows) {
+    if (pool == nullptr || pool->size() <= 1 || double(rows) * double(k) < kMinThreadedMatVecMacs || rows < 2 * kSplitRows) {
       span(0, rows);
       return;
     }

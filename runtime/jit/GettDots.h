@@ -8,10 +8,11 @@
 // columns for several, one vector accumulator per output, then one horizontal sum per output. Every output is summed
 // in the same order (lanes of the vector accumulator over k in steps of W, the lanes added first to last, then the
 // tail of k in order), whatever block it runs in, so the bits do not depend on the number of vectors or columns or
-// on threads. From kMinThreadedMacs multiply-adds on, the matrix columns are split between the pool's threads in
+// on threads. From kMinThreadedMacs multiply-adds on (one vector: kMinThreadedMatVecMacs, Gett.h), the matrix columns
+// are split between the pool's threads in
 // runs of eight (each thread reads its own columns once; a 256 x 256 product is about 10 us read from L3, which a
 // gradient walk's six reverse matrix-vector steps spent on one core while the other waited). Real dtypes only;
-// complex stays on the 1m path. Included by Gett.cpp only.
+// complex stays on the 1m path. Included through GettSetup.h by runtime/jit/Gett*.cpp only.
 #pragma once
 
 #include "runtime/jit/GettLoops.h"
@@ -124,7 +125,8 @@ struct Dots {
       if (isa == 2) dot_all_avx512<R>(v, vecs.data(), vec_out.data(), nvec, m, cols.data() + j0, out.data() + j0, j1 - j0, c, k, accumulate);
       else dot_all_avx2<R>(v, vecs.data(), vec_out.data(), nvec, m, cols.data() + j0, out.data() + j0, j1 - j0, c, k, accumulate);
     };
-    if (pool == nullptr || pool->size() <= 1 || double(nvec) * double(count) * double(k) < kMinThreadedMacs) {
+    const double macs = double(nvec) * double(count) * double(k);
+    if (pool == nullptr || pool->size() <= 1 || macs < (nvec == 1 ? kMinThreadedMatVecMacs : kMinThreadedMacs)) {
       columns(0, count);
       return;
     }

@@ -1,7 +1,7 @@
 // The loops of one GETT (runtime/jit/Gett.h) for one dtype: the fused m/n/k/batch offset tables, packing of A blocks
 // and B panels straight from strides (1m for complex), the BLIS macro-kernel over NC x KC x MC blocks, the direct
-// (no-pack) and lane-kernel loops, and how threads split them. Internal to runtime/jit/Gett.cpp, which chooses the
-// mode, the micro-tile and the blocking and then fills a Gett<T>; nothing else includes this header.
+// (no-pack) and lane-kernel loops, and how threads split them. Internal to runtime/jit/Gett*.cpp (GettSetup.cpp chooses the
+// mode, the micro-tile and the blocking and then fills a Gett<T>; GettRun.cpp runs it); nothing else includes it.
 #pragma once
 
 #include "ir/Error.h"

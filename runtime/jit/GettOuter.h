@@ -8,7 +8,7 @@
 // problem's flag. Each element is fma(A[i], B[j], 0), the direct kernels' value for k = 1 (MicroKernel.cpp: an
 // accumulator from zero, one fma per k step), so the bits are theirs, streamed or not; columns are split between the
 // pool's threads (elements are independent: any split gives the same bits). Real dtypes on a CPU with AVX2 and FMA
-// (Gett.cpp: dots_isa); complex stays on the 1m path. Included by Gett.cpp only.
+// (GettModes.cpp: dots_isa); complex stays on the 1m path. Included through GettSetup.h by Gett*.cpp only.
 #pragma once
 
 #include "runtime/ThreadPool.h"

@@ -106,12 +106,12 @@ template <typename T> bool same_bits(const std::vector<T>& x, const std::vector<
 void contract_unsplit(const ContractionProblem& p, ThreadPool* pool) {
   const DType real = p.dtype == DType::f32 || p.dtype == DType::c64 ? DType::f32 : DType::f64;
   const GettBlocking blocking = default_blocking(real, default_context().kernels().host().has_avx512);
-  contract_jit(p, pool, nullptr, &blocking);
+  contract_jit(p, pool, &default_context().kernels(), &blocking);
 }
 
 // Runs p block by block with the JIT (on `pool`), or densely; returns whether it split.
 bool run_blocks(const ContractionProblem& p, ThreadPool* pool) {
-  return kernels::block_product(p, [&](const ContractionProblem& q) { contract_jit(q, pool); });
+  return kernels::block_product(p, [&](const ContractionProblem& q) { contract_jit(q, pool, &default_context().kernels()); });
 }
 
 // Whether block_product_in_place splits p (its runner is called; it writes nothing here).
@@ -134,11 +134,11 @@ template <typename T> void random_block_cases(uint64_t first_seed, int count, in
     MESSAGE("block product random seed " << seed);
     // contract_jit splits it in place (block_product_in_place: packed GEMMs through the blocks' offset tables).
     REQUIRE(splits_in_place(x.p));
-    contract_jit(x.p, nullptr);
+    contract_jit(x.p, nullptr, &default_context().kernels());
     x.expect_close_to_oracle();
     const std::vector<T> in_place = x.c;
     std::fill(x.c.begin(), x.c.end(), T(7));
-    contract_jit(x.p, &two);
+    contract_jit(x.p, &two, &default_context().kernels());
     CHECK(same_bits(in_place, x.c));
     // block_product on gathered copies (the dot_general kernel's way).
     std::fill(x.c.begin(), x.c.end(), T(7));
@@ -336,7 +336,7 @@ void check_charge_case(ChargeCase& x, ThreadPool& two) {
     if (!(split[e] == x.c[e])) FAIL_CHECK("entry " << e << " differs from the unsplit product");
   for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &two}) {
     std::fill(x.c.begin(), x.c.end(), 7.0);
-    contract_jit(x.p, pool);
+    contract_jit(x.p, pool, &default_context().kernels());
     CHECK(same_bits(split, x.c));
     std::fill(x.c.begin(), x.c.end(), 7.0);
     GettPlan plan(x.p, cache, ScratchAllocator::process_default(), true);

@@ -1,8 +1,8 @@
 // The JIT's dot-product mode (runtime/jit/GettDots.h): matrix-vector products whose matrix is contiguous along k,
 // i,ij->j (the vector is A) and ji,j->i (the vector is B), against the definitional loop at several sizes (k and
 // the output count not multiples of the vector width), every dtype (complex stays on the 1m path and is checked
-// the same way), accumulate on and off, with the same bits at 1 and 2 threads (256 x 256, and 41 outputs with
-// k = 1000, split their columns between the threads) and on a repeated call; and products of a few vectors with a
+// the same way), accumulate on and off, with the same bits at 1 and 2 threads (1024 x 1024 splits its columns between
+// the threads: Gett.h, kMinThreadedMatVecMacs) and on a repeated call; and products of a few vectors with a
 // k-major matrix (both operands contiguous along k), with one vector's bits per output.
 #include "ProblemGen.h"
 
@@ -52,7 +52,8 @@ TEST_CASE_TEMPLATE("jit gett: matrix-vector products contiguous along k match th
   for (bool vector_is_a : {true, false})
     for (bool accumulate : {false, true})
       for (auto [outputs, k] : {std::tuple{8, 16}, std::tuple{9, 17}, std::tuple{37, 100}, std::tuple{256, 256},
-                                std::tuple{23, 1000}, std::tuple{8, 15}, std::tuple{41, 1000}}) {
+                                std::tuple{23, 1000}, std::tuple{8, 15}, std::tuple{41, 1000},
+                                std::tuple{1024, 1024}}) {
         const uint64_t seed = uint64_t(outputs * 1009 + k * 7 + (accumulate ? 1 : 0) + (vector_is_a ? 2 : 0));
         INFO((vector_is_a ? "i,ij->j" : "ji,j->i") << " outputs " << outputs << " k " << k
                                                    << (accumulate ? " accumulate" : " overwrite") << " seed " << seed);
@@ -132,7 +133,8 @@ TEST_CASE_TEMPLATE("jit gett: a few vectors against a k-major matrix run as dot 
 // A matrix times one vector with the matrix's rows contiguous (ij,j->i on column-major operands) runs by row blocks
 // (GettAxpy.h), from the first 64-byte boundary of the columns when they share one alignment: against the
 // definitional loop, with the packed path's bits (k within one KC block: one fma chain per row in the same order),
-// at 2 threads and through a plan, for row counts that leave a head and a tail below one vector (sub-views starting
+// at 2 threads (4096 x 256 splits its rows between them: Gett.h, kMinThreadedMatVecMacs) and through a plan, for
+// row counts that leave a head and a tail below one vector (sub-views starting
 // 0-7 elements past an allocation, with a column stride that keeps the columns' alignment or not); not specialised.
 TEST_CASE_TEMPLATE("jit gett: a matrix times a vector by row blocks has the packed path's bits", T, float, double) {
   const DType dtype = dtype_v<T>;
@@ -141,7 +143,8 @@ TEST_CASE_TEMPLATE("jit gett: a matrix times a vector by row blocks has the pack
   ThreadPool two(2);
   for (bool accumulate : {false, true})
     for (auto [m, k, pad, offset] : {std::tuple{64, 16, 0, 0}, std::tuple{256, 256, 0, 2}, std::tuple{67, 37, 5, 3},
-                                      std::tuple{129, 100, 16, 7}, std::tuple{300, 64, 3, 1}, std::tuple{1000, 200, 24, 5}}) {
+                                      std::tuple{129, 100, 16, 7}, std::tuple{300, 64, 3, 1}, std::tuple{1000, 200, 24, 5},
+                                      std::tuple{4096, 256, 8, 3}}) {
       REQUIRE(k <= packed.kc);
       const uint64_t seed = uint64_t(m * 131 + k * 7 + pad + offset * 3 + (accumulate ? 1 : 0));
       INFO("m " << m << " k " << k << " pad " << pad << " offset " << offset << (accumulate ? " accumulate" : ""));

@@ -198,6 +198,9 @@ std::vector<Row> make_rows(bool quick) {
   add("ij,j->i f64 1024", "ij,j->i", DType::f64, {{'i', 1024}, {'j', 1024}});
   add("ji,j->i f64 1024", "ji,j->i", DType::f64, {{'i', 1024}, {'j', 1024}});
   add("ij,j->i f64 256", "ij,j->i", DType::f64, {{'i', 256}, {'j', 256}});
+  // Between the two: where splitting a matrix-vector product between threads starts to pay (Gett.h).
+  add("ij,j->i f64 512", "ij,j->i", DType::f64, {{'i', 512}, {'j', 512}});
+  add("i,ij->j f64 512", "i,ij->j", DType::f64, {{'i', 512}, {'j', 512}});
   add("i,ij->j f64 256", "i,ij->j", DType::f64, {{'i', 256}, {'j', 256}});
   add("ij,i->j f64 256", "ij,i->j", DType::f64, {{'i', 256}, {'j', 256}});
   add("i,ij->j f32 1000", "i,ij->j", DType::f32, {{'i', 1000}, {'j', 1000}});
