@@ -399,6 +399,12 @@ CtmrgResult Ctmrg::converge(const Tensor& a, CtmEnvironment start, const CtmrgOp
   return r;
 }
 
+Tensor add_f64(const Tensor& x, const Tensor& y) {
+  std::vector<double> a = x.to_col_major<double>(), b = y.to_col_major<double>();
+  for (size_t i = 0; i < a.size(); ++i) a[i] += b[i];
+  return Tensor::from_col_major<double>(x.shape(), a);
+}
+
 double Ctmrg::energy(const CtmEnvironment& env, const Tensor& a) const {
   return run_energy_.run({env.c, env.t, a}).at(0).at<double>({});
 }

@@ -74,6 +74,9 @@ struct CtmEnvironment {
 /// gradient in `a` is the fixed-point gradient with the Neumann series truncated after `steps` terms.
 Program trace_unrolled_energy(const ExtensionRegistry* registry, int d, int chi, int steps);
 
+/// x + y element-wise for two f64 tensors of one shape (host-side sums of gradient parts; the shapes are the caller's).
+Tensor add_f64(const Tensor& x, const Tensor& y);
+
 /// The open-boundary start: the double layer with its outer legs closed by b = vec(identity) on (ket, bra),
 /// C0[d, r] = Σ b_u b_l a[u, l, d, r] and T0[u, r, d] = Σ b_l a[u, l, d, r], zero-padded from D² to χ and
 /// normalised. It is even under the ket-bra swap, as the fixed point is (a random start has an odd part that

@@ -26,12 +26,6 @@ Tensor from_vector(const Shape& shape, const double* data, int64_t n) {
   return Tensor::from_col_major<double>(shape, std::span<const double>(data, size_t(n)));
 }
 
-Tensor add(const Tensor& x, const Tensor& y) {
-  std::vector<double> a = x.to_col_major<double>(), b = y.to_col_major<double>();
-  for (size_t i = 0; i < a.size(); ++i) a[i] += b[i];
-  return Tensor::from_col_major<double>(x.shape(), a);
-}
-
 }  // namespace
 
 Tensor random_parameters(int d, uint64_t seed) {
@@ -99,7 +93,7 @@ Tensor IpepsEnergy::unrolled_gradient(const Tensor& a, Evaluation& e) {
   e.energy = vg[0].at<double>({});
   e.ctmrg_steps = r.steps;
   e.unrolled = true;
-  return add(vg[3], unrolled_->backward(a, vg[1], vg[2], &e.unrolled_stats));
+  return add_f64(vg[3], unrolled_->backward(a, vg[1], vg[2], &e.unrolled_stats));
 }
 
 CtmrgResult IpepsEnergy::converge(const Tensor& a, bool* fresh, bool elementwise) {
@@ -145,7 +139,7 @@ Evaluation IpepsEnergy::evaluate(const Tensor& theta) {
   e.fresh_start = fresh;
   try {
     ad::FixedPointVjp fp = adjoint_.vjp({r.env.c, r.env.t, a, r.gauge}, {vg[1], vg[2]});
-    e.gradient = c4v_symmetrize(add(vg[3], fp.cotangents.at(0)));
+    e.gradient = c4v_symmetrize(add_f64(vg[3], fp.cotangents.at(0)));
     e.adjoint = fp.report;
   } catch (const Error& error) {
     // No fixed point to differentiate (or no solution of the adjoint system): reverse mode through the iteration

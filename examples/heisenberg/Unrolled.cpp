@@ -12,12 +12,6 @@ namespace {
 
 int64_t bytes_of(const CtmEnvironment& e) { return int64_t(e.c.nbytes() + e.t.nbytes()); }
 
-Tensor add(const Tensor& x, const Tensor& y) {
-  std::vector<double> a = x.to_col_major<double>(), b = y.to_col_major<double>();
-  for (size_t i = 0; i < a.size(); ++i) a[i] += b[i];
-  return Tensor::from_col_major<double>(x.shape(), a);
-}
-
 }  // namespace
 
 UnrolledGradient::UnrolledGradient(const Runtime& runtime, const Ctmrg& ctmrg)
@@ -76,7 +70,7 @@ Tensor UnrolledGradient::backward(const Tensor& a, const Tensor& c_bar, const Te
       std::vector<Tensor> r = step_vjp_.run({in.c, in.t, a, gauges_[size_t(k)], cb, tb});
       cb = r[2];
       tb = r[3];
-      ab = ab.defined() ? add(ab, r[4]) : r[4];
+      ab = ab.defined() ? add_f64(ab, r[4]) : r[4];
     }
   }
   if (stats) *stats = s;
