@@ -13,6 +13,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <limits>
 #include <string>
 
 using namespace einstage;
@@ -150,4 +151,22 @@ TEST_CASE("heisenberg optimize: the unrolled gradient's checkpoints under ad_kee
   CHECK(e_few.unrolled_stats.recomputed_steps > 0);
   CHECK(e_few.energy == e_all.energy);
   CHECK(bitwise_equal(e_few.gradient, e_all.gradient));
+}
+
+TEST_CASE("heisenberg optimize: the element-wise CTMRG phase stops after fixed_point_max_steps when it stalls") {
+  // Seed 2's start has an exactly two-fold degenerate corner spectrum at chi = 16: no sign gauge makes its
+  // environment an element-wise fixed point, so that phase stalls and must end at its own cap, not the step cap.
+  const int d = 2, chi = 16;
+  Ctmrg ctm(runtime(), d, chi);
+  Tensor a = c4v_symmetrize(random_start(d, 2));
+  CtmrgOptions spectrum_only;
+  spectrum_only.fixed_point_tolerance = std::numeric_limits<double>::infinity();
+  const int spectrum_steps = ctm.converge(a, initial_environment(a, chi), spectrum_only).steps;
+  CtmrgOptions capped;
+  capped.fixed_point_max_steps = 30;
+  CtmrgResult r = ctm.converge(a, initial_environment(a, chi), capped);
+  CAPTURE(spectrum_steps);
+  CAPTURE(r.fixed_point_change);
+  CHECK(r.fixed_point_change > capped.fixed_point_tolerance);
+  CHECK(r.steps == spectrum_steps + 30);
 }
