@@ -108,6 +108,13 @@ ExecutionContext& default_context() {
   return *builtin;
 }
 
+std::shared_ptr<ExecutionContext> default_context_handle() {
+  Installed& in = installed();
+  std::lock_guard lock(in.mutex);
+  if (in.owner) return in.owner;
+  return std::shared_ptr<ExecutionContext>(&default_context(), [](ExecutionContext*) {});
+}
+
 std::shared_ptr<ExecutionContext> set_default_context(std::shared_ptr<ExecutionContext> context) {
   Installed& in = installed();
   std::lock_guard lock(in.mutex);

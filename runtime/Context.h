@@ -101,6 +101,9 @@ ExecutionContext& default_context();
 /// process. Calls already running keep the context they started on: keep the returned handle until they finished.
 /// An installed context still installed at exit is not destroyed.
 std::shared_ptr<ExecutionContext> set_default_context(std::shared_ptr<ExecutionContext> context);
+/// The default context as a handle: shares ownership of an installed one (a Runtime made at the default thread count
+/// keeps it alive after it is replaced); the built-in one as a handle that owns nothing.
+std::shared_ptr<ExecutionContext> default_context_handle();
 
 /// Whether contractions on `context` run on the JIT: its Config::jit is on and its JIT has not failed (a failure is
 /// the context's own: other contexts keep their JIT). The context-less form asks default_context().

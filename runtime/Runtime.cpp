@@ -250,7 +250,7 @@ Runtime::Runtime(RuntimeOptions options) {
   if (options.context) {
     state_->context = std::move(options.context);
   } else if (options.threads == 0) {
-    state_->context = std::shared_ptr<ExecutionContext>(&default_context(), [](ExecutionContext*) {});
+    state_->context = default_context_handle();  // keeps an installed default alive while this Runtime lives
   } else {
     ConfigOptions config;
     config.threads = options.threads;

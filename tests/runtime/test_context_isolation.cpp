@@ -7,6 +7,7 @@
 #include "extensions/einsum/exec/Einsum.h"
 #include "ir/Config.h"
 #include "runtime/Context.h"
+#include "runtime/Runtime.h"
 #include "runtime/ThreadPool.h"
 #include "runtime/jit/Dispatch.h"
 #include "runtime/jit/JitState.h"
@@ -140,8 +141,13 @@ TEST_CASE("context isolation: the default context can be replaced and restored")
   CHECK(dispatch_stats(*own).portable_calls == 1);
   CHECK(es::einsum_cache_stats().misses == 1);
 
+  // A Runtime made at the default thread count shares the installed default and keeps it alive after it is replaced.
+  Runtime runtime;
+  CHECK(&runtime.context() == own.get());
+
   std::shared_ptr<ExecutionContext> replaced = set_default_context(nullptr);
   CHECK(replaced == own);
+  CHECK(own.use_count() == 3);  // own, replaced and the Runtime's handle
   CHECK(&default_context() == &builtin);
   // The built-in default saw none of it: neither the plan nor the contraction.
   CHECK(es::einsum_cache_stats(builtin).misses == builtin_before.misses);
