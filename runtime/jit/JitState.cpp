@@ -22,6 +22,7 @@ struct ExitRetained {
   std::mutex mutex;
   std::vector<std::unique_ptr<Specialiser>> specialisers;
   std::vector<std::unique_ptr<KernelCache>> kernels;
+  std::vector<std::unique_ptr<const GemmTuning>> tunings;  // read by plans that may still run (GettPlan::run)
 };
 ExitRetained& exit_retained() {
   static auto* retained = new ExitRetained;  // never destroyed: it outlives every static context
@@ -43,6 +44,7 @@ JitState::~JitState() {
     std::lock_guard lock(retained.mutex);
     retained.specialisers.push_back(std::move(specialiser_));
     retained.kernels.push_back(std::move(kernels_));
+    retained.tunings.push_back(std::move(tuning_));
     made_.store(nullptr);
     return;
   }
