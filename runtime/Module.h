@@ -49,8 +49,9 @@ class ExecutionContext;
 /// (it received a ThreadPool* before); 4: instructions with several results (PreparedOp::run_results,
 /// ExtensionExecutor::prepare receives every result type, ExtensionSemantics' *_results slots); 5: prepare receives
 /// the Runtime's ExecutionContext, so a prepared op takes its settings from the context's Config, not the process's;
-/// 6: ExtensionSemantics::rewrite_derivative (a family's rewrite of the programs the public AD transformations return).
-inline constexpr uint32_t kModuleAbiVersion = 6;
+/// 6: ExtensionSemantics::rewrite_derivative (a family's rewrite of the programs the public AD transformations return);
+/// 7: ExecutionContext's contraction counters moved into its JitState (ExecutionContext::calls() is gone; jit()).
+inline constexpr uint32_t kModuleAbiVersion = 7;
 
 /// The einstage build these headers belong to (runtime/BuildId.h, generated). A module puts it in its descriptor; one
 /// built against another build is refused.

@@ -93,12 +93,12 @@ TEST_CASE("modules: a module built for another ABI version or against another ei
   std::string path = EINSTAGE_BAD_ABI_MODULE_PATH;
   CHECK(error_of([&] { rt.load_module(path); }) ==
         "module '" + path + "' was built against einstage module ABI version 999, build '0.0.9 Other-1.0 Debug', but "
-        "this einstage is ABI version 6, build '" + kBuildId + "'; rebuild the module against this einstage's "
+        "this einstage is ABI version 7, build '" + kBuildId + "'; rebuild the module against this einstage's "
         "installed headers (find_package(einstage) of this installation)");
   std::string other = EINSTAGE_OTHER_BUILD_MODULE_PATH;
   CHECK(error_of([&] { rt.load_module(other); }) ==
-        "module '" + other + "' was built against einstage module ABI version 6, build '0.0.9 OtherCompiler-1.0 "
-        "Debug', but this einstage is ABI version 6, build '" + kBuildId + "'; rebuild the module against this "
+        "module '" + other + "' was built against einstage module ABI version 7, build '0.0.9 OtherCompiler-1.0 "
+        "Debug', but this einstage is ABI version 7, build '" + kBuildId + "'; rebuild the module against this "
         "einstage's installed headers (find_package(einstage) of this installation)");
   check_nothing_registered(rt);
 }
@@ -148,12 +148,12 @@ TEST_CASE("modules: registration is transactional; every refusal names the modul
   constexpr EinstageModuleDescriptor old_abi = {1, kBuildId, "test.old", "0.1", kGood, 2};
   CHECK(error_of([&] { rt.add_module(&old_abi); }) ==
         "module 'test.old' (linked in) was built against einstage module ABI version 1, build unknown (no build id "
-        "before ABI version 2), but this einstage is ABI version 6, build '" + std::string(kBuildId) + "'; rebuild "
+        "before ABI version 2), but this einstage is ABI version 7, build '" + std::string(kBuildId) + "'; rebuild "
         "the module against this einstage's installed headers (find_package(einstage) of this installation)");
   constexpr EinstageModuleDescriptor no_build = {kModuleAbiVersion, nullptr, "test.nobuild", "0.1", kGood, 2};
   CHECK(error_of([&] { rt.add_module(&no_build); }) ==
-        "module 'test.nobuild' (linked in) was built against einstage module ABI version 6, build null, but this "
-        "einstage is ABI version 6, build '" + std::string(kBuildId) + "'; rebuild the module against this "
+        "module 'test.nobuild' (linked in) was built against einstage module ABI version 7, build null, but this "
+        "einstage is ABI version 7, build '" + std::string(kBuildId) + "'; rebuild the module against this "
         "einstage's installed headers (find_package(einstage) of this installation)");
   constexpr EinstageModuleDescriptor bad_name = {kModuleAbiVersion, kBuildId, "Test Module", "0.1", kGood,
                                                       2};
