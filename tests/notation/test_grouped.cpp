@@ -504,38 +504,45 @@ TEST_CASE("grouped error contract: underdetermined, inconsistent, unknown group"
 }
 
 TEST_CASE("grouped cache: warm calls hit, spellings share entries, threads agree") {
-  clear_grouped_cache();
+  GroupedCache cache;
   const int64_t ranks[] = {3, 4};
-  auto a = expand_grouped("Cio,WCo->WCi", ranks);
-  auto b = expand_grouped("Cio,WCo->WCi", ranks);
+  auto a = cache.expand("Cio,WCo->WCi", ranks);
+  auto b = cache.expand("Cio,WCo->WCi", ranks);
   CHECK(a.get() == b.get());
-  auto c = expand_grouped(" Cio , WCo -> WCi ", ranks);
+  auto c = cache.expand(" Cio , WCo -> WCi ", ranks);
   CHECK(c.get() == a.get());  // the stripped string shares the entry
-  GroupedCacheStats s = grouped_cache_stats();
+  GroupedCacheStats s = cache.stats();
   CHECK(s.hits == 1);
   CHECK(s.misses == 2);
   CHECK(s.entries == 2);
+  CHECK(a->expanded == expand_grouped("Cio,WCo->WCi", ranks)->expanded);  // the uncached answer
+  // Two caches share nothing.
+  GroupedCache other;
+  CHECK(other.expand("Cio,WCo->WCi", ranks).get() != a.get());
+  CHECK(other.stats().misses == 1);
+  CHECK(cache.stats().misses == 2);
+  CHECK(cache.stats().hits == 1);
   // Different ranks or lengths are different entries.
   const int64_t ranks2[] = {4, 6};
-  CHECK(expand_grouped("Cio,WCo->WCi", ranks2).get() != a.get());
+  CHECK(cache.expand("Cio,WCo->WCi", ranks2).get() != a.get());
   // The order of supplied lengths does not matter.
   const int64_t r3[] = {4, 4};
-  auto x = expand_grouped("ABCi,ABCj->ij", r3, std::vector<GroupLength>{{'A', 1}, {'B', 2}});
-  auto y = expand_grouped("ABCi,ABCj->ij", r3, std::vector<GroupLength>{{'B', 2}, {'A', 1}});
+  auto x = cache.expand("ABCi,ABCj->ij", r3, std::vector<GroupLength>{{'A', 1}, {'B', 2}});
+  auto y = cache.expand("ABCi,ABCj->ij", r3, std::vector<GroupLength>{{'B', 2}, {'A', 1}});
   CHECK(x.get() == y.get());
   // Errors are not cached.
   const int64_t bad[] = {1, 1};
-  CHECK(error_of([&] { expand_grouped("Xab,c->Xabc", bad); }) != "<no error>");
-  CHECK(error_of([&] { expand_grouped("Xab,c->Xabc", bad); }) != "<no error>");
+  CHECK(error_of([&] { cache.expand("Xab,c->Xabc", bad); }) != "<no error>");
+  CHECK(error_of([&] { cache.expand("Xab,c->Xabc", bad); }) != "<no error>");
   // Many threads, same answers.
-  clear_grouped_cache();
+  cache.clear();
   std::vector<std::thread> threads;
   std::vector<Subscripts> results(8);
   for (int t = 0; t < 8; ++t)
     threads.emplace_back([&, t] {
       for (int i = 0; i < 200; ++i) {
         const int64_t r[] = {3 + i % 3, 4 + i % 3};
-        auto e = expand_grouped("Cio,WCo->WCi", r);
+        auto e = cache.expand("Cio,WCo->WCi", r);
         if (i == 199) results[size_t(t)] = e->expanded;
       }
     });

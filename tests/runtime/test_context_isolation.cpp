@@ -3,7 +3,7 @@
 // a JIT switched off on one context leaves the other on its JIT, and replacing the default context moves every
 // context-less call (the direct einsum API, dispatch_stats(), default_pool()) onto the new one and back. Results are
 // checked against the definitional loop (and, between two contexts on the same kernel, bit for bit) while the
-// counters show which kernel and which plan cache each call used.
+// counters show which kernel and which plan cache or grouped-expansion cache each call used.
 #include "extensions/einsum/exec/Einsum.h"
 #include "ir/Config.h"
 #include "runtime/Context.h"
@@ -153,5 +153,55 @@ TEST_CASE("context isolation: the default context can be replaced and restored")
   CHECK(es::einsum_cache_stats(builtin).misses == builtin_before.misses);
   CHECK(dispatch_stats(builtin).portable_calls == builtin_calls.portable_calls);
   CHECK(dispatch_stats(builtin).jit_calls == builtin_calls.jit_calls);
+  CHECK(matches_loop(context_less, x.a, x.b));
+}
+
+TEST_CASE("context isolation: each context expands grouped subscripts in its own cache") {
+  auto first = context_of({});
+  auto second = context_of({{"EINSTAGE_JIT", "0"}});
+  ExecutionContext& builtin = default_context();
+  const es::GroupedCacheStats builtin_before = es::grouped_cache(builtin)->stats();
+  const Operands x = operands();
+  const std::vector<es::TensorMeta> metas{es::TensorMeta::of(x.a), es::TensorMeta::of(x.b)};
+  const std::vector<Tensor> ops{x.a, x.b};
+  // "Wa,ab->Wb" with rank-2 operands: W is one axis, so this is the matrix product.
+  const es::EinsumPlan p1 = es::EinsumPlan::prepare_grouped("Wa,ab->Wb", metas, {}, on(*first));
+  const es::EinsumPlan p2 = es::EinsumPlan::prepare_grouped("Wa,ab->Wb", metas, {}, on(*first));
+  es::GroupedCacheStats f = es::grouped_cache(*first)->stats();
+  CHECK(f.misses == 1);
+  CHECK(f.hits == 1);
+  CHECK(f.entries == 1);
+  CHECK(es::grouped_cache(*second)->stats().entries == 0);  // a context made later starts empty
+
+  const es::EinsumPlan q = es::EinsumPlan::prepare_grouped(" Wa , ab -> Wb ", metas, {}, on(*second));
+  es::GroupedCacheStats s = es::grouped_cache(*second)->stats();
+  CHECK(s.misses == 1);
+  CHECK(s.hits == 0);
+  CHECK(s.entries == 1);
+  f = es::grouped_cache(*first)->stats();
+  CHECK(f.misses == 1);  // the second context's miss did not reach the first one's cache
+  CHECK(f.hits == 1);
+
+  es::grouped_cache(*first)->clear();
+  CHECK(es::grouped_cache(*first)->stats().entries == 0);
+  CHECK(es::grouped_cache(*second)->stats().entries == 1);  // clearing one context's cache leaves the other's
+  CHECK(es::grouped_cache(*second)->stats().misses == 1);
+
+  const es::GroupedCacheStats builtin_after = es::grouped_cache(builtin)->stats();
+  CHECK(builtin_after.misses == builtin_before.misses);  // nor did the default context see any of it
+  CHECK(builtin_after.hits == builtin_before.hits);
+
+  CHECK(matches_loop(p1.execute(ops, *first), x.a, x.b));
+  CHECK(matches_loop(q.execute(ops, *second), x.a, x.b));
+  CHECK(same_bits(p1.execute(ops, *first), p2.execute(ops, *first)));
+
+  // Context-less calls expand in the installed default's cache.
+  std::shared_ptr<ExecutionContext> previous = set_default_context(second);
+  CHECK(previous.get() == &builtin);
+  const Tensor context_less = es::einsum_grouped(" Wa , ab -> Wb ", ops);
+  CHECK(es::grouped_cache(*second)->stats().hits == 1);
+  set_default_context(nullptr);
+  CHECK(&default_context() == &builtin);
+  CHECK(es::grouped_cache(builtin)->stats().misses == builtin_before.misses);
   CHECK(matches_loop(context_less, x.a, x.b));
 }

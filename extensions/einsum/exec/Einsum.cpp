@@ -145,6 +145,15 @@ std::shared_ptr<PlanCache> cache(ExecutionContext& context) {
       context.extension_state("einstage.einsum.plan_cache", [] { return std::make_shared<PlanCache>(); }));
 }
 
+}  // namespace
+
+std::shared_ptr<GroupedCache> grouped_cache(ExecutionContext& context) {
+  return std::static_pointer_cast<GroupedCache>(
+      context.extension_state("einstage.einsum.grouped_cache", [] { return std::make_shared<GroupedCache>(); }));
+}
+
+namespace {
+
 ExecutionContext& context_of(const EinsumOptions& options) {
   return options.context ? *options.context : default_context();
 }

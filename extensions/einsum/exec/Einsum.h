@@ -47,4 +47,9 @@ EinsumCacheStats einsum_cache_stats();
 void clear_einsum_cache();
 void set_einsum_cache_capacity(size_t capacity);
 
+/// The grouped-dialect expansion cache of `context` (notation/Grouped.h), held in its einsum state beside the plan
+/// cache, so two contexts share no expansions: EinsumPlan::prepare_grouped uses the options' context's (else
+/// default_context()'s), tracing (op/TraceEinsum.h) default_context()'s.
+std::shared_ptr<GroupedCache> grouped_cache(ExecutionContext& context);
+
 }  // namespace einstage::einsum

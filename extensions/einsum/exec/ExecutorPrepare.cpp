@@ -4,9 +4,11 @@
 #include "extensions/einsum/exec/ExecutorImpl.h"
 
 #include "extensions/einsum/exec/ArenaLayout.h"
+#include "extensions/einsum/exec/Einsum.h"
 #include "extensions/einsum/notation/Notation.h"
 #include "ir/Quote.h"
 #include "ir/Size.h"
+#include "runtime/Context.h"
 
 #include <fmt/format.h>
 
@@ -257,7 +259,8 @@ EinsumPlan EinsumPlan::prepare_grouped(std::string_view text, std::span<const Te
   const std::vector<Shape> shapes = shapes_of(metas);
   std::vector<int64_t> ranks;
   for (const Shape& s : shapes) ranks.push_back(static_cast<int64_t>(s.size()));
-  const auto expansion = expand_grouped(text, ranks, lengths);
+  const auto expansion =
+      grouped_cache(options.context ? *options.context : default_context())->expand(text, ranks, lengths);
   const BoundEinsum bound = bind_einsum(expansion->expanded, shapes, options.allow_broadcast);
   auto impl = std::make_shared<Impl>();
   if (bound.subs.inputs.size() >= 2) {

@@ -354,8 +354,26 @@ struct KeyLess {
   bool operator()(const KeyView& a, const Key& b) const { return compare(a, b.view()) < 0; }
 };
 
-struct Cache {
-  std::shared_mutex mutex;
+constexpr size_t kMaxCacheEntries = 4096;
+
+// Sorts the supplied lengths by group without allocating (there are at most 26 groups; longer lists are malformed
+// and take the slow path, which reports them): the one key order of the cache.
+std::span<const GroupLength> sort_lengths(std::span<const GroupLength> lengths, std::array<GroupLength, 26>& buf,
+                                          std::vector<GroupLength>& long_buf) {
+  if (lengths.size() > buf.size()) {
+    long_buf.assign(lengths.begin(), lengths.end());
+    return long_buf;
+  }
+  std::copy(lengths.begin(), lengths.end(), buf.begin());
+  std::sort(buf.begin(), buf.begin() + lengths.size(),
+            [](const GroupLength& a, const GroupLength& b) { return a.group < b.group; });
+  return std::span<const GroupLength>(buf.data(), lengths.size());
+}
+
+}  // namespace
+
+struct GroupedCache::Impl {
+  mutable std::shared_mutex mutex;
   // Keyed by the string as the caller wrote it (so a warm call does not even strip white space) ...
   std::map<Key, std::shared_ptr<const GroupedExpansion>, KeyLess> by_text;
   // ... and by the stripped string, so spellings that differ only in white space share one entry.
@@ -363,32 +381,24 @@ struct Cache {
   std::atomic<uint64_t> hits{0}, misses{0};
 };
 
-Cache& cache() {
-  static Cache c;
-  return c;
-}
-
-constexpr size_t kMaxCacheEntries = 4096;
-
-}  // namespace
+GroupedCache::GroupedCache() : impl_(std::make_unique<Impl>()) {}
+GroupedCache::~GroupedCache() = default;
 
 std::shared_ptr<const GroupedExpansion> expand_grouped(std::string_view subscripts, std::span<const int64_t> ranks,
                                                        std::span<const GroupLength> lengths) {
-  // Sort the supplied lengths by group without allocating (there are at most 26 groups; longer lists are
-  // malformed and take the slow path, which reports them).
+  std::array<GroupLength, 26> buf;
+  std::vector<GroupLength> long_buf;
+  return solve_and_expand(std::make_shared<const GroupedNotation>(parse_grouped(subscripts)), ranks,
+                          sort_lengths(lengths, buf, long_buf));
+}
+
+std::shared_ptr<const GroupedExpansion> GroupedCache::expand(std::string_view subscripts,
+                                                             std::span<const int64_t> ranks,
+                                                             std::span<const GroupLength> lengths) {
   std::array<GroupLength, 26> sorted_buf;
   std::vector<GroupLength> sorted_long;
-  std::span<const GroupLength> sorted;
-  if (lengths.size() <= sorted_buf.size()) {
-    std::copy(lengths.begin(), lengths.end(), sorted_buf.begin());
-    std::sort(sorted_buf.begin(), sorted_buf.begin() + lengths.size(),
-              [](const GroupLength& a, const GroupLength& b) { return a.group < b.group; });
-    sorted = std::span<const GroupLength>(sorted_buf.data(), lengths.size());
-  } else {
-    sorted_long.assign(lengths.begin(), lengths.end());
-    sorted = sorted_long;
-  }
-  Cache& c = cache();
+  const std::span<const GroupLength> sorted = sort_lengths(lengths, sorted_buf, sorted_long);
+  Impl& c = *impl_;
   KeyView raw{subscripts, ranks, sorted};
   {
     std::shared_lock lock(c.mutex);
@@ -429,14 +439,14 @@ BoundEinsum bind_grouped(std::string_view subscripts, std::span<const Shape> sha
   return bind_einsum(e->expanded, shapes, allow_broadcast);
 }
 
-GroupedCacheStats grouped_cache_stats() {
-  Cache& c = cache();
+GroupedCacheStats GroupedCache::stats() const {
+  const Impl& c = *impl_;
   std::shared_lock lock(c.mutex);
   return {c.hits.load(), c.misses.load(), c.by_text.size()};
 }
 
-void clear_grouped_cache() {
-  Cache& c = cache();
+void GroupedCache::clear() {
+  Impl& c = *impl_;
   std::unique_lock lock(c.mutex);
   c.by_text.clear();
   c.by_stripped.clear();

@@ -5,9 +5,11 @@
 // ordinary labels. Pipeline: parse_grouped (validation, co-travelling runs, the symbolic Subscripts with one label
 // per run) -> solve the group lengths from operand ranks and supplied lengths (an exact integer system, fraction-free
 // elimination with overflow checks, identifiability judged from the string alone) -> expand every group into fresh
-// integer labels. expand_grouped() caches the whole result under (subscripts, operand ranks, supplied lengths), so a
-// warm call is one map lookup. The planner plans on GroupedExpansion::notation->symbolic and applies that order to
-// GroupedExpansion::expanded (same operand positions). Depends on ir and Notation.h.
+// integer labels. expand_grouped() computes it afresh; a GroupedCache caches the whole result under (subscripts,
+// operand ranks, supplied lengths), so a warm call is one map lookup. The cache is an object, not process state: each
+// ExecutionContext holds one in the einsum family's extension state (exec/Einsum.h grouped_cache()). The planner
+// plans on GroupedExpansion::notation->symbolic and applies that order to GroupedExpansion::expanded (same operand
+// positions). Depends on ir and Notation.h.
 #pragma once
 
 #include "extensions/einsum/notation/Notation.h"
@@ -65,7 +67,7 @@ struct GroupedExpansion {
   std::map<char, std::vector<Label>> group_labels;
 };
 
-/// Solves and expands (cached). ranks[k] is the rank of operand k. Errors (Error invalid_argument / shape):
+/// Solves and expands, without a cache. ranks[k] is the rank of operand k. Errors (Error invalid_argument / shape):
 /// underdetermined (lists the confounded groups and the len_ candidates; decided from the subscripts alone),
 /// inconsistent (check the operand order), a supplied length for a group that is not in the subscripts.
 std::shared_ptr<const GroupedExpansion> expand_grouped(std::string_view subscripts, std::span<const int64_t> ranks,
@@ -80,7 +82,28 @@ struct GroupedCacheStats {
   uint64_t hits = 0, misses = 0;
   size_t entries = 0;
 };
-GroupedCacheStats grouped_cache_stats();
-void clear_grouped_cache();
+
+/// A thread-safe cache of expand_grouped() results under (subscripts, operand ranks, supplied lengths sorted by
+/// group), keyed both by the string as written and by the stripped string (spellings that differ in white space share
+/// one entry). Errors are not cached; beyond 4096 entries it starts over. Owned by whoever needs one (an
+/// ExecutionContext's einsum state, a benchmark); two caches share nothing.
+class GroupedCache {
+ public:
+  GroupedCache();
+  ~GroupedCache();
+  GroupedCache(const GroupedCache&) = delete;
+  GroupedCache& operator=(const GroupedCache&) = delete;
+
+  /// expand_grouped(), looked up first; a hit is one map lookup under a shared lock, without allocation.
+  std::shared_ptr<const GroupedExpansion> expand(std::string_view subscripts, std::span<const int64_t> ranks,
+                                                 std::span<const GroupLength> lengths = {});
+  GroupedCacheStats stats() const;
+  /// Drops every entry and resets the counters.
+  void clear();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 }  // namespace einstage::einsum

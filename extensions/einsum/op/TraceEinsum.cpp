@@ -1,7 +1,9 @@
 #include "extensions/einsum/op/TraceEinsum.h"
 
+#include "extensions/einsum/exec/Einsum.h"
 #include "extensions/einsum/notation/Notation.h"
 #include "ir/Quote.h"
+#include "runtime/Context.h"
 
 namespace einstage::einsum {
 
@@ -66,7 +68,8 @@ TracedTensor einsum(TraceContext& ctx, const Subscripts& subscripts, std::initia
 TracedTensor einsum_grouped(TraceContext& ctx, std::string_view subscripts, std::span<const TracedTensor> operands,
                             std::span<const GroupLength> lengths, const TraceEinsumOptions& options) {
   const std::vector<int64_t> ranks = ranks_of(operands);
-  auto expansion = expand_grouped(subscripts, ranks, lengths);
+  // A trace has no execution context: it expands in default_context()'s cache.
+  auto expansion = grouped_cache(default_context())->expand(subscripts, ranks, lengths);
   return append(ctx, expansion->expanded, options.plan, operands, options);
 }
 
