@@ -12,6 +12,12 @@
 
 namespace einstage {
 
+TracedTensor::TracedTensor(const TracedTensor& other) = default;
+TracedTensor::TracedTensor(TracedTensor&& other) noexcept = default;
+TracedTensor& TracedTensor::operator=(const TracedTensor& other) = default;
+TracedTensor& TracedTensor::operator=(TracedTensor&& other) noexcept = default;
+TracedTensor::~TracedTensor() = default;
+
 TraceContext& TracedTensor::context() const {
   if (!ctx_) fail(ErrorKind::invalid_argument, "use of an empty TracedTensor; take tensors from a TraceContext");
   return *ctx_;
