@@ -102,6 +102,7 @@ std::unique_ptr<llvm::Module> Jit::Impl::new_module(llvm::LLVMContext& context, 
 
 namespace {
 thread_local int64_t t_codegens = 0;
+thread_local int64_t t_target_machines = 0;
 
 // Exit. LLVM makes some function-local statics lazily, on the first use of a code path (TargetLibraryInfo's name
 // table, SDNode's value-type lists, the pass registries, ...), and static destructors run in reverse order of
@@ -165,6 +166,7 @@ void before_codegen() {
 }  // namespace
 
 int64_t Jit::codegens_on_this_thread() { return t_codegens; }
+int64_t Jit::target_machines_on_this_thread() { return t_target_machines; }
 void Jit::set_before_first_codegen(void (*fn)()) { g_before_first_codegen.store(fn, std::memory_order_release); }
 bool Jit::process_exiting() { return g_gate_closed.load(); }
 
@@ -227,6 +229,7 @@ llvm::TargetMachine& Jit::Impl::target_machine() {
     LlvmUse use;
     initialise_llvm_once();
     tm_ = take_or_throw(jtmb->createTargetMachine(), "creating the target machine");
+    ++t_target_machines;
   });
   return *tm_;
 }

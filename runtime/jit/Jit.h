@@ -92,6 +92,9 @@ class Jit {
   /// Code generations (object emissions, any Jit) run on the calling thread so far. Tests use it to check that a
   /// foreground call leaves compilation to the background specialiser.
   static int64_t codegens_on_this_thread();
+  /// Target machines made on the calling thread so far (each Jit makes one, at its first compilation). Tests use it
+  /// to check that a JIT that only links cached objects makes none.
+  static int64_t target_machines_on_this_thread();
 
   /// Registers `fn` to run once per process just before its first code generation (on the thread that generates;
   /// others wait for it). runtime/Context.cpp registers the warm-up of LLVM's lazily made statics here, so a process

@@ -7,6 +7,7 @@
 
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -28,6 +29,21 @@ TEST_CASE("jit: LLJIT compiles a trivial function for the host and calls it") {
   REQUIRE(reinterpret_cast<void*>(fn) != nullptr);
   CHECK(call_jit(fn, int64_t(2), int64_t(5)) == 21);
   CHECK(call_jit(fn, int64_t(-7), int64_t(1)) == -18);
+}
+
+TEST_CASE("jit: a JIT that only links compiled objects makes no target machine, and runs them") {
+  // The process's first call with a warm kernel cache links cached objects only; Jit::create leaves LLVM's target
+  // set-up and the target machine to the first compilation (docs/performance.md, "Start-up, first calls").
+  auto compiler = Jit::create();
+  const int64_t before_compile = Jit::target_machines_on_this_thread();
+  const std::vector<char> object = compiler->compile_ir_text(
+      "define i64 @ein_linked_only(i64 %a, i64 %b) {\n  %s = sub i64 %a, %b\n  ret i64 %s\n}\n", "ein_linked_only");
+  CHECK(Jit::target_machines_on_this_thread() == before_compile + 1);
+  auto linker = Jit::create();
+  linker->add_object(object, "ein_linked_only");
+  auto fn = reinterpret_cast<int64_t (*)(int64_t, int64_t)>(linker->lookup("ein_linked_only"));
+  CHECK(call_jit(fn, int64_t(9), int64_t(4)) == 5);
+  CHECK(Jit::target_machines_on_this_thread() == before_compile + 1);
 }
 
 TEST_CASE("jit: LLVM errors become einstage::Error at the Jit boundary") {
