@@ -142,6 +142,9 @@ void write_file_atomically(const std::string& path, std::span<const std::string_
   fs::path dir = target.parent_path().empty() ? fs::path(".") : target.parent_path();
   std::string name = target.filename().string();
   remove_stale_temporaries(dir, name);
+  // Process state on purpose (issue 38): the temporary's name must differ from every other write in flight in this
+  // process, whatever context it runs for; the count carries no setting, cache content or failure, and O_EXCL below
+  // still refuses a name taken by another process.
   static std::atomic<uint64_t> counter{0};
   std::string tmp;
   int fd = -1;

@@ -205,3 +205,29 @@ TEST_CASE("context isolation: each context expands grouped subscripts in its own
   CHECK(es::grouped_cache(builtin)->stats().misses == builtin_before.misses);
   CHECK(matches_loop(context_less, x.a, x.b));
 }
+
+TEST_CASE("context isolation: a prepared plan counts its own geometry versions, on any context") {
+  // A prepared plan belongs to no context: one plan runs on two contexts while its operand's strides alternate, so
+  // each step's in-place problem changes geometry on every call. The version that tells the step's kernel handle a
+  // geometry is new is the step's own count (no process-wide counter); a stale version would run the previous
+  // layout's kernel on these strides and miss the loop.
+  auto first = context_of({});
+  auto second = context_of({{"EINSTAGE_NUM_THREADS", "2"}});
+  test::SplitMix64 rng(3801);
+  const Tensor a = random_tensor(rng, {24, 17});
+  const Tensor b_view = random_tensor(rng, {9, 17}).transpose();  // 17 x 9, row-major strides
+  const Tensor b_dense = b_view.contiguous();
+  const std::vector<es::TensorMeta> metas{es::TensorMeta::of(a), es::TensorMeta::of(b_dense)};
+  const es::EinsumPlan plan = es::EinsumPlan::prepare("ij,jk->ik", metas);
+  const std::vector<Tensor> dense{a, b_dense}, strided{a, b_view};
+  const Tensor dense_once = plan.execute(dense, *first), strided_once = plan.execute(strided, *first);
+  CHECK(matches_loop(dense_once, a, b_dense));
+  CHECK(matches_loop(strided_once, a, b_dense));
+  for (int round = 0; round < 3; ++round)
+    for (ExecutionContext* context : {first.get(), second.get()}) {
+      CHECK(same_bits(plan.execute(dense, *context), dense_once));
+      CHECK(same_bits(plan.execute(strided, *context), strided_once));
+    }
+  CHECK(dispatch_stats(*first).jit_calls == 2 + 6);
+  CHECK(dispatch_stats(*second).jit_calls == 6);
+}

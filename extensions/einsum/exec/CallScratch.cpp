@@ -4,6 +4,8 @@
 
 #include "ir/Size.h"
 
+#include <atomic>
+
 namespace einstage::einsum::executor {
 
 namespace {
@@ -15,6 +17,11 @@ ScratchBytes allocate_scratch(int64_t bytes, const ScratchWhat& what) {
 }
 
 }  // namespace
+
+uint64_t next_plan_identity() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
 
 CallScratch::CallScratch(ScratchAllocator& allocator, int64_t scratch_bytes, const ScratchWhat& what)
     : lease_(allocator.lease()), state_(&lease_.object<ExecutorSlot>()) {

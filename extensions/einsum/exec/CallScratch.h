@@ -38,6 +38,13 @@ constexpr int64_t kKeepScratchBytes = int64_t(256) << 10;
 // processes), so it is a plain allocation.
 constexpr int64_t kReusedScratchBytes = int64_t(512) << 20;
 
+// The name of a prepared plan (or of one step of it) that a leased slot remembers, so that the next call of the same
+// plan reuses what the slot holds (ExecutorSlot::problem_of, the tree walks' views of their arena). Unique in the
+// process and never 0 (a slot's "none"), on purpose not per context: a prepared plan belongs to no context and may run
+// on any context's slots, so a per-context count would give two plans one name in one slot. The number carries no
+// setting, cache content or failure, and no result depends on its value (issue 38: an identity, not process state).
+uint64_t next_plan_identity();
+
 // What a slot keeps for the executor besides its bytes.
 struct ExecutorSlot {
   ContractionProblem problem;

@@ -76,7 +76,7 @@ struct StepExec {
   mutable uint64_t live_version = 0;   // changes with live's strides (StepKernel::run's `geometry`); 0: none yet
   std::vector<StrideTerm> terms;
   mutable ContractionProblem live;     // written only by the call holding `busy`
-  uint64_t id = 0;             // unique in the process: a thread's problem still holding this step is reused as is
+  uint64_t id = 0;             // next_plan_identity(): a thread's problem still holding this step is reused as is
   ContractionProblem problem;  // pointers null; never written after prepare
 };
 

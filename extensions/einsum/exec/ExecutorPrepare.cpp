@@ -4,6 +4,7 @@
 #include "extensions/einsum/exec/ExecutorImpl.h"
 
 #include "extensions/einsum/exec/ArenaLayout.h"
+#include "extensions/einsum/exec/CallScratch.h"
 #include "extensions/einsum/exec/Einsum.h"
 #include "extensions/einsum/notation/Notation.h"
 #include "ir/Quote.h"
@@ -13,7 +14,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstddef>
 #include <optional>
 
@@ -216,8 +216,7 @@ void EinsumPlan::Impl::build_exec() {
     add_axes(1, e.problem.n, s.rhs_free, {1, 2});
     add_axes(2, e.problem.k, s.contracted, {0, 1});
     add_axes(3, e.problem.batch, s.batch, {0, 1, 2});
-    static std::atomic<uint64_t> next_id{1};
-    e.id = next_id.fetch_add(1, std::memory_order_relaxed);
+    e.id = next_plan_identity();
     e.live = e.problem;
     exec.push_back(std::move(e));
   }

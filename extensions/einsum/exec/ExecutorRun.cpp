@@ -201,10 +201,10 @@ void EinsumPlan::Impl::run(OperandList operands, Tensor& out, ExecutionContext& 
       if (in_place && t.last != add) changed = true, t.last = add;
     }
     // The live problem's geometry is a function of its terms' strides and `accumulate` (whose two values run on
-    // two handles): one version number per set of strides tells the kernel handle it saw this geometry before.
-    static std::atomic<uint64_t> next_version{1};
-    if (in_place && (changed || e.live_version == 0))
-      e.live_version = next_version.fetch_add(1, std::memory_order_relaxed);
+    // two handles): one version number per set of strides tells the kernel handle it saw this geometry before. The
+    // step counts its own versions (written under its `busy`): its handles serve this step only (e.kernel; the
+    // plan's accumulate_kernel, the one step that writes the output), so a version need only be new for the step.
+    if (in_place && (changed || e.live_version == 0)) ++e.live_version;
     // The operands' roles from the output's strides (StepOrientation.h), a function of the strides the version
     // stands for; exchanged back after the run, so the terms of the next call find the groups where they were.
     struct Oriented {

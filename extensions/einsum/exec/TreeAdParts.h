@@ -148,7 +148,7 @@ struct EinsumVjpPlan::Impl {
   std::vector<int64_t> result_offset;          // per operand: byte offset of its cotangent in the block (-1: no slot)
   int64_t result_bytes = 0;
   int64_t step_scratch = 0;                    // the largest scratch_bytes() of the plans execute() runs leased
-  uint64_t id = 0;                             // unique in the process: a slot's views of this plan's arena
+  uint64_t id = 0;                             // next_plan_identity(): a slot's views of this plan's arena
 
   int root() const { return 2 * n - 2; }
   void build(const Subscripts& s, std::span<const TensorMeta> metas, const TensorMeta& ct, const EinsumOptions& o);

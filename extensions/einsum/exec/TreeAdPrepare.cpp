@@ -3,6 +3,7 @@
 #include "extensions/einsum/exec/TreeAdParts.h"
 
 #include "extensions/api/Kernels.h"
+#include "extensions/einsum/exec/CallScratch.h"
 #include "extensions/einsum/notation/Notation.h"
 #include "ir/Quote.h"
 #include "ir/Size.h"
@@ -11,7 +12,6 @@
 
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <climits>
 #include <functional>
 #include <numeric>
@@ -289,8 +289,7 @@ void EinsumVjpPlan::Impl::lay_out() {
   for (size_t t = 0; t < children.size(); ++t)
     if (forward_phase[static_cast<size_t>(n) + t]) step_scratch = std::max(step_scratch, steps[t]->scratch_bytes());
   for (const ReverseStep& r : reverse) step_scratch = std::max(step_scratch, r.plan->scratch_bytes());
-  static std::atomic<uint64_t> next_id{1};
-  id = next_id.fetch_add(1, std::memory_order_relaxed);
+  id = executor::next_plan_identity();
 }
 
 // The penalty (ReverseLayout.h) of the reverse step giving `node` its cotangent from a parent cotangent laid out as
