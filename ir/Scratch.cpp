@@ -376,7 +376,24 @@ ScratchStats ScratchAllocator::stats() const {
   return s;
 }
 
+namespace {
+
+// What install_default() made the default (nullptr: the built-in pool); constant-initialised, so it is there before
+// any static constructor asks.
+std::atomic<ScratchAllocator*> g_installed_default{nullptr};
+
+}  // namespace
+
+void ScratchAllocator::install_default(ScratchAllocator* allocator) {
+  g_installed_default.store(allocator, std::memory_order_release);
+}
+
 ScratchAllocator& ScratchAllocator::process_default() {
+  if (ScratchAllocator* installed = g_installed_default.load(std::memory_order_acquire)) return *installed;
+  return builtin_default();
+}
+
+ScratchAllocator& ScratchAllocator::builtin_default() {
   // Never deleted: tensors freed during static destruction still return their blocks to it. The options are made
   // inside the initialiser: every Tensor::empty comes here, and building them on each call took ~7% of a prepared
   // 16x16 matmul's execute() on a Zen 5 (docs/performance.md).

@@ -25,7 +25,9 @@
 // its release gives them back without the mutex (one atomic exchange each); such a slot's buffers stay counted
 // against the limit while it is leased, and a release whose buffers grew takes the locked path. Two allocators never share a block or a slot. Storage
 // outlives its allocator safely: a block freed after the allocator is gone is returned to the system.
-// Tensors made without an allocator use process_default(), the allocator of default_context().
+// Tensors made without an allocator use process_default(), the allocator of the default execution context: runtime
+// installs it through install_default(), the one registration point, whenever the default context is replaced; until
+// then (and in a program without runtime/) it is the built-in pool that the built-in default context shares.
 #pragma once
 
 #include <cstddef>
@@ -89,10 +91,18 @@ class ScratchAllocator {
 
   ScratchStats stats() const;
 
-  /// The allocator of default_context() (Config::process().scratch_cache_bytes), also used by tensors made
-  /// without one; made on first use and never destroyed (tensors may be freed during static destruction). Throws
-  /// on a bad EINSTAGE_TENSOR_CACHE_MB (no other variable is read here).
+  /// The allocator of calls given none (Tensor::empty without one, the JIT's buffers without one): the installed
+  /// one (install_default), else the built-in pool (Config::process().scratch_cache_bytes), which the built-in
+  /// default context shares, made on first use and never destroyed (tensors may be freed during static
+  /// destruction). The built-in pool throws on a bad EINSTAGE_TENSOR_CACHE_MB (no other variable is read here).
   static ScratchAllocator& process_default();
+  /// The built-in pool itself, whatever is installed (the built-in default context's allocator).
+  static ScratchAllocator& builtin_default();
+  /// Makes `allocator` the one process_default() returns (nullptr: the built-in pool again), so there is one default
+  /// allocator, the default context's, and no second hidden pool. runtime's set_default_context() is the only
+  /// caller; the caller keeps `allocator` alive while it is installed and while calls that started on it run
+  /// (storage it handed out outlives it safely).
+  static void install_default(ScratchAllocator* allocator);
 
  private:
   std::shared_ptr<State> state_;

@@ -104,7 +104,8 @@ ExecutionContext& default_context() {
   // The built-in default: Config::process(), made on first use. Never deleted: threads may still run kernels on its
   // pool and JIT while the process exits (runtime/jit/Jit.cpp stops code generation then, before LLVM's statics are
   // destroyed). Tensors made without a context share its allocator.
-  static ExecutionContext* const builtin = new ExecutionContext(Config::process(), &ScratchAllocator::process_default());
+  static ExecutionContext* const builtin =
+      new ExecutionContext(Config::process(), &ScratchAllocator::builtin_default());
   return *builtin;
 }
 
@@ -122,6 +123,9 @@ std::shared_ptr<ExecutionContext> set_default_context(std::shared_ptr<ExecutionC
   if (!previous) previous = std::shared_ptr<ExecutionContext>(&default_context(), [](ExecutionContext*) {});
   in.owner = std::move(context);
   in.current.store(in.owner.get(), std::memory_order_release);
+  // Allocator-less calls (Tensor::empty without one) follow the default context: one default allocator, no second
+  // pool (the built-in context's is ir's built-in pool, which nullptr restores).
+  ScratchAllocator::install_default(in.owner ? &in.owner->scratch() : nullptr);
   return previous;
 }
 

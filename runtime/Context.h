@@ -68,8 +68,9 @@ class ExecutionContext {
   /// The background compiler of shape-specialised step kernels.
   Specialiser& specialiser();
   /// Where this context's outputs, scratch and packing buffers come from and go back to (ir/Scratch.h), keeping at
-  /// most config().scratch_cache_bytes unused. default_context() shares ScratchAllocator::process_default() (the
-  /// allocator of tensors made without one); every other context owns one of its own.
+  /// most config().scratch_cache_bytes unused. The built-in default context shares ir's built-in pool
+  /// (ScratchAllocator::builtin_default()); every other context owns one of its own. Tensors made without an
+  /// allocator use the default context's (ScratchAllocator::process_default(), installed by set_default_context).
   ScratchAllocator& scratch();
   /// Distinct for every context this process made (never reused).
   uint64_t id() const;
@@ -92,13 +93,15 @@ class ExecutionContext {
 /// The default context: the one context-less calls run on (the direct einsum API, contract() and StepKernel::run
 /// without a context, dispatch_stats(), default_pool(), Runtimes left at the default thread count). Unless replaced,
 /// the built-in one: Config::process() (the environment as it was when first asked), made on first use, never
-/// destroyed (see the file comment), sharing ScratchAllocator::process_default() with tensors made without an
-/// allocator. Throws what Config::process() throws.
+/// destroyed (see the file comment), sharing ir's built-in pool with tensors made without an allocator. Throws
+/// what Config::process() throws.
 ExecutionContext& default_context();
 /// Makes `context` the default context (nullptr: the built-in one again) and returns the one it replaces (the
 /// built-in one as a handle that owns nothing), so a test or a program can run context-less calls on a context of
 /// its own configuration, e.g. set_default_context(std::make_shared<ExecutionContext>(Config::from(env))), in one
-/// process. Calls already running keep the context they started on: keep the returned handle until they finished.
+/// process. Tensors made without an allocator then come from `context`'s (ScratchAllocator::install_default, the one
+/// registration point), and from the built-in pool again after nullptr. Calls already running keep the context they
+/// started on: keep the returned handle until they finished.
 /// An installed context still installed at exit is not destroyed.
 std::shared_ptr<ExecutionContext> set_default_context(std::shared_ptr<ExecutionContext> context);
 /// The default context as a handle: shares ownership of an installed one (a Runtime made at the default thread count

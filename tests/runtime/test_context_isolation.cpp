@@ -3,7 +3,7 @@
 // a JIT switched off on one context leaves the other on its JIT, and replacing the default context moves every
 // context-less call (the direct einsum API, dispatch_stats(), default_pool()) onto the new one and back. Results are
 // checked against the definitional loop (and, between two contexts on the same kernel, bit for bit) while the
-// counters show which kernel and which plan cache or grouped-expansion cache each call used.
+// counters show which kernel, which plan cache or grouped-expansion cache and which allocator each call used.
 #include "extensions/einsum/exec/Einsum.h"
 #include "ir/Config.h"
 #include "runtime/Context.h"
@@ -230,4 +230,30 @@ TEST_CASE("context isolation: a prepared plan counts its own geometry versions, 
     }
   CHECK(dispatch_stats(*first).jit_calls == 2 + 6);
   CHECK(dispatch_stats(*second).jit_calls == 6);
+}
+
+TEST_CASE("context isolation: tensors made without an allocator come from the default context's") {
+  ExecutionContext& builtin = default_context();
+  CHECK(&ScratchAllocator::process_default() == &builtin.scratch());
+  CHECK(&ScratchAllocator::process_default() == &ScratchAllocator::builtin_default());
+  auto own = context_of({{"EINSTAGE_TENSOR_CACHE_MB", "64"}});
+  constexpr int64_t kElements = int64_t(1) << 20;  // 8 MiB of f64: a large block, kept when it comes back
+
+  std::shared_ptr<ExecutionContext> previous = set_default_context(own);
+  CHECK(previous.get() == &builtin);
+  CHECK(&ScratchAllocator::process_default() == &own->scratch());  // one default allocator: the installed context's
+  const ScratchStats builtin_before = builtin.scratch().stats();
+  const ScratchStats own_before = own->scratch().stats();
+  { const Tensor t = Tensor::empty(DType::f64, {kElements}); }  // freed at once: back to the allocator it came from
+  CHECK(own->scratch().stats().fresh + own->scratch().stats().reuses == own_before.fresh + own_before.reuses + 1);
+  CHECK(own->scratch().stats().kept_blocks == own_before.kept_blocks + 1);
+  const Tensor again = Tensor::empty(DType::f64, {kElements});
+  CHECK(own->scratch().stats().reuses == own_before.reuses + 1);  // the kept block, from the same allocator
+
+  set_default_context(nullptr);
+  CHECK(&ScratchAllocator::process_default() == &builtin.scratch());
+  const ScratchStats builtin_after = builtin.scratch().stats();
+  CHECK(builtin_after.fresh == builtin_before.fresh);  // the built-in pool saw none of it
+  CHECK(builtin_after.reuses == builtin_before.reuses);
+  CHECK(again.nbytes() == size_t(kElements) * 8);
 }
