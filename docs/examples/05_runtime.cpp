@@ -4,6 +4,7 @@
 #include "docs/examples/Check.h"
 #include "compiler/Trace.h"
 #include "extensions/einsum/Module.h"
+#include "extensions/einsum/exec/Einsum.h"
 #include "extensions/einsum/op/TraceEinsum.h"
 #include "runtime/Runtime.h"
 #include "runtime/Context.h"
@@ -31,6 +32,12 @@ static Tensor filled(Shape shape, double scale) {
   std::vector<double> v(static_cast<size_t>(element_count(shape)));
   for (size_t k = 0; k < v.size(); ++k) v[k] = scale * (double(k % 11) - 5);
   return Tensor::from_col_major<double>(shape, v);
+}
+
+static Tensor identity(int64_t n) {
+  std::vector<double> v(static_cast<size_t>(n * n), 0.0);
+  for (int64_t k = 0; k < n; ++k) v[static_cast<size_t>(k * n + k)] = 1.0;
+  return Tensor::from_col_major<double>({n, n}, v);
 }
 
 int main(int argc, char** argv) {
@@ -77,6 +84,22 @@ int main(int argc, char** argv) {
     check(jit.jit_calls > 0 && jit.portable_calls == 0, "the JIT ran every f64 contraction");
   } else {
     check(jit.jit_calls == 0 && jit.portable_calls > 0, "EINSTAGE_JIT=0: the portable kernel ran");
+  }
+
+  {  // The default context, replaced for a while (guide: "The default context") and restored.
+    Tensor a = filled({6, 8}, 0.25), b = filled({8, 3}, 0.5);
+    Environment env{{"EINSTAGE_NUM_THREADS", "2"}, {"EINSTAGE_JIT", "0"}};
+    auto previous = set_default_context(std::make_shared<ExecutionContext>(Config::from(env)));
+    const DispatchStats portable_before = dispatch_stats(default_context());
+    Tensor c = einsum::einsum("ij,jk->ik", {a, b});  // on 2 threads, portable kernel, this context's plan cache
+    const DispatchStats portable_after = dispatch_stats(default_context());
+    const int installed_threads = default_context().threads();
+    set_default_context(nullptr);                     // the built-in default again
+    check_close(c, chain(a, b, identity(3)), "the product on the installed default context");
+    check(previous != nullptr && installed_threads == 2, "set_default_context installed the 2-thread context");
+    check(portable_after.portable_calls > portable_before.portable_calls &&
+              portable_after.jit_calls == portable_before.jit_calls,
+          "the installed default (EINSTAGE_JIT=0) ran the product on the portable kernel");
   }
   return example::result("05_runtime");
 }
