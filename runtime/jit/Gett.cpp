@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <complex>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 namespace einstage {
@@ -165,14 +166,12 @@ namespace {
 
 void run_unsplit(const ContractionProblem& p, ThreadPool* pool, KernelCache& kernels, const GettBlocking* blocking,
                  ScratchAllocator& buffers, bool direct, const GemmTuning& tuning) {
-  switch (p.dtype) {
-    case DType::f32: return run_gett<float>(p, pool, kernels, blocking, buffers, direct, tuning);
-    case DType::f64: return run_gett<double>(p, pool, kernels, blocking, buffers, direct, tuning);
-    case DType::c64: return run_gett<c64>(p, pool, kernels, blocking, buffers, direct, tuning);
-    case DType::c128: return run_gett<c128>(p, pool, kernels, blocking, buffers, direct, tuning);
-    case DType::i64: break;
-  }
-  fail(ErrorKind::unsupported, "contract: the JIT has no i64 kernel; use contract() or contract_portable()");
+  dispatch_dtype(p.dtype, [&]<typename T>(T) {
+    if constexpr (std::is_same_v<T, int64_t>)
+      fail(ErrorKind::unsupported, "contract: the JIT has no i64 kernel; use contract() or contract_portable()");
+    else
+      run_gett<T>(p, pool, kernels, blocking, buffers, direct, tuning);
+  });
 }
 
 }  // namespace

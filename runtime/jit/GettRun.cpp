@@ -11,6 +11,7 @@
 #include <complex>
 #include <functional>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 namespace einstage::gett_detail {
@@ -116,14 +117,11 @@ bool split_in_place(const ContractionProblem& p, ThreadPool* pool, KernelCache& 
                     const GemmTuning& tuning) {
   return kernels::block_product_in_place(
       p, [&](std::span<const kernels::BlockTables> blocks, const std::function<void()>& zero_c) {
-        switch (p.dtype) {
-          case DType::f32: return run_blocks_in_place<float>(p, blocks, zero_c, pool, cache, scratch, tuning);
-          case DType::f64: return run_blocks_in_place<double>(p, blocks, zero_c, pool, cache, scratch, tuning);
-          case DType::c64: return run_blocks_in_place<c64>(p, blocks, zero_c, pool, cache, scratch, tuning);
-          case DType::c128: return run_blocks_in_place<c128>(p, blocks, zero_c, pool, cache, scratch, tuning);
-          case DType::i64: break;
-        }
-        EIN_ASSERT(false, "block products are f32, f64, c64 or c128");
+        dispatch_dtype(p.dtype, [&]<typename T>(T) {
+          EIN_ASSERT((!std::is_same_v<T, int64_t>), "block products are f32, f64, c64 or c128");
+          if constexpr (!std::is_same_v<T, int64_t>)
+            run_blocks_in_place<T>(p, blocks, zero_c, pool, cache, scratch, tuning);
+        });
       });
 }
 

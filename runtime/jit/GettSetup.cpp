@@ -50,10 +50,7 @@ namespace {
 // q = p with A and B exchanged (C^T = B^T A^T), reusing q's vectors.
 void transpose_into(ContractionProblem& q, const ContractionProblem& p) {
   q = p;
-  std::swap(q.a, q.b);
-  std::swap(q.m, q.n);
-  for (auto* group : {&q.m, &q.n, &q.k, &q.batch})
-    for (Axis& ax : *group) std::swap(ax.stride_a, ax.stride_b);
+  exchange_operands(q);
 }
 
 // Sets p up in `g` (ws.g, or ws.t for the transposed problem) and returns the mode: gett means "run g". `swapped`: p

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace einstage {
@@ -57,6 +58,16 @@ struct ContractionProblem {
   /// empty tensor is never read). Both kernels run it first, before anything is written.
   void check(std::string_view op) const;
 };
+
+/// p with A and B exchanged, C^T = B^T A^T: the same C, with the m and n groups swapped and every axis's A and B
+/// strides exchanged. Applying it twice restores p. The einsum executor orients steps with it
+/// (extensions/einsum/exec/StepOrientation.h) and the JIT runs its transposed shapes with it (runtime/jit/GettSetup.cpp).
+inline void exchange_operands(ContractionProblem& p) {
+  std::swap(p.a, p.b);
+  std::swap(p.m, p.n);
+  for (auto* group : {&p.m, &p.n, &p.k, &p.batch})
+    for (ContractionProblem::Axis& ax : *group) std::swap(ax.stride_a, ax.stride_b);
+}
 
 /// Executes p with the portable C++ kernel (the reference and fallback). Results are bitwise identical for any
 /// number of threads: each output element's sum over k is accumulated in one fixed order.

@@ -180,7 +180,7 @@ TEST_CASE("step orientation: a result contiguous along an n axis runs as C^T = B
   CHECK(row.k[0].stride_a == 1);
   CHECK(row.k[0].stride_b == 6);
   CHECK_FALSE(es::should_exchange_operands(row));  // oriented once, it stays
-  es::exchange_operands(row);                     // and exchanging back restores the caller's problem
+  exchange_operands(row);                         // and exchanging back restores the caller's problem
   CHECK(row.a == &dummy_a);
   CHECK(row.m[0].extent == 6);
   CHECK(row.m[0].stride_c == 5);

@@ -8,7 +8,7 @@
 // views, the tree walks -- gets it from the one rule here. The choice depends on the call's strides only: the same
 // operands and output give the same bits in every process and at every thread count (real dtypes: the same
 // products summed over k in the same order whichever operand is left). Stage: einsum extension, runtime side;
-// depends on the kernel API (extensions/api/Kernels.h: ContractionProblem) only.
+// depends on the kernel API (extensions/api/Kernels.h: ContractionProblem, exchange_operands) only.
 #pragma once
 
 #include "extensions/api/Kernels.h"
@@ -17,18 +17,9 @@
 #include <cstdint>
 #include <cstdlib>
 #include <limits>
-#include <utility>
 #include <vector>
 
 namespace einstage::einsum {
-
-/// p with A and B exchanged: C^T = B^T A^T, the same C (m and n groups swapped, and every axis's A and B strides).
-inline void exchange_operands(ContractionProblem& p) {
-  std::swap(p.a, p.b);
-  std::swap(p.m, p.n);
-  for (auto* group : {&p.m, &p.n, &p.k, &p.batch})
-    for (ContractionProblem::Axis& ax : *group) std::swap(ax.stride_a, ax.stride_b);
-}
 
 /// True when p should run as C^T = B^T A^T: both p.m and p.n have an axis of extent > 1 and C's smallest stride
 /// (in absolute value) over those axes belongs to an n axis. Matrix-vector shapes (no m or no n axis of extent > 1)
