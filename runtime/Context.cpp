@@ -102,7 +102,7 @@ Installed& installed() {
 ExecutionContext& default_context() {
   if (ExecutionContext* c = installed().current.load(std::memory_order_acquire)) return *c;
   // The built-in default: Config::process(), made on first use. Never deleted: threads may still run kernels on its
-  // pool and JIT while the process exits (runtime/jit/Jit.cpp stops code generation then, before LLVM's statics are
+  // pool and JIT while the process exits (runtime/jit/LlvmProcess.h stops code generation then, before LLVM's statics are
   // destroyed). Tensors made without a context share its allocator.
   static ExecutionContext* const builtin =
       new ExecutionContext(Config::process(), &ScratchAllocator::builtin_default());

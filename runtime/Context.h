@@ -20,7 +20,7 @@
 // destroyed during exit (a static one) after those statics are gone leaves its JIT and specialiser alive instead of
 // releasing them. default_context() is made on first use and never destroyed, because threads may still run kernels
 // while the process exits; code generation on any context stops at exit before LLVM's statics are destroyed
-// (runtime/jit/Jit.cpp), and what it would have compiled runs on the portable kernel or stays unspecialised. So
+// (runtime/jit/LlvmProcess.h), and what it would have compiled runs on the portable kernel or stays unspecialised. So
 // exit() from any thread finds what it may still reach intact (tests/runtime/test_context.cpp starts processes
 // that exit at random moments), with one window left: exit() while the process's first code generation (the
 // warm-up: one small kernel, ~20 ms with LLVM's one-off costs; a program that must be safe from its start calls
@@ -131,7 +131,7 @@ void set_specialise_job_hook(std::function<void()> hook);
 /// anything that must outlive them; otherwise done just before the process's first code generation. Call it first
 /// in a program that may exit() from any thread at any moment. No-op after the first call; never throws.
 void warm_up_jit();
-/// Whether that warm-up has run in this process (tests: a process whose kernels all came from the disk cache has
+/// Whether that warm-up has succeeded in this process (tests: a process whose kernels all came from the disk cache has
 /// not run it).
 bool jit_warmed_up();
 

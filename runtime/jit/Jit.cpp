@@ -4,6 +4,7 @@
 
 #include "ir/Error.h"
 #include "runtime/jit/JitLlvm.h"
+#include "runtime/jit/LlvmProcess.h"
 
 #include <llvm/Passes/PassBuilder.h>
 
@@ -26,11 +27,7 @@
 #include <llvm/TargetParser/Host.h>
 
 #include <algorithm>
-#include <atomic>
-#include <cstdlib>
 #include <mutex>
-#include <shared_mutex>
-#include <thread>
 
 namespace einstage {
 
@@ -103,79 +100,16 @@ std::unique_ptr<llvm::Module> Jit::Impl::new_module(llvm::LLVMContext& context, 
 namespace {
 thread_local int64_t t_codegens = 0;
 thread_local int64_t t_target_machines = 0;
-
-// Exit. LLVM makes some function-local statics lazily, on the first use of a code path (TargetLibraryInfo's name
-// table, SDNode's value-type lists, the pass registries, ...), and static destructors run in reverse order of
-// construction; a thread still inside LLVM when exit() destroys them touches freed memory. So every use of LLVM goes
-// through this gate, and after each one an exit handler is registered: younger than every static that use made, it
-// runs before they are destroyed, waits for the LLVM work in progress on any thread and closes the gate. Later work
-// fails with Error(runtime), which contract() turns into the portable kernel and the specialiser into a step left on
-// contract(). What remains is a static first made by LLVM work still running when exit() starts; runtime/Context.cpp
-// makes the common ones before the first context exists (warm_up_code_generator).
-std::shared_mutex& gate() {
-  static auto* g = new std::shared_mutex;  // never destroyed: it is held at exit
-  return *g;
-}
-std::atomic<bool> g_gate_closed{false};
-
-void close_gate_at_exit() {
-  if (g_gate_closed.exchange(true)) return;
-  gate().lock();  // waits for the LLVM work in progress; never unlocked
-}
-
-struct LlvmUse {
-  LlvmUse() {
-    while (!gate().try_lock_shared()) {
-      if (g_gate_closed.load()) fail(ErrorKind::runtime, "jit: the process is exiting; no code is generated any more");
-      std::this_thread::yield();
-    }
-    if (g_gate_closed.load()) {
-      gate().unlock_shared();
-      fail(ErrorKind::runtime, "jit: the process is exiting; no code is generated any more");
-    }
-  }
-  ~LlvmUse() {
-    gate().unlock_shared();
-    std::atexit(close_gate_at_exit);  // younger than the statics this use made
-  }
-  LlvmUse(const LlvmUse&) = delete;
-  LlvmUse& operator=(const LlvmUse&) = delete;
-};
-
-std::atomic<void (*)()> g_before_first_codegen{nullptr};
-std::once_flag g_before_first_codegen_once;
-thread_local bool t_in_before_first_codegen = false;
-
-// Runs the registered hook once per process, before the first code generation; the hook's own code generation
-// passes straight through.
-void before_codegen() {
-  if (t_in_before_first_codegen) return;
-  void (*fn)() = g_before_first_codegen.load(std::memory_order_acquire);
-  if (!fn) return;
-  std::call_once(g_before_first_codegen_once, [fn] {
-    t_in_before_first_codegen = true;
-    try {
-      fn();
-    } catch (...) {
-      t_in_before_first_codegen = false;
-      throw;
-    }
-    t_in_before_first_codegen = false;
-  });
-}
 }  // namespace
 
 int64_t Jit::codegens_on_this_thread() { return t_codegens; }
 int64_t Jit::target_machines_on_this_thread() { return t_target_machines; }
-void Jit::set_before_first_codegen(void (*fn)()) { g_before_first_codegen.store(fn, std::memory_order_release); }
-bool Jit::process_exiting() { return g_gate_closed.load(); }
 
 namespace {
 
 // Verifies the module and runs the code generator into `out` as an object file or assembly text.
 void emit(Jit::Impl& impl, llvm::Module& module, llvm::CodeGenFileType type, llvm::SmallVector<char, 0>& out) {
-  before_codegen();  // outside the gate: the hook generates code of its own
-  LlvmUse use;
+  LlvmProcess::Use use(LlvmProcess::UseKind::codegen);
   ++t_codegens;
   std::string verify_message;
   llvm::raw_string_ostream verify_stream(verify_message);
@@ -206,8 +140,7 @@ std::string Jit::Impl::emit_assembly(llvm::Module& module) {
 }
 
 void Jit::Impl::optimise(llvm::Module& module) {
-  before_codegen();
-  LlvmUse use;
+  LlvmProcess::Use use(LlvmProcess::UseKind::codegen);
   llvm::TargetMachine& tm = target_machine();
   std::lock_guard lock(mutex);  // the pipeline reads the target machine
   llvm::LoopAnalysisManager lam;
@@ -226,7 +159,7 @@ void Jit::Impl::optimise(llvm::Module& module) {
 
 llvm::TargetMachine& Jit::Impl::target_machine() {
   std::call_once(tm_once_, [this] {
-    LlvmUse use;
+    LlvmProcess::Use use(LlvmProcess::UseKind::target_machine);
     initialise_llvm_once();
     tm_ = take_or_throw(jtmb->createTargetMachine(), "creating the target machine");
     ++t_target_machines;
@@ -243,7 +176,7 @@ Jit::Jit(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Jit::~Jit() = default;
 
 std::unique_ptr<Jit> Jit::create(const JitTarget& target) {
-  LlvmUse use;
+  LlvmProcess::Use use(LlvmProcess::UseKind::create);
   auto impl = std::make_unique<Impl>();
   llvm::orc::JITTargetMachineBuilder jtmb = host_builder();
   jtmb.setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
@@ -330,7 +263,7 @@ bool can_run(const JitHost& code, const JitHost& host) {
 }
 
 std::vector<char> Jit::compile_ir_text(std::string_view llvm_ir, std::string_view module_name) {
-  LlvmUse use;
+  LlvmProcess::Use use(LlvmProcess::UseKind::parse);
   llvm::LLVMContext context;
   llvm::SMDiagnostic diagnostic;
   auto buffer = llvm::MemoryBuffer::getMemBuffer(llvm::StringRef(llvm_ir.data(), llvm_ir.size()),
@@ -348,7 +281,7 @@ std::vector<char> Jit::compile_ir_text(std::string_view llvm_ir, std::string_vie
 }
 
 void Jit::add_object(const std::vector<char>& object, std::string_view name) {
-  LlvmUse use;
+  LlvmProcess::Use use(LlvmProcess::UseKind::link);
   auto buffer = llvm::MemoryBuffer::getMemBufferCopy(llvm::StringRef(object.data(), object.size()),
                                                      llvm::StringRef(name.data(), name.size()));
   std::lock_guard lock(impl_->mutex);
@@ -356,7 +289,7 @@ void Jit::add_object(const std::vector<char>& object, std::string_view name) {
 }
 
 void* Jit::lookup(std::string_view symbol) {
-  LlvmUse use;
+  LlvmProcess::Use use(LlvmProcess::UseKind::lookup);
   std::lock_guard lock(impl_->mutex);
   // ELF names carry no global prefix: the symbol is looked up as written.
   auto address = impl_->session->lookup(

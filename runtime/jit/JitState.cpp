@@ -1,7 +1,7 @@
 #include "runtime/jit/JitState.h"
 
-#include "runtime/jit/Jit.h"
 #include "runtime/jit/KernelCache.h"
+#include "runtime/jit/LlvmProcess.h"
 #include "runtime/jit/Specialise.h"
 #include "runtime/jit/Tuning.h"
 #include "runtime/jit/WarmUp.h"
@@ -32,12 +32,17 @@ ExitRetained& exit_retained() {
 }  // namespace
 
 JitState::JitState(uint64_t id, const Config& config, ScratchAllocator& scratch)
-    : id_(id), config_(config), scratch_(scratch), specialiser_(std::make_unique<Specialiser>(config.kernel_cache_dir)) {
-  if (config.jit) Jit::set_before_first_codegen(&warm_up_code_generator);  // paid only by a process that compiles
-}
+    : JitState(id, config, scratch, &generate_host_warm_up) {}
+
+JitState::JitState(uint64_t id, const Config& config, ScratchAllocator& scratch, void (*warm_up)())
+    : id_(id),
+      config_(config),
+      warm_up_(config.jit ? warm_up : nullptr),
+      scratch_(scratch),
+      specialiser_(std::make_unique<Specialiser>(config.kernel_cache_dir, warm_up_)) {}
 
 JitState::~JitState() {
-  if (Jit::process_exiting()) {
+  if (LlvmProcess::get().exiting()) {
     // A static context made before the process's first code generation is destroyed after LLVM's statics that
     // generation made: leave its JIT and its specialiser (and their JIT) alive.
     ExitRetained& retained = exit_retained();
@@ -53,14 +58,14 @@ JitState::~JitState() {
 }
 
 void JitState::shutdown_specialiser() {
-  if (!Jit::process_exiting()) specialiser_->shutdown();
+  if (!LlvmProcess::get().exiting()) specialiser_->shutdown();
 }
 
 KernelCache& JitState::kernels() {
   if (KernelCache* k = made_.load(std::memory_order_acquire)) return *k;
   std::lock_guard lock(kernels_mutex_);
   if (!kernels_) {
-    kernels_ = std::make_unique<KernelCache>(config_.kernel_cache_dir);
+    kernels_ = std::make_unique<KernelCache>(config_.kernel_cache_dir, JitTarget{}, warm_up_);
     made_.store(kernels_.get(), std::memory_order_release);
   }
   return *kernels_;

@@ -10,7 +10,7 @@
 // Lifetime: the owner shuts the specialiser down (shutdown_specialiser) before it joins the threads that may run
 // kernels, then destroys this. Destroyed after exit() began (a static context), it keeps its JIT and specialiser
 // alive for the rest of the process instead of releasing them under LLVM statics that may already be gone
-// (runtime/jit/Jit.h: Jit::process_exiting).
+// (runtime/jit/LlvmProcess.h: LlvmProcess::exiting).
 #pragma once
 
 #include "ir/Config.h"
@@ -30,9 +30,14 @@ class Specialiser;
 
 class JitState {
  public:
-  /// The JIT of the context `id` with `config`'s switches; `scratch` (packing buffers) must outlive it. Registers the
-  /// warm-up of LLVM's code generator (WarmUp.h) before the process's first code generation when config.jit is on.
+  /// The JIT of the context `id` with `config`'s switches; `scratch` (packing buffers) must outlive it. With config.jit
+  /// on, its kernel caches (its own and its specialiser's) ask for the process's warm-up of LLVM's code generator
+  /// (WarmUp.h: generate_host_warm_up, through LlvmProcess::warm_up) before they generate code; with it off, never.
+  /// A warm-up that throws fails this context's request like any code generation error (fail()), and the process
+  /// stays not warmed up: the next context to generate code runs its own.
   JitState(uint64_t id, const Config& config, ScratchAllocator& scratch);
+  /// The same with `warm_up` instead of generate_host_warm_up (tests give one that fails).
+  JitState(uint64_t id, const Config& config, ScratchAllocator& scratch, void (*warm_up)());
   ~JitState();
   JitState(const JitState&) = delete;
   JitState& operator=(const JitState&) = delete;
@@ -70,6 +75,7 @@ class JitState {
  private:
   const uint64_t id_;
   const Config config_;
+  void (*const warm_up_)();  // nullptr with config.jit off
   ScratchAllocator& scratch_;
   std::mutex kernels_mutex_;
   std::unique_ptr<KernelCache> kernels_;

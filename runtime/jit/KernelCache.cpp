@@ -4,6 +4,7 @@
 #include "ir/Quote.h"
 #include "ir/FileIO.h"
 #include "ir/Hash.h"
+#include "runtime/jit/LlvmProcess.h"
 
 #include <cerrno>
 #include <chrono>
@@ -85,8 +86,8 @@ bool write_cached(const std::string& path, const std::string& key, const std::ve
 
 }  // namespace
 
-KernelCache::KernelCache(std::string cache_dir, const JitTarget& target)
-    : cache_dir_(std::move(cache_dir)), jit_(Jit::create(target)) {}
+KernelCache::KernelCache(std::string cache_dir, const JitTarget& target, void (*warm_up)())
+    : cache_dir_(std::move(cache_dir)), warm_up_(warm_up), jit_(Jit::create(target)) {}
 KernelCache::~KernelCache() = default;
 
 std::string KernelCache::disk_key(const std::string& detail) const {
@@ -133,6 +134,7 @@ void* KernelCache::load_or_compile(const std::string& symbol, const std::string&
     jit_->add_object(*object, symbol);
     ++stats_.disk_hits;
   } else {
+    if (warm_up_) LlvmProcess::get().warm_up(warm_up_);
     object = compile(*jit_);
     ++stats_.kernels_compiled;
     jit_->add_object(*object, symbol);

@@ -40,7 +40,10 @@ class KernelCache {
  public:
   /// A cache backed by `cache_dir` (created on demand); an empty string keeps objects in memory only.
   /// Creates the JIT for `target` (default: the host CPU); throws Error(runtime) if LLVM cannot target this machine.
-  explicit KernelCache(std::string cache_dir, const JitTarget& target = {});
+  /// `warm_up` (a context's caches get their JitState's) goes to LlvmProcess::warm_up before each code generation,
+  /// so the process's first one makes LLVM's lazily made statics first (WarmUp.h); an exception from it fails that
+  /// kernel's request. nullptr (tests and tools that drive a JIT themselves) generates without it.
+  explicit KernelCache(std::string cache_dir, const JitTarget& target = {}, void (*warm_up)() = nullptr);
   ~KernelCache();
 
   // A context's cache (JitState::kernels(); default_context().kernels() for contract() without a context) keeps its
@@ -81,6 +84,7 @@ class KernelCache {
                         const std::function<std::vector<char>(Jit&)>& compile);
 
   std::string cache_dir_;
+  void (*warm_up_)();
   std::unique_ptr<Jit> jit_;
   mutable std::mutex mutex_;                      // held through codegen
   std::map<std::string, void*> kernels_;  // by symbol

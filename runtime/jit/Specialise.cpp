@@ -97,7 +97,7 @@ bool StepKernel::Shared::run_prepared(const ContractionProblem& p, JitState& jit
 // The background compiler: one thread, a FIFO of jobs, and its own kernel cache (its own JIT and lock, so a
 // compilation here never holds a lock that a foreground call takes).
 struct Specialiser::Impl {
-  explicit Impl(std::string dir) : cache_dir(std::move(dir)) {}
+  Impl(std::string dir, void (*warm)()) : cache_dir(std::move(dir)), warm_up(warm) {}
 
   void loop() {
     std::unique_lock lock(mutex);
@@ -111,7 +111,7 @@ struct Specialiser::Impl {
       lock.unlock();
       try {
         if (job_hook) job_hook();
-        if (!cache) cache = std::make_unique<KernelCache>(cache_dir);
+        if (!cache) cache = std::make_unique<KernelCache>(cache_dir, JitTarget{}, warm_up);
         job(*cache);
       } catch (const Error&) {
         // The job marks its handle failed; the step keeps running on contract().
@@ -123,6 +123,7 @@ struct Specialiser::Impl {
   }
 
   std::string cache_dir;
+  void (*warm_up)();
   std::mutex mutex, join_mutex;
   std::condition_variable wake, idle;
   std::deque<std::function<void(KernelCache&)>> jobs;
@@ -132,7 +133,8 @@ struct Specialiser::Impl {
   std::thread thread;
 };
 
-Specialiser::Specialiser(std::string cache_dir) : impl_(std::make_unique<Impl>(std::move(cache_dir))) {}
+Specialiser::Specialiser(std::string cache_dir, void (*warm_up)())
+    : impl_(std::make_unique<Impl>(std::move(cache_dir), warm_up)) {}
 
 Specialiser::~Specialiser() { shutdown(); }
 

@@ -19,9 +19,10 @@
 // Config::jit_specialise (EINSTAGE_JIT_SPECIALISE=0) turns this off.
 //
 // Exit: the Specialiser's destructor finishes the running job, drops the queued ones and joins its thread; its
-// context is destroyed before any static that LLVM makes lazily during code generation, because every context is
-// constructed after those statics exist (WarmUp.h warms the code generator up once per process first),
-// and static destructors run in reverse order of construction.
+// context is destroyed before any static that LLVM makes lazily during code generation when it was constructed after
+// those statics exist (WarmUp.h warms the code generator up once per process, before a context's first code
+// generation), and static destructors run in reverse order of construction; a static context made earlier keeps its
+// specialiser alive during exit instead (JitState.h).
 #pragma once
 
 #include "runtime/Contract.h"
@@ -39,8 +40,9 @@ class KernelCache;
 /// One background thread that runs compilation jobs in order, with a KernelCache of its own.
 class Specialiser {
  public:
-  /// Starts no thread until the first job; its cache keeps objects in `cache_dir` ("" in memory only).
-  explicit Specialiser(std::string cache_dir);
+  /// Starts no thread until the first job; its cache keeps objects in `cache_dir` ("" in memory only) and warms the
+  /// code generator up with `warm_up` (KernelCache's constructor).
+  explicit Specialiser(std::string cache_dir, void (*warm_up)() = nullptr);
   /// shutdown().
   ~Specialiser();
   Specialiser(const Specialiser&) = delete;

@@ -2,13 +2,12 @@
 
 #include "ir/Error.h"
 #include "runtime/jit/Jit.h"
+#include "runtime/jit/LlvmProcess.h"
 #include "runtime/jit/MicroKernel.h"
 
 #include <algorithm>
 #include <cstdint>
-#include <atomic>
 #include <iterator>
-#include <mutex>
 
 namespace einstage {
 
@@ -34,29 +33,22 @@ void generate_warm_up_kernel(Jit& jit) {
   (void)compile_specialised_kernel(jit, spec);
 }
 
-namespace {
-std::atomic<bool> g_warmed_up{false};
-}  // namespace
+void generate_host_warm_up() { generate_warm_up_kernel(*Jit::create()); }
 
 // LLVM's code generator makes some function-local statics on first use. Statics are destroyed in reverse order of
 // construction, so a context constructed after they exist is destroyed before them, and its specialiser's last job
-// still finds them intact; and LLVM work still running when exit() starts (runtime/jit/Jit.cpp's gate) finds them
-// intact too. One small specialised kernel on a throwaway JIT makes them once per process. It runs just before the
-// process's first code generation (Jit::set_before_first_codegen), not when a context is made: a process whose
-// kernels all come from the disk cache (a one-shot `einstage einsum` run again) never generates code and never pays
-// for it.
+// still finds them intact; and LLVM work still running when exit() starts (LlvmProcess's gate) finds them intact too.
+// One small specialised kernel on a throwaway JIT makes them once per process. A context's kernel caches ask for it
+// just before their first code generation, not when the context is made: a process whose kernels all come from the
+// disk cache (a one-shot `einstage einsum` run again) never generates code and never pays for it.
 void warm_up_code_generator() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    g_warmed_up.store(true);
-    try {
-      generate_warm_up_kernel(*Jit::create());
-    } catch (const Error&) {
-      // No JIT on this machine: nothing of LLVM's code generator will run; contract() reports the failure.
-    }
-  });
+  try {
+    LlvmProcess::get().warm_up(&generate_host_warm_up);
+  } catch (const Error&) {
+    // No JIT on this machine: nothing of LLVM's code generator will run; contract() reports the failure.
+  }
 }
 
-bool code_generator_warmed_up() { return g_warmed_up.load(); }
+bool code_generator_warmed_up() { return LlvmProcess::get().warmed_up(); }
 
 }  // namespace einstage

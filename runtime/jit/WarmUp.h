@@ -1,10 +1,11 @@
 // The warm-up of LLVM's code generator (runtime stage, JIT): what the process's first code generation compiles first
-// (JitState, runtime/jit/JitState.h, registers it with Jit::set_before_first_codegen). LLVM makes some function-local statics on
+// (a context's kernel caches ask LlvmProcess::warm_up for it before their first code generation: runtime/jit/JitState.h,
+// runtime/jit/LlvmProcess.h). LLVM makes some function-local statics on
 // the first use of a code path (TargetLibraryInfo's name table, SDNode's value-type lists, X86's broadcast-fold and
 // memory-unfold tables, ...); each registers its destructor with the C library's exit handlers then. A static first
 // made by LLVM work still running when exit() starts (on the background specialiser, say) would be destroyed under
 // that work, so every static einstage's kernels reach is made once, up front, by one small kernel. Depends on
-// runtime/jit/Jit.h only; tests/runtime/exit_child/ExitChild.cpp ("statics" mode) checks that after it, compiling
+// runtime/jit/Jit.h and LlvmProcess.h only; tests/runtime/exit_child/ExitChild.cpp ("statics" mode) checks that after it, compiling
 // every kind of kernel einstage generates registers no new static destructor, for the host and for named CPUs.
 #pragma once
 
@@ -20,11 +21,15 @@ class Jit;
 /// 4-5x as long (docs/performance.md, "First kernel of a process").
 void generate_warm_up_kernel(Jit& jit);
 
-/// Generates the warm-up kernel on a throwaway JIT for the host, once per process (LLVM's statics are the process's,
-/// not a context's); later calls return at once. Never throws: without a JIT on this machine nothing of LLVM's code
-/// generator will run, and contract() reports the failure.
+/// Generates the warm-up kernel on a throwaway JIT for the host; throws Error(runtime) if LLVM cannot target this
+/// machine. What a context's JIT passes to LlvmProcess::warm_up.
+void generate_host_warm_up();
+
+/// LlvmProcess::warm_up(generate_host_warm_up): once per process (LLVM's statics are the process's, not a context's);
+/// later calls return at once. Never throws: without a JIT on this machine nothing of LLVM's code generator will run,
+/// and contract() reports the failure (the process then stays not warmed up).
 void warm_up_code_generator();
-/// Whether warm_up_code_generator() has run in this process.
+/// Whether a warm-up has succeeded in this process (LlvmProcess::warmed_up).
 bool code_generator_warmed_up();
 
 }  // namespace einstage

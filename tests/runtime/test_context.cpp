@@ -192,6 +192,25 @@ TEST_CASE("context: the JIT's warm-up makes every LLVM static that compiling ein
   }
 }
 
+TEST_CASE("context: the JIT's exit handler is registered a bounded number of times, not once per use of LLVM") {
+  // runtime/jit/LlvmProcess.h: after one context has compiled, six more contexts loading kernels from the disk cache
+  // and compiling new shapes register no atexit() handler (counted by the child's own __cxa_atexit). Status 40: so;
+  // 41: some after the first context; 42: more than the bound in all; 43: too little work to tell; 33: a sanitizer
+  // build, which cannot count. The counts are on the child's stderr.
+  test::TempDir cache;
+  const int status = child_status("handlers", cache.path().string());
+  if (status == 33) MESSAGE("a sanitizer runtime owns __cxa_atexit here: the registrations are not counted");
+  else CHECK(status == 40);
+}
+
+TEST_CASE("context: a context whose JIT warm-up fails does not poison another; a context with the JIT off runs none") {
+  // LlvmProcessChecks.cpp, in a fresh process: JIT off (no warm-up asked), then a failing warm-up (that context runs
+  // on the portable kernel, the process stays not warmed up), then a context that warms up and runs on the JIT,
+  // then one given the failing warm-up that never calls it. Status 50: all as expected; 51-55: the step that was not.
+  test::TempDir cache;
+  CHECK(child_status("warm-up-fault", cache.path().string()) == 50);
+}
+
 TEST_CASE("context: a process exiting from main or from a worker while kernels compile and specialise exits cleanly") {
   int clean = 0, runs = 0;
   for (uint64_t seed = 1; seed <= 12; ++seed)
