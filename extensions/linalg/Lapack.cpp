@@ -134,9 +134,10 @@ template <typename T> struct Job {
         ws.work = queried(work);
         ws.rwork = queried(rwork);
         ws.iwork = std::max<lapack_int>(1, iwork);
+        if (p.keep() > 0) ws.vectors = n * n;
         if constexpr (kReal) {
           if (staged::Eigh<R>::takes(n)) {
-            const staged::Sizes& z = staged_eigh.emplace(n).sizes();
+            const staged::Sizes& z = staged_eigh.emplace(n, p.keep()).sizes();
             ws.copy = n * n, ws.task = z.task;
             ws.work = std::max(ws.work, z.work), ws.iwork = std::max(ws.iwork, z.iwork);
           }
@@ -229,30 +230,49 @@ template <typename T> struct Job {
     for (int64_t t = 0; t < count; ++t) task(t, w.task);
   }
 
+  // eigh with keep: the columns of the `keep` eigenvalues of largest modulus, W's first `lower` and last
+  // keep - lower (LinalgOp.h), from all N eigenvectors in `all` to V [N, keep].
+  void pick_kept(const R* eigenvalues, const T* all, T* v) const {
+    int64_t lower = 0, upper = n - 1;
+    for (int64_t c = 0; c < p.keep(); ++c) {
+      if (std::abs(eigenvalues[lower]) >= std::abs(eigenvalues[upper])) ++lower;
+      else --upper;
+    }
+    std::copy(all, all + lower * n, v);
+    std::copy(all + (upper + 1) * n, all + n * n, v + lower * n);
+  }
+
+  // All N eigenvectors, or with keep only the kept ones: the staged driver back-transforms just those (the
+  // tridiagonal's eigenvectors in w.vectors first), ?syevd / ?heevd computes all of them into w.vectors.
   void eigh(int64_t b, const typename Workspace<T>::Buffers& w) const {
-    T* v = result<T>(1, b, n * n);
+    const bool kept = p.keep() > 0;
+    T* v = result<T>(1, b, n * (kept ? p.keep() : n));
+    R* eigenvalues = result<R>(0, b, n);
     const bool herm = is_complex(dtype_v<T>);
     if constexpr (kReal) {
       const T* ab = a + b * n * n;
       if (staged_eigh && staged_eigh->in_range(ab)) {
         std::copy(ab, ab + n * n, w.copy);
-        lapack_int info = status(hook, "syevd", staged_eigh->reduce_and_solve(w.copy, result<R>(0, b, n), v, w.work,
-                                                                              w.iwork));
+        lapack_int info = status(hook, "syevd", staged_eigh->reduce_and_solve(w.copy, eigenvalues,
+                                                                              kept ? w.vectors : v, w.work, w.iwork));
         EIN_ASSERT(info >= 0, "eigh: ?stedc argument {} is illegal", -info);
         if (info > 0) fail_converge(LinalgKind::eigh, "?syevd", b, info);
+        if (kept) pick_kept(eigenvalues, w.vectors, v);
         return third_stage(staged_eigh->tasks(), staged_eigh->sizes().task, w, [&](int64_t t, T* buffer) {
           staged_eigh->back_transform(t, w.copy, w.work, v, buffer);
         });
       }
     }
-    std::copy(a + b * n * n, a + (b + 1) * n * n, v);  // one call; per-column copies of the lower triangle were slower
+    T* all = kept ? w.vectors : v;
+    std::copy(a + b * n * n, a + (b + 1) * n * n, all);  // one call; per-column copies of the lower triangle were slower
     if (n == 0) return;
     lapack_int info = status(hook, herm ? "heevd" : "syevd",
-                             Lapack<T>::evd(ln(), v, result<R>(0, b, n), w.work, static_cast<lapack_int>(ws.work),
+                             Lapack<T>::evd(ln(), all, eigenvalues, w.work, static_cast<lapack_int>(ws.work),
                                             w.rwork, static_cast<lapack_int>(ws.rwork), w.iwork,
                                             static_cast<lapack_int>(ws.iwork)));
     EIN_ASSERT(info >= 0, "eigh: ?syevd/?heevd argument {} is illegal", -info);
     if (info > 0) fail_converge(LinalgKind::eigh, herm ? "?heevd" : "?syevd", b, info);
+    if (kept) pick_kept(eigenvalues, all, v);
   }
 
   // Matrices [begin, end) with one workspace, leased from the context's scratch (kept there for the next call).
@@ -316,7 +336,9 @@ std::vector<Tensor> decompose(const LinalgPayload& payload, const Tensor& a_in, 
       break;
     }
     case LinalgKind::qr: out = {empty(a.dtype(), {m, k}), empty(a.dtype(), {k, n})}; break;
-    case LinalgKind::eigh: out = {empty(real, {n}), empty(a.dtype(), {n, n})}; break;
+    case LinalgKind::eigh:
+      out = {empty(real, {n}), empty(a.dtype(), {n, payload.keep() > 0 ? payload.keep() : n})};
+      break;
     case LinalgKind::inv_upper: out = {empty(a.dtype(), {n, n})}; break;
     case LinalgKind::gap_factors: EIN_ASSERT(false, "gap_factors is not a decomposition (GapFactors.h)");
   }

@@ -15,7 +15,11 @@
 //   and column for a dense matrix, else one union-find pass over the entries.
 // - qr: ?geqrf, then ?orgqr / ?ungqr for Q; R is the upper triangle of the first K rows.
 // - eigh: ?syevd / ?heevd on the lower triangle; real matrices by ?syevd's three stages one by one (Staged.h:
-//   ?sytrd's reduction, ?stedc, back-transformation).
+//   ?sytrd's reduction, ?stedc, back-transformation). With keep (LinalgOp.h) the kept eigenvectors are picked from
+//   the tridiagonal's (or, without the staged driver, from ?syevd's / ?heevd's) and only they are back-transformed,
+//   so W is the full eigh's bit for bit and the kept columns are its columns to rounding: the same tridiagonal
+//   eigenvectors and reflectors, but GEMMs over fewer columns may round differently (at N = 486, k = 54 they
+//   gave the same bits, at N = 200 and 520 differences of 6e-17; tests/linalg).
 // - inv_upper: ?trtri on the upper triangle (a zero diagonal entry is an error naming the matrix).
 // These are NumPy's drivers too (np.linalg svd, qr 'reduced', eigh). Before LAPACK sees anything the operand is
 // checked to be finite (an error naming the op and operand 0 otherwise). The routines are called through LAPACKE's

@@ -107,14 +107,16 @@ inline lapack_int status(LapackStatusHook hook, std::string_view routine, lapack
 
 // Element counts of one matrix's LAPACK workspace (queried once per call) and its carving out of one scratch buffer:
 // a copy of the operand (svd, and eigh by the staged driver), tau (qr only), work, rwork (complex svd and eigh), iwork
-// (svd and eigh), and a third-stage task's buffer (the staged drivers).
+// (svd and eigh), a third-stage task's buffer (the staged drivers), and all N eigenvectors before the kept ones are
+// picked (eigh with keep).
 template <typename T> struct Workspace {
-  int64_t copy = 0, tau = 0, work = 1, rwork = 1, iwork = 1, task = 0;
+  int64_t copy = 0, tau = 0, work = 1, rwork = 1, iwork = 1, task = 0, vectors = 0;
 
   static constexpr size_t align(size_t bytes) { return (bytes + 63) / 64 * 64; }
   size_t bytes() const {
     return align(sizeof(T) * copy) + align(sizeof(T) * tau) + align(sizeof(T) * work) +
-           align(sizeof(real_t<T>) * rwork) + align(sizeof(lapack_int) * iwork) + align(sizeof(T) * task);
+           align(sizeof(real_t<T>) * rwork) + align(sizeof(lapack_int) * iwork) + align(sizeof(T) * task) +
+           align(sizeof(T) * vectors);
   }
   struct Buffers {
     T* copy;
@@ -123,6 +125,7 @@ template <typename T> struct Workspace {
     real_t<T>* rwork;
     lapack_int* iwork;
     T* task;
+    T* vectors;
   };
   Buffers carve(std::byte* base) const {
     Buffers b{};
@@ -131,7 +134,8 @@ template <typename T> struct Workspace {
     b.work = reinterpret_cast<T*>(base), base += align(sizeof(T) * work);
     b.rwork = reinterpret_cast<real_t<T>*>(base), base += align(sizeof(real_t<T>) * rwork);
     b.iwork = reinterpret_cast<lapack_int*>(base), base += align(sizeof(lapack_int) * iwork);
-    b.task = reinterpret_cast<T*>(base);
+    b.task = reinterpret_cast<T*>(base), base += align(sizeof(T) * task);
+    b.vectors = reinterpret_cast<T*>(base);
     return b;
   }
 };

@@ -249,6 +249,11 @@ std::vector<std::optional<Value>> svd_tangents(Builder& b, const Instruction& in
 
 std::vector<std::optional<Value>> eigh_tangents(Builder& b, const Instruction& inst, const LinalgPayload& p,
                                                 const Value& a, const Value& da) {
+  if (p.keep() > 0)
+    fail(ErrorKind::invalid_argument, "eigh with keep = {}: operand 0 ({}) has a tangent, but only {} of its {} "
+         "eigenvectors are computed and eigh's derivative needs all of them; differentiate the full eigh (leave keep "
+         "out) or put the operand under stop_gradient", p.keep(), a.type.to_string(), p.keep(),
+         a.type.dims[0].to_string());
   Mat m{b};
   std::vector<Value> f = b.extension_results(std::get<ExtensionOp>(inst.op).payload, {a});
   const Value &w = f[0], &v = f[1];

@@ -15,7 +15,7 @@ namespace {
 using json = nlohmann::json;
 
 constexpr std::string_view kAttrs =
-    "op (svd, qr, eigh, inv_upper or gap_factors), full (svd only), keep (svd only), diagonal (gap_factors only), "
+    "op (svd, qr, eigh, inv_upper or gap_factors), full (svd only), keep (svd and eigh), diagonal (gap_factors only), "
     "eps (svd, eigh and gap_factors)";
 constexpr std::string_view kOps = "svd, qr, eigh, inv_upper or gap_factors";
 
@@ -42,12 +42,12 @@ LinalgAttrs make_checked(std::optional<LinalgKind> kind, std::optional<bool> ful
          name(*kind), got);
   if (eps && !(*eps >= 0))
     fail(ErrorKind::parse, "'{}' attribute 'eps' must be a number >= 0 (got {})", kLinalgFamily, *eps);
-  if (keep && *kind != LinalgKind::svd)
-    fail(ErrorKind::parse, "'{}' op = {} takes no attribute 'keep'; only svd does (got: {})", kLinalgFamily,
+  if (keep && *kind != LinalgKind::svd && *kind != LinalgKind::eigh)
+    fail(ErrorKind::parse, "'{}' op = {} takes no attribute 'keep'; only svd and eigh do (got: {})", kLinalgFamily,
          name(*kind), got);
   if (keep && *keep < 1)
-    fail(ErrorKind::parse, "'{}' attribute 'keep' must be at least 1 (got {}); leave it out for the unsplit svd",
-         kLinalgFamily, *keep);
+    fail(ErrorKind::parse, "'{}' attribute 'keep' must be at least 1 (got {}); leave it out for the unsplit {}",
+         kLinalgFamily, *keep, name(*kind));
   if (keep && full.value_or(false))
     fail(ErrorKind::parse, "'{}' svd takes 'keep' or 'full = true', not both (got: {})", kLinalgFamily, got);
   if (diagonal && *kind != LinalgKind::gap_factors)
@@ -120,7 +120,8 @@ std::string LinalgAttrs::to_text() const {
                          keep_ > 0 ? fmt::format("keep = {}, ", keep_) : "");
     case LinalgKind::qr:
     case LinalgKind::inv_upper: return fmt::format("op = {}", name(kind_));
-    case LinalgKind::eigh: return fmt::format("eps = {}, op = eigh", format_float(eps_));
+    case LinalgKind::eigh:
+      return fmt::format("eps = {}, {}op = eigh", format_float(eps_), keep_ > 0 ? fmt::format("keep = {}, ", keep_) : "");
     case LinalgKind::gap_factors:
       return fmt::format("diagonal = {}, eps = {}, op = gap_factors", diagonal_ ? "true" : "false",
                          format_float(eps_));
@@ -257,6 +258,15 @@ std::vector<TensorType> infer_linalg_types(const LinalgPayload& p, Types operand
                   "has extent {}, axis 1 extent {})", op, a.to_string(), m.to_string(), n.to_string());
       Dim sq = ctx.unify(m, n, [&] { return fmt::format("{}: operand 0's axis 0 vs axis 1 (a square matrix)", op); });
       if (p.kind() == LinalgKind::inv_upper) return {TensorType{a.dtype, with_batch({sq, sq}, a)}};
+      if (p.keep() > 0) {
+        if (!sq.is_constant())
+          ctx.error(ErrorKind::shape, "eigh with keep = {}: operand 0 has type {}; keep needs a constant matrix "
+                    "extent", p.keep(), a.to_string());
+        if (p.keep() > sq.constant())
+          ctx.error(ErrorKind::shape, "eigh with keep = {}: operand 0 has type {} with {} eigenvalues; keep must be "
+                    "at most that (leave keep out for all eigenvectors)", p.keep(), a.to_string(), sq.constant());
+        return {TensorType{real, with_batch({sq}, a)}, TensorType{a.dtype, with_batch({sq, Dim(p.keep())}, a)}};
+      }
       return {TensorType{real, with_batch({sq}, a)}, TensorType{a.dtype, with_batch({sq, sq}, a)}};
     }
     case LinalgKind::gap_factors: break;  // above

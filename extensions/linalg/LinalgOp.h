@@ -21,7 +21,14 @@
 //     %1, %2, %3, %4, %5, %6 = einstage.linalg.v1(%0) {eps = 1e-12, full = false, keep = 2, op = svd} : ...
 // - qr: A = Q R with Q [M, K, B...] (orthonormal columns) and R [K, N, B...] (upper triangular).
 // - eigh: A = V diag(W) Vᴴ for Hermitian A [N, N, B...] (only the lower triangle is read): W [N, B...] real,
-//   ascending, V [N, N, B...].
+//   ascending, V [N, N, B...]. `keep = k` (1 <= k <= N, constant N) computes only the eigenvectors of the k
+//   eigenvalues of largest modulus, V [N, k, B...]: W's first a and last b entries (a + b = k, taken from both ends
+//   of W, the larger modulus first and the lower end on a tie), in W's order; W is still all N eigenvalues. The
+//   values are those of the full eigh (W bit for bit, its columns 0..a-1 and N-b..N-1 to rounding), at a fraction
+//   of the back-transformation
+//   (Lapack.h); it has no derivative (a truncated CTMRG's forward steps use it, their differentiated step the full
+//   eigh):
+//     %6, %7 = einstage.linalg.v1(%a) {eps = 1e-12, keep = 2, op = eigh} : f64[3], f64[3,2]
 // - inv_upper: the inverse of the upper triangle of a square R [N, N, B...] (one result, upper triangular; the
 //   strict lower triangle is not read). qr's AD rule needs R⁻¹ as a differentiable op.
 // - gap_factors: the two elementwise factors of svd's AD rule (LinalgAd.h) for singular values s_I [I, B...] and
@@ -60,7 +67,8 @@ class LinalgAttrs {
   LinalgKind kind() const { return kind_; }
   bool full() const { return full_; }
   double eps() const { return eps_; }
-  /// svd only: the number of kept triplets of the split form (six results), or 0 (three results).
+  /// svd: the number of kept triplets of the split form (six results), or 0 (three results); eigh: the number of
+  /// eigenvectors computed (those of the eigenvalues of largest modulus), or 0 (all).
   int64_t keep() const { return keep_; }
   /// gap_factors only: whether the operands are the same values (F's diagonal zero).
   bool diagonal() const { return diagonal_; }

@@ -229,7 +229,8 @@ void Svd<T>::back_transform(int64_t t, const T* a, const T* work, T* u, T* vt, T
 // Workspace: e, tau (N each), then the larger of ?latrd's N x panel and ?stedc's query; iwork ?stedc's query.
 template <typename T> bool Eigh<T>::takes(int64_t n) { return n >= 2; }
 
-template <typename T> Eigh<T>::Eigh(int64_t n) : n_(n), nb_(apply_block(n)) {
+template <typename T>
+Eigh<T>::Eigh(int64_t n, int64_t columns) : n_(n), columns_(columns > 0 ? columns : n), nb_(apply_block(n)) {
   T query{}, x{};
   I iquery = 0;
   F<T>::stedc(li(n), &x, &x, &x, li(n), &query, -1, &iquery, -1);
@@ -269,7 +270,7 @@ template <typename T> int64_t Eigh<T>::tasks() const { return parts(n_); }
 
 template <typename T> void Eigh<T>::back_transform(int64_t t, const T* a, const T* work, T* z, T* task_buffer) const {
   const int64_t n = n_;
-  const auto [c0, c1] = range(n, t, parts(n));
+  const auto [c0, c1] = range(columns_, t, parts(n));
   apply_q_left(n - 1, c1 - c0, n - 1, a + 1, n, work + n, z + 1 + c0 * n, n, nb_, task_buffer);
 }
 

@@ -15,7 +15,10 @@
 // - eigh of an N x N symmetric matrix (lower triangle): (1) ?sytrd's algorithm (panels of 16 by ?latrd, ?syr2k
 //   updates, ?sytd2 for the last 32 columns; LAPACK's panels are 32); (2) ?stedc ('I'), divide and conquer on the
 //   tridiagonal; (3) Z = Q Z_T (?ormtr's algorithm, blocks as for svd) as tasks on column ranges of Z: two halves
-//   from N = 512 on, else one. A matrix whose largest |entry| is outside ?syevd's unscaled range [√(safmin / ε), its
+//   from N = 512 on, else one. eigh with keep back-transforms only the kept columns: at N = 486 and 54 of them the
+//   third stage is a ninth of the full one, and ?stedc on a spectrum that decays like a corner transfer matrix's
+//   deflates most of its work away, so it costs no more than MRRR (?stemr) or inverse iteration (?stein) for the
+//   54 vectors alone (docs/linalg.md). A matrix whose largest |entry| is outside ?syevd's unscaled range [√(safmin / ε), its
 //   inverse] is left to ?syevd.
 // The stages are LAPACK's own routines with the same arithmetic; only the block sizes and the order of independent
 // work differ, so the factors agree with ?gesdd's / ?syevd's to rounding (tests/linalg compares them). The tasks and
@@ -56,21 +59,25 @@ template <typename T> class Svd {
   Sizes sizes_;
 };
 
-/// The staged eigh of real symmetric N x N matrices (lower triangle read): W ascending, Z N x N.
+/// The staged eigh of real symmetric N x N matrices (lower triangle read): W ascending, Z N x N; or, with `columns`
+/// below N, only that many eigenvectors back-transformed (eigh with keep: the caller picks the tridiagonal's
+/// eigenvectors it wants into the first columns of Z).
 template <typename T> class Eigh {
  public:
   static bool takes(int64_t n);
-  explicit Eigh(int64_t n);
+  /// `columns`: how many columns the third stage transforms (0: N).
+  explicit Eigh(int64_t n, int64_t columns = 0);
   const Sizes& sizes() const { return sizes_; }
   bool in_range(const T* a) const;
-  /// Stages 1 and 2: `a` overwritten by the reflectors, W and the tridiagonal's eigenvectors in z. Returns ?stedc's
-  /// info.
+  /// Stages 1 and 2: `a` overwritten by the reflectors, W and the tridiagonal's eigenvectors in z (N x N). Returns
+  /// ?stedc's info.
   int reduce_and_solve(T* a, T* w, T* z, T* work, int* iwork) const;
   int64_t tasks() const;
+  /// Stage 3, task t: Z = Q Z_T on its range of the first `columns` columns of z (leading dimension N).
   void back_transform(int64_t t, const T* a, const T* work, T* z, T* task_buffer) const;
 
  private:
-  int64_t n_, nb_;
+  int64_t n_, columns_, nb_;
   Sizes sizes_;
 };
 

@@ -20,10 +20,12 @@ QrFactors qr(TraceContext& ctx, const TracedTensor& a) {
   return {r[0], r[1]};
 }
 
-EighFactors eigh(TraceContext& ctx, const TracedTensor& a, double eps) {
-  auto r = append(ctx, LinalgPayload(LinalgKind::eigh, false, eps), a);
+EighFactors eigh(TraceContext& ctx, const TracedTensor& a, const EighOptions& options) {
+  auto r = append(ctx, LinalgPayload(LinalgKind::eigh, false, options.eps, options.keep), a);
   return {r[0], r[1]};
 }
+
+EighFactors eigh(TraceContext& ctx, const TracedTensor& a, double eps) { return eigh(ctx, a, {.eps = eps}); }
 
 TracedTensor inv_upper(TraceContext& ctx, const TracedTensor& r) {
   return append(ctx, LinalgPayload(LinalgKind::inv_upper), r)[0];

@@ -5,6 +5,7 @@
 //   auto [uk, sk, vhk] = linalg::svd(ctx, a, {.keep = 16});  // the 16 leading triplets (truncated; cheap AD)
 //   auto [q, r] = linalg::qr(ctx, a);
 //   auto [w, v] = linalg::eigh(ctx, h);                // ascending eigenvalues
+//   auto [wa, vk] = linalg::eigh(ctx, h, {.keep = 16}); // all eigenvalues, the 16 of largest modulus' vectors
 //   TracedTensor rinv = linalg::inv_upper(ctx, r);
 //
 // The context's registry must have the family registered (register_linalg_semantics, or the module). The type rule
@@ -26,6 +27,13 @@ struct SvdOptions {
   int64_t keep = 0;
 };
 
+struct EighOptions {
+  double eps = kDefaultEps;  // the AD rule's broadening (LinalgAd.h)
+  /// 1 <= keep <= N: V [N, keep], the eigenvectors of the `keep` eigenvalues of largest modulus in W's (ascending)
+  /// order, W still all N eigenvalues (LinalgOp.h); not differentiable. 0: all eigenvectors.
+  int64_t keep = 0;
+};
+
 struct SvdFactors {
   TracedTensor u, s, vh;
 };
@@ -38,6 +46,7 @@ struct EighFactors {
 
 SvdFactors svd(TraceContext& ctx, const TracedTensor& a, const SvdOptions& options = {});
 QrFactors qr(TraceContext& ctx, const TracedTensor& a);
+EighFactors eigh(TraceContext& ctx, const TracedTensor& a, const EighOptions& options);
 EighFactors eigh(TraceContext& ctx, const TracedTensor& a, double eps = kDefaultEps);
 /// The inverse of the upper triangle of a square (batch of) matrix, e.g. qr's R.
 TracedTensor inv_upper(TraceContext& ctx, const TracedTensor& r);

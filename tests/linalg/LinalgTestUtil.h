@@ -7,6 +7,7 @@
 #include "extensions/linalg/LinalgOp.h"
 
 #include <complex>
+#include <cstring>
 #include <vector>
 
 namespace einstage::linalg_test {
@@ -140,6 +141,21 @@ inline Tolerance loose(DType dtype) {
 inline Shape with_batch(Shape head, const Shape& batch) {
   head.insert(head.end(), batch.begin(), batch.end());
   return head;
+}
+
+/// One Runtime with the linalg module per thread count (1 to 3), made on first use and never destroyed (like the
+/// suite's own): for comparing the bits of one decomposition at several thread counts.
+inline Runtime& runtime_with_threads(int threads) {
+  static Runtime* rts[4] = {};
+  if (!rts[threads]) {
+    rts[threads] = new Runtime(RuntimeOptions{.threads = threads});
+    rts[threads]->add_module(linalg::module_descriptor());
+  }
+  return *rts[threads];
+}
+
+inline bool same_bits(const Tensor& x, const Tensor& y) {
+  return x.nbytes() == y.nbytes() && std::memcmp(x.raw_data(), y.raw_data(), x.nbytes()) == 0;
 }
 
 }  // namespace einstage::linalg_test

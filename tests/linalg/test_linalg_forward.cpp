@@ -107,7 +107,7 @@ TEST_CASE("linalg: the payload readers' errors name the attribute") {
   CHECK(parse("eps = -1, op = eigh") == "'einstage.linalg.v1' attribute 'eps' must be a number >= 0 (got -1)");
   CHECK(parse("op = svd, pivot = true") ==
         "'einstage.linalg.v1' has no attribute 'pivot'; it takes op (svd, qr, eigh, inv_upper or gap_factors), full "
-        "(svd only), keep (svd only), diagonal (gap_factors only), eps (svd, eigh and gap_factors)");
+        "(svd only), keep (svd and eigh), diagonal (gap_factors only), eps (svd, eigh and gap_factors)");
   CHECK(parse("eps = 0") ==
         "'einstage.linalg.v1' needs the attribute op = svd, qr, eigh, inv_upper or gap_factors (got: eps = 0)");
   CHECK(parse("diagonal = true, op = svd") ==
@@ -437,7 +437,7 @@ TEST_CASE("linalg: svd {keep = k} splits the thin factors: round trips, pinned e
   CHECK(parse("keep = two, op = svd") ==
         "'einstage.linalg.v1' attribute 'keep': expected an integer such as 16 (got two)");
   CHECK(parse("keep = 2, op = qr") ==
-        "'einstage.linalg.v1' op = qr takes no attribute 'keep'; only svd does (got: keep = 2, op = qr)");
+        "'einstage.linalg.v1' op = qr takes no attribute 'keep'; only svd and eigh do (got: keep = 2, op = qr)");
   CHECK(parse("full = true, keep = 2, op = svd") ==
         "'einstage.linalg.v1' svd takes 'keep' or 'full = true', not both (got: full = true, keep = 2, op = svd)");
   CHECK(error_of([] { registry()->get(linalg::kLinalgFamily).parse_json(R"({"op":"svd","keep":1.5})"); }) ==

@@ -31,16 +31,6 @@ std::vector<Tensor> run_on(Runtime& rt, linalg::LinalgKind kind, const Tensor& a
   return rt.prepare(b.finish(b.extension_results(std::make_shared<linalg::LinalgPayload>(kind), {x}))).run({a});
 }
 
-// One Runtime per thread count, made on first use and never destroyed (like the suite's own).
-Runtime& runtime(int threads) {
-  static Runtime* rts[4] = {};
-  if (!rts[threads]) {
-    rts[threads] = new Runtime(RuntimeOptions{.threads = threads});
-    rts[threads]->add_module(linalg::module_descriptor());
-  }
-  return *rts[threads];
-}
-
 // The oracle: singular values (descending) or eigenvalues (ascending) of matrix `a` (column-major m x n) by LAPACKE's
 // ?gesdd / ?syevd / ?heevd with jobz 'N'.
 template <typename T> std::vector<double> oracle(linalg::LinalgKind kind, int64_t m, int64_t n, std::vector<T> a) {
@@ -143,10 +133,6 @@ Tensor reflector(DType dtype, int64_t n, Rng& rng) {
   return tensor_of(dtype, {n, n}, out);
 }
 
-bool same_bits(const Tensor& x, const Tensor& y) {
-  return x.nbytes() == y.nbytes() && std::memcmp(x.raw_data(), y.raw_data(), x.nbytes()) == 0;
-}
-
 }  // namespace
 
 TEST_CASE("linalg staged: svd of random, rank-deficient, degenerate, zero and badly scaled matrices against ?gesdd") {
@@ -163,20 +149,20 @@ TEST_CASE("linalg staged: svd of random, rank-deficient, degenerate, zero and ba
       CAPTURE(name(dtype));
       CAPTURE(m);
       CAPTURE(n);
-      check_svd(random_tensor(dtype, {m, n}, rng), runtime(1));
+      check_svd(random_tensor(dtype, {m, n}, rng), runtime_with_threads(1));
     }
     CAPTURE(name(dtype));
-    check_svd(low_rank(dtype, 60, 45, 3, rng), runtime(1));
-    check_svd(reflector(dtype, 50, rng), runtime(1));
-    check_svd(Tensor::zeros(dtype, {30, 30}), runtime(1));
+    check_svd(low_rank(dtype, 60, 45, 3, rng), runtime_with_threads(1));
+    check_svd(reflector(dtype, 50, rng), runtime_with_threads(1));
+    check_svd(Tensor::zeros(dtype, {30, 30}), runtime_with_threads(1));
     // Outside ?gesdd's unscaled range [6.6e-139, 1.5e138] in f64 (f32's [9e-13, 1.1e12]): ?gesdd scales them
     // itself.
     if (dtype == DType::f64 || dtype == DType::c128) {
-      check_svd(scaled(random_tensor(dtype, {40, 40}, rng), 1e-150), runtime(1));
-      check_svd(scaled(random_tensor(dtype, {40, 40}, rng), 1e150), runtime(1));
+      check_svd(scaled(random_tensor(dtype, {40, 40}, rng), 1e-150), runtime_with_threads(1));
+      check_svd(scaled(random_tensor(dtype, {40, 40}, rng), 1e150), runtime_with_threads(1));
     } else {
-      check_svd(scaled(random_tensor(dtype, {40, 40}, rng), 1e-14), runtime(1));
-      check_svd(scaled(random_tensor(dtype, {40, 40}, rng), 1e14), runtime(1));
+      check_svd(scaled(random_tensor(dtype, {40, 40}, rng), 1e-14), runtime_with_threads(1));
+      check_svd(scaled(random_tensor(dtype, {40, 40}, rng), 1e14), runtime_with_threads(1));
     }
   }
 }
@@ -191,17 +177,17 @@ TEST_CASE("linalg staged: eigh of random, degenerate, zero and badly scaled matr
     if (!is_complex(dtype)) sizes.insert(sizes.end(), {100, 130});
     for (int64_t n : sizes) {
       CAPTURE(n);
-      check_eigh(random_hermitian(dtype, n, {}, rng), runtime(1));
+      check_eigh(random_hermitian(dtype, n, {}, rng), runtime_with_threads(1));
     }
-    check_eigh(reflector(dtype, 50, rng), runtime(1));  // eigenvalue -1 once and 1 forty-nine times
-    check_eigh(Tensor::zeros(dtype, {20, 20}), runtime(1));
+    check_eigh(reflector(dtype, 50, rng), runtime_with_threads(1));  // eigenvalue -1 once and 1 forty-nine times
+    check_eigh(Tensor::zeros(dtype, {20, 20}), runtime_with_threads(1));
     // Outside ?syevd's unscaled range [1e-146, 1e146] in f64 (f32's [3e-16, 3e15]).
     if (dtype == DType::f64 || dtype == DType::c128) {
-      check_eigh(scaled(random_hermitian(dtype, 40, {}, rng), 1e-150), runtime(1));
-      check_eigh(scaled(random_hermitian(dtype, 40, {}, rng), 1e150), runtime(1));
+      check_eigh(scaled(random_hermitian(dtype, 40, {}, rng), 1e-150), runtime_with_threads(1));
+      check_eigh(scaled(random_hermitian(dtype, 40, {}, rng), 1e150), runtime_with_threads(1));
     } else {
-      check_eigh(scaled(random_hermitian(dtype, 40, {}, rng), 1e-18), runtime(1));
-      check_eigh(scaled(random_hermitian(dtype, 40, {}, rng), 1e17), runtime(1));
+      check_eigh(scaled(random_hermitian(dtype, 40, {}, rng), 1e-18), runtime_with_threads(1));
+      check_eigh(scaled(random_hermitian(dtype, 40, {}, rng), 1e17), runtime_with_threads(1));
     }
   }
 }
@@ -214,11 +200,11 @@ TEST_CASE("linalg staged: a large single matrix (third stage on the pool) gives 
     const bool svd = kind == linalg::LinalgKind::svd;
     Tensor a = svd ? random_tensor(DType::f64, {530, 520}, rng) : random_hermitian(DType::f64, 520, {}, rng);
     CAPTURE(std::string(linalg::name(kind)));
-    if (svd) check_svd(a, runtime(2));
-    else check_eigh(a, runtime(2));
-    const std::vector<Tensor> one = run_on(runtime(1), kind, a);
+    if (svd) check_svd(a, runtime_with_threads(2));
+    else check_eigh(a, runtime_with_threads(2));
+    const std::vector<Tensor> one = run_on(runtime_with_threads(1), kind, a);
     for (int threads : {2, 3}) {
-      const std::vector<Tensor> other = run_on(runtime(threads), kind, a);
+      const std::vector<Tensor> other = run_on(runtime_with_threads(threads), kind, a);
       for (size_t r = 0; r < one.size(); ++r) {
         CAPTURE(threads);
         CAPTURE(r);
