@@ -121,6 +121,30 @@ TracedTensor frobenius_normalised(const TracedTensor& x) {
   return x / sqrt(sum(xx));
 }
 
+// The rest of the step from the kept eigenvectors U [k, χ] (zero columns for dropped ones) and their eigenvalues:
+// the sign gauge, the new corner and edge, the spectrum.
+Program finish_ctmrg_step(TraceContext& ctx, const TracedTensor& u, const TracedTensor& kept_w, const TracedTensor& m,
+                          const TracedTensor& t, const TracedTensor& dl, const TracedTensor& gauge, int64_t x,
+                          int64_t d2, int64_t k) {
+  // Gauge: each column's sign chosen so that its overlap with a fixed generic vector is positive, so that the
+  // environment converges element-wise. (Not the column's entry of largest modulus: eigenvectors odd under the
+  // ket-bra swap of a leg have pairs of entries ±v, and rounding would pick either.)
+  TracedTensor probe = ctx.constant(generic_weights({k}, 1));
+  TracedTensor signs = stop_gradient(sign(einsum::einsum(ctx, "i,ic->c", {probe, u})) * gauge);
+  TracedTensor p = u * broadcast_in_dim(signs, {1}, u.dims());
+  TracedTensor c_new = einsum::einsum(ctx, "ik,ij,jl->kl", {p, m, p});
+  c_new = frobenius_normalised((c_new + transpose(c_new, {1, 0})) * 0.5);
+  TracedTensor p3 = reshape(p, {Dim(x), Dim(d2), Dim(x)});
+  TracedTensor t_new = einsum::einsum(ctx, "xui,xly,uldr,ydj->irj", {p3, t, dl, p3});
+  t_new = frobenius_normalised((t_new + transpose(t_new, {2, 1, 0})) * 0.5);
+  // The step is homogeneous in T: its overall sign, too, is a gauge (it flips every step when the scale is
+  // negative), fixed the same way.
+  TracedTensor t_probe = ctx.constant(generic_weights({x, d2, x}, 2));
+  t_new = t_new * stop_gradient(sign(einsum::einsum(ctx, "imj,imj->", {t_probe, t_new})));
+  TracedTensor spectrum = kept_w / sqrt(sum(kept_w * kept_w));  // a convergence measure: no derivative
+  return ctx.finish({c_new, t_new, spectrum});
+}
+
 }  // namespace
 
 Tensor rotated_bond_hamiltonian() {
@@ -176,8 +200,9 @@ TracedTensor double_layer(TraceContext& ctx, const TracedTensor& a) {
   return reshape(aa, {Dim(d2), Dim(d2), Dim(d2), Dim(d2)});
 }
 
-Program trace_ctmrg_step(const ExtensionRegistry* registry, int d, int chi) {
+Program trace_ctmrg_step(const ExtensionRegistry* registry, int d, int chi, StepKind kind) {
   check_sizes(d, chi);
+  const bool forward = kind == StepKind::forward;
   const int64_t d2 = int64_t(d) * d, x = chi, k = x * d2;
   TraceContext ctx("ctmrg_step", registry);
   TracedTensor c = ctx.parameter("c", DType::f64, {x, x});
@@ -195,7 +220,9 @@ Program trace_ctmrg_step(const ExtensionRegistry* registry, int d, int chi) {
   // selection is piecewise constant in M, built from the moduli under stop_gradient, so no derivative flows
   // through it: rank_i = #{j: |w_j| > |w_i|} + #{j < i: |w_j| = |w_i|}, kept when rank_i < χ; the kept ones go to
   // column pos_i = #{kept j < i} of P = V Sel.
-  linalg::EighFactors e = linalg::eigh(ctx, m);
+  // The forward step computes only the eigenvectors it can keep, those of the χ largest moduli (eigh with keep: the
+  // full eigh's columns to rounding, at a ninth of its back-transformation for D = 3, χ = 54).
+  linalg::EighFactors e = linalg::eigh(ctx, m, {.keep = forward ? x : 0});
   TracedTensor aw = stop_gradient(abs(e.w));
   TracedTensor wi = broadcast_in_dim(aw, {0}, {k, k}), wj = broadcast_in_dim(aw, {1}, {k, k});
   std::vector<double> lower(size_t(k * k), 0.0), column(size_t(k * x));
@@ -211,8 +238,9 @@ Program trace_ctmrg_step(const ExtensionRegistry* registry, int d, int chi) {
   TracedTensor rank = reduce_sum(larger + tied_before, {1});
   TracedTensor ones_k = ctx.full(TensorType{DType::f64, {k}}, 1.0);
   TracedTensor zeros_k = ctx.full(TensorType{DType::f64, {k}}, 0.0);
-  TracedTensor kept = select(Comparison::lt, rank, ctx.full(TensorType{DType::f64, {k}}, double(x) - 0.5), ones_k,
-                             zeros_k);
+  const TracedTensor ranked = select(Comparison::lt, rank, ctx.full(TensorType{DType::f64, {k}}, double(x) - 0.5),
+                                    ones_k, zeros_k);
+  TracedTensor kept = ranked;
   // Whole multiplets: a kept eigenvalue whose modulus is within kMultipletGap (relative) of the largest discarded
   // one is dropped with it (its column of P is zero), so the truncation never cuts a (near-)degenerate multiplet,
   // whose split would be decided by rounding from step to step.
@@ -225,14 +253,27 @@ Program trace_ctmrg_step(const ExtensionRegistry* registry, int d, int chi) {
   // signed value) change from step to step, so they are dropped too.
   TracedTensor floor = broadcast_in_dim(max(aw) * kSpectrumCutoff, {}, {k});
   kept = kept * select(Comparison::gt, aw, floor, ones_k, zeros_k);
-  TracedTensor pos = einsum::einsum(ctx, "ij,j->i", {before, kept});
-  // One statement per traced operand: a call's arguments are evaluated in an unspecified order (gcc right to left,
-  // clang left to right), and the order of evaluation is the order of the program's instructions.
-  TracedTensor zero_kx = ctx.full(TensorType{DType::f64, {k, x}}, 0.0);
-  TracedTensor kept_kx = broadcast_in_dim(kept, {0}, {k, x});
-  TracedTensor columns = ctx.constant(Tensor::from_col_major<double>({k, x}, column));
-  TracedTensor pos_kx = broadcast_in_dim(pos, {0}, {k, x});
-  TracedTensor sel = select(Comparison::eq, pos_kx, columns, kept_kx, zero_kx);
+  // Sel[i, c] = 1 where flagged eigenvalue i is the c-th flagged one (flags 0/1 over the k eigenvalues).
+  auto selection = [&](const TracedTensor& flags) {
+    TracedTensor pos = einsum::einsum(ctx, "ij,j->i", {before, flags});
+    // One statement per traced operand: a call's arguments are evaluated in an unspecified order (gcc right to
+    // left, clang left to right), and the order of evaluation is the order of the program's instructions.
+    TracedTensor zero_kx = ctx.full(TensorType{DType::f64, {k, x}}, 0.0);
+    TracedTensor flags_kx = broadcast_in_dim(flags, {0}, {k, x});
+    TracedTensor columns = ctx.constant(Tensor::from_col_major<double>({k, x}, column));
+    TracedTensor pos_kx = broadcast_in_dim(pos, {0}, {k, x});
+    return select(Comparison::eq, pos_kx, columns, flags_kx, zero_kx);
+  };
+  TracedTensor sel = selection(kept);
+  if (forward) {
+    // eigh's χ columns are the eigenvectors of the χ ranked eigenvalues in W's order (the same set: the largest
+    // moduli, a tie at the cut taken from the lower end, where the rank takes the lower index, and both are one
+    // multiplet that the rule above drops whole), so the kept columns are V Selᵥᵀ Sel.
+    TracedTensor in_v = selection(ranked);
+    TracedTensor v_to_p = einsum::einsum(ctx, "ic,id->cd", {in_v, sel});
+    TracedTensor kept_w = einsum::einsum(ctx, "i,ic->c", {e.w, sel});
+    return finish_ctmrg_step(ctx, einsum::einsum(ctx, "ic,cd->id", {e.v, v_to_p}), kept_w, m, t, dl, gauge, x, d2, k);
+  }
   // The kept eigenvectors U = V Sel, and their derivative written out for the kept columns only: eigh's own rule
   // gives all k columns, dV = V (F ∘ (Vᵀ dM V)) with F_ji = 1/(w_i − w_j) broadened (LinalgAd.h), and the
   // transposed step paid for k³ products to keep χ of them. Since (F ∘ Y) Sel = (F Sel) ∘ (Y Sel),
@@ -253,24 +294,9 @@ Program trace_ctmrg_step(const ExtensionRegistry* registry, int d, int chi) {
   TracedTensor dm = m - stop_gradient(m);
   TracedTensor vt_dm_u = einsum::einsum(ctx, "ji,jl,lc->ic", {v_s, dm, u_s});
   TracedTensor u = u_s + einsum::einsum(ctx, "ij,jc->ic", {v_s, vt_dm_u * f_sel});
-  // Gauge: each column's sign chosen so that its overlap with a fixed generic vector is positive, so that the
-  // environment converges element-wise. (Not the column's entry of largest modulus: eigenvectors odd under the
-  // ket-bra swap of a leg have pairs of entries ±v, and rounding would pick either.)
-  TracedTensor probe = ctx.constant(generic_weights({k}, 1));
-  TracedTensor signs = stop_gradient(sign(einsum::einsum(ctx, "i,ic->c", {probe, u})) * gauge);
-  TracedTensor p = u * broadcast_in_dim(signs, {1}, u.dims());
-  TracedTensor c_new = einsum::einsum(ctx, "ik,ij,jl->kl", {p, m, p});
-  c_new = frobenius_normalised((c_new + transpose(c_new, {1, 0})) * 0.5);
-  TracedTensor p3 = reshape(p, {Dim(x), Dim(d2), Dim(x)});
-  TracedTensor t_new = einsum::einsum(ctx, "xui,xly,uldr,ydj->irj", {p3, t, dl, p3});
-  t_new = frobenius_normalised((t_new + transpose(t_new, {2, 1, 0})) * 0.5);
-  // The step is homogeneous in T: its overall sign, too, is a gauge (it flips every step when the scale is
-  // negative), fixed the same way.
-  TracedTensor t_probe = ctx.constant(generic_weights({x, d2, x}, 2));
-  t_new = t_new * stop_gradient(sign(einsum::einsum(ctx, "imj,imj->", {t_probe, t_new})));
-  TracedTensor spectrum = kept_w / sqrt(sum(kept_w * kept_w));  // a convergence measure: no derivative
-  return ctx.finish({c_new, t_new, spectrum});
+  return finish_ctmrg_step(ctx, u, kept_w, m, t, dl, gauge, x, d2, k);
 }
+
 
 Program trace_energy(const ExtensionRegistry* registry, int d, int chi) {
   check_sizes(d, chi);
@@ -346,7 +372,8 @@ CtmEnvironment initial_environment(const Tensor& a, int chi) {
 
 Ctmrg::Ctmrg(const Runtime& runtime, int d, int chi)
     : d_(d), chi_(chi), step_(trace_ctmrg_step(&runtime.registry(), d, chi)),
-      energy_(trace_energy(&runtime.registry(), d, chi)), run_step_(runtime.prepare(step_)),
+      forward_(trace_ctmrg_step(&runtime.registry(), d, chi, StepKind::forward)),
+      energy_(trace_energy(&runtime.registry(), d, chi)), run_forward_(runtime.prepare(forward_)),
       run_energy_(runtime.prepare(energy_)) {}
 
 CtmrgResult Ctmrg::converge(const Tensor& a, CtmEnvironment start, const CtmrgOptions& options,
@@ -361,7 +388,7 @@ CtmrgResult Ctmrg::converge(const Tensor& a, CtmEnvironment start, const CtmrgOp
   Tensor spectrum;
   bool converged = false;
   for (r.steps = 1; r.steps <= options.max_steps && !converged; ++r.steps) {
-    std::vector<Tensor> out = run_step_.run({r.env.c, r.env.t, a, r.gauge});
+    std::vector<Tensor> out = run_forward_.run({r.env.c, r.env.t, a, r.gauge});
     r.spectrum_change = spectrum.defined() ? max_abs_diff(out[2], spectrum) : 1.0;
     if (!std::isfinite(r.spectrum_change) || !std::isfinite(max_abs_diff(out[1], r.env.t)))
       fail(ErrorKind::runtime, "heisenberg-ipeps: CTMRG step {} produced NaN or infinity (D = {}, chi = {}); check "
@@ -385,7 +412,7 @@ CtmrgResult Ctmrg::converge(const Tensor& a, CtmEnvironment start, const CtmrgOp
   const int64_t x = chi_, d2 = int64_t(d_) * d_;
   const std::vector<double> t_probe = generic_weights({x, d2, x}, 2).to_col_major<double>();
   for (int phase_steps = 0;; ++phase_steps) {
-    std::vector<Tensor> next = run_step_.run({r.env.c, r.env.t, a, ones(x)});
+    std::vector<Tensor> next = run_forward_.run({r.env.c, r.env.t, a, ones(x)});
     GaugeMatch m = match_gauge(r.env, next, t_probe, x, d2);
     r.gauge = std::move(m.gauge);
     r.fixed_point_change = m.change;

@@ -54,11 +54,20 @@ TracedTensor c4v_symmetrize(const TracedTensor& a);
 /// a[U, L, D, R] (extent D² each, ket index fastest) from A[s, u, l, d, r].
 TracedTensor double_layer(TraceContext& ctx, const TracedTensor& a);
 
+/// Which program of the CTMRG step to trace. `differentiable`: the full eigh of the enlarged corner, whose
+/// derivative (written out for the kept columns) the fixed-point and unrolled adjoints use. `forward`: eigh with
+/// keep = χ (LinalgOp.h), only the eigenvectors of the χ largest moduli computed and back-transformed, and no
+/// derivative term; its outputs are the differentiable step's to rounding (the same eigenvalues and selection, the
+/// kept eigenvectors back-transformed by GEMMs over fewer columns; tests/heisenberg), at two thirds of the eigh's
+/// time at D = 3, χ = 54 (docs/ipeps.md). Ctmrg::converge iterates it; it cannot be differentiated.
+enum class StepKind { differentiable, forward };
+
 /// @ctmrg_step(%c: f64[chi,chi], %t: f64[chi,D²,chi], %a: f64[2,D,D,D,D], %gauge: f64[chi]) -> (f64[chi,chi],
 /// f64[chi,D²,chi], f64[chi]): one C4v CTMRG step (above) for a C4v-symmetric A. The registry must provide einsum
 /// and linalg.
 /// d >= 1, chi >= 1 (checked).
-Program trace_ctmrg_step(const ExtensionRegistry* registry, int d, int chi);
+Program trace_ctmrg_step(const ExtensionRegistry* registry, int d, int chi,
+                         StepKind kind = StepKind::differentiable);
 
 /// @energy(%c, %t, %a) -> (f64[]): the energy per site 2 Tr(ρ H) / Tr ρ of a C4v-symmetric A in the environment
 /// (C, T).
@@ -114,20 +123,22 @@ class Ctmrg {
   /// Iterates the step from `start` for the C4v-symmetric `a` until the corner spectrum converges, then finds the
   /// gauge (above); fails naming the last change when the spectrum does not converge within options.max_steps.
   /// `on_step`, when given, sees every step's input environment and gauge input in order (the unrolled adjoint's
-  /// checkpoints, Unrolled.h): running the step on them reproduces the iteration bit for bit.
+  /// checkpoints, Unrolled.h): running the forward step on them reproduces the iteration bit for bit.
   using StepObserver = std::function<void(const CtmEnvironment& input, const Tensor& gauge)>;
   CtmrgResult converge(const Tensor& a, CtmEnvironment start, const CtmrgOptions& options = {},
                        const StepObserver& on_step = {}) const;
   double energy(const CtmEnvironment& env, const Tensor& a) const;
+  /// The differentiable step (the adjoints'), and the forward one that converge() runs (StepKind).
   const Program& step_program() const { return step_; }
+  const Program& forward_program() const { return forward_; }
   const Program& energy_program() const { return energy_; }
   int d() const { return d_; }
   int chi() const { return chi_; }
 
  private:
   int d_, chi_;
-  Program step_, energy_;
-  Executable run_step_, run_energy_;
+  Program step_, forward_, energy_;
+  Executable run_forward_, run_energy_;
 };
 
 }  // namespace einstage::heisenberg

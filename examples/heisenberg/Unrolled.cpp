@@ -15,7 +15,7 @@ int64_t bytes_of(const CtmEnvironment& e) { return int64_t(e.c.nbytes() + e.t.nb
 }  // namespace
 
 UnrolledGradient::UnrolledGradient(const Runtime& runtime, const Ctmrg& ctmrg)
-    : runtime_(runtime), step_(runtime.prepare(ctmrg.step_program())),
+    : runtime_(runtime), step_(runtime.prepare(ctmrg.forward_program())),
       step_vjp_(runtime.prepare(ad::vjp(ctmrg.step_program(), ad::Outputs{0, 1}, {0, 1, 2}, &runtime.registry()))),
       keep_bytes_(runtime.context().config().ad_keep_bytes) {}
 

@@ -8,8 +8,8 @@
 // residuals are live at a time. The checkpoints are kept under the execution context's memory policy,
 // Config::ad_keep_bytes (EINSTAGE_AD_KEEP_BYTES; -1, the default, keeps every one): when the kept checkpoints would
 // exceed it, every other one is dropped and the interval between checkpoints doubles, and the backward pass
-// recomputes the environments inside a segment forward from the segment's checkpoint (the same runs, so the same
-// bits). The backward pass's memory therefore grows with the number of steps (one checkpoint per step, or per
+// recomputes the environments inside a segment forward from the segment's checkpoint (the same runs of the forward
+// step, Ctmrg::forward_program, so the same bits; the VJP is of the differentiable step). The backward pass's memory therefore grows with the number of steps (one checkpoint per step, or per
 // interval), which is what the fixed-point adjoint avoids.
 #pragma once
 

@@ -35,6 +35,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -50,6 +51,14 @@ namespace {
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// The process's CPU seconds so far (every thread): on a machine shared with other work, CPU time is less disturbed
+// than wall time, and the peer reports its own (time.process_time()).
+double cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
 }
 
 // kB from /proc/self/status ("VmRSS:", "VmHWM:").
@@ -70,7 +79,7 @@ int memory_child(const Runtime& rt, int d, int chi, const std::string& method, i
   Tensor a = c4v_symmetrize(random_start(d, 1));
   Ctmrg ctmrg(rt, d, chi);
   CtmrgResult r = ctmrg.converge(a, initial_environment(a, chi));
-  Executable step = rt.prepare(ctmrg.step_program());
+  Executable step = rt.prepare(ctmrg.forward_program());
   Executable energy_grad = rt.prepare(ad::value_and_grad(ctmrg.energy_program(), {0, 1, 2}, &rt.registry()));
   ad::FixedPointAdjoint adjoint(ctmrg.step_program(), {0, 1}, {2}, &rt.registry(), ad::preparer_of(rt));
   UnrolledGradient unrolled(rt, ctmrg);
@@ -146,8 +155,9 @@ int main(int argc, char** argv) {
   fmt::print("{}\nthreads {}, D = {}, chi = {}\n", machine.summary(), threads, d, chi);
   // The torch peer (tools/bench/heisenberg_peer.py) on `theta` with `args` (its arguments after the script, '{}'
   // standing for the parameter file), compared with einstage's `seconds` and `energy`; at the peer's best (the
-  // machine's OpenBLAS variables unset for its command only) and with this run's threads.
-  auto run_torch_peer = [&](const Tensor& theta, const std::string& args, double seconds, double energy) {
+  // machine's OpenBLAS variables unset for its command only) and with this run's threads; `cpu` is einstage's CPU
+  // seconds of the same work.
+  auto run_torch_peer = [&](const Tensor& theta, const std::string& args, double seconds, double cpu, double energy) {
 #ifdef EINSTAGE_BENCH_HEISENBERG_PEER
     std::string why = "--no-torch";
     if (torch && std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0) {
@@ -183,12 +193,14 @@ int main(int argc, char** argv) {
       fmt::print("torch     energy {:.12f}  {:.2f} s  ({} iterations, {} evaluations, {} rejected)\n",
                  (*peer)["energy"].get<double>(), ts, (*peer)["iterations"].get<int>(),
                  (*peer)["evaluations"].get<int>(), (*peer)["rejected"].get<int>());
-    fmt::print("speed-up  {:.2f}x   |energy difference| {:.2e}\n", ts / seconds,
-               std::abs((*peer)["energy"].get<double>() - energy));
+    const double tcpu = peer->value("cpu_seconds", 0.0);
+    fmt::print("speed-up  {:.2f}x wall, {:.2f}x CPU ({:.3f} s against {:.3f} s)   |energy difference| {:.2e}\n",
+               ts / seconds, tcpu / cpu, cpu, tcpu, std::abs((*peer)["energy"].get<double>() - energy));
     result["torch"] = *peer;
     result["speedup"] = ts / seconds;
+    result["cpu_speedup"] = tcpu / cpu;
 #else
-    (void)theta, (void)args, (void)seconds, (void)energy;
+    (void)theta, (void)args, (void)seconds, (void)cpu, (void)energy;
     fmt::print("torch: the peer script's path was not configured\n");
 #endif
   };
@@ -218,9 +230,10 @@ int main(int argc, char** argv) {
     Ctmrg ctmrg(rt, d, chi);
     Executable energy_grad = rt.prepare(ad::value_and_grad(ctmrg.energy_program(), {0, 1, 2}, &rt.registry()));
     ad::FixedPointAdjoint adjoint(ctmrg.step_program(), {0, 1}, {2}, &rt.registry(), ad::preparer_of(rt));
-    double t_ctmrg = 1e300, t_energy = 1e300, t_adjoint = 1e300, energy = 0;
+    double t_ctmrg = 1e300, t_energy = 1e300, t_adjoint = 1e300, cpu = 0, energy = 0;
     int steps = 0, gmres = 0;
     for (int rep = 0; rep < 3; ++rep) {  // the first run plans and compiles; best of the rest
+      const double cpu0 = cpu_seconds();
       auto t0 = std::chrono::steady_clock::now();
       CtmrgResult r = ctmrg.converge(a, initial_environment(a, chi));
       const double tc = seconds_since(t0);
@@ -229,9 +242,10 @@ int main(int argc, char** argv) {
       const double te = seconds_since(t0);
       t0 = std::chrono::steady_clock::now();
       ad::FixedPointVjp fp = adjoint.vjp({r.env.c, r.env.t, a, r.gauge}, {vg[1], vg[2]});
-      const double ta = seconds_since(t0);
+      const double ta = seconds_since(t0), tcpu = cpu_seconds() - cpu0;
       if (rep == 0) continue;
       if (tc + te + ta < t_ctmrg + t_energy + t_adjoint) {
+        cpu = tcpu;
         t_ctmrg = tc;
         t_energy = te;
         t_adjoint = ta;
@@ -245,21 +259,24 @@ int main(int argc, char** argv) {
     fmt::print("einstage  energy {:.12f}  {:.3f} s = CTMRG {:.3f} s ({} steps, {:.2f} ms/step) + energy grad {:.3f} s "
                "+ adjoint {:.3f} s ({} GMRES iterations)\n", energy, total, t_ctmrg, steps, 1e3 * t_ctmrg / steps,
                t_energy, t_adjoint, gmres);
-    result["einstage"] = {{"energy", energy}, {"seconds", total}, {"ctmrg_seconds", t_ctmrg}, {"ctmrg_steps", steps},
+    result["einstage"] = {{"energy", energy}, {"seconds", total}, {"cpu_seconds", cpu}, {"ctmrg_seconds", t_ctmrg},
+                          {"ctmrg_steps", steps},
                           {"energy_grad_seconds", t_energy}, {"adjoint_seconds", t_adjoint},
                           {"gmres_iterations", gmres}};
-    run_torch_peer(theta, fmt::format("'{{}}' {} {}", chi, threads), total, energy);
+    run_torch_peer(theta, fmt::format("'{{}}' {} {}", chi, threads), total, cpu, energy);
   } else {
     OptimizeOptions o;
     o.d = d;
     o.chi = chi;
+    const double cpu0 = cpu_seconds();
     OptimizeResult r = optimize(rt, o);
+    const double cpu = cpu_seconds() - cpu0;
     fmt::print("\nfull optimisation from random_start(D, 1)\neinstage  energy {:.12f}  {:.2f} s  ({} iterations, {} "
                "evaluations; m {:.6f})\n", r.energy, r.seconds, r.iterations, r.evaluations, r.magnetization);
     result["einstage"] = {{"energy", r.energy}, {"magnetization", r.magnetization}, {"iterations", r.iterations},
-                          {"evaluations", r.evaluations}, {"seconds", r.seconds}};
+                          {"evaluations", r.evaluations}, {"seconds", r.seconds}, {"cpu_seconds", cpu}};
     run_torch_peer(random_start(d, 1), fmt::format("--optimize '{{}}' {} {} {}", chi, threads, o.max_iterations),
-                   r.seconds, r.energy);
+                   r.seconds, cpu, r.energy);
   }
   if (!json_file.empty()) std::ofstream(json_file) << result.dump(2) << "\n";
   return 0;
