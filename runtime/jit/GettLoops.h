@@ -8,6 +8,7 @@
 #include "ir/Scratch.h"
 #include "runtime/ThreadPool.h"
 #include "runtime/jit/Gett.h"
+#include "runtime/jit/GettPack.h"
 #include "runtime/jit/Jit.h"
 #include "runtime/kernels/HostIsa.h"
 #include "runtime/kernels/Strided.h"
@@ -91,6 +92,9 @@ inline bool unit_run(const std::vector<int64_t>& table, int64_t begin, int64_t c
   return true;
 }
 
+// Most rows (columns) of a micro-tile the transposing packers take (GettPack.h): MR and NR are at most 32 reals.
+inline constexpr int64_t kMaxPackedRows = 64;
+
 // The packing buffers of one gemm: A's block and B's panel, in a lease of the context's ScratchAllocator (ir/Scratch.h)
 // that keeps them for the next call, so packing does not pay for fresh pages every contraction.
 enum PackBuffer : int { kPackA = 0, kPackB = 1 };
@@ -153,13 +157,14 @@ struct Gett {
   DirectKernelFn direct = nullptr;  // small problems: no packing (MicroKernel.h)
   int64_t k_inner = 0;              // direct: inner k steps and the k geometry (DirectKernelFn)
   int64_t k_geometry[kKGeometry] = {};
-  int64_t mr, nr;     // micro-tile in reals (rows) / columns
-  int64_t mrc;        // element rows per micro-tile
-  int64_t kc_e, mc_e, nc;  // blocks in elements
+  int64_t mr = 0, nr = 0;  // micro-tile in reals (rows) / columns
+  int64_t mrc = 0;         // element rows per micro-tile
+  int64_t kc_e = 0, mc_e = 0, nc = 0;  // blocks in elements
   Fused m, n, k, batch;
   std::vector<int64_t> cn_real;  // cf * n.c, padded with nr zeros (the kernel reads nr column offsets)
   bool b_k_unit = false;         // B's k offsets are 0,1,2,... relative to the first
   bool a_k_unit = false;
+  int pack_isa = 0;              // the transposing packers' body (GettPack.h)
   bool accumulate = false;
   ScratchAllocator* scratch = nullptr;  // where packing buffers come from
 
@@ -191,26 +196,20 @@ struct Gett {
     const int64_t* am = m.a.data() + i0;
     const int64_t* ak = k.a.data() + p0;
     if constexpr (!is_complex_v<T>) {
+      // Padding rows first, in one pass: per k step it was a memset call for a few elements.
+      if (rows < mr) std::memset(dst, 0, sizeof(R) * size_t(kc * mr));
       if (unit_run(m.a, i0, rows)) {
-        for (int64_t p = 0; p < kc; ++p) {
-          const T* src = a + am[0] + ak[p];
-          R* d = dst + p * mr;
-          for (int64_t r = 0; r < rows; ++r) d[r] = src[r];
-          for (int64_t r = rows; r < mr; ++r) d[r] = 0;
-        }
-      } else if (a_k_unit) {  // k contiguous: read each row sequentially
-        for (int64_t r = 0; r < rows; ++r) {
-          const T* src = a + am[r] + ak[0];
-          for (int64_t p = 0; p < kc; ++p) dst[p * mr + r] = src[p];
-        }
-        for (int64_t p = 0; p < kc; ++p)
-          for (int64_t r = rows; r < mr; ++r) dst[p * mr + r] = 0;
+        pack_runs<R>(dst, mr, a + am[0], ak, rows, kc);
+      } else if (a_k_unit) {  // k contiguous: blocks of rows by k steps transposed in registers (GettPack.h)
+        const T* src[kMaxPackedRows];
+        EIN_ASSERT(rows <= kMaxPackedRows, "micro-tile taller than the packer's row table");
+        for (int64_t r = 0; r < rows; ++r) src[r] = a + am[r] + ak[0];
+        pack_transposed<R>(pack_isa, dst, mr, src, rows, kc);
       } else {
         for (int64_t p = 0; p < kc; ++p) {
           const T* col = a + ak[p];
           R* d = dst + p * mr;
           for (int64_t r = 0; r < rows; ++r) d[r] = col[am[r]];
-          for (int64_t r = rows; r < mr; ++r) d[r] = 0;
         }
       }
     } else {
@@ -231,42 +230,43 @@ struct Gett {
     }
   }
 
+  // Packs slivers [s0, s1) of the A block whose first row is ic (rows end at r1) into `apack` (the block's buffer):
+  // a real A whose rows there are one contiguous run column by column across the slivers (GettPack.h: pack_columns),
+  // any other sliver by sliver.
+  void pack_a_block(R* apack, const T* a, int64_t ic, int64_t r1, int64_t s0, int64_t s1, int64_t p0,
+                    int64_t kc) const {
+    const int64_t kc_real = kc * cf, i0 = ic + s0 * mrc, rows = std::min(r1, ic + s1 * mrc) - i0;
+    if constexpr (!is_complex_v<T>) {
+      if (s1 - s0 > 1 && unit_run(m.a, i0, rows)) {
+        R* first = apack + s0 * mr * kc_real;
+        if (rows % mr != 0) std::memset(first + rows / mr * mr * kc, 0, sizeof(R) * size_t(kc * mr));  // padding
+        pack_columns<R>(first, mr * kc, mr, a + m.a[i0], k.a.data() + p0, rows, kc);
+        return;
+      }
+    }
+    for (int64_t s = s0; s < s1; ++s) {
+      const int64_t r = ic + s * mrc;
+      pack_a_sliver(apack + s * mr * kc_real, a, r, std::min(mrc, r1 - r), p0, kc);
+    }
+  }
+
   // Packs k [p0, p0+kc) x columns [j0, j0+cols) of B into a sliver of kc*cf rows of nr reals.
   void pack_b_sliver(R* dst, const T* b, int64_t j0, int64_t cols, int64_t p0, int64_t kc) const {
     const int64_t* bn = n.b.data() + j0;
     const int64_t* bk = k.b.data() + p0;
     if constexpr (!is_complex_v<T>) {
-      if (b_k_unit) {  // k contiguous (e.g. a column-major B[k, n]): read 4 columns side by side, write rows
-        int64_t j = 0;
-        for (; j + 4 <= cols; j += 4) {
-          const T* s0 = b + bn[j] + bk[0];
-          const T* s1 = b + bn[j + 1] + bk[0];
-          const T* s2 = b + bn[j + 2] + bk[0];
-          const T* s3 = b + bn[j + 3] + bk[0];
-          R* d = dst + j;
-          for (int64_t p = 0; p < kc; ++p, d += nr) {
-            d[0] = s0[p];
-            d[1] = s1[p];
-            d[2] = s2[p];
-            d[3] = s3[p];
-          }
-        }
-        for (; j < cols; ++j) {
-          const T* src = b + bn[j] + bk[0];
-          for (int64_t p = 0; p < kc; ++p) dst[p * nr + j] = src[p];
-        }
+      if (cols < nr) std::memset(dst, 0, sizeof(R) * size_t(kc * nr));  // padding columns, in one pass
+      if (b_k_unit) {  // k contiguous (a column-major B[k, n]): blocks of columns by k steps transposed (GettPack.h)
+        const T* src[kMaxPackedRows];
+        EIN_ASSERT(cols <= kMaxPackedRows, "micro-tile wider than the packer's column table");
+        for (int64_t j = 0; j < cols; ++j) src[j] = b + bn[j] + bk[0];
+        pack_transposed<R>(pack_isa, dst, nr, src, cols, kc);
       } else if (unit_run(n.b, j0, cols)) {
-        for (int64_t p = 0; p < kc; ++p) {
-          const T* src = b + bk[p] + bn[0];
-          for (int64_t j = 0; j < cols; ++j) dst[p * nr + j] = src[j];
-        }
+        pack_runs<R>(dst, nr, b + bn[0], bk, cols, kc);
       } else {
         for (int64_t p = 0; p < kc; ++p)
           for (int64_t j = 0; j < cols; ++j) dst[p * nr + j] = b[bk[p] + bn[j]];
       }
-      if (cols < nr)
-        for (int64_t p = 0; p < kc; ++p)
-          for (int64_t j = cols; j < nr; ++j) dst[p * nr + j] = 0;
     } else {
       // 1m: element b = x + iy becomes real row 2p = x and row 2p+1 = y.
       for (int64_t p = 0; p < kc; ++p) {
@@ -367,12 +367,7 @@ struct Gett {
     for (int64_t ic = r0; ic < r1; ic += mc_cur) {
       const int64_t mcur = std::min(mc_cur, r1 - ic);
       const int64_t mslivers = (mcur + mrc - 1) / mrc;
-      parallel_for(pool, mslivers, [&](int64_t s0, int64_t s1) {
-        for (int64_t s = s0; s < s1; ++s) {
-          int64_t i0 = ic + s * mrc;
-          pack_a_sliver(apack + s * mr * kc_real, a, i0, std::min(mrc, r1 - i0), pc, kc);
-        }
-      });
+      parallel_for(pool, mslivers, [&](int64_t s0, int64_t s1) { pack_a_block(apack, a, ic, r1, s0, s1, pc, kc); });
       // Tiles are independent: split the columns (B slivers) between threads; each tile's k order is fixed.
       parallel_for(pool, nslivers, [&](int64_t s0, int64_t s1) {
         for (int64_t s = s0; s < s1; ++s) {

@@ -215,6 +215,7 @@ void set_up_packed(Gett<T>& g, KernelCache& cache, const GettBlocking* blocking,
   for (int64_t j = 0; j < g.n.size; ++j) g.cn_real[j] = g.n.c[j] * Gett<T>::cf;
   g.b_k_unit = unit_run(g.k.b, 0, g.k.size);
   g.a_k_unit = unit_run(g.k.a, 0, g.k.size);
+  g.pack_isa = pack_isa();
 }
 
 template <typename T>

@@ -1,0 +1,158 @@
+// The packed GEMM's copy loops (runtime/jit/GettLoops.h: pack_a_sliver, pack_a_block, pack_b_sliver). An operand
+// whose contiguous axis is a contracted one (a k-major A, a row-major i,k; a B with contiguous k) is packed by
+// reading W vectors along k from W rows (or columns), transposing the W x W block in registers and storing W vectors
+// across the rows, where the element loop read and wrote one element per instruction and wrote each to another cache
+// line (pack_transposed: AVX-512 or AVX2 bodies chosen at run time, a scalar loop on other CPUs). Runs contiguous in
+// the source are copied at the micro-tile's fixed width (pack_runs), and a column-major A block column by column
+// across its slivers (pack_columns), so an A read from memory once streams through the prefetchers. A packing change
+// never changes bits: the packed buffers hold the same elements at the same places. Real dtypes. Internal to
+// runtime/jit/Gett*.cpp (through GettLoops.h); tests/jit/test_gett_pack.cpp includes it to run every body the CPU has.
+#pragma once
+
+#include "runtime/kernels/HostIsa.h"
+
+#include <cstdint>
+#include <cstring>
+#include <utility>
+
+namespace einstage::gett_detail {
+
+// Which transposing body runs here: 2 AVX-512, 1 AVX2, 0 neither (scalar).
+inline int pack_isa() {
+  const kernels::HostIsa& isa = kernels::host_isa();
+  return isa.avx512f ? 2 : isa.avx2 ? 1 : 0;
+}
+
+// Element j of one butterfly stage of a W x W transpose: pairs of rows H apart exchange blocks of H elements; the
+// low half (Hi false) takes x's even blocks and y's even blocks interleaved, the high half their odd blocks. After
+// the stages H = 1, 2, 4, ... row j holds column j.
+template <int W, int H, bool Hi>
+constexpr int butterfly_index(int j) {
+  const int base = (j / (2 * H)) * 2 * H + j % H + (Hi ? H : 0);
+  return (j / H) % 2 == 0 ? base : W + base;
+}
+// One stage on the pair (x, y), in place (vectors pass by reference: a vector argument or result of a function
+// without the vector ISA's target would change the calling convention).
+template <typename V, int W, int H, size_t... J>
+[[gnu::always_inline]] inline void butterfly_pair(V& x, V& y, std::index_sequence<J...>) {
+  const V lo = __builtin_shufflevector(x, y, butterfly_index<W, H, false>(int(J))...);
+  const V hi = __builtin_shufflevector(x, y, butterfly_index<W, H, true>(int(J))...);
+  x = lo;
+  y = hi;
+}
+template <typename V, int W, int H = 1>
+[[gnu::always_inline]] inline void transpose_square(V (&v)[W]) {
+  if constexpr (H < W) {
+    for (int i = 0; i < W; ++i)
+      if ((i / H) % 2 == 0) butterfly_pair<V, W, H>(v[i], v[i + H], std::make_index_sequence<W>{});
+    transpose_square<V, W, 2 * H>(v);
+  }
+}
+
+// dst[p * ld + i] = src[i][p] for i < count, p < kc: blocks of W rows by W k steps through registers, the rest by
+// elements.
+template <typename R, int W>
+[[gnu::always_inline]] inline void pack_transposed_body(R* dst, int64_t ld, const R* const* src, int64_t count,
+                                                        int64_t kc) {
+  int64_t i = 0;
+  if constexpr (W > 1) {
+    using V [[gnu::vector_size(W * sizeof(R))]] = R;
+    for (; i + W <= count; i += W) {
+      int64_t p = 0;
+      for (; p + W <= kc; p += W) {
+        V v[W];
+        for (int r = 0; r < W; ++r) std::memcpy(&v[r], src[i + r] + p, sizeof(V));
+        transpose_square<V, W>(v);
+        for (int q = 0; q < W; ++q) std::memcpy(dst + (p + q) * ld + i, &v[q], sizeof(V));
+      }
+      for (; p < kc; ++p)
+        for (int r = 0; r < W; ++r) dst[p * ld + i + r] = src[i + r][p];
+    }
+  }
+  for (; i < count; ++i) {
+    const R* s = src[i];
+    for (int64_t p = 0; p < kc; ++p) dst[p * ld + i] = s[p];
+  }
+}
+
+template <typename R>
+[[gnu::target("avx512f")]] void pack_transposed_avx512(R* dst, int64_t ld, const R* const* src, int64_t count,
+                                                       int64_t kc) {
+  pack_transposed_body<R, 64 / int(sizeof(R))>(dst, ld, src, count, kc);
+}
+template <typename R>
+[[gnu::target("avx2")]] void pack_transposed_avx2(R* dst, int64_t ld, const R* const* src, int64_t count,
+                                                  int64_t kc) {
+  pack_transposed_body<R, 32 / int(sizeof(R))>(dst, ld, src, count, kc);
+}
+
+// dst[p * ld + i] = src[i][p] for i < count, p < kc, on the body `isa` (pack_isa()) names.
+template <typename R>
+void pack_transposed(int isa, R* dst, int64_t ld, const R* const* src, int64_t count, int64_t kc) {
+  if (isa == 2) pack_transposed_avx512<R>(dst, ld, src, count, kc);
+  else if (isa == 1) pack_transposed_avx2<R>(dst, ld, src, count, kc);
+  else pack_transposed_body<R, 1>(dst, ld, src, count, kc);
+}
+
+// dst[p * ld + i] = base[offsets[p] + i] for i < count, p < kc: runs contiguous in the source (a column-major A's
+// rows, a row-major B's columns). A full micro-tile's run (count 8, 14, 16, 24 or 32) is a copy of a fixed size, which
+// compiles to straight vector moves; a loop of run-time length costs its set-up per k step, as much as the copy for
+// runs this short.
+template <typename R, int W>
+[[gnu::always_inline]] inline void pack_runs_body(R* dst, int64_t ld, const R* base, const int64_t* offsets,
+                                                  int64_t count, int64_t kc) {
+  for (int64_t p = 0; p < kc; ++p) {
+    const R* s = base + offsets[p];
+    R* d = dst + p * ld;
+    if constexpr (W > 0) std::memcpy(d, s, sizeof(R) * W);
+    else
+      for (int64_t i = 0; i < count; ++i) d[i] = s[i];
+  }
+}
+template <typename R>
+void pack_runs(R* dst, int64_t ld, const R* base, const int64_t* offsets, int64_t count, int64_t kc) {
+  switch (count) {
+    case 8: return pack_runs_body<R, 8>(dst, ld, base, offsets, count, kc);
+    case 14: return pack_runs_body<R, 14>(dst, ld, base, offsets, count, kc);
+    case 16: return pack_runs_body<R, 16>(dst, ld, base, offsets, count, kc);
+    case 24: return pack_runs_body<R, 24>(dst, ld, base, offsets, count, kc);
+    case 32: return pack_runs_body<R, 32>(dst, ld, base, offsets, count, kc);
+    default: return pack_runs_body<R, 0>(dst, ld, base, offsets, count, kc);
+  }
+}
+
+// A block of slivers from runs contiguous in the source, column by column: for each k step p, the rows
+// [0, rows) at base + offsets[p] go to sliver t = row / width at dst + t * sliver + p * width, the last sliver possibly
+// partial (its padding is the caller's). One k step's rows are one contiguous read across every sliver (a column-major
+// A: whole columns, one after the other when the block spans all rows), where a sliver at a time read each column in
+// pieces of one micro-tile and came back for the next piece: on an A read from memory once (an einsum-benchmark
+// matrix chain's inputs) the hardware prefetchers follow the first pattern and not the second.
+template <typename R, int W>
+[[gnu::always_inline]] inline void pack_columns_body(R* dst, int64_t sliver, int64_t width, const R* base,
+                                                     const int64_t* offsets, int64_t rows, int64_t kc) {
+  const int64_t w = W > 0 ? W : width;
+  const int64_t full = rows / w, rem = rows - full * w;
+  for (int64_t p = 0; p < kc; ++p) {
+    const R* s = base + offsets[p];
+    R* d = dst + p * w;
+    for (int64_t t = 0; t < full; ++t, s += w, d += sliver) {
+      if constexpr (W > 0) std::memcpy(d, s, sizeof(R) * W);
+      else
+        for (int64_t i = 0; i < w; ++i) d[i] = s[i];
+    }
+    for (int64_t i = 0; i < rem; ++i) d[i] = s[i];
+  }
+}
+template <typename R>
+void pack_columns(R* dst, int64_t sliver, int64_t width, const R* base, const int64_t* offsets, int64_t rows,
+                  int64_t kc) {
+  switch (width) {
+    case 8: return pack_columns_body<R, 8>(dst, sliver, width, base, offsets, rows, kc);
+    case 16: return pack_columns_body<R, 16>(dst, sliver, width, base, offsets, rows, kc);
+    case 24: return pack_columns_body<R, 24>(dst, sliver, width, base, offsets, rows, kc);
+    case 32: return pack_columns_body<R, 32>(dst, sliver, width, base, offsets, rows, kc);
+    default: return pack_columns_body<R, 0>(dst, sliver, width, base, offsets, rows, kc);
+  }
+}
+
+}  // namespace einstage::gett_detail

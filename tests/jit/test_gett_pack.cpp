@@ -1,0 +1,217 @@
+// The packed GEMM's packers (runtime/jit/GettLoops.h, GettPack.h) copy elements and never change bits: the same
+// logical operands stored in other layouts -- A with m contiguous, with k contiguous (transposed in registers), with
+// neither (gathered), B with k or n contiguous or neither -- give the same bytes as the column-major product (itself
+// checked against the loop oracle), at 1 and 2 threads.
+#include "ProblemGen.h"
+
+#include "runtime/ThreadPool.h"
+#include "runtime/jit/Gett.h"
+#include "runtime/jit/GettPack.h"
+#include "runtime/kernels/HostIsa.h"
+
+#include <doctest/doctest.h>
+
+#include <functional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+using namespace einstage;
+using namespace einstage::testing;
+
+namespace {
+
+using Axis = ContractionProblem::Axis;
+
+// One operand's layout: its axes' strides (the order of `extents`) and its element count; element (i0, i1, ...) of
+// the logical tensor sits at sum i_d * stride_d.
+struct Layout {
+  std::vector<int64_t> strides;
+  int64_t elements = 0;
+};
+
+// Column-major strides over `extents` taken in the order `order` (order[0] fastest), every stride times `spread`
+// (spread 2: a view of every other element, contiguous along no axis).
+Layout layout_of(const std::vector<int64_t>& extents, const std::vector<int>& order, int64_t spread = 1) {
+  Layout l;
+  l.strides.assign(extents.size(), 0);
+  int64_t stride = spread;
+  for (size_t i = 0; i < order.size(); ++i) {
+    l.strides[size_t(order[i])] = stride;
+    stride *= extents[size_t(order[i])];
+  }
+  l.elements = stride;
+  return l;
+}
+
+// Calls fn(index vector) over every index of `extents` (first fastest).
+void for_each_index(const std::vector<int64_t>& extents, const std::function<void(const std::vector<int64_t>&)>& fn) {
+  std::vector<int64_t> idx(extents.size(), 0);
+  for (;;) {
+    fn(idx);
+    size_t d = 0;
+    for (; d < extents.size(); ++d) {
+      if (++idx[d] < extents[d]) break;
+      idx[d] = 0;
+    }
+    if (d == extents.size()) return;
+  }
+}
+
+int64_t offset(const Layout& l, const std::vector<int64_t>& idx) {
+  int64_t o = 0;
+  for (size_t d = 0; d < idx.size(); ++d) o += idx[d] * l.strides[d];
+  return o;
+}
+
+// The problem C[m, n] (+)= sum over k of A[m, k...] B[k..., n] with A's axes (m, k0, k1, ...) and B's (k0, k1, ..., n)
+// in the given layouts, C column-major; the logical values come from seeded streams, so every layout holds the same
+// tensors. k's order is fixed by B's strides (Gett.h), so layouts of A never change it.
+template <typename T>
+OwnedProblem problem(int64_t M, int64_t N, const std::vector<int64_t>& K, const Layout& a, const Layout& b,
+                     bool accumulate, uint64_t seed) {
+  OwnedProblem op;
+  op.p.dtype = dtype_v<T>;
+  op.p.accumulate = accumulate;
+  op.p.m = {{M, a.strides[0], 0, 1}};
+  op.p.n = {{N, 0, b.strides[K.size()], M}};
+  for (size_t d = 0; d < K.size(); ++d) op.p.k.push_back({K[d], a.strides[d + 1], b.strides[d], 0});
+  op.a.elements = a.elements, op.b.elements = b.elements, op.c.elements = M * N;
+  for (Storage* s : {&op.a, &op.b, &op.c}) s->bytes.assign(size_t(s->elements) * sizeof(T), 0);
+  std::vector<int64_t> a_ext{M}, b_ext = K;
+  a_ext.insert(a_ext.end(), K.begin(), K.end());
+  b_ext.push_back(N);
+  SplitMix64 ra(seed), rb(seed + 1), rc(seed + 2);
+  T* pa = reinterpret_cast<T*>(op.a.bytes.data());
+  T* pb = reinterpret_cast<T*>(op.b.bytes.data());
+  T* pc = reinterpret_cast<T*>(op.c.bytes.data());
+  for_each_index(a_ext, [&](const std::vector<int64_t>& i) { pa[offset(a, i)] = random_value<T>(ra); });
+  for_each_index(b_ext, [&](const std::vector<int64_t>& i) { pb[offset(b, i)] = random_value<T>(rb); });
+  for (int64_t i = 0; i < M * N; ++i) pc[i] = random_value<T>(rc);
+  op.c_initial = op.c.bytes;
+  op.bind();
+  return op;
+}
+
+}  // namespace
+
+// One k axis: every layout of A and B sums k in the same order, so all nine pairings give the column-major bits.
+// Sizes cover partial micro-tiles in rows and columns, several KC blocks and the tile candidates' widths.
+TEST_CASE_TEMPLATE("jit gett pack: A and B in any layout give the column-major product's bits", T, float, double) {
+  const GettBlocking blocking = default_blocking(dtype_v<T>, memory_cache().host().has_avx512);  // the packed path
+  ThreadPool two(2);
+  const uint64_t seed = 9100;
+  INFO("seed " << seed);
+  for (auto [M, N, K] : {std::tuple{19, 19, 300}, std::tuple{61, 21, 7}, std::tuple{130, 8, 600},
+                         std::tuple{33, 70, int(blocking.kc) + 9}, std::tuple{24, 14, 40}, std::tuple{5, 3, 17}}) {
+    const std::vector<int64_t> ext{M, K}, bext{K, N};
+    const Layout a_layouts[] = {layout_of(ext, {0, 1}), layout_of(ext, {1, 0}), layout_of(ext, {0, 1}, 2)};
+    const Layout b_layouts[] = {layout_of(bext, {0, 1}), layout_of(bext, {1, 0}), layout_of(bext, {1, 0}, 2)};
+    for (bool accumulate : {false, true}) {
+      OwnedProblem reference = problem<T>(M, N, {K}, a_layouts[0], b_layouts[0], accumulate, seed);
+      contract_jit(reference.p, nullptr, &memory_cache(), &blocking);
+      check_against_oracle<T>(reference);
+      for (int ai = 0; ai < 3; ++ai)
+        for (int bi = 0; bi < 3; ++bi) {
+          INFO("M " << M << " N " << N << " K " << K << " accumulate " << accumulate << " A layout " << ai
+                    << " B layout " << bi);
+          // A: 0 copies rows, 1 (k-major) transposes in registers, 2 gathers; B: 0 transposes, 1 copies, 2 gathers.
+          for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &two}) {
+            OwnedProblem x = problem<T>(M, N, {K}, a_layouts[ai], b_layouts[bi], accumulate, seed);
+            contract_jit(x.p, pool, &memory_cache(), &blocking);
+            CHECK(x.c.bytes == reference.c.bytes);
+          }
+        }
+    }
+  }
+}
+
+// Two k axes, the einsum-benchmark MPS step's A[k0, m, k1] against B[n, k1, k0]: k's order runs k1 first (B's
+// strides), A's contiguous axis is k0, so each k step's rows are K0 elements apart in A and the packer gathers them.
+// The same logical A stored m-major ([m, k0, k1]) or k-major in k's order ([k1, k0, m], k1 fastest: the transposing
+// packer) gives the same bits.
+TEST_CASE_TEMPLATE("jit gett pack: an A whose contiguous axis is a later k axis is gathered with the same bits", T,
+                   float, double) {
+  const GettBlocking blocking = default_blocking(dtype_v<T>, memory_cache().host().has_avx512);
+  ThreadPool two(2);
+  const uint64_t seed = 9200;
+  INFO("seed " << seed);
+  for (auto [M, N, K0, K1] : {std::tuple{19, 19, 19, 100}, std::tuple{11, 8, 5, 120}, std::tuple{40, 9, 19, 3}}) {
+    const std::vector<int64_t> ext{M, K0, K1}, bext{K0, K1, N};
+    // B [n, k1, k0]: k1 has the smaller stride, so k runs k1 first.
+    const Layout b = layout_of(bext, {2, 1, 0});
+    const Layout a_m_major = layout_of(ext, {0, 1, 2}), a_mps = layout_of(ext, {1, 0, 2}),
+                 a_k_major = layout_of(ext, {2, 1, 0});
+    for (bool accumulate : {false, true}) {
+      INFO("M " << M << " N " << N << " K0 " << K0 << " K1 " << K1 << " accumulate " << accumulate);
+      OwnedProblem reference = problem<T>(M, N, {K0, K1}, a_m_major, b, accumulate, seed);
+      contract_jit(reference.p, nullptr, &memory_cache(), &blocking);
+      check_against_oracle<T>(reference);
+      for (const Layout* a : {&a_mps, &a_k_major})
+        for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &two}) {
+          OwnedProblem x = problem<T>(M, N, {K0, K1}, *a, b, accumulate, seed);
+          contract_jit(x.p, pool, &memory_cache(), &blocking);
+          CHECK(x.c.bytes == reference.c.bytes);
+        }
+    }
+  }
+}
+
+// Every body of the transposing packer this CPU runs (GettPack.h: AVX-512, AVX2, scalar), and the fixed-width and
+// column-wise copies, against the element-by-element definition: counts and depths around the vector widths.
+TEST_CASE_TEMPLATE("jit gett pack: every packer body this CPU runs copies exactly", T, float, double) {
+  const uint64_t seed = 9300;
+  INFO("seed " << seed);
+  SplitMix64 rng(seed);
+  const kernels::HostIsa& isa = kernels::host_isa();
+  std::vector<T> source(64 * 80);
+  for (T& x : source) x = random_value<T>(rng);
+  const T poison = T(-7.5);
+  for (int body : {0, 1, 2}) {
+    if ((body == 2 && !isa.avx512f) || (body == 1 && !isa.avx2)) continue;
+    for (int64_t count : {1, 3, 4, 8, 13, 16, 19, 24, 32}) {
+      for (int64_t kc : {1, 5, 8, 17, 64}) {
+        INFO("body " << body << " count " << count << " kc " << kc);
+        const int64_t ld = count + 3;
+        std::vector<const T*> rows;
+        for (int64_t i = 0; i < count; ++i) rows.push_back(source.data() + i * 80 + i % 3);
+        std::vector<T> got(size_t(kc * ld), poison);
+        gett_detail::pack_transposed<T>(body, got.data(), ld, rows.data(), count, kc);
+        bool same = true;
+        for (int64_t p = 0; p < kc; ++p)
+          for (int64_t j = 0; j < ld; ++j) {
+            const T want = j < count ? rows[size_t(j)][p] : poison;
+            same = same && got[size_t(p * ld + j)] == want;
+          }
+        CHECK(same);
+      }
+    }
+  }
+  // Runs: rows 0..count of column p at offsets[p]; columns: the same runs cut into slivers of `width`.
+  for (int64_t count : {3, 8, 14, 16, 24, 32, 40, 53}) {
+    const int64_t kc = 9;
+    std::vector<int64_t> offsets;
+    for (int64_t p = 0; p < kc; ++p) offsets.push_back(p * 70 + p % 2);
+    INFO("count " << count);
+    if (count <= 32) {
+      std::vector<T> got(size_t(kc * count), poison);
+      gett_detail::pack_runs<T>(got.data(), count, source.data(), offsets.data(), count, kc);
+      bool same = true;
+      for (int64_t p = 0; p < kc; ++p)
+        for (int64_t i = 0; i < count; ++i) same = same && got[size_t(p * count + i)] == source[size_t(offsets[p] + i)];
+      CHECK(same);
+    }
+    for (int64_t width : {8, 12, 24}) {
+      const int64_t slivers = (count + width - 1) / width;
+      std::vector<T> got(size_t(slivers * width * kc), poison);
+      gett_detail::pack_columns<T>(got.data(), width * kc, width, source.data(), offsets.data(), count, kc);
+      bool same = true;
+      for (int64_t r = 0; r < slivers * width; ++r)
+        for (int64_t p = 0; p < kc; ++p) {
+          const T want = r < count ? source[size_t(offsets[p] + r)] : poison;  // padding is the caller's
+          same = same && got[size_t((r / width) * width * kc + p * width + r % width)] == want;
+        }
+      CHECK_MESSAGE(same, "width " << width);
+    }
+  }
+}
