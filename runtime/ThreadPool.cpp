@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <thread>
 
 namespace einstage {
 
@@ -12,7 +13,10 @@ namespace {
 // waiting for workers that are all busy (which would deadlock).
 thread_local const ThreadPool* tl_running_in = nullptr;
 
-// Polls `done` for ThreadPool::kSpinMicros; true as soon as it holds, false when the time is up.
+// Polls `done` for ThreadPool::kSpinMicros; true as soon as it holds, false when the time is up. Between rounds of
+// 64 pauses it yields the CPU (sched_yield, as OpenBLAS's waiting threads do), so a thread the system has queued on
+// this CPU, the pool's other thread included, runs instead of waiting for the poll to end; with nothing else to run
+// the yield returns at once.
 template <typename Pred>
 bool spin_until(Pred done) {
   const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(ThreadPool::kSpinMicros);
@@ -23,6 +27,7 @@ bool spin_until(Pred done) {
       __builtin_ia32_pause();
 #endif
     }
+    std::this_thread::yield();
     if (std::chrono::steady_clock::now() >= until) return done();
   }
 }

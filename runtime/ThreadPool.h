@@ -10,7 +10,8 @@
 // condition variable: a kernel's back-to-back steps (two per KC step of a GEMM) then hand work over without a futex
 // sleep and wake-up each, and so does a gradient walk whose threaded steps (cotangent products) are a few serial
 // steps apart (chain7's forward matrix-vector products, 15 us each); an idle pool still sleeps after that short,
-// bounded poll.
+// bounded poll. The poll yields the CPU every few microseconds, so on a machine busy with other processes it does
+// not hold a CPU that the thread it waits for, or another process, is queued on (docs/performance.md, 2026-12-06).
 #pragma once
 
 #include <atomic>
