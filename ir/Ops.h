@@ -77,7 +77,11 @@ class TypeContext {
 using Types = std::span<const TensorType>;
 
 /// Attribute reflection: each op lists its attributes as (name, member pointer), sorted by name; the printer,
-/// parser and JSON walk this list, so an attribute is declared once.
+/// parser and JSON walk this list, so an attribute is declared once. attrs() is a template over Self, the op itself
+/// (`template <class Self = Transpose> static constexpr auto attrs()`, called as Transpose::attrs()), so its fields
+/// are instantiated only where the list is walked (ir/AttrText.cpp, ir/Json.cpp), not in every translation unit
+/// that includes this header: written with the op's own name, the list was instantiated there, 8 % of the compile
+/// of a consumer of <einstage/einstage.h> (docs/performance.md, consumer compile time).
 template <typename S, typename T> struct AttrField {
   std::string_view name;
   T S::*member;
@@ -94,9 +98,9 @@ struct DotGeneral {
   static constexpr std::string_view kName = "dot_general";
   static constexpr int kArity = 2;
   Axes lhs_batch, lhs_contracting, rhs_batch, rhs_contracting;
-  static constexpr auto attrs() {
-    return std::tuple{attr("lhs_batch", &DotGeneral::lhs_batch), attr("lhs_contracting", &DotGeneral::lhs_contracting),
-                      attr("rhs_batch", &DotGeneral::rhs_batch), attr("rhs_contracting", &DotGeneral::rhs_contracting)};
+  template <class Self = DotGeneral> static constexpr auto attrs() {
+    return std::tuple{attr("lhs_batch", &Self::lhs_batch), attr("lhs_contracting", &Self::lhs_contracting),
+                      attr("rhs_batch", &Self::rhs_batch), attr("rhs_contracting", &Self::rhs_contracting)};
   }
   static TensorType infer(const DotGeneral& op, Types in, TypeContext& ctx);
   friend bool operator==(const DotGeneral&, const DotGeneral&) = default;
@@ -107,7 +111,7 @@ struct Transpose {
   static constexpr std::string_view kName = "transpose";
   static constexpr int kArity = 1;
   Axes perm;
-  static constexpr auto attrs() { return std::tuple{attr("perm", &Transpose::perm)}; }
+  template <class Self = Transpose> static constexpr auto attrs() { return std::tuple{attr("perm", &Self::perm)}; }
   static TensorType infer(const Transpose& op, Types in, TypeContext& ctx);
   friend bool operator==(const Transpose&, const Transpose&) = default;
 };
@@ -117,7 +121,7 @@ struct Reshape {
   static constexpr std::string_view kName = "reshape";
   static constexpr int kArity = 1;
   std::vector<Dim> shape;
-  static constexpr auto attrs() { return std::tuple{attr("shape", &Reshape::shape)}; }
+  template <class Self = Reshape> static constexpr auto attrs() { return std::tuple{attr("shape", &Self::shape)}; }
   static TensorType infer(const Reshape& op, Types in, TypeContext& ctx);
   friend bool operator==(const Reshape&, const Reshape&) = default;
 };
@@ -129,8 +133,8 @@ struct BroadcastInDim {
   static constexpr int kArity = 1;
   Axes dims;
   std::vector<Dim> shape;
-  static constexpr auto attrs() {
-    return std::tuple{attr("dims", &BroadcastInDim::dims), attr("shape", &BroadcastInDim::shape)};
+  template <class Self = BroadcastInDim> static constexpr auto attrs() {
+    return std::tuple{attr("dims", &Self::dims), attr("shape", &Self::shape)};
   }
   static TensorType infer(const BroadcastInDim& op, Types in, TypeContext& ctx);
   friend bool operator==(const BroadcastInDim&, const BroadcastInDim&) = default;
@@ -141,7 +145,7 @@ struct ReduceSum {
   static constexpr std::string_view kName = "reduce_sum";
   static constexpr int kArity = 1;
   Axes axes;
-  static constexpr auto attrs() { return std::tuple{attr("axes", &ReduceSum::axes)}; }
+  template <class Self = ReduceSum> static constexpr auto attrs() { return std::tuple{attr("axes", &Self::axes)}; }
   static TensorType infer(const ReduceSum& op, Types in, TypeContext& ctx);
   friend bool operator==(const ReduceSum&, const ReduceSum&) = default;
 };
@@ -152,7 +156,7 @@ struct ReduceMax {
   static constexpr std::string_view kName = "reduce_max";
   static constexpr int kArity = 1;
   Axes axes;
-  static constexpr auto attrs() { return std::tuple{attr("axes", &ReduceMax::axes)}; }
+  template <class Self = ReduceMax> static constexpr auto attrs() { return std::tuple{attr("axes", &Self::axes)}; }
   static TensorType infer(const ReduceMax& op, Types in, TypeContext& ctx);
   friend bool operator==(const ReduceMax&, const ReduceMax&) = default;
 };
@@ -164,7 +168,7 @@ struct FirstMaxMask {
   static constexpr std::string_view kName = "first_max_mask";
   static constexpr int kArity = 1;
   Axes axes;
-  static constexpr auto attrs() { return std::tuple{attr("axes", &FirstMaxMask::axes)}; }
+  template <class Self = FirstMaxMask> static constexpr auto attrs() { return std::tuple{attr("axes", &Self::axes)}; }
   static TensorType infer(const FirstMaxMask& op, Types in, TypeContext& ctx);
   friend bool operator==(const FirstMaxMask&, const FirstMaxMask&) = default;
 };
@@ -175,8 +179,8 @@ struct ExtractDiag {
   static constexpr std::string_view kName = "extract_diag";
   static constexpr int kArity = 1;
   int64_t axis_a = 0, axis_b = 1;
-  static constexpr auto attrs() {
-    return std::tuple{attr("axis_a", &ExtractDiag::axis_a), attr("axis_b", &ExtractDiag::axis_b)};
+  template <class Self = ExtractDiag> static constexpr auto attrs() {
+    return std::tuple{attr("axis_a", &Self::axis_a), attr("axis_b", &Self::axis_b)};
   }
   static TensorType infer(const ExtractDiag& op, Types in, TypeContext& ctx);
   friend bool operator==(const ExtractDiag&, const ExtractDiag&) = default;
@@ -189,8 +193,8 @@ struct EmbedDiag {
   static constexpr std::string_view kName = "embed_diag";
   static constexpr int kArity = 1;
   int64_t axis_a = 0, axis_b = 1;
-  static constexpr auto attrs() {
-    return std::tuple{attr("axis_a", &EmbedDiag::axis_a), attr("axis_b", &EmbedDiag::axis_b)};
+  template <class Self = EmbedDiag> static constexpr auto attrs() {
+    return std::tuple{attr("axis_a", &Self::axis_a), attr("axis_b", &Self::axis_b)};
   }
   static TensorType infer(const EmbedDiag& op, Types in, TypeContext& ctx);
   friend bool operator==(const EmbedDiag&, const EmbedDiag&) = default;
@@ -203,8 +207,8 @@ struct Slice {
   static constexpr int kArity = 1;
   std::vector<Dim> size;
   Axes start, stride;
-  static constexpr auto attrs() {
-    return std::tuple{attr("size", &Slice::size), attr("start", &Slice::start), attr("stride", &Slice::stride)};
+  template <class Self = Slice> static constexpr auto attrs() {
+    return std::tuple{attr("size", &Self::size), attr("start", &Self::start), attr("stride", &Self::stride)};
   }
   static TensorType infer(const Slice& op, Types in, TypeContext& ctx);
   friend bool operator==(const Slice&, const Slice&) = default;
@@ -216,8 +220,8 @@ struct Pad {
   static constexpr int kArity = 1;
   std::vector<Dim> shape;
   Axes start, stride;
-  static constexpr auto attrs() {
-    return std::tuple{attr("shape", &Pad::shape), attr("start", &Pad::start), attr("stride", &Pad::stride)};
+  template <class Self = Pad> static constexpr auto attrs() {
+    return std::tuple{attr("shape", &Self::shape), attr("start", &Self::start), attr("stride", &Self::stride)};
   }
   static TensorType infer(const Pad& op, Types in, TypeContext& ctx);
   friend bool operator==(const Pad&, const Pad&) = default;
@@ -263,7 +267,7 @@ struct Select {
   static constexpr std::string_view kName = "select";
   static constexpr int kArity = 4;
   Comparison cmp = Comparison::lt;
-  static constexpr auto attrs() { return std::tuple{attr("cmp", &Select::cmp)}; }
+  template <class Self = Select> static constexpr auto attrs() { return std::tuple{attr("cmp", &Self::cmp)}; }
   static TensorType infer(const Select& op, Types in, TypeContext& ctx);
   friend bool operator==(const Select&, const Select&) = default;
 };
@@ -273,7 +277,7 @@ struct Pow {
   static constexpr std::string_view kName = "pow";
   static constexpr int kArity = 1;
   double exponent = 1;
-  static constexpr auto attrs() { return std::tuple{attr("exponent", &Pow::exponent)}; }
+  template <class Self = Pow> static constexpr auto attrs() { return std::tuple{attr("exponent", &Self::exponent)}; }
   static TensorType infer(const Pow& op, Types in, TypeContext& ctx);
   friend bool operator==(const Pow&, const Pow&) = default;
 };
@@ -283,7 +287,7 @@ struct Convert {
   static constexpr std::string_view kName = "convert";
   static constexpr int kArity = 1;
   DType dtype = DType::f64;
-  static constexpr auto attrs() { return std::tuple{attr("dtype", &Convert::dtype)}; }
+  template <class Self = Convert> static constexpr auto attrs() { return std::tuple{attr("dtype", &Self::dtype)}; }
   static TensorType infer(const Convert& op, Types in, TypeContext& ctx);
   friend bool operator==(const Convert&, const Convert&) = default;
 };
@@ -293,7 +297,7 @@ struct Constant {
   static constexpr std::string_view kName = "constant";
   static constexpr int kArity = 0;
   Tensor value;
-  static constexpr auto attrs() { return std::tuple{attr("value", &Constant::value)}; }
+  template <class Self = Constant> static constexpr auto attrs() { return std::tuple{attr("value", &Self::value)}; }
   static TensorType infer(const Constant& op, Types in, TypeContext& ctx);
   friend bool operator==(const Constant& a, const Constant& b) { return bitwise_equal(a.value, b.value); }
 };
