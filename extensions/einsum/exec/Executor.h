@@ -16,13 +16,15 @@
 // The last step keeps a second kernel handle for calls that add into the output (accumulate_into). Mixed operand dtypes promote
 // like NumPy (ir/DType.h promote(): f32+f64 -> f64, i64+f32 -> f64, real+complex -> complex of the wider
 // precision); differing operands are converted once per call (a copy outside the arena). Depends on the notation, planner and StepPlan headers and on runtime kernels; not on the compiler.
+// The header itself includes only the spec's types (planner/PlanKind.h), not the planners: it is part of
+// <einstage/einstage.h>.
 #pragma once
 
 #include "extensions/einsum/notation/Grouped.h"
 #include "extensions/einsum/exec/StepPlan.h"
 #include "extensions/einsum/notation/Subscripts.h"
 #include "extensions/einsum/planner/ContractionTree.h"
-#include "extensions/einsum/planner/PlanSpec.h"
+#include "extensions/einsum/planner/PlanKind.h"
 #include "ir/Scratch.h"
 #include "ir/Tensor.h"
 

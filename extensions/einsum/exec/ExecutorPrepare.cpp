@@ -7,6 +7,7 @@
 #include "extensions/einsum/exec/CallScratch.h"
 #include "extensions/einsum/exec/Einsum.h"
 #include "extensions/einsum/notation/Notation.h"
+#include "extensions/einsum/planner/PlanSpec.h"
 #include "ir/Quote.h"
 #include "ir/Size.h"
 #include "runtime/Context.h"

@@ -19,7 +19,7 @@
 #pragma once
 
 #include "extensions/einsum/notation/Subscripts.h"
-#include "extensions/einsum/planner/PlanSpec.h"
+#include "extensions/einsum/planner/PlanKind.h"
 #include "extensions/api/Family.h"
 #include "ir/Extension.h"
 

@@ -1,4 +1,5 @@
 #include "extensions/einsum/planner/ContractionTree.h"
+#include "extensions/einsum/planner/Deadline.h"
 
 #include "ir/Error.h"
 

@@ -17,10 +17,9 @@
 //   * peak_memory: elements live at once in this order: all inputs (as stored, repeated axes included) are live at
 //     the start, a step's result is allocated while both operands are still live, then the operands are released;
 //   * labels only in the output take part in no step (the executor broadcasts them after the last step).
-// Depends on Network.h (and through it Subscripts.h, ir/Error.h) and Deadline.h (work units) only.
+// Depends on Network.h (and through it Subscripts.h, ir/Error.h) only.
 #pragma once
 
-#include "extensions/einsum/planner/Deadline.h"
 #include "extensions/einsum/planner/Network.h"
 
 #include <string>

@@ -23,14 +23,13 @@
 
 #include "extensions/einsum/planner/ContractionTree.h"
 #include "extensions/einsum/planner/Deadline.h"
+#include "extensions/einsum/planner/PlanKind.h"  // GreedyCost
 
 #include <cstdint>
 #include <string_view>
 #include <optional>
 
 namespace einstage::einsum {
-
-enum class GreedyCost { memory_removed, smallest_result, opt_einsum };
 
 std::string_view to_string(GreedyCost cost);  // "memory_removed", "smallest_result", "opt_einsum"
 std::optional<GreedyCost> parse_greedy_cost(std::string_view text);

@@ -7,10 +7,11 @@
 // of the intermediates above the limit, the label that costs the fewest bits of total sliced flops (slices x one
 // slice's flops) per bit it removes from the intermediates' excess over the limit. Only summed labels are sliced: an
 // output label stays whole. Deterministic: ties go to more excess removed, then to the lower dense id.
-// Depends on ContractionTree.h and Network.h only.
+// Depends on ContractionTree.h, Network.h and Deadline.h only.
 #pragma once
 
 #include "extensions/einsum/planner/ContractionTree.h"
+#include "extensions/einsum/planner/Deadline.h"
 
 #include <map>
 #include <vector>
