@@ -11,7 +11,8 @@ os.cpu_count()), einstage's default). Timings alternate between the libraries ro
 processes falls on all of them alike: the call overheads are timeit loops of --calls calls (100000), best of
 --rounds rounds; the rest are the best single call over rounds lasting --min-time seconds per library after a
 warm-up (a library whose warm-up alone takes 20x --min-time is timed by it). The 2048^2 matmul also reports the
-median call of each library over the same rounds, and the peak
+median call of each library over the same rounds, the same call with each library alone in a fresh process of
+its own (processes alternating, 3 calls after a warm-up each, 5 rounds), and the peak
 resident set of a fresh process doing only that call, for einstage and for NumPy, and how far above the peak after
 the imports it went (the operands, the result and any copy).
 
@@ -158,6 +159,39 @@ def peak_rss_kib(n, imports, call):
     return peak, peak - base
 
 
+# One library's n x n matmul timed in a fresh process of its own, so that no other library's threads share the CPUs
+# (OpenBLAS's idle threads poll for a while after each call; on a 2-core machine that slows whoever runs next in the
+# same process). The operands are the same arrays as in the shared-process row (seed 0 after the 16x16 pair).
+ALONE = """
+import sys, time, numpy as np
+n, lib, calls = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+rng = np.random.default_rng(0); rng.standard_normal((16, 16)); rng.standard_normal((16, 16))
+a, b = rng.standard_normal((n, n)), rng.standard_normal((n, n))
+if lib == "es":
+    import einstage as es
+    f = lambda: es.einsum("ij,jk->ik", a, b)
+else:
+    f = lambda: a @ b
+f()
+ts = []
+for _ in range(calls):
+    t0 = time.perf_counter(); f(); ts.append(time.perf_counter() - t0)
+print(" ".join(map(repr, ts)))
+"""
+
+
+def alone(n, rounds, calls=3):
+    """Best and median seconds of one n x n matmul call of einstage and NumPy, each in a fresh process of its own,
+    the processes alternating round by round."""
+    samples = {"es": [], "np": []}
+    for _ in range(rounds):
+        for lib in samples:
+            out = subprocess.run([sys.executable, "-c", ALONE, str(n), lib, str(calls)], capture_output=True, text=True,
+                                 check=True)
+            samples[lib] += [float(x) for x in out.stdout.split()]
+    return ({k: min(v) for k, v in samples.items()}, {k: statistics.median(v) for k, v in samples.items()})
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="shorter runs and a 1024^2 matmul (a smoke test)")
@@ -210,6 +244,7 @@ def main():
     t, matmul_median = alternate({"es": lambda: es.einsum("ij,jk->ik", a, b), "np": lambda: a @ b,
                                   "torch": (lambda: ta @ tb) if torch is not None else None}, min_time)
     rows.append((f"{n}^2 f64 matmul (numpy: a @ b)", t["es"], t["np"], t["torch"]))
+    alone_best, alone_median = alone(n, 2 if args.quick else 5)
     rss = (peak_rss_kib(n, "import einstage", "einstage.einsum('ij,jk->ik', a, b)"), peak_rss_kib(n, "pass", "a @ b"))
 
     for name, (eq, shapes) in (("chain7 n=256", chain7()), ("grid4x4 bond 8", grid4x4())):
@@ -243,6 +278,10 @@ def main():
     m = matmul_median
     print(f"{n}^2 matmul, median call: einstage {fmt(m['es'])}, numpy {fmt(m['np'])}, torch {fmt(m['torch'])}; "
           f"numpy/es {ratio(m['np'], m['es'])}, torch/es {ratio(m['torch'], m['es'])}")
+    a_b, a_m = alone_best, alone_median
+    print(f"{n}^2 matmul, each library alone in its own process: best einstage {fmt(a_b['es'])}, numpy "
+          f"{fmt(a_b['np'])} (numpy/es {ratio(a_b['np'], a_b['es'])}); median einstage {fmt(a_m['es'])}, numpy "
+          f"{fmt(a_m['np'])} (numpy/es {ratio(a_m['np'], a_m['es'])})")
     print(f"{n}^2 matmul in a fresh process, peak RSS: einstage {rss[0][0] / 1024:.1f} MiB, numpy a @ b "
           f"{rss[1][0] / 1024:.1f} MiB; above the peak after the imports (operands, result, copies): einstage "
           f"{rss[0][1] / 1024:.1f} MiB, numpy {rss[1][1] / 1024:.1f} MiB ({rss[0][1] / rss[1][1]:.3f}x)")
@@ -251,6 +290,7 @@ def main():
                   "rows": [{"workload": name, "einstage_s": e, "numpy_s": npy, "torch_s": tch}
                            for name, e, npy, tch in rows],
                   "matmul_median_s": matmul_median,
+                  "matmul_alone_best_s": alone_best, "matmul_alone_median_s": alone_median,
                   "matmul_peak_rss_kib": {"einstage": rss[0][0], "numpy": rss[1][0]},
                   "matmul_above_imports_kib": {"einstage": rss[0][1], "numpy": rss[1][1]}}
         with open(args.json, "w") as f:
