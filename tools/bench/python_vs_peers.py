@@ -10,7 +10,10 @@ path, so the comparison is of kernels, not of planners. All libraries use every 
 os.cpu_count()), einstage's default). Timings alternate between the libraries round by round, so a load from other
 processes falls on all of them alike: the call overheads are timeit loops of --calls calls (100000), best of
 --rounds rounds; the rest are the best single call over rounds lasting --min-time seconds per library after a
-warm-up (a library whose warm-up alone takes 20x --min-time is timed by it). The 2048^2 matmul also reports the
+warm-up (a library whose warm-up alone takes 20x --min-time is timed by it). In the 2048^2 matmul's rounds each call
+starts after a pause of SETTLE_S, so that no library's idle threads still poll while the next one runs (OpenBLAS's
+keep calling sched_yield for 2^28 TSC ticks after each call, 0.13 s on the Zen 5 guest: einstage right after NumPy or
+torch lost 5-10% to them). The 2048^2 matmul also reports the
 median call of each library over the same rounds, the same call with each library alone in a fresh process of
 its own (processes alternating, 3 calls after a warm-up each, 5 rounds), and the peak
 resident set of a fresh process doing only that call, for einstage and for NumPy, and how far above the peak after
@@ -117,9 +120,15 @@ def per_call(fns, calls, rounds):
     return best
 
 
-def alternate(fns, min_time):
+# Seconds between one library's large call and the next one's in the matmul row: longer than OpenBLAS 0.3.21's idle
+# threads poll after a call (2^28 TSC ticks unless OPENBLAS_THREAD_TIMEOUT says less: 0.13 s at 2.1 GHz) and
+# einstage's (200 us), so each call finds the other libraries' threads asleep and pays only its own pool's wake-up.
+SETTLE_S = 0.3
+
+
+def alternate(fns, min_time, settle=0.0):
     """Best and median seconds of one call of each function, the functions alternating round by round (the warm-up
-    call counts only for a function it times alone)."""
+    call counts only for a function it times alone); `settle` seconds of sleep before each timed call."""
     best, total, samples = {}, {}, {}
     for k, f in fns.items():
         if f is None:
@@ -135,6 +144,7 @@ def alternate(fns, min_time):
         for k in total:
             if k in slow:
                 continue
+            time.sleep(settle)
             t0 = time.perf_counter()
             fns[k]()
             t = time.perf_counter() - t0
@@ -242,7 +252,7 @@ def main():
     a, b = rng.standard_normal((n, n)), rng.standard_normal((n, n))
     ta, tb = (torch.from_numpy(x) for x in (a, b)) if torch is not None else (None, None)
     t, matmul_median = alternate({"es": lambda: es.einsum("ij,jk->ik", a, b), "np": lambda: a @ b,
-                                  "torch": (lambda: ta @ tb) if torch is not None else None}, min_time)
+                                  "torch": (lambda: ta @ tb) if torch is not None else None}, min_time, SETTLE_S)
     rows.append((f"{n}^2 f64 matmul (numpy: a @ b)", t["es"], t["np"], t["torch"]))
     alone_best, alone_median = alone(n, 2 if args.quick else 5)
     rss = (peak_rss_kib(n, "import einstage", "einstage.einsum('ij,jk->ik', a, b)"), peak_rss_kib(n, "pass", "a @ b"))
