@@ -118,7 +118,11 @@ std::vector<MicroKernelChoice> direct_kernel_candidates(DType real_dtype, bool a
   // The 8 x 24 tile keeps 24 column offsets live in the k loop: in direct form they do not fit in the general
   // registers and the loop spills (measured slower than packing), so direct kernels stop at 16 columns.
   std::erase_if(out, [](const MicroKernelChoice& choice) { return choice.spec.nr > 16; });
-  for (MicroKernelChoice& choice : out) choice.spec.direct = true;
+  // One k step per loop iteration: unrolled, the code generator strength-reduces every (column, step) B offset into
+  // a register of its own, spills them and reloads one per broadcast (16 x 8 with 4 steps: 24 reloads per 64 FMAs);
+  // with one step the nr column offsets stay in registers. The k-major tiles below keep the model's unroll, inside
+  // their transposed groups. The order of the sum is the same either way (the bits do not change).
+  for (MicroKernelChoice& choice : out) choice.spec.direct = true, choice.spec.k_unroll = 1;
   // Split-row variants of the multi-vector tiles, for rows contiguous in A only in runs of one vector (permuted
   // four-index steps such as acbd,ecfd->abef at 8^6): each A vector is one more pointer offset per k step, nearly free.
   const size_t plain = out.size();
@@ -145,6 +149,7 @@ std::vector<MicroKernelChoice> direct_kernel_candidates(DType real_dtype, bool a
     kt.spec.nr = nr;
     kt.spec.split_rows = false;
     kt.spec.kmajor_a = true;
+    kt.spec.k_unroll = model_host_micro_kernel(real_dtype, avx512).k_unroll;
     out.push_back(kt);
   }
   return out;

@@ -243,9 +243,11 @@ TEST_CASE("tuning: a GemmTuning puts the tile in force first and takes its MC an
         }
         CHECK(tuned.tile(real, width) == want);
         CHECK(tuned.candidates(real, width).front().spec == want);
-        // The direct tiles grow from the model's tile (the first one is it, as a direct kernel).
+        // The direct tiles grow from the model's tile (the first one is it, as a direct kernel of one k step per
+        // loop iteration).
         MicroKernelSpec direct_base = model;
         direct_base.direct = true;
+        direct_base.k_unroll = 1;
         CHECK(direct_kernel_candidates(real, width).front().spec == direct_base);
       }
   }
