@@ -24,6 +24,27 @@ namespace {
 
 using namespace gett_detail;
 
+// Whether ws, kept from an earlier call in its slot, is p's set-up on `cache` with `direct` (no explicit blocking).
+template <typename T>
+bool kept_for(const GettSetup<T>& ws, const ContractionProblem& p, const KernelCache& cache, bool direct) {
+  return ws.kept.valid && ws.kept.cache == cache.serial() && ws.kept.direct == direct &&
+         same_geometry(p, ws.kept.problem);
+}
+
+// Records ws as p's set-up when it depends on nothing else (GettSetup::Kept): no packed GEMM, whose tile and blocks
+// are the tuning's.
+template <typename T>
+void keep(GettSetup<T>& ws, const ContractionProblem& p, const KernelCache& cache, bool direct) {
+  const bool packed = (ws.mode == GettMode::gett && ws.g.kernel) || (ws.mode == GettMode::transposed && ws.t.kernel);
+  if (packed) return;
+  ws.kept.problem = p;
+  ws.kept.problem.a = ws.kept.problem.b = nullptr;
+  ws.kept.problem.c = nullptr;
+  ws.kept.cache = cache.serial();
+  ws.kept.direct = direct;
+  ws.kept.valid = true;
+}
+
 template <typename T>
 void run_gett(const ContractionProblem& p, ThreadPool* pool, KernelCache& cache, const GettBlocking* blocking,
               ScratchAllocator& scratch, bool direct, const GemmTuning& tuning) {
@@ -33,7 +54,11 @@ void run_gett(const ContractionProblem& p, ThreadPool* pool, KernelCache& cache,
     GettSetup<T>& ws;
     ~Trim() { ws.trim(); }
   } trim{ws};
-  set_up(ws, p, cache, blocking, scratch, direct, tuning);
+  if (blocking || !kept_for(ws, p, cache, direct)) {
+    ws.kept.valid = false;  // until this set-up is complete (set_up may throw half-way)
+    set_up(ws, p, cache, blocking, scratch, direct, tuning);
+    if (!blocking) keep(ws, p, cache, direct);
+  }
   ws.run(p.a, p.b, p.c, pool, p.stream_c);
 }
 

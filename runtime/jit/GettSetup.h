@@ -69,6 +69,16 @@ struct GettSetup {
   Dots<typename real_of<T>::type> dots;  // mode dots
   Outer<typename real_of<T>::type> outer;  // mode outer
   Axpy<typename real_of<T>::type> axpy;    // mode axpy
+  // The problem (pointers cleared) and kernel cache this set-up was made for, while run_gett may run the next call
+  // in its slot on it instead of setting the same problem up again (Gett.cpp: kept_for): a set-up of a 64^3 direct
+  // step cost ~0.9 us of its ~6 us. Only set-ups that depend on nothing but the problem, the cache and `direct`
+  // are kept: no explicit blocking and no packed GEMM (whose tile and blocks are the tuning's).
+  struct Kept {
+    ContractionProblem problem;
+    uint64_t cache = 0;  // KernelCache::serial()
+    bool direct = true;
+    bool valid = false;
+  } kept;
 
   // Runs the set-up problem on a call's data pointers (GettRun.cpp).
   void run(const void* a, const void* b, void* c, ThreadPool* pool, bool stream_c) const;
@@ -82,7 +92,8 @@ struct GettSetup {
   // of tables).
   static constexpr size_t kKeepBytes = size_t(1) << 18;
   void trim() {
-    if (table_bytes() > kKeepBytes) g = Gett<T>(), t = Gett<T>(), axes = {}, dots = {}, outer = {}, axpy = {};
+    if (table_bytes() > kKeepBytes)
+      g = Gett<T>(), t = Gett<T>(), axes = {}, dots = {}, outer = {}, axpy = {}, kept.valid = false;
   }
 };
 

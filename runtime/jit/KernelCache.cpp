@@ -6,6 +6,7 @@
 #include "ir/Hash.h"
 #include "runtime/jit/LlvmProcess.h"
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -87,7 +88,10 @@ bool write_cached(const std::string& path, const std::string& key, const std::ve
 }  // namespace
 
 KernelCache::KernelCache(std::string cache_dir, const JitTarget& target, void (*warm_up)())
-    : cache_dir_(std::move(cache_dir)), warm_up_(warm_up), jit_(Jit::create(target)) {}
+    : cache_dir_(std::move(cache_dir)), warm_up_(warm_up), jit_(Jit::create(target)) {
+  static std::atomic<uint64_t> next_serial{1};
+  serial_ = next_serial.fetch_add(1, std::memory_order_relaxed);
+}
 KernelCache::~KernelCache() = default;
 
 std::string KernelCache::disk_key(const std::string& detail) const {

@@ -72,6 +72,9 @@ class KernelCache {
   void* compiled_function(const std::string& symbol, const std::string& detail,
                           const std::function<std::vector<char>(Jit&)>& compile);
 
+  /// Distinct for every cache made in this process (never reused, unlike an address): a kept set-up that holds this
+  /// cache's kernels (Gett.cpp: run_gett) is reused only by calls on the same cache.
+  uint64_t serial() const { return serial_; }
   const JitHost& host() const { return jit_->host(); }
   const std::string& cache_dir() const { return cache_dir_; }
   JitStats stats() const;
@@ -84,6 +87,7 @@ class KernelCache {
                         const std::function<std::vector<char>(Jit&)>& compile);
 
   std::string cache_dir_;
+  uint64_t serial_ = 0;
   void (*warm_up_)();
   std::unique_ptr<Jit> jit_;
   mutable std::mutex mutex_;                      // held through codegen

@@ -1,6 +1,7 @@
 // GettPlan (runtime/jit/Gett.h), contract_jit's set-up made once, and the StepKernel that keeps one per problem:
 // the bits of contract_jit / contract() on every JIT path, for new data pointers, at 1 and 2 threads, and when one
-// step is called with problems of other strides and extents.
+// step is called with problems of other strides and extents; and the set-up contract_jit keeps in its scratch slot,
+// reused only for the same geometry, kernel cache and direct switch.
 #include "ProblemGen.h"
 
 #include "ir/Error.h"
@@ -15,6 +16,7 @@
 #include <doctest/doctest.h>
 
 #include <functional>
+#include <memory>
 #include <vector>
 
 using namespace einstage;
@@ -138,5 +140,57 @@ TEST_CASE("jit step kernel: one step called with problems of other strides and e
       CHECK(bytes_after(problems[i], [&](const ContractionProblem& p) { two_threads.run(p, &two); }) == expect[i]);
     }
     wait_specialise_idle();
+  }
+}
+
+// contract_jit keeps a direct (not packed) set-up in its scratch slot and runs the next call of the same geometry on
+// the same kernel cache with the same `direct` switch on it (Gett.cpp: kept_for). Calls on one allocator (one slot)
+// in turn: problems of every path and of other strides, the same problem with the packed path forced (K beyond one KC
+// block, so the packed bits differ from the direct ones), on a second cache and on a cache made after that one was
+// destroyed (its kernels gone: a set-up kept by address would call freed code). Every call gives the bits of a fresh
+// set-up (a GettPlan).
+TEST_CASE("jit gett: contract_jit reuses a kept set-up only for the same geometry, cache and direct switch") {
+  for (DType dtype : {DType::f64, DType::f32}) {
+    CAPTURE(name(dtype));
+    std::vector<OwnedProblem> problems = every_path(dtype, 33000);
+    problems.push_back(matmul_problem(64, 64, 64, 1, dtype, false, 7));
+    OwnedProblem c_rows = problems.back();
+    c_rows.p.m[0].stride_c = 64, c_rows.p.n[0].stride_c = 1;  // C stored transposed
+    problems.push_back(c_rows);
+    problems.push_back(matmul_problem(40, 3, 600, 1, dtype, false, 8));  // narrow direct, K beyond one KC block
+    ScratchAllocator scratch(size_t(1) << 26);
+    std::vector<std::vector<unsigned char>> direct, packed;
+    for (const OwnedProblem& op : problems) {
+      const GettPlan fresh(op.p, memory_cache(), scratch, true), fresh_packed(op.p, memory_cache(), scratch, false);
+      direct.push_back(bytes_after(op, [&](const ContractionProblem& p) { fresh.run(p, nullptr); }));
+      packed.push_back(bytes_after(op, [&](const ContractionProblem& p) { fresh_packed.run(p, nullptr); }));
+    }
+    CHECK(direct.back() != packed.back());  // the last problem tells the two switches apart
+    auto other = std::make_unique<KernelCache>("");
+    CHECK(other->serial() != memory_cache().serial());
+    for (size_t round = 0; round < 3 * problems.size(); ++round) {
+      // 0, 0, 1, 0, 2, 0, ...: the first problem comes back between the others, on alternating caches.
+      const size_t i = round % 2 == 0 ? 0 : 1 + (round / 2) % (problems.size() - 1);
+      const bool use_direct = round % 5 != 3;
+      KernelCache* cache = round % 3 == 2 ? other.get() : &memory_cache();
+      CAPTURE(round);
+      CAPTURE(i);
+      CHECK(bytes_after(problems[i], [&](const ContractionProblem& p) {
+              contract_jit(p, nullptr, cache, nullptr, &scratch, use_direct);
+            }) == (use_direct ? direct[i] : packed[i]));
+      CHECK(bytes_after(problems[i], [&](const ContractionProblem& p) {
+              contract_jit(p, nullptr, cache, nullptr, &scratch, use_direct);
+            }) == (use_direct ? direct[i] : packed[i]));
+    }
+    // The same problem with the switch flipped, and on a cache made right after the one its set-up was kept for is
+    // destroyed (often at the same address).
+    const OwnedProblem& narrow = problems.back();
+    for (bool use_direct : {true, false, true, true, false}) {
+      CAPTURE(use_direct);
+      CHECK(bytes_after(narrow, [&](const ContractionProblem& p) {
+              contract_jit(p, nullptr, other.get(), nullptr, &scratch, use_direct);
+            }) == (use_direct ? direct.back() : packed.back()));
+      other = std::make_unique<KernelCache>("");
+    }
   }
 }
