@@ -124,7 +124,7 @@ GettMode set_up_gett(GettSetup<T>& ws, Gett<T>& g, const ContractionProblem& p, 
       return GettMode::axpy;
     }
     MicroKernelSpec tile;
-    if (!blocking && direct && plan_direct(g, real, cache.host().has_avx512, tile)) {
+    if (!blocking && direct && plan_direct(g, real, cache.host().has_avx512, tile, p.n, ws.fuse)) {
       g.direct = cache.direct_kernel(tile);  // may throw: before anything is written
       return GettMode::gett;
     }
@@ -144,7 +144,7 @@ GettMode set_up_gett(GettSetup<T>& ws, Gett<T>& g, const ContractionProblem& p, 
       t.batch = g.batch;
       std::swap(t.batch.a, t.batch.b);
       t.accumulate = q.accumulate;
-      if (plan_direct(t, real, cache.host().has_avx512, tile)) {
+      if (plan_direct(t, real, cache.host().has_avx512, tile, q.n, ws.fuse)) {
         t.direct = cache.direct_kernel(tile);  // may throw: before anything is written
         return GettMode::transposed;
       }

@@ -40,9 +40,11 @@ bool outer_shaped(const Fused& m, const Fused& n, const Fused& k, const Fused& b
 bool axpy_shaped(const Fused& m, const Fused& n, const Fused& k, const Fused& batch);
 // The direct path's candidate tiles for a real dtype and vector width (around the model's tile, never a tuned one).
 const std::vector<MicroKernelChoice>& direct_candidates(DType real, bool avx512);
-// The direct tile for g's fused tables and its k geometry and C column offsets (T float or double); false when the
-// problem cannot run direct.
-template <typename T> bool plan_direct(Gett<T>& g, DType real, bool avx512, MicroKernelSpec& tile);
+// The direct tile for g's fused tables and its k geometry, column order (g.n fused again from `n_axes` by B's strides
+// where that reads B better) and C column offsets (T float or double); false when the problem cannot run direct.
+template <typename T>
+bool plan_direct(Gett<T>& g, DType real, bool avx512, MicroKernelSpec& tile, const std::vector<Axis>& n_axes,
+                 FuseScratch& scratch);
 
 // ---- the set-up (GettSetup.cpp) and the loops (GettRun.cpp) ----
 

@@ -404,6 +404,13 @@ TEST_CASE_TEMPLATE("jit gett: split-row direct tiles (runs of one vector in A)",
   REQUIRE(direct_schedule(p, true, schedule));
   CHECK(schedule.kernel.tile.split_rows);
   CHECK(schedule.kernel.k_geometry[5] == L * c);
+  // aebf,dfce->abcd: C's column order (c, d) puts neighbouring columns L^2 apart in B, whose d is contiguous: the
+  // direct path orders its columns by B instead (d, c), so a tile's broadcasts at one k step share a cache line.
+  p.m = cases[1].m, p.n = cases[1].n, p.k = cases[1].k;
+  REQUIRE(direct_schedule(p, true, schedule));
+  const SpecialisedTile& first = schedule.kernel.tiles.front();
+  for (int64_t j = 0; j < first.n_rem; ++j) CHECK(first.b_coff[size_t(j)] == j);
+  for (int64_t j = 0; j < first.n_rem; ++j) CHECK(schedule.kernel.col_off[size_t(j)] == j * L * 3 * L);
 }
 
 // Rows contiguous in C only in runs of one vector (C laid out [i0 j0 i1 j1], as the grid gradients' cotangent steps
