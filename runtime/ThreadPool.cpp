@@ -47,7 +47,7 @@ ThreadPool::ThreadPool(int threads) : size_(std::max(1, threads)) {
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard lock(mutex_);
-    stop_ = true;
+    stop_.store(true);
   }
   wake_.notify_all();
   for (std::thread& t : workers_) t.join();
@@ -60,44 +60,48 @@ int ThreadPool::chunk_count(int64_t n, int64_t min_chunk) const {
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(size_, by_size)));
 }
 
-// Takes chunks of the current job until none is left; called by workers and by the submitting thread.
-void ThreadPool::run_chunks() {
+// Claims and runs chunks of job `job` until none is left; called by workers and by the submitting thread. A claim is
+// a compare-exchange from (job, c) to (job, c + 1): it fails once a newer job is published, so the fields read with
+// it are used only when they are this job's.
+void ThreadPool::run_chunks(uint32_t job) {
   RunningScope scope(this);
-  std::unique_lock lock(mutex_);
-  while (next_chunk_ < chunks_) {
-    int c = next_chunk_++;
-    const auto* fn = fn_;
-    int64_t n = n_;
-    int chunks = chunks_;
-    lock.unlock();
-    std::exception_ptr err;
+  uint64_t state = claim_.load(std::memory_order_acquire);
+  for (;;) {
+    if (uint32_t(state >> 32) != job) return;
+    const auto* fn = fn_.load(std::memory_order_relaxed);
+    const int64_t n = n_.load(std::memory_order_relaxed);
+    const int chunks = chunks_.load(std::memory_order_relaxed);
+    const int c = static_cast<int>(uint32_t(state));
+    if (c >= chunks) return;
+    if (!claim_.compare_exchange_weak(state, state + 1, std::memory_order_acq_rel, std::memory_order_acquire)) continue;
     try {
-      int64_t begin = n * c / chunks, end = n * (c + 1) / chunks;
-      (*fn)(begin, end);
+      (*fn)(n * c / chunks, n * (c + 1) / chunks);
     } catch (...) {
-      err = std::current_exception();
+      std::lock_guard lock(mutex_);
+      if (!error_) error_ = std::current_exception();
     }
-    lock.lock();
-    if (err && !error_) error_ = err;
-    if (--unfinished_ == 0) done_.notify_all();
+    // Sequentially consistent with the submitter's store of caller_sleeps_: one of them sees the other's write.
+    if (unfinished_.fetch_sub(1) == 1 && caller_sleeps_.load()) {
+      std::lock_guard lock(mutex_);
+      done_.notify_all();
+    }
+    state = claim_.load(std::memory_order_acquire);
   }
 }
 
 void ThreadPool::worker_loop() {
-  uint64_t seen = 0;
-  std::unique_lock lock(mutex_);
+  uint32_t seen = 0;
+  auto fresh = [&] { return uint32_t(claim_.load() >> 32) != seen; };
   for (;;) {
-    if (!stop_ && generation_.load(std::memory_order_relaxed) == seen) {
-      lock.unlock();
-      spin_until([&] { return generation_.load(std::memory_order_acquire) != seen; });
-      lock.lock();
+    if (!spin_until([&] { return fresh() || stop_.load(std::memory_order_relaxed); })) {
+      std::unique_lock lock(mutex_);
+      sleepers_.fetch_add(1);  // before the check: the submitter reads sleepers_ after publishing (no lost wake-up)
+      wake_.wait(lock, [&] { return stop_.load() || fresh(); });
+      sleepers_.fetch_sub(1);
     }
-    wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
-    if (stop_) return;
-    seen = generation_;
-    lock.unlock();
-    run_chunks();
-    lock.lock();
+    if (stop_.load()) return;
+    seen = uint32_t(claim_.load(std::memory_order_acquire) >> 32);
+    run_chunks(seen);
   }
 }
 
@@ -110,25 +114,26 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     return;
   }
   std::lock_guard submit(submit_mutex_);
-  {
-    std::lock_guard lock(mutex_);
-    fn_ = &fn;
-    n_ = n;
-    chunks_ = chunks;
-    next_chunk_ = 0;
-    unfinished_ = chunks;
-    error_ = nullptr;
-    ++generation_;
+  fn_.store(&fn, std::memory_order_relaxed);
+  n_.store(n, std::memory_order_relaxed);
+  chunks_.store(chunks, std::memory_order_relaxed);
+  unfinished_.store(chunks, std::memory_order_relaxed);
+  const uint32_t job = ++job_;
+  claim_.store(uint64_t(job) << 32);  // publishes the fields above; ordered before the read of sleepers_
+  if (sleepers_.load() > 0) {
+    { std::lock_guard lock(mutex_); }  // a worker between its check and its wait holds mutex_ until it waits
+    wake_.notify_all();
   }
-  wake_.notify_all();
-  run_chunks();
-  spin_until([&] { return unfinished_.load(std::memory_order_acquire) == 0; });
+  run_chunks(job);
+  if (!spin_until([&] { return unfinished_.load(std::memory_order_acquire) == 0; })) {
+    std::unique_lock lock(mutex_);
+    caller_sleeps_.store(true);
+    done_.wait(lock, [&] { return unfinished_.load() == 0; });
+    caller_sleeps_.store(false);
+  }
   std::exception_ptr err;
   {
-    std::unique_lock lock(mutex_);
-    done_.wait(lock, [&] { return unfinished_ == 0; });
-    fn_ = nullptr;
-    chunks_ = 0;
+    std::lock_guard lock(mutex_);
     err = error_;
     error_ = nullptr;
   }

@@ -12,6 +12,11 @@
 // steps apart (chain7's forward matrix-vector products, 15 us each); an idle pool still sleeps after that short,
 // bounded poll. The poll yields the CPU every few microseconds, so on a machine busy with other processes it does
 // not hold a CPU that the thread it waits for, or another process, is queued on (docs/performance.md, 2026-12-06).
+// The hand-over itself takes no lock: a job is published with one atomic store, chunks are claimed by a
+// compare-exchange on (job number, next chunk) and counted down by an atomic, and the mutex is taken only by a thread
+// going to sleep, by the one waking it, and for an exception. With a mutex per claim, the two threads of a small
+// packed GEMM (three jobs per call) met on it and woke each other through futex system calls, several microseconds
+// each on the KVM guest of docs/performance.md (2026-12-06, issue 39).
 #pragma once
 
 #include <atomic>
@@ -52,24 +57,28 @@ class ThreadPool {
 
  private:
   void worker_loop();
-  void run_chunks();
+  void run_chunks(uint32_t job);
 
   int size_ = 1;
   std::vector<std::thread> workers_;
 
   std::mutex submit_mutex_;  // one parallel_for at a time from outside threads
-  std::mutex mutex_;
+  std::mutex mutex_;         // taken to sleep on wake_ or done_, to wake a sleeper, and for error_
   std::condition_variable wake_;
   std::condition_variable done_;
-  bool stop_ = false;
-  std::atomic<uint64_t> generation_{0};  // written under mutex_, polled without it
-  // The current job; workers notice a new one by generation_ changing.
-  const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
-  int64_t n_ = 0;
-  int chunks_ = 0;
-  int next_chunk_ = 0;
-  std::atomic<int> unfinished_{0};  // written under mutex_, polled without it
-  std::exception_ptr error_;
+  std::atomic<bool> stop_{false};
+  uint32_t job_ = 0;  // the last job's number, written by the submitting thread only (under submit_mutex_)
+  // The current job's number (high 32 bits) and its next unclaimed chunk (low 32 bits): workers notice a new job by
+  // the number changing and claim a chunk by a compare-exchange on both, so a thread late from an older job claims
+  // nothing of a newer one. The job's fields below are written before the number is published.
+  std::atomic<uint64_t> claim_{0};
+  std::atomic<const std::function<void(int64_t, int64_t)>*> fn_{nullptr};
+  std::atomic<int64_t> n_{0};
+  std::atomic<int> chunks_{0};
+  std::atomic<int> unfinished_{0};           // chunks of the current job not finished yet
+  std::atomic<int> sleepers_{0};             // workers asleep on wake_
+  std::atomic<bool> caller_sleeps_{false};  // the submitting thread is asleep on done_
+  std::exception_ptr error_;                 // the job's first exception (under mutex_)
 };
 
 /// default_context()'s pool (runtime/Context.h): default_threads() threads, started on first use and never

@@ -101,3 +101,20 @@ TEST_CASE("thread pool hands over back-to-back jobs and jobs after an idle pause
     }
   }
 }
+
+TEST_CASE("thread pool: a worker late from an older job claims nothing of a newer one") {
+  // Back-to-back tiny jobs on more workers than chunks: workers often see a job's number only after it has finished
+  // and the next one is published, so their claims of the old job must fail and leave the new one's chunks (and its
+  // function) to claims made under the new number: a chunk claimed with an old job's function would leave the new
+  // job's indices unvisited. Every job checks that each of its indices ran exactly once.
+  ThreadPool pool(4);
+  for (int job = 0; job < 5000; ++job) {
+    CAPTURE(job);
+    const int64_t n = 1 + job % 9;
+    std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+    pool.parallel_for(n, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)]++;
+    }, 1 + job % 3);
+    for (auto& h : hits) CHECK(h.load() == 1);
+  }
+}
