@@ -1,7 +1,8 @@
 // The loops of one GETT (runtime/jit/Gett.h) for one dtype: the fused m/n/k/batch offset tables, packing of A blocks
 // and B panels straight from strides (1m for complex), the BLIS macro-kernel over NC x KC x MC blocks, the direct
 // (no-pack) and lane-kernel loops, and how threads split them. Internal to runtime/jit/Gett*.cpp (GettSetup.cpp chooses the
-// mode, the micro-tile and the blocking and then fills a Gett<T>; GettRun.cpp runs it); nothing else includes it.
+// mode, the micro-tile and the blocking and then fills a Gett<T>; GettRun.cpp runs it); nothing else includes it but
+// tests/jit/test_gett.cpp, for RowClaims.
 #pragma once
 
 #include "ir/Error.h"
@@ -18,6 +19,7 @@
 #include <complex>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <optional>
 #include <tuple>
 #include <type_traits>
@@ -147,6 +149,52 @@ void tiny_run(const Fused& m, const Fused& n, const Fused& k, const Fused& batch
     else tiny_product_generic<T>(m, n, k, accumulate, a + batch.a[bt], b + batch.b[bt], c + batch.c[bt]);
   }
 }
+
+// The row tiles of one KC step of a packed GEMM shared out between its row chunks (Gett::gemm). Each chunk starts on
+// its own range (chunk ch: tiles [ch * tiles / chunks, (ch + 1) * tiles / chunks), the pool's cut) and takes MC
+// blocks of equal size from its front, as a static split would; a chunk whose range is done takes from the back of
+// the range with the most tiles left: half of them, at most one block. So a slower core or a descheduled thread does
+// not leave the other waiting at the end of the step: on the Zen 5 guest the two vCPUs ran 10-15% apart under load,
+// and with the static split the faster thread waited 8-18 ms of a 2048^2 call (docs/performance.md, 2026-12-06).
+// Which thread computes a tile never changes its bits: each tile sums k in one fixed order.
+class RowClaims {
+ public:
+  RowClaims(int64_t tiles, int chunks, int64_t block_tiles)
+      : tiles_(tiles), block_tiles_(std::max<int64_t>(1, block_tiles)), ranges_(size_t(std::max(chunks, 1))) {}
+  // Every range back to its start (a new KC step).
+  void reset() {
+    const int64_t chunks = int64_t(ranges_.size());
+    for (int64_t ch = 0; ch < chunks; ++ch) {
+      Range& r = ranges_[size_t(ch)];
+      r.lo = ch * tiles_ / chunks, r.hi = (ch + 1) * tiles_ / chunks;
+      const int64_t blocks = (r.hi - r.lo + block_tiles_ - 1) / block_tiles_;
+      r.block = blocks > 0 ? (r.hi - r.lo + blocks - 1) / blocks : 1;
+    }
+  }
+  // The next tiles [t0, t1) for chunk ch; false when no range has any left.
+  bool next(int ch, int64_t& t0, int64_t& t1) {
+    std::lock_guard lock(mutex_);
+    Range& own = ranges_[size_t(ch)];
+    if (own.lo < own.hi) {
+      t0 = own.lo, t1 = own.lo = std::min(own.hi, own.lo + own.block);
+      return true;
+    }
+    Range* most = nullptr;
+    for (Range& r : ranges_)
+      if (r.hi - r.lo > (most ? most->hi - most->lo : 0)) most = &r;
+    if (!most) return false;
+    t1 = most->hi, t0 = most->hi -= std::min(most->block, (most->hi - most->lo + 1) / 2);
+    return true;
+  }
+
+ private:
+  struct Range {
+    int64_t lo = 0, hi = 0, block = 1;
+  };
+  int64_t tiles_, block_tiles_;
+  std::vector<Range> ranges_;
+  std::mutex mutex_;
+};
 
 template <typename T>
 struct Gett {
@@ -327,6 +375,7 @@ struct Gett {
     std::byte* a_base = lease.buffer(kPackA, a_bytes * size_t(chunks));
     auto apack = [&](int ch) { return reinterpret_cast<R*>(a_base + a_bytes * size_t(ch)); };
     R* bpack = reinterpret_cast<R*>(lease.buffer(kPackB, sizeof(R) * size_t(nc_max * kc_max * cf)));
+    RowClaims claims(row_tiles, chunks, mc_max / mrc);
     for (int64_t jc = 0; jc < N; jc += nc) {
       const int64_t ncur = std::min(nc, N - jc);
       const int64_t nslivers = (ncur + nr - 1) / nr;
@@ -341,13 +390,15 @@ struct Gett {
           }
         });
         if (row_chunks > 1) {
-          // Each thread takes a range of whole row tiles, packs its own A blocks (in its core's L2) and runs them
-          // against every column of the shared B panel: two pool barriers per KC step, not two per MC block.
-          pool->parallel_for(row_tiles, [&](int64_t t0, int64_t t1) {
-            int ch = 0;  // this chunk's number: chunk ch starts at ch * row_tiles / chunks (ThreadPool.h)
-            while (ch + 1 < chunks && (ch + 1) * row_tiles / chunks <= t0) ++ch;
-            rows_block(a, bpack, c, apack(ch), t0 * mrc, std::min(M, t1 * mrc), jc, nslivers, pc, kc, beta, nullptr);
-          }, chunk_tiles);
+          // Each thread takes whole row tiles as RowClaims shares them out, packs its own A blocks (in its core's L2)
+          // and runs them against every column of the shared B panel: two pool barriers per KC step, not two per MC
+          // block. Chunk ch packs into apack(ch): one thread runs it.
+          claims.reset();
+          pool->parallel_for(chunks, [&](int64_t ch, int64_t) {
+            for (int64_t t0 = 0, t1 = 0; claims.next(int(ch), t0, t1);)
+              rows_block(a, bpack, c, apack(int(ch)), t0 * mrc, std::min(M, t1 * mrc), jc, nslivers, pc, kc, beta,
+                         nullptr);
+          });
         } else {
           rows_block(a, bpack, c, apack(0), 0, M, jc, nslivers, pc, kc, beta, pool);
         }

@@ -4,14 +4,17 @@
 #include "ir/Error.h"
 #include "runtime/ThreadPool.h"
 #include "runtime/jit/Gett.h"
+#include "runtime/jit/GettLoops.h"
 #include "runtime/jit/Jit.h"
 #include "runtime/jit/KernelCache.h"
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <tuple>
+#include <vector>
 
 using namespace einstage;
 using namespace einstage::testing;
@@ -524,9 +527,9 @@ TEST_CASE("jit gett: row split between threads gives each thread its minimum and
   CHECK(gemm_row_chunks(128 * 128, 24, 2) == 2);  // kac,bk->abc at a=b=c=128: M = a*c
   CHECK(gemm_row_chunks(3 * 24, 24, 2) == 1);
 
-  // kac,bk->abc: m = (c, a), n = b, k; many MC blocks and (tiny blocking) several KC and NC blocks, on 2 threads
-  // against 1 thread and the oracle.
-  ThreadPool two(2);
+  // kac,bk->abc: m = (c, a), n = b, k; many MC blocks and (tiny blocking) several KC and NC blocks, on 2 and 3
+  // threads against 1 thread and the oracle.
+  ThreadPool two(2), three(3);
   for (const GettBlocking* blocking : {static_cast<const GettBlocking*>(nullptr), &kTiny}) {
     SplitMix64 rng(1414);
     OwnedProblem base;
@@ -547,7 +550,61 @@ TEST_CASE("jit gett: row split between threads gives each thread its minimum and
     contract_jit(y.p, &two, &memory_cache(), blocking);
     CHECK(x.c.bytes == y.c.bytes);
     check_against_oracle<double>(y);
+    OwnedProblem z = base;
+    z.bind();
+    contract_jit(z.p, &three, &memory_cache(), blocking);
+    CHECK(x.c.bytes == z.c.bytes);
   }
+}
+
+// The packed GEMM's row chunks share a KC step's row tiles through gett_detail::RowClaims: a chunk takes equal blocks
+// from the front of its own range, then half of the fullest other range's rest from its back. Whatever order the
+// threads ask in (seeded random interleavings here; the seed is printed), every tile goes to exactly one claim, a
+// chunk's own claims run up its range in blocks of at most MC tiles, and no claim is empty or larger than a block.
+TEST_CASE("jit gett: row claims give every row tile to exactly one claim, whatever the threads' order") {
+  using gett_detail::RowClaims;
+  const uint64_t seed = 3939;
+  INFO("seed " << seed);
+  SplitMix64 rng(seed);
+  for (int64_t tiles : {0, 1, 5, 8, 43, 86, 201})
+    for (int chunks : {1, 2, 3, 4})
+      for (int64_t block : {1, 3, 10}) {
+        RowClaims claims(tiles, chunks, block);
+        for (int round = 0; round < 20; ++round) {
+          INFO("tiles " << tiles << ", chunks " << chunks << ", block " << block << ", round " << round);
+          claims.reset();
+          std::vector<int> owner(size_t(tiles), -1);
+          std::vector<int64_t> own_next(static_cast<size_t>(chunks));
+          for (int ch = 0; ch < chunks; ++ch) own_next[size_t(ch)] = ch * tiles / chunks;
+          std::vector<int> active;
+          for (int ch = 0; ch < chunks; ++ch) active.push_back(ch);
+          // Round 0: each chunk runs to its end before the next starts (one thread ran them all: chunk 0 takes all).
+          while (!active.empty()) {
+            const size_t pick = round == 0 ? 0 : size_t(rng.next() % active.size());
+            const int ch = active[pick];
+            int64_t t0 = -1, t1 = -1;
+            if (!claims.next(ch, t0, t1)) {
+              active.erase(active.begin() + int64_t(pick));
+              continue;
+            }
+            REQUIRE(0 <= t0);
+            REQUIRE(t0 < t1);
+            REQUIRE(t1 <= tiles);
+            CHECK(t1 - t0 <= block);
+            const int64_t lo = ch * tiles / chunks, hi = (ch + 1) * tiles / chunks;
+            if (t0 >= lo && t0 < hi) {  // from its own range: always the front, up in order
+              CHECK(t0 == own_next[size_t(ch)]);
+              own_next[size_t(ch)] = t1;
+            }
+            for (int64_t t = t0; t < t1; ++t) {
+              CHECK(owner[size_t(t)] == -1);
+              owner[size_t(t)] = ch;
+            }
+          }
+          for (int64_t t = 0; t < tiles; ++t) CHECK(owner[size_t(t)] != -1);
+          if (round == 0 && tiles > 0) CHECK(std::count(owner.begin(), owner.end(), 0) == tiles);
+        }
+      }
 }
 
 // Bond-2 steps of a tensor network (every axis of extent 2, several k axes in any order, so no direct kernel reads
