@@ -57,22 +57,24 @@ int ThreadPool::chunk_count(int64_t n, int64_t min_chunk) const {
   if (n <= 0) return 0;
   min_chunk = std::max<int64_t>(1, min_chunk);
   int64_t by_size = (n + min_chunk - 1) / min_chunk;
-  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(size_, by_size)));
+  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({size_, by_size, kMaxChunks})));
 }
 
 // Claims and runs chunks of job `job` until none is left; called by workers and by the submitting thread. A claim is
-// a compare-exchange from (job, c) to (job, c + 1): it fails once a newer job is published, so the fields read with
-// it are used only when they are this job's.
+// a compare-exchange from (job, chunks, c) to (job, chunks, c + 1). The chunk count travels in the claimed word, not
+// in a field of its own: a thread late from an older job holds a state whose next chunk is already past that job's
+// count, so it stops before reading anything else, and a claim that succeeds proves that its job was still
+// unfinished from the state's load to the exchange, so no newer job can have overwritten fn_ and n_ in between.
 void ThreadPool::run_chunks(uint32_t job) {
   RunningScope scope(this);
   uint64_t state = claim_.load(std::memory_order_acquire);
   for (;;) {
     if (uint32_t(state >> 32) != job) return;
+    const int chunks = static_cast<int>((state >> 16) & 0xFFFF);
+    const int c = static_cast<int>(state & 0xFFFF);
+    if (c >= chunks) return;
     const auto* fn = fn_.load(std::memory_order_relaxed);
     const int64_t n = n_.load(std::memory_order_relaxed);
-    const int chunks = chunks_.load(std::memory_order_relaxed);
-    const int c = static_cast<int>(uint32_t(state));
-    if (c >= chunks) return;
     if (!claim_.compare_exchange_weak(state, state + 1, std::memory_order_acq_rel, std::memory_order_acquire)) continue;
     try {
       (*fn)(n * c / chunks, n * (c + 1) / chunks);
@@ -116,10 +118,9 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
   std::lock_guard submit(submit_mutex_);
   fn_.store(&fn, std::memory_order_relaxed);
   n_.store(n, std::memory_order_relaxed);
-  chunks_.store(chunks, std::memory_order_relaxed);
   unfinished_.store(chunks, std::memory_order_relaxed);
   const uint32_t job = ++job_;
-  claim_.store(uint64_t(job) << 32);  // publishes the fields above; ordered before the read of sleepers_
+  claim_.store(uint64_t(job) << 32 | uint64_t(chunks) << 16);  // publishes fn_, n_, unfinished_; before sleepers_
   if (sleepers_.load() > 0) {
     { std::lock_guard lock(mutex_); }  // a worker between its check and its wait holds mutex_ until it waits
     wake_.notify_all();

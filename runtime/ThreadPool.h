@@ -48,8 +48,12 @@ class ThreadPool {
   /// (after every started chunk has finished). n <= 0 does nothing.
   void parallel_for(int64_t n, const std::function<void(int64_t begin, int64_t end)>& fn, int64_t min_chunk = 1);
 
-  /// How many chunks parallel_for uses for n items: min(size(), ceil(n / min_chunk)), at least 1 when n > 0.
+  /// How many chunks parallel_for uses for n items: min(size(), ceil(n / min_chunk), kMaxChunks), at least 1 when
+  /// n > 0.
   int chunk_count(int64_t n, int64_t min_chunk = 1) const;
+
+  /// The most chunks one job has: the chunk count and the next chunk share one 64-bit word with the job's number.
+  static constexpr int64_t kMaxChunks = 0xFFFF;
 
   /// How long a worker polls for the next job, and the caller for the last chunk, before sleeping. 200 us: at 50,
   /// chain7's value+grad (2 threads) woke a sleeping worker between its steps, 245 us median against 190 at 200.
@@ -68,13 +72,13 @@ class ThreadPool {
   std::condition_variable done_;
   std::atomic<bool> stop_{false};
   uint32_t job_ = 0;  // the last job's number, written by the submitting thread only (under submit_mutex_)
-  // The current job's number (high 32 bits) and its next unclaimed chunk (low 32 bits): workers notice a new job by
-  // the number changing and claim a chunk by a compare-exchange on both, so a thread late from an older job claims
-  // nothing of a newer one. The job's fields below are written before the number is published.
+  // The current job's number (high 32 bits), its chunk count (16 bits) and its next unclaimed chunk (low 16 bits):
+  // workers notice a new job by the number changing and claim a chunk by a compare-exchange on the whole word, so a
+  // thread late from an older job claims nothing of a newer one and never reads a newer job's count as its own. The
+  // job's fields below are written before the word is published.
   std::atomic<uint64_t> claim_{0};
   std::atomic<const std::function<void(int64_t, int64_t)>*> fn_{nullptr};
   std::atomic<int64_t> n_{0};
-  std::atomic<int> chunks_{0};
   std::atomic<int> unfinished_{0};           // chunks of the current job not finished yet
   std::atomic<int> sleepers_{0};             // workers asleep on wake_
   std::atomic<bool> caller_sleeps_{false};  // the submitting thread is asleep on done_
