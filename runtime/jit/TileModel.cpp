@@ -43,10 +43,14 @@ double tile_cost(const VectorIsa& isa, const CacheInfo& caches, int64_t elem_byt
 RegisterTile register_tile(const VectorIsa& isa, const CacheInfo& caches, int64_t elem_bytes) {
   RegisterTile best;
   double best_cost = 0;
-  for (int v = 1; v <= isa.registers; ++v) {
+  // The registers a tile uses grow with both of its sides, so the first nr without headroom ends a row and the first
+  // vector count without headroom at nr = 1 ends the search: the same candidates in the same order as trying all
+  // registers x registers, in a few dozen steps (a context's first JIT call makes this search; issue 40).
+  for (int v = 1; v <= isa.registers && tile_leaves_headroom(isa, {v, 1}); ++v) {
     for (int nr = 1; nr <= isa.registers; ++nr) {
       const RegisterTile t{v, nr};
-      if (!tile_leaves_headroom(isa, t) || !tile_busy(isa, t)) continue;
+      if (!tile_leaves_headroom(isa, t)) break;
+      if (!tile_busy(isa, t)) continue;
       const double cost = tile_cost(isa, caches, elem_bytes, t);
       const int acc = v * nr, best_acc = best.vectors * best.nr;
       // Costs within rounding of each other are ties.

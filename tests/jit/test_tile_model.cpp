@@ -6,6 +6,8 @@
 
 #include <doctest/doctest.h>
 
+#include <cstdint>
+#include <cstdio>
 #include <string>
 
 using namespace einstage;
@@ -89,6 +91,46 @@ TEST_CASE("tile model: every GEMM tile the driver may take fits; the model's til
         CHECK((tile_busy(isa, t) || c.efficiency < 1));
       }
     }
+  }
+}
+
+// register_tile stops a row at the first tile without headroom; this oracle tries every registers x registers tile
+// with the rule register_tile states (least cost, ties to more accumulators, then more A vectors).
+RegisterTile every_tile_pick(const VectorIsa& isa, const CacheInfo& caches, int64_t elem_bytes) {
+  RegisterTile best;
+  double best_cost = 0;
+  for (int v = 1; v <= isa.registers; ++v)
+    for (int nr = 1; nr <= isa.registers; ++nr) {
+      const RegisterTile t{v, nr};
+      if (!tile_leaves_headroom(isa, t) || !tile_busy(isa, t)) continue;
+      const double cost = tile_cost(isa, caches, elem_bytes, t);
+      const bool cheaper = best.vectors == 0 || cost < best_cost - 1e-12;
+      const bool tie = best.vectors != 0 && cost <= best_cost + 1e-12 && !cheaper;
+      const int acc = v * nr, best_acc = best.vectors * best.nr;
+      if (cheaper || (tie && (acc > best_acc || (acc == best_acc && v > best.vectors)))) best = t, best_cost = cost;
+    }
+  return best;
+}
+
+TEST_CASE("tile model: the search that stops at the first tile without headroom picks what trying every tile picks") {
+  const uint64_t seed = 40;
+  std::printf("tile model search seed %llu\n", static_cast<unsigned long long>(seed));
+  uint64_t state = seed;
+  auto next = [&](int64_t lo, int64_t hi) {  // splitmix64, uniform enough for cache sizes
+    state += 0x9e3779b97f4a7c15ULL;
+    uint64_t z = state;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return lo + static_cast<int64_t>((z ^ (z >> 31)) % static_cast<uint64_t>(hi - lo + 1));
+  };
+  for (int round = 0; round < 200; ++round) {
+    const CacheInfo caches{next(16, 96) * KiB, next(256, 4096) * KiB, next(4, 256) * MiB};
+    for (bool avx512 : {false, true})
+      for (int64_t elem_bytes : {4, 8}) {
+        const VectorIsa isa = vector_isa(avx512);
+        INFO("round " << round << " l1d " << caches.l1d << " l2 " << caches.l2 << " avx512 " << avx512);
+        CHECK(register_tile(isa, caches, elem_bytes) == every_tile_pick(isa, caches, elem_bytes));
+      }
   }
 }
 
