@@ -442,19 +442,19 @@ struct Gett {
     const int64_t beta = accumulate ? 1 : 0;
     // Tiles are independent and each sums k in order, so any split gives the same bits. Work items run column
     // sliver by column sliver (tile order s * mslivers + t), so a matrix-vector step (one sliver) splits too.
+    // A chunk divides once for its first item and then walks (s, t): a division per tile cost ~2% of a batch of
+    // 64^3 entries (ijb,jkb->ikb, 32 tiles of ~0.18 us each).
     parallel_for(pool, nslivers * mslivers, [&](int64_t w0, int64_t w1) {
       int64_t b_coff[32];
-      int64_t sliver = -1;
+      int64_t s = w0 / mslivers, t = w0 % mslivers;
       for (int64_t w = w0; w < w1; ++w) {
-        const int64_t s = w / mslivers, t = w % mslivers;
         const int64_t j0 = s * nr, cols = std::min(nr, N - j0);
-        if (s != sliver) {
+        if (w == w0 || t == 0)
           for (int64_t j = 0; j < nr; ++j) b_coff[j] = n.b[j0 + std::min(j, cols - 1)];
-          sliver = s;
-        }
         const int64_t i0 = t * mr;
         call_jit(direct, k_inner, a + m.a[i0], b, c + m.c[i0], cn_real.data() + j0, std::min(mr, M - i0), cols, beta,
                  k_geometry, b_coff);
+        if (++t == mslivers) t = 0, ++s;
       }
     });
   }
