@@ -157,14 +157,17 @@ GettMode set_up_gett(GettSetup<T>& ws, Gett<T>& g, const ContractionProblem& p, 
         double(g.m.size) * double(g.n.size) * double(g.k.size) <= kTinyMacs &&
         g.k.size <= default_blocking(real, cache.host().has_avx512).kc)
       return GettMode::tiny;
-    // A k-major A (rows not contiguous in A: a row-major i,k) is packed by a transpose, the packer's slow way (it
-    // reads each row along k and writes each element to another cache line). When B is k-major too and has fewer
-    // columns than A has rows, C^T = B^T A^T packs only the smaller operand that way and the larger one, now B with
-    // contiguous k, on the packer's fast path: e.g. the einsum-benchmark matrix chain's 400 x 300 by 300 x 21 steps.
-    // k keeps the original order (`swapped`), so the bits are the unswapped problem's. The transposed problem
-    // (m < n, not elementwise, no lane axis) takes neither transposed branch again: its set-up is a GETT in ws.t.
+    // A k-major A (rows not contiguous in A: a row-major i,k) and a k-major B with fewer columns than A has rows:
+    // C^T = B^T A^T packs the smaller operand as A. k keeps the original order (`swapped`), so the bits are the
+    // unswapped problem's. Not when C's m axes are contiguous and its n axes are not: C^T's rows would not be
+    // contiguous, and every tile would go through the tile buffer and be scattered element by element (Gett::tile).
+    // Both operands are transposed in registers either way (GettPack.h), so the swap saves little: the
+    // einsum-benchmark MPS's 19·P x 19 by 19 x 19 steps and the matrix chain's 400 x 400 by 400 x 21 ran 25% and
+    // 10% faster unswapped. The transposed problem (m < n, not elementwise, no lane axis) takes neither transposed
+    // branch again: its set-up is a GETT in ws.t.
     if (!blocking && !swapped && g.n.size < g.m.size && !unit_run(g.m.a, 0, g.m.size) &&
-        unit_run(g.k.a, 0, g.k.size) && unit_run(g.k.b, 0, g.k.size)) {
+        unit_run(g.k.a, 0, g.k.size) && unit_run(g.k.b, 0, g.k.size) &&
+        (unit_run(g.n.c, 0, g.n.size) || !unit_run(g.m.c, 0, g.m.size))) {
       transpose_into(ws.q, p);
       const GettMode inner = set_up_gett(ws, ws.t, ws.q, cache, blocking, scratch, direct, true, tuning);
       EIN_ASSERT(inner == GettMode::gett, "the swapped GETT set itself up as a GETT");
@@ -216,6 +219,14 @@ void set_up_packed(Gett<T>& g, KernelCache& cache, const GettBlocking* blocking,
   g.b_k_unit = unit_run(g.k.b, 0, g.k.size);
   g.a_k_unit = unit_run(g.k.a, 0, g.k.size);
   g.pack_isa = pack_isa();
+  // A gathered but with a unit-stride k axis, and at most one MC block of rows: packed whole (GettLoops.h:
+  // pack_a_whole) within the A block's budget of reals (the whole of A instead of one KC block of it).
+  if constexpr (!is_complex_v<T>) {
+    const int64_t slivers = (g.m.size + g.mrc - 1) / g.mrc;
+    if (!g.a_k_unit && !unit_run(g.m.a, 0, g.m.size) && slivers * g.mrc <= g.mc_e &&
+        slivers * g.mr * g.k.size <= g.mc_e * g.kc_e)
+      (void)unit_k_axis(g.k.a, g.a_k_step, g.a_k_run);
+  }
 }
 
 template <typename T>

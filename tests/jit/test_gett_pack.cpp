@@ -14,6 +14,7 @@
 #include <functional>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 using namespace einstage;
@@ -155,6 +156,87 @@ TEST_CASE_TEMPLATE("jit gett pack: an A whose contiguous axis is a later k axis 
         }
     }
   }
+}
+
+// More k axes around A's unit-stride one (GettLoops.h: pack_a_whole packs such an A whole, through that axis): the
+// unit axis first of two in k's order, the middle of three, the MPS layout with several row slivers, and an A too tall
+// for one MC block (packed per KC block as before). Each against the same logical A stored m-major, at 1 and 2
+// threads, overwriting and accumulating.
+TEST_CASE_TEMPLATE("jit gett pack: an A packed whole through its unit-stride k axis keeps the bits", T, float, double) {
+  const GettBlocking blocking = default_blocking(dtype_v<T>, memory_cache().host().has_avx512);
+  ThreadPool two(2);
+  const uint64_t seed = 9250;
+  INFO("seed " << seed);
+  struct Case {
+    int64_t M, N;
+    std::vector<int64_t> K;
+    std::vector<int> a_order, b_order;  // layout_of orders over A's (m, k...) and B's (k..., n) axes
+  };
+  const int64_t tall = blocking.mc + 37;
+  const Case cases[] = {
+      {19, 19, {19, 40}, {1, 0, 2}, {2, 0, 1}},          // A [k0, m, k1], B [n, k0, k1]: the unit axis first of two
+      {21, 10, {6, 5, 7}, {2, 0, 1, 3}, {3, 0, 1, 2}},   // A [k1, m, k0, k2], k in order k0, k1, k2: the middle one
+      {50, 19, {19, 30}, {1, 0, 2}, {2, 1, 0}},          // the MPS layout, three row slivers
+      {tall, 9, {5, 60}, {1, 0, 2}, {2, 1, 0}},          // over one MC block: per KC block
+      {7, 33, {3, 200}, {1, 0, 2}, {2, 1, 0}},           // a short unit axis, several KC blocks
+  };
+  for (const Case& c : cases) {
+    std::vector<int64_t> ext{c.M}, bext = c.K;
+    ext.insert(ext.end(), c.K.begin(), c.K.end());
+    bext.push_back(c.N);
+    std::vector<int> m_major(ext.size());
+    for (size_t d = 0; d < m_major.size(); ++d) m_major[d] = int(d);
+    const Layout b = layout_of(bext, c.b_order), a_whole = layout_of(ext, c.a_order), a_rows = layout_of(ext, m_major);
+    for (bool accumulate : {false, true}) {
+      INFO("M " << c.M << " N " << c.N << " k axes " << c.K.size() << " K0 " << c.K[0] << " accumulate "
+                << accumulate);
+      OwnedProblem reference = problem<T>(c.M, c.N, c.K, a_rows, b, accumulate, seed);
+      contract_jit(reference.p, nullptr, &memory_cache(), &blocking);
+      check_against_oracle<T>(reference);
+      for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &two}) {
+        OwnedProblem x = problem<T>(c.M, c.N, c.K, a_whole, b, accumulate, seed);
+        contract_jit(x.p, pool, &memory_cache(), &blocking);
+        CHECK(x.c.bytes == reference.c.bytes);
+      }
+    }
+  }
+}
+
+// unit_k_axis (GettPack.h) on k offset tables: where A's unit-stride axis sits in k's order, and tables that are no
+// such product.
+TEST_CASE("jit gett pack: unit_k_axis finds A's unit-stride k axis in k's order") {
+  // k axes in summation order with their A strides; the table is their odometer (first fastest).
+  auto table = [](const std::vector<std::pair<int64_t, int64_t>>& axes) {
+    std::vector<int64_t> t{0};
+    for (auto [extent, stride] : axes) {
+      std::vector<int64_t> next;
+      for (int64_t i = 0; i < extent; ++i)
+        for (int64_t o : t) next.push_back(o + i * stride);
+      t = next;
+    }
+    return t;
+  };
+  int64_t step = -1, run = -1;
+  CHECK(gett_detail::unit_k_axis(table({{100, 361}, {19, 1}}), step, run));  // the MPS step: k1 first, k0 unit
+  CHECK(step == 100);
+  CHECK(run == 19);
+  CHECK(gett_detail::unit_k_axis(table({{19, 1}, {40, 361}}), step, run));  // unit axis first
+  CHECK(step == 1);
+  CHECK(run == 19);
+  CHECK(gett_detail::unit_k_axis(table({{6, 50}, {5, 1}, {7, 1000}}), step, run));  // the middle of three
+  CHECK(step == 6);
+  CHECK(run == 5);
+  CHECK(gett_detail::unit_k_axis(table({{4, 10}, {5, 1}, {3, 5}}), step, run));  // two axes continuing each other
+  CHECK(step == 4);
+  CHECK(run == 15);
+  step = run = -1;
+  CHECK_FALSE(gett_detail::unit_k_axis(table({{30, 1}}), step, run));          // all one run: a_k_unit's case
+  CHECK_FALSE(gett_detail::unit_k_axis(table({{8, 3}, {9, 40}}), step, run));  // no unit stride
+  std::vector<int64_t> broken = table({{10, 50}, {4, 1}});
+  broken[37] += 1;  // one entry off the product
+  CHECK_FALSE(gett_detail::unit_k_axis(broken, step, run));
+  CHECK(step == -1);
+  CHECK(run == -1);
 }
 
 // Every body of the transposing packer this CPU runs (GettPack.h: AVX-512, AVX2, scalar), and the fixed-width and
