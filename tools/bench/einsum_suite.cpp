@@ -11,10 +11,12 @@
 //     opt_flops estimate would take more than --max-seconds, are skipped and listed with the reason.
 // The machine may be shared: every row is measured in rounds that interleave einstage and each peer (ours, peers,
 // ours, peers, ...), each round giving a median, and the table shows the median over rounds; a peer slower than
-// --max-seconds / 4 per run is timed on one run only. The load average is printed before and after. Ratios are peer time / einstage time (> 1: einstage faster). Single-threaded.
+// --max-seconds / 4 per run is timed on one run only. The load average is printed before and after. Ratios are peer
+// time / einstage time (> 1: einstage faster). One thread unless --threads N: then einstage runs on a pool of N
+// threads and the peers with OPENBLAS_NUM_THREADS / OMP_NUM_THREADS = N and torch.set_num_threads(N).
 //
 // Usage: einstage_bench_einsum_suite [BENCH_DIR] [--rounds N] [--max-seconds S] [--filter TEXT] [--json FILE]
-//                                    [--no-peers]
+//                                    [--threads N] [--no-peers]
 // BENCH_DIR (the folder of einsum-benchmark instances) defaults to $EINSTAGE_BENCH_DIR/einsum-benchmark; the
 // instances are not part of the repository (docs/networks.md). The peers' script is found by walking up from the
 // working directory to the directory holding tools/bench/einsum_suite.py.
@@ -22,6 +24,7 @@
 #include "extensions/einsum/exec/Executor.h"
 #include "extensions/einsum/planner/Random.h"
 #include "ir/Tensor.h"
+#include "runtime/ThreadPool.h"
 #include "tools/bench/BenchData.h"
 #include "tools/bench/Machine.h"
 
@@ -86,7 +89,8 @@ class Peer {
  public:
   /// `coretype`: the OPENBLAS_CORETYPE the peer runs with; "" leaves OpenBLAS its own pick. The caller's
   /// OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE never reach a peer (tools/bench/Machine.h).
-  Peer(const std::string& script, std::string label, const std::string& coretype) : label_(std::move(label)) {
+  Peer(const std::string& script, std::string label, const std::string& coretype, int threads)
+      : label_(std::move(label)) {
     int to_child[2], from_child[2];
     if (::pipe(to_child) != 0 || ::pipe(from_child) != 0) return;
     pid_ = ::fork();
@@ -98,9 +102,10 @@ class Peer {
       ::unsetenv("OPENBLAS_CORETYPE");
       ::unsetenv("OPENBLAS_L2_SIZE");
       if (!coretype.empty()) ::setenv("OPENBLAS_CORETYPE", coretype.c_str(), 1);
-      ::setenv("OPENBLAS_NUM_THREADS", "1", 1);
-      ::setenv("OMP_NUM_THREADS", "1", 1);
-      ::execl("/usr/bin/python3", "python3", script.c_str(), static_cast<char*>(nullptr));
+      const std::string n = std::to_string(threads);
+      ::setenv("OPENBLAS_NUM_THREADS", n.c_str(), 1);
+      ::setenv("OMP_NUM_THREADS", n.c_str(), 1);
+      ::execl("/usr/bin/python3", "python3", script.c_str(), "--threads", n.c_str(), static_cast<char*>(nullptr));
       std::_Exit(127);
     }
     ::close(to_child[0]);
@@ -215,7 +220,7 @@ std::string ratio(const RowResult& r, const std::string& key) {
 
 int main(int argc, char** argv) {
   std::string bench_dir, json_path = "bench-einsum-suite.json", filter;
-  int rounds = 5;
+  int rounds = 5, threads = 1;
   double max_seconds = 60;
   bool peers = true;
   for (int i = 1; i < argc; ++i) {
@@ -231,11 +236,12 @@ int main(int argc, char** argv) {
     else if (arg == "--max-seconds") max_seconds = std::stod(value());
     else if (arg == "--filter") filter = value();
     else if (arg == "--json") json_path = value();
+    else if (arg == "--threads") threads = std::max(1, std::stoi(value()));
     else if (arg == "--no-peers") peers = false;
     else if (!arg.empty() && arg[0] != '-') bench_dir = arg;
     else {
       fmt::print(stderr, "usage: einstage_bench_einsum_suite [BENCH_DIR] [--rounds N] [--max-seconds S] "
-                         "[--filter TEXT] [--json FILE] [--no-peers]\n");
+                         "[--filter TEXT] [--json FILE] [--threads N] [--no-peers]\n");
       return 2;
     }
   }
@@ -257,10 +263,10 @@ int main(int argc, char** argv) {
   std::string peer_info = "not run (--no-peers)";
   if (peers && !root.empty() && fs::exists("/usr/bin/python3")) {
     if (!machine.forced_core.empty()) {
-      procs.push_back(std::make_unique<Peer>(script, "SKX", machine.forced_core));
-      procs.push_back(std::make_unique<Peer>(script, "own", ""));
+      procs.push_back(std::make_unique<Peer>(script, "SKX", machine.forced_core, threads));
+      procs.push_back(std::make_unique<Peer>(script, "own", "", threads));
     } else {
-      procs.push_back(std::make_unique<Peer>(script, "own", ""));
+      procs.push_back(std::make_unique<Peer>(script, "own", "", threads));
     }
     peer_info.clear();
     for (auto& p : procs) {
@@ -288,12 +294,16 @@ int main(int argc, char** argv) {
     return cells;
   };
   fmt::print("{}\n", machine.summary());
-  fmt::print("einstage einsum suite: f64, 1 thread, {} interleaved rounds, medians\n", rounds);
+  // einstage's pool for --threads N > 1 (nullptr: the calling thread).
+  std::unique_ptr<ThreadPool> pool = threads > 1 ? std::make_unique<ThreadPool>(threads) : nullptr;
+  fmt::print("einstage einsum suite: f64, {} thread{}, {} interleaved rounds, medians\n", threads,
+             threads > 1 ? "s" : "", rounds);
   fmt::print("peers: {}\nload average before: {}\n\n", peer_info, load_before);
   json report;
   report["machine"] = machine.to_json();
   report["load_before"] = load_before;
   report["peers"] = peer_info;
+  report["threads"] = threads;
   const fs::path tmp = fs::temp_directory_path() / fmt::format("einstage-suite-{}", ::getpid());
   fs::create_directories(tmp);
 
@@ -330,12 +340,15 @@ int main(int argc, char** argv) {
       small.push_back({p.get(), "numpy_plain"});
       small.push_back({p.get(), "torch"});
     }
-    RowResult prepared = interleave(rounds, [&] { return block([&] { plan.execute_into(ops, out); }); }, small);
-    RowResult prepared_new = interleave(rounds, [&] { return block([&] { (void)plan.execute(ops); }); }, small);
-    einsum::EinsumOptions one_thread;
-    one_thread.threads = 1;  // the suite is single-threaded, like its peers
+    RowResult prepared =
+        interleave(rounds, [&] { return block([&] { plan.execute_into(ops, out, pool.get()); }); }, small);
+    RowResult prepared_new =
+        interleave(rounds, [&] { return block([&] { (void)plan.execute(ops, pool.get()); }); }, small);
+    einsum::EinsumOptions on_pool;
+    on_pool.threads = 1;  // the calling thread, like its peers, unless --threads gave a pool
+    on_pool.pool = pool.get();
     RowResult one_shot =
-        interleave(rounds, [&] { return block([&] { (void)einsum::einsum("ij,jk->ik", ops, one_thread); }); }, small);
+        interleave(rounds, [&] { return block([&] { (void)einsum::einsum("ij,jk->ik", ops, on_pool); }); }, small);
     fmt::print("{:<36} {:>7}{}\n", "16x16 ij,jk->ik f64", "us", ratio_heading(11));
     for (auto [name, r] : {std::pair{"prepared execute_into", &prepared}, std::pair{"prepared execute", &prepared_new},
                            std::pair{"one-shot einsum(string)", &one_shot}}) {
@@ -417,7 +430,7 @@ int main(int argc, char** argv) {
       ops.push_back(std::move(t));
     }
     std::string note;
-    Tensor result = plan->execute(ops);
+    Tensor result = plan->execute(ops, pool.get());
     auto total = [](const Tensor& t) {
       double s = 0;
       const double* d = t.data<double>();
@@ -428,7 +441,7 @@ int main(int argc, char** argv) {
     if (!std::isfinite(sum)) {
       for (Tensor& t : ops) std::memset(t.raw_data(), 0, t.nbytes());
       note = "zeros (random data overflowed)";
-      sum = total(plan->execute(ops));
+      sum = total(plan->execute(ops, pool.get()));
     }
     {
       std::ofstream data(tmp / "data.bin", std::ios::binary);
@@ -451,7 +464,7 @@ int main(int argc, char** argv) {
     }
     row["einstage_sum"] = sum;
     auto t_first = Clock::now();
-    (void)plan->execute(ops);
+    (void)plan->execute(ops, pool.get());
     const double first = seconds_since(t_first);
     const int reps = int(std::clamp(0.2 / std::max(first, 1e-9), 1.0, 100.0));
     RowResult r = interleave(
@@ -460,7 +473,7 @@ int main(int argc, char** argv) {
           std::vector<double> t;
           for (int k = 0; k < reps; ++k) {
             auto t0 = Clock::now();
-            (void)plan->execute(ops);
+            (void)plan->execute(ops, pool.get());
             t.push_back(seconds_since(t0));
           }
           return median(t);

@@ -12,7 +12,8 @@ Line protocol on stdin/stdout (one reply line per command):
   quit
 Pairwise steps only: NumPy's and torch's einsum accept 52 letters, the instances use thousands of labels, so each
 step is renamed to letters; NumPy runs each pair with optimize=True (tensordot/BLAS where it applies), torch with
-torch.einsum. Both single-threaded (OPENBLAS_NUM_THREADS=1 / torch.set_num_threads(1)).
+torch.einsum. Both on the threads the driver asks for (`--threads N`, default 1: the driver also sets
+OPENBLAS_NUM_THREADS / OMP_NUM_THREADS to N; torch.set_num_threads(N)).
 """
 import json
 import sys
@@ -20,9 +21,11 @@ import time
 
 import numpy as np
 
+THREADS = int(sys.argv[sys.argv.index("--threads") + 1]) if "--threads" in sys.argv else 1
+
 try:
     import torch
-    torch.set_num_threads(1)
+    torch.set_num_threads(THREADS)
 except Exception:  # torch missing: its rows say n/a
     torch = None
 
