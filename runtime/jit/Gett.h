@@ -110,7 +110,9 @@ bool runs_tiny(const ContractionProblem& p, KernelCache& cache);
 /// kernels are available (split: the first block's). `blocking` overrides the default block sizes (tests, tuning); `direct` false forces the
 /// packed path (a context's Config::jit_direct, EINSTAGE_JIT_DIRECT=0). `tuning` is the packed GEMM's tile and blocks
 /// in force (Tuning.h: a context's JitState::tuning(); nullptr: GemmTuning::model()); the bits are the same whatever
-/// it sets.
+/// it sets. A set-up that depends on nothing but the problem, `cache` and `direct` (no explicit blocking, no packed
+/// GEMM) stays in its scratch slot, and the next call in that slot with the same geometry runs on it as a GettPlan
+/// would (KernelCache::serial() tells caches apart).
 void contract_jit(const ContractionProblem& p, ThreadPool* pool = nullptr, KernelCache* cache = nullptr,
                   const GettBlocking* blocking = nullptr, ScratchAllocator* scratch = nullptr, bool direct = true,
                   const GemmTuning* tuning = nullptr);
