@@ -11,7 +11,8 @@
 // cache with one child, then runs --runs children one after the other and prints each and the medians.
 //
 // Usage: einstage_bench_first_call [--runs N] [--cache-dir DIR] [--json FILE]
-//        (without --cache-dir: a fresh directory under the temporary directory, warmed by the first child)
+//        (without --cache-dir: a fresh directory under the temporary directory, warmed by a first child, removed at
+//        the end)
 #include "tools/bench/Machine.h"
 
 // The step itself, trg_step(d, chi), from the guide's example source (its main renamed out of the way), so this
@@ -185,17 +186,27 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  // Before anything else: detect_machine() answers its OpenBLAS probe (this program re-executed) and exits there.
+  const bench::Machine machine = bench::detect_machine();
   const std::string self = std::filesystem::read_symlink("/proc/self/exe");
+  struct RemovedAtReturn {  // the cache directory this run made, if it made one
+    std::string dir;
+    ~RemovedAtReturn() {
+      std::error_code ignored;
+      if (!dir.empty()) std::filesystem::remove_all(dir, ignored);
+    }
+  } made;
   if (cache_dir.empty()) {
     cache_dir = std::filesystem::temp_directory_path() / fmt::format("einstage-first-call-{}", ::getpid());
     std::filesystem::create_directories(cache_dir);
+    made.dir = cache_dir;
     if (!spawn(self, cache_dir)) {  // compiles the step's kernels into the empty cache
       fmt::print(stderr, "the warming child failed\n");
       return 1;
     }
   }
   fmt::print("{}\nthe TRG step's first call in a fresh process, warm kernel cache, {} processes\n",
-             bench::detect_machine().summary(), runs);
+             machine.summary(), runs);
   fmt::print("{:>6} {:>9} {:>10} {:>7} {:>10} {:>10} {:>12} {:>12} {:>9}\n", "run", "first ms", "thread cpu", "faults",
              "second ms", "2nd rt ms", "anon us/flt", "file us/flt", "cpuid us");
   std::vector<double> first, cpu, faults, second, other, anon, file, cpuid, floor_ms;
@@ -221,11 +232,12 @@ int main(int argc, char** argv) {
   }
   fmt::print("median {:>9.3f} {:>10.3f} {:>7} {:>10.3f} {:>10.3f} {:>12.2f} {:>12.2f} {:>9.2f}\n", median(first),
              median(cpu), median(faults), median(second), median(other), median(anon), median(file), median(cpuid));
-  // A bound, not a split: faults on code pages of libraries already mapped cost far less than a fresh anonymous page
-  // here (docs/performance.md), so the faults' share of the call is at most this.
+  // A fault on a code page of a library already mapped costs about what a fresh anonymous page does here (populating
+  // the libraries' text before the call removed 52 faults and 0.62 ms; docs/performance.md), so this is roughly the
+  // faults' share of the call.
   fmt::print("faults x the cost of a fresh anonymous page, per process: median {:.3f} ms\n", median(floor_ms));
   if (!json_path.empty())
-    std::ofstream(json_path) << json{{"machine", bench::detect_machine().summary()}, {"runs", all},
+    std::ofstream(json_path) << json{{"machine", machine.summary()}, {"runs", all},
                                      {"median_first_call_ms", median(first)}, {"median_minor_faults", median(faults)}}
                                     .dump(1);
   return 0;
