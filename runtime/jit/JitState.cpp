@@ -57,6 +57,10 @@ JitState::~JitState() {
   kernels_.reset();      // releases the JIT and the code of its kernels
 }
 
+void JitState::warm_up_now() {
+  if (warm_up_) LlvmProcess::get().warm_up(warm_up_);
+}
+
 void JitState::shutdown_specialiser() {
   if (!LlvmProcess::get().exiting()) specialiser_->shutdown();
 }

@@ -55,6 +55,11 @@ class JitState {
   /// The packed GEMM's tile and blocks this context runs with (runtime/jit/Tuning.h: host_tuning(config()), its
   /// warning printed once), resolved on first use; contract_on and run_step pass it to every GETT set-up.
   const GemmTuning& tuning();
+  /// Runs the process's warm-up of LLVM's code generator on the calling thread now (LlvmProcess::warm_up with this
+  /// context's function) unless one has succeeded; nothing with config().jit off. Throws what the warm-up throws.
+  /// The specialiser's thread never runs it (Specialise.h: exit), so run_step calls this before queueing a kernel
+  /// that must be generated.
+  void warm_up_now();
   /// Finishes the specialiser's running job, drops the queued ones and joins its thread. Idempotent.
   void shutdown_specialiser();
 

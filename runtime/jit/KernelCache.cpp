@@ -177,6 +177,12 @@ void* KernelCache::compiled_function(const std::string& symbol, const std::strin
   return load_or_compile(symbol, detail, compile);
 }
 
+bool KernelCache::has_cached_file(const std::string& symbol, const std::string& detail) const {
+  const std::string path = file_for(symbol, disk_key(detail));
+  std::error_code ec;
+  return !path.empty() && std::filesystem::is_regular_file(path, ec);
+}
+
 JitStats KernelCache::stats() const {
   std::lock_guard lock(mutex_);
   return stats_;

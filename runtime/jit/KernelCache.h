@@ -72,6 +72,10 @@ class KernelCache {
   void* compiled_function(const std::string& symbol, const std::string& detail,
                           const std::function<std::vector<char>(Jit&)>& compile);
 
+  /// Whether compiled_function(symbol, detail, ...) would find a file to load (a regular file at its path; whether
+  /// its contents are usable is decided when it is read). False without a disk cache.
+  bool has_cached_file(const std::string& symbol, const std::string& detail) const;
+
   /// Distinct for every cache made in this process (never reused, unlike an address): a kept set-up that holds this
   /// cache's kernels (Gett.cpp: run_gett) is reused only by calls on the same cache.
   uint64_t serial() const { return serial_; }

@@ -7,6 +7,7 @@
 #include "runtime/jit/JitState.h"
 #include "runtime/jit/KernelCache.h"
 #include "runtime/jit/MicroKernel.h"
+#include "runtime/jit/WarmUp.h"
 
 #include <condition_variable>
 #include <deque>
@@ -94,6 +95,15 @@ bool StepKernel::Shared::run_prepared(const ContractionProblem& p, JitState& jit
   return true;
 }
 
+// What the background cache calls instead of the warm-up when the process is not warmed up: the statics a warm-up
+// makes would be younger than every exit handler, and an exit() on another thread would destroy them under this
+// thread's running job (the header's Exit). run_step warms up on its own thread before queueing a kernel that must be
+// generated; a job that still finds no warm-up (its file was on disk but unusable) fails, and its step stays on
+// contract().
+[[noreturn]] static void refuse_warm_up() {
+  fail(ErrorKind::runtime, "jit: the specialiser does not warm LLVM's code generator up on its own thread");
+}
+
 // The background compiler: one thread, a FIFO of jobs, and its own kernel cache (its own JIT and lock, so a
 // compilation here never holds a lock that a foreground call takes).
 struct Specialiser::Impl {
@@ -111,7 +121,7 @@ struct Specialiser::Impl {
       lock.unlock();
       try {
         if (job_hook) job_hook();
-        if (!cache) cache = std::make_unique<KernelCache>(cache_dir, JitTarget{}, warm_up);
+        if (!cache) cache = std::make_unique<KernelCache>(cache_dir, JitTarget{}, warm_up ? &refuse_warm_up : nullptr);
         job(*cache);
       } catch (const Error&) {
         // The job marks its handle failed; the step keeps running on contract().
@@ -183,6 +193,17 @@ void Specialiser::wait_idle() {
 namespace {
 
 void queue(JitState& jit, const std::shared_ptr<StepKernel::Shared>& shared) {
+  // The specialiser's thread never makes LLVM's lazily made statics (refuse_warm_up): when this kernel must be
+  // generated and the process has not warmed the code generator up, this thread does it first (once per process).
+  if (!code_generator_warmed_up()) {
+    const SpecialisedKernelSpec& spec = shared->schedule.kernel;
+    try {
+      if (!jit.kernels().has_cached_file(spec.symbol(), spec.describe())) jit.warm_up_now();
+    } catch (const Error&) {
+      shared->state.store(int(StepKernel::State::failed));  // the step keeps running on contract()
+      return;
+    }
+  }
   jit.specialiser().submit([shared](KernelCache& cache) {
     try {
       const SpecialisedKernelSpec& spec = shared->schedule.kernel;

@@ -22,7 +22,11 @@
 // context is destroyed before any static that LLVM makes lazily during code generation when it was constructed after
 // those statics exist (WarmUp.h warms the code generator up once per process, before a context's first code
 // generation), and static destructors run in reverse order of construction; a static context made earlier keeps its
-// specialiser alive during exit instead (JitState.h).
+// specialiser alive during exit instead (JitState.h). The background thread never runs that warm-up itself: the
+// statics it makes would be younger than every exit handler, so an exit() on another thread while it ran would
+// destroy them under the job (a test suite whose kernels all came from the disk cache but a specialised one crashed
+// at exit in 3 of 12 runs). When a hot step's kernel must be generated and the process is not warmed up, run_step
+// warms up on the calling thread before queueing it, once per process.
 #pragma once
 
 #include "runtime/Contract.h"
@@ -40,8 +44,9 @@ class KernelCache;
 /// One background thread that runs compilation jobs in order, with a KernelCache of its own.
 class Specialiser {
  public:
-  /// Starts no thread until the first job; its cache keeps objects in `cache_dir` ("" in memory only) and warms the
-  /// code generator up with `warm_up` (KernelCache's constructor).
+  /// Starts no thread until the first job; its cache keeps objects in `cache_dir` ("" in memory only). Its thread
+  /// never runs `warm_up` (see Exit above): with one given, a job that would generate code in a process not warmed up
+  /// fails instead (run_step warms up on the calling thread before it queues such a job).
   explicit Specialiser(std::string cache_dir, void (*warm_up)() = nullptr);
   /// shutdown().
   ~Specialiser();

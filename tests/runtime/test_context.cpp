@@ -24,6 +24,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -209,6 +210,19 @@ TEST_CASE("context: a context whose JIT warm-up fails does not poison another; a
   // then one given the failing warm-up that never calls it. Status 50: all as expected; 51-55: the step that was not.
   test::TempDir cache;
   CHECK(child_status("warm-up-fault", cache.path().string()) == 50);
+}
+
+TEST_CASE("context: the specialiser's thread never warms LLVM up; the thread that queues the first kernel does") {
+  // LlvmProcessChecks.cpp: a process whose ordinary kernels all come from the disk cache and whose first generated
+  // kernel is a hot step's specialised one. Status 61: the warm-up ran on the queueing thread and the background
+  // generated the kernels; 62-65: what went wrong (see the child).
+  test::TempDir cache;
+  REQUIRE(child_status("specialise-fill", cache.path().string()) == 60);
+  int removed = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(cache.path()))
+    if (entry.path().filename().string().rfind("ein_spec_", 0) == 0) removed += std::filesystem::remove(entry.path());
+  REQUIRE(removed > 0);
+  CHECK(child_status("specialise-cold", cache.path().string()) == 61);
 }
 
 TEST_CASE("context: a process exiting from main or from a worker while kernels compile and specialise exits cleanly") {

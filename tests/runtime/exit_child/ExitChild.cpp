@@ -9,7 +9,8 @@
 // warm-up ran + 2 if a kernel was compiled + 4 if one came from the disk cache (EINSTAGE_CACHE_DIR) + 8 if the
 // code generations on its thread are not the cache's kernels plus, when it ran, the warm-up's one kernel.
 // MODE "statics" (SEED is then a CPU name, or "host") checks the warm-up's statics instead: WarmUpStatics.cpp; MODEs
-// "handlers" and "warm-up-fault" (SEED ignored) check the JIT's process state: LlvmProcessChecks.cpp.
+// "handlers", "warm-up-fault", "specialise-fill" and "specialise-cold" (SEED ignored) check the JIT's process state:
+// LlvmProcessChecks.cpp.
 #include "extensions/einsum/exec/Einsum.h"
 #include "runtime/Context.h"
 #include "runtime/jit/Dispatch.h"
@@ -30,6 +31,7 @@ namespace einstage::test {
 int check_warm_up_statics(const std::string& cpu);  // WarmUpStatics.cpp
 int check_exit_handlers();                          // LlvmProcessChecks.cpp
 int check_warm_up_fault();                          // LlvmProcessChecks.cpp
+int check_specialise(bool fill);                    // LlvmProcessChecks.cpp
 }
 
 namespace {
@@ -55,6 +57,8 @@ int main(int argc, char** argv) {
   if (std::strcmp(argv[2], "statics") == 0) return test::check_warm_up_statics(argv[1]);
   if (std::strcmp(argv[2], "handlers") == 0) return test::check_exit_handlers();
   if (std::strcmp(argv[2], "warm-up-fault") == 0) return test::check_warm_up_fault();
+  if (std::strcmp(argv[2], "specialise-fill") == 0) return test::check_specialise(true);
+  if (std::strcmp(argv[2], "specialise-cold") == 0) return test::check_specialise(false);
   if (std::strcmp(argv[2], "cache") == 0) {
     std::vector<double> av(12 * 10, 0.5), bv(10 * 9, 0.25);
     const Tensor a = Tensor::from_col_major<double>({12, 10}, av), b = Tensor::from_col_major<double>({10, 9}, bv);

@@ -4,12 +4,14 @@
 // an object) while new contexts load kernels from the disk cache and compile new shapes: after one context has
 // compiled, nothing registers the handler again. "warm-up-fault": a context whose warm-up fails runs on the portable
 // kernel without marking the process warmed up; the next context warms up and runs on the JIT; a later context given
-// the failing warm-up never calls it; a context with the JIT off never asks for a warm-up.
+// the failing warm-up never calls it; a context with the JIT off never asks for a warm-up. "specialise-fill" and
+// "specialise-cold": the specialiser's thread never warms LLVM up (runtime/jit/Specialise.h, Exit).
 #include "extensions/einsum/exec/Einsum.h"
 #include "ir/Error.h"
 #include "ir/Scratch.h"
 #include "runtime/Context.h"
 #include "runtime/jit/Dispatch.h"
+#include "runtime/jit/Jit.h"
 #include "runtime/jit/JitState.h"
 #include "runtime/jit/LlvmProcess.h"
 #include "runtime/jit/Specialise.h"
@@ -17,6 +19,8 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <vector>
 
 namespace einstage::test {
@@ -124,6 +128,32 @@ int check_warm_up_fault() {
       !failing.failed() || next.failed())
     return 54;
   return 50;
+}
+
+namespace {
+int specialised_files() {
+  int count = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(std::getenv("EINSTAGE_CACHE_DIR")))
+    if (entry.path().filename().string().rfind("ein_spec_", 0) == 0) ++count;
+  return count;
+}
+}  // namespace
+
+// "specialise-fill" (status 60) fills the disk cache with two hot matmuls' kernels; the parent then removes the
+// specialised ones, and "specialise-cold" runs the same matmuls again: every ordinary kernel now comes from disk, so
+// the first code this process generates is a specialised kernel, queued for the background thread. The warm-up must
+// run on this thread before it is queued (one code generation here, none compiled by the foreground cache) and the
+// background must still generate the kernels. Before that rule the specialiser's thread warmed up itself, and an
+// exit() during it destroyed the statics it was making under it. Status 61: so; 62: the foreground compiled kernels
+// (the fill did not fill); 63: no warm-up on this thread; 64: no specialised kernel generated; 65: not warmed up.
+int check_specialise(bool fill) {
+  ExecutionContext context(ConfigOptions{.threads = 1});
+  (void)matmuls(context, 0, 2);
+  if (fill) return 60;
+  if (dispatch_stats(context).jit.kernels_compiled != 0) return 62;
+  if (Jit::codegens_on_this_thread() != 1) return 63;
+  if (specialised_files() == 0) return 64;
+  return LlvmProcess::get().warmed_up() ? 61 : 65;
 }
 
 }  // namespace einstage::test
