@@ -13,9 +13,10 @@
 // constant, MicroKernel.h: SpecialisedKernelSpec) on the context's Specialiser, one background thread, and returns at
 // once. When the kernel is ready it is published through an atomic pointer; later calls on the same context whose
 // problem matches the compiled one exactly (extents, strides, dtype, accumulate) run it, any other problem or context
-// keeps going to contract(). No call ever waits for a compilation. The specialised kernel sums every element in the
-// direct kernel's order, so results are bitwise the same before and after the swap. Objects are cached on disk like
-// every other kernel (KernelCache), by a second KernelCache whose JIT and lock are the background thread's own.
+// keeps going to contract(). No call waits for the specialised kernel's compilation (the one wait is the process's
+// warm-up, see Exit). The specialised kernel sums every element in the direct kernel's order, so results are bitwise
+// the same before and after the swap. Objects are cached on disk like every other kernel (KernelCache), by a second
+// KernelCache whose JIT and lock are the background thread's own.
 // Config::jit_specialise (EINSTAGE_JIT_SPECIALISE=0) turns this off.
 //
 // Exit: the Specialiser's destructor finishes the running job, drops the queued ones and joins its thread; its
