@@ -39,12 +39,12 @@ struct Net {
 Net random_net(uint64_t seed) {
   kt::Rng r(seed);
   Net net;
-  const int n = 6 + static_cast<int>(r.uniform(0, 3.99));
+  const int n = 6 + static_cast<int>(r.uniform(0, 3));
   net.terms.resize(static_cast<size_t>(n));
   char next = 'a';
   auto fresh = [&] {
     const char l = next++;
-    net.extent[l] = 2 + static_cast<int64_t>(r.uniform(0, 1.99));
+    net.extent[l] = 2 + static_cast<int64_t>(r.uniform(0, 1));
     return l;
   };
   for (int k = 0; k < n; ++k) {

@@ -16,7 +16,6 @@ namespace {
 
 constexpr int64_t KiB = 1024, MiB = 1024 * 1024;
 const CacheInfo kXeon{48 * KiB, 2 * MiB, 105 * MiB};  // this project's Xeon (Sapphire-Rapids-like core)
-const CacheInfo kZen3{32 * KiB, 512 * KiB, 32 * MiB};
 
 }  // namespace
 
