@@ -3,12 +3,12 @@
 // page fault on this machine measured in the same processes, so that "faults x cost per fault" is a number.
 //
 // Each child process builds a Runtime with einsum and linalg, traces and prepares the step (not timed), then times
-// the first Executable::run (wall, with its CLOCK_MONOTONIC start and end in seconds for `perf report --time`; thread and process CPU
-// time; the process's minor page faults over the call), a second call, the first call on a second Runtime (a fresh
-// context in a process no longer cold), then
-// probes the fault cost: 2000 fresh anonymous pages touched one byte each, up to 2000 pages of the runtime's shared
-// library mapped afresh and read one byte each (microseconds per fault counted by getrusage), and one cpuid. The parent warms the kernel
-// cache with one child, then runs --runs children one after the other and prints each and the medians.
+// the first Executable::run (wall, with its CLOCK_MONOTONIC start and end in seconds for `perf report --time`;
+// thread and process CPU time; the process's minor page faults over the call), a second call, and the first call on
+// a second Runtime (a fresh context in a process no longer cold). Then it probes the fault cost: 2000 fresh anonymous
+// pages touched one byte each, up to 2000 pages of the runtime's shared library mapped afresh and read one byte each
+// (microseconds per fault counted by getrusage), and one cpuid. The parent warms the kernel cache with one child,
+// then runs --runs children one after the other and prints each and the medians.
 //
 // Usage: einstage_bench_first_call [--runs N] [--cache-dir DIR] [--json FILE]
 //        (without --cache-dir: a fresh directory under the temporary directory, warmed by a first child, removed at
@@ -95,7 +95,8 @@ json fault_probe() {
   std::string library;
   std::ifstream maps("/proc/self/maps");
   for (std::string line; library.empty() && std::getline(maps, line);)
-    if (const size_t at = line.find('/'); at != std::string::npos && line.find("libeinstage_runtime") != std::string::npos)
+    if (const size_t at = line.find('/');
+        at != std::string::npos && line.find("libeinstage_runtime") != std::string::npos)
       library = line.substr(at);
   if (FILE* f = library.empty() ? nullptr : std::fopen(library.c_str(), "rb")) {
     const size_t file_pages = std::min(pages, static_cast<size_t>(std::filesystem::file_size(library)) / page);
@@ -147,7 +148,8 @@ int child() {
                  {"process_cpu_ms", u1.process_cpu_ms - u0.process_cpu_ms},
                  {"minor_faults", u1.minflt - u0.minflt}, {"major_faults", u1.majflt - u0.majflt},
                  {"second_call_ms", s1.wall_ms - s0.wall_ms},
-                 {"other_runtime_first_call_ms", o1.wall_ms - o0.wall_ms}, {"other_runtime_faults", o1.minflt - o0.minflt}, {"trace", out.at(0).item<double>()},
+                 {"other_runtime_first_call_ms", o1.wall_ms - o0.wall_ms},
+                 {"other_runtime_faults", o1.minflt - o0.minflt}, {"trace", out.at(0).item<double>()},
                  {"first_call_start_s", u0.wall_ms * 1e-3}, {"first_call_end_s", u1.wall_ms * 1e-3}};
   result.update(fault_probe());
   std::puts(result.dump().c_str());
