@@ -87,6 +87,13 @@ inline Fused fuse(const std::vector<Axis>& group, int64_t Axis::*key, int64_t Ax
   return f;
 }
 
+// Whether rows [0, count) at `offsets` are a few runs contiguous in the source: at least 4 rows a run on average.
+inline bool rows_in_runs(const int64_t* offsets, int64_t count) {
+  int64_t runs = 1;
+  for (int64_t r = 1; r < count; ++r) runs += offsets[r] != offsets[r - 1] + 1;
+  return runs * 4 <= count;
+}
+
 inline bool unit_run(const std::vector<int64_t>& table, int64_t begin, int64_t count) {
   const int64_t* t = table.data() + begin;
   for (int64_t r = 1; r < count; ++r)
@@ -252,6 +259,13 @@ struct Gett {
       if (rows < mr) std::memset(dst, 0, sizeof(R) * size_t(kc * mr));
       if (unit_run(m.a, i0, rows)) {
         pack_runs<R>(dst, mr, a + am[0], ak, rows, kc);
+      } else if (!a_k_unit && rows_in_runs(am, rows)) {
+        // A few runs contiguous in A (a tile across the end of a short m axis: aebf,dfce->abcd at 32^6, tiles of 24
+        // rows over runs of 32): each run copied at its place in the sliver, not element by element.
+        for (int64_t r = 0, e = 0; r < rows; r = e) {
+          for (e = r + 1; e < rows && am[e] == am[e - 1] + 1;) ++e;
+          pack_runs<R>(dst + r, mr, a + am[r], ak, e - r, kc);
+        }
       } else if (a_k_unit) {  // k contiguous: blocks of rows by k steps transposed in registers (GettPack.h)
         const T* src[kMaxPackedRows];
         EIN_ASSERT(rows <= kMaxPackedRows, "micro-tile taller than the packer's row table");

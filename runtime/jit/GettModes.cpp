@@ -112,8 +112,10 @@ const std::vector<MicroKernelChoice>& direct_candidates(DType real, bool avx512)
 // Whether the direct path orders g's columns (fused from `n_axes` in C's order) by B's strides instead: when
 // neighbouring columns are not neighbours in B but some n axis is contiguous in B, a k step's nr broadcasts then
 // come from one cache line instead of nr, and a column sliver reads a few lines of B instead of a share of every line
-// (aebf,dfce->abcd at 8^6, whose columns c, d are 64 apart in B in C's order: 6.0 -> 5.5 us a call). Tiles are
-// independent and each sums k in order, so the bits do not depend on the columns' order.
+// (aebf,dfce->abcd at 8^6, whose columns c, d are 64 apart in B in C's order: 6.0 -> 5.5 us a call). The packed path
+// asks the same for a B not contiguous along k (GettSetup.cpp): its B slivers are then packed a run of nr columns per
+// k step instead of an element per cache line (aebf,dfce->abcd at 32^6). Tiles are independent and each sums k in
+// order, so the bits do not depend on the columns' order.
 bool columns_by_b(const Fused& n, const std::vector<Axis>& n_axes) {
   if (n.size < 2 || n.b[1] - n.b[0] == 1) return false;
   return std::any_of(n_axes.begin(), n_axes.end(),

@@ -184,6 +184,11 @@ GettMode set_up_gett(GettSetup<T>& ws, Gett<T>& g, const ContractionProblem& p, 
         return GettMode::transposed;
     }
   }
+  // A B not contiguous along k packs its slivers column by column (GettLoops.h: pack_b_sliver): columns neighbours in
+  // B make each k step of a sliver one run of nr elements, where C's order read one element per cache line
+  // (aebf,dfce->abcd at 32^6, docs/performance.md). Which tile holds a column never changes its bits.
+  if (!unit_run(g.k.b, 0, g.k.size) && columns_by_b(g.n, p.n))
+    fuse(g.n, p.n, &Axis::stride_b, &Axis::stride_c, kNeedB | kNeedC, ws.fuse);
   set_up_packed(g, cache, blocking, tuning);
   return GettMode::gett;
 }

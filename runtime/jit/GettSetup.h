@@ -45,6 +45,10 @@ const std::vector<MicroKernelChoice>& direct_candidates(DType real, bool avx512)
 template <typename T>
 bool plan_direct(Gett<T>& g, DType real, bool avx512, MicroKernelSpec& tile, const std::vector<Axis>& n_axes,
                  FuseScratch& scratch);
+// Whether columns `n` (fused from `n_axes` in C's order) should be fused again by B's strides: neighbouring columns
+// are not neighbours in B but some n axis is contiguous in B (the direct path, and the packed path for a B that is
+// not contiguous along k). The bits never depend on the columns' order.
+bool columns_by_b(const Fused& n, const std::vector<Axis>& n_axes);
 
 // ---- the set-up (GettSetup.cpp) and the loops (GettRun.cpp) ----
 

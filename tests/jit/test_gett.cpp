@@ -557,6 +557,53 @@ TEST_CASE("jit gett: row split between threads gives each thread its minimum and
   }
 }
 
+// aebf,dfce->abcd (every extent 12) on the packed path: B is not contiguous along k and its contiguous axis d is C's
+// second n axis, so the columns are ordered by B (GettSetup.cpp), and A's 24-row tiles cross its runs of 12 rows
+// (GettLoops.h: pack_a_sliver, rows_in_runs). The same contraction with A contiguous along m and B's columns in C's
+// order (the same k order: B's strides order f before e in both) packs neither way; both must give the same bits, at
+// 1, 2 and 3 threads, and match the oracle.
+TEST_CASE("jit gett: columns ordered by B and A rows packed in runs give the bits of plain layouts") {
+  const int64_t E = 12, E2 = E * E, E3 = E2 * E, E4 = E3 * E;
+  const uint64_t seed = 3939;
+  INFO("seed " << seed);
+  SplitMix64 rng(seed);
+  OwnedProblem perm;  // A[a,e,b,f], B[d,f,c,e], C[a,b,c,d]
+  perm.p.dtype = DType::f64;
+  perm.p.m = {{E, 1, 0, 1}, {E, E2, 0, E}};       // a, b
+  perm.p.n = {{E, 0, E2, E2}, {E, 0, 1, E3}};     // c, d
+  perm.p.k = {{E, E, E3, 0}, {E, E3, E, 0}};      // e, f
+  perm.a.elements = perm.b.elements = perm.c.elements = E4;
+  allocate_and_fill<double>(perm, rng, /*fill_c=*/false);
+  OwnedProblem plain = perm;  // A[a,b,e,f], B[c,d,f,e]
+  plain.p.m = {{E, 1, 0, 1}, {E, E, 0, E}};
+  plain.p.n = {{E, 0, 1, E2}, {E, 0, E, E3}};
+  plain.p.k = {{E, E2, E3, 0}, {E, E3, E2, 0}};
+  const double* a = reinterpret_cast<const double*>(perm.a.bytes.data());
+  const double* b = reinterpret_cast<const double*>(perm.b.bytes.data());
+  double* a2 = reinterpret_cast<double*>(plain.a.bytes.data());
+  double* b2 = reinterpret_cast<double*>(plain.b.bytes.data());
+  for (int64_t i = 0; i < E; ++i)
+    for (int64_t j = 0; j < E; ++j)
+      for (int64_t p = 0; p < E; ++p)
+        for (int64_t q = 0; q < E; ++q) {
+          a2[i + j * E + p * E2 + q * E3] = a[i + p * E + j * E2 + q * E3];  // (a, b, e, f) = (i, j, p, q)
+          b2[i + j * E + q * E2 + p * E3] = b[j + q * E + i * E2 + p * E3];  // (c, d, f, e) = (i, j, q, p)
+        }
+  ThreadPool two(2), three(3);
+  for (const GettBlocking* blocking : {static_cast<const GettBlocking*>(nullptr), &kTiny}) {
+    OwnedProblem x = perm, y = plain, x2 = perm, x3 = perm;
+    for (OwnedProblem* o : {&x, &y, &x2, &x3}) o->bind();
+    contract_jit(x.p, nullptr, &memory_cache(), blocking);
+    contract_jit(y.p, nullptr, &memory_cache(), blocking);
+    contract_jit(x2.p, &two, &memory_cache(), blocking);
+    contract_jit(x3.p, &three, &memory_cache(), blocking);
+    CHECK(x.c.bytes == y.c.bytes);
+    CHECK(x.c.bytes == x2.c.bytes);
+    CHECK(x.c.bytes == x3.c.bytes);
+    check_against_oracle<double>(x);
+  }
+}
+
 // The packed GEMM's row chunks share a KC step's row tiles through gett_detail::RowClaims: a chunk takes equal blocks
 // from the front of its own range, then half of the fullest other range's rest from its back. Whatever order the
 // threads ask in (seeded random interleavings here; the seed is printed), every tile goes to exactly one claim, a
