@@ -4,20 +4,25 @@
 // contiguous along k, where both operands are k-major (C = Uᵀ X with a skinny X): the GEMM paths would pack the large
 // operand by a transpose for a few uses of each element. The direct and packed kernels vectorise along the output
 // rows, so with one row (or one column, transposed) they pad every vector to MR and run at an eighth of their rate;
-// here each output is a dot product along k instead: eight columns per pass for one vector, blocks of vectors by four
+// here each output is a dot product along k instead: four columns per pass for one vector, blocks of vectors by four
 // columns for several, one vector accumulator per output, then one horizontal sum per output. Every output is summed
-// in the same order (lanes of the vector accumulator over k in steps of W, the lanes added first to last, then the
-// tail of k in order), whatever block it runs in, so the bits do not depend on the number of vectors or columns or
-// on threads. From kMinThreadedMacs multiply-adds on (one vector: kMinThreadedMatVecMacs, Gett.h), the matrix columns
-// are split between the pool's threads in
-// runs of eight (each thread reads its own columns once; a 256 x 256 product is about 10 us read from L3, which a
-// gradient walk's six reverse matrix-vector steps spent on one core while the other waited). Real dtypes only;
-// complex stays on the 1m path. Included through GettSetup.h by runtime/jit/Gett*.cpp only.
+// in one order (an explicit fma per vector of k into lanes l = p mod W, the last partial vector loaded with zeros
+// past k, then the lanes summed by halves: the definition is `block` below), whatever block, thread or address it
+// runs at, so the bits depend only on the values, W (8 f64 / 16 f32 lanes under AVX-512, 4 / 8 under AVX2) and k.
+// Since 2026-12-06 (issue 39) the multiply-adds are fmas, not a multiply and an add (the project builds with
+// -ffp-contract=off): other bits than before, 10-15% faster at 256^2 and 512^2 f64 (docs/performance.md). From
+// kMinThreadedMacs multiply-adds on (one vector: kMinThreadedMatVecMacs, Gett.h), the matrix columns are split
+// between the pool's threads in runs of eight (each thread reads its own columns once; a 256 x 256 product is about
+// 10 us read from L3, which a gradient walk's six reverse matrix-vector steps spent on one core while the other
+// waited). Real dtypes only; complex stays on the 1m path. Included through GettSetup.h by runtime/jit/Gett*.cpp only.
 #pragma once
 
+#include "runtime/jit/GettAxpy.h"
 #include "runtime/jit/GettLoops.h"
 
 #include "runtime/ThreadPool.h"
+
+#include <immintrin.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -26,79 +31,128 @@
 
 namespace einstage::gett_detail {
 
-// H vectors (k runs at v + vecs[h]) against G matrix columns (k runs at m + cols[g]); output (h, g) at
-// c[vec_out[h] + out[g]]; W lanes per vector. Each output has its own accumulator and the same operations in the same
-// order whatever G and H are (lanes over k in steps of W, the lanes added first to last, then the tail of k in
-// order), so its bits do not depend on the blocking.
-template <typename R, int W, int G, int H>
-[[gnu::always_inline]] inline void dot_block(const R* v, const int64_t* vecs, const int64_t* vec_out, const R* m,
-                                             const int64_t* cols, const int64_t* out, R* c, int64_t k,
-                                             bool accumulate) {
-  using V [[gnu::vector_size(W * sizeof(R))]] = R;
-  V acc[H][G];
-  for (int h = 0; h < H; ++h)
-    for (int g = 0; g < G; ++g) acc[h][g] = V{};
-  const int64_t kv = k / W * W;
-  for (int64_t p = 0; p < kv; p += W) {
-    V x[H];
-    for (int h = 0; h < H; ++h) __builtin_memcpy(&x[h], v + vecs[h] + p, sizeof(V));
-    for (int g = 0; g < G; ++g) {
-      V y;
-      __builtin_memcpy(&y, m + cols[g] + p, sizeof(V));
-      for (int h = 0; h < H; ++h) acc[h][g] += x[h] * y;
-    }
-  }
-  for (int h = 0; h < H; ++h)
-    for (int g = 0; g < G; ++g) {
-      R s = acc[h][g][0];
-      for (int l = 1; l < W; ++l) s += acc[h][g][l];
-      const R* vec = v + vecs[h];
-      const R* col = m + cols[g];
-      for (int64_t p = kv; p < k; ++p) s += vec[p] * col[p];
-      R& dst = c[vec_out[h] + out[g]];
-      if (accumulate) dst += s;
-      else dst = s;
-    }
+// The vector operations of the dot products besides GettAxpy.h's vfma, one overload per vector type with its ISA
+// as target: an unaligned load, a load of the first n lanes (the others zero, nothing past them read), and the sum of
+// the lanes by halves (lane l plus lane l + W/2, repeated down to one lane).
+[[gnu::target("avx512f")]] inline __m512d vload(__m512d, const double* p) { return _mm512_loadu_pd(p); }
+[[gnu::target("avx512f")]] inline __m512 vload(__m512, const float* p) { return _mm512_loadu_ps(p); }
+[[gnu::target("avx2")]] inline __m256d vload(__m256d, const double* p) { return _mm256_loadu_pd(p); }
+[[gnu::target("avx2")]] inline __m256 vload(__m256, const float* p) { return _mm256_loadu_ps(p); }
+[[gnu::target("avx512f")]] inline __m512d vload_first(__m512d, const double* p, int64_t n) {
+  return _mm512_maskz_loadu_pd(__mmask8((1u << n) - 1), p);
+}
+[[gnu::target("avx512f")]] inline __m512 vload_first(__m512, const float* p, int64_t n) {
+  return _mm512_maskz_loadu_ps(__mmask16((1u << n) - 1), p);
+}
+[[gnu::target("avx2")]] inline __m256d vload_first(__m256d, const double* p, int64_t n) {
+  return _mm256_maskload_pd(p, _mm256_cmpgt_epi64(_mm256_set1_epi64x(n), _mm256_setr_epi64x(0, 1, 2, 3)));
+}
+[[gnu::target("avx2")]] inline __m256 vload_first(__m256, const float* p, int64_t n) {
+  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  return _mm256_maskload_ps(p, _mm256_cmpgt_epi32(_mm256_set1_epi32(int(n)), lanes));
+}
+[[gnu::target("avx2")]] inline double vsum(__m256d v) {
+  const __m128d q = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
+  return _mm_cvtsd_f64(_mm_add_sd(q, _mm_unpackhi_pd(q, q)));
+}
+[[gnu::target("avx2")]] inline float vsum(__m256 v) {
+  const __m128 q = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 d = _mm_add_ps(q, _mm_movehl_ps(q, q));
+  return _mm_cvtss_f32(_mm_add_ss(d, _mm_shuffle_ps(d, d, 1)));
+}
+[[gnu::target("avx512f")]] inline double vsum(__m512d v) {
+  // The masked extracts: GCC 12's plain ones start from an undefined vector and warn (-Wmaybe-uninitialized).
+  return vsum(_mm256_add_pd(_mm512_maskz_extractf64x4_pd(0xf, v, 0), _mm512_maskz_extractf64x4_pd(0xf, v, 1)));
+}
+[[gnu::target("avx512f")]] inline float vsum(__m512 v) {
+  const __m512d d = _mm512_castps_pd(v);
+  const __m256 lo = _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xf, d, 0));
+  return vsum(_mm256_add_ps(lo, _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xf, d, 1))));
 }
 
-// Every vector against every column: one vector eight columns per pass; several vectors (up to kMaxDotVectors) in
-// blocks of HB against four columns per pass, so the columns of a pass stay in L1 while every vector block reads
-// them, and the matrix is read from memory once.
-template <typename R, int W, int HB>
-[[gnu::always_inline]] inline void dot_all(const R* v, const int64_t* vecs, const int64_t* vec_out, int64_t nvec,
-                                           const R* m, const int64_t* cols, const int64_t* out, int64_t count,
-                                           R* c, int64_t k, bool accumulate) {
-  if (nvec == 1) {
-    int64_t j = 0;
-    for (; j + 8 <= count; j += 8) dot_block<R, W, 8, 1>(v, vecs, vec_out, m, cols + j, out + j, c, k, accumulate);
-    for (; j < count; ++j) dot_block<R, W, 1, 1>(v, vecs, vec_out, m, cols + j, out + j, c, k, accumulate);
-    return;
-  }
-  auto vectors = [&](auto columns, int64_t j) {
-    constexpr int G = decltype(columns)::value;
-    int64_t h = 0;
-    for (; h + HB <= nvec; h += HB)
-      dot_block<R, W, G, HB>(v, vecs + h, vec_out + h, m, cols + j, out + j, c, k, accumulate);
-    for (; h < nvec; ++h) dot_block<R, W, G, 1>(v, vecs + h, vec_out + h, m, cols + j, out + j, c, k, accumulate);
+// The kernels of one ISA (GCC inlines an intrinsic only into a function with its target, so the bodies are written
+// once here and compiled for each target; GettAxpy.h does the same).
+//
+// block: H vectors (k runs at v + vecs[h]) against G matrix columns (k runs at m + cols[g]); output (h, g) at
+// c[vec_out[h] + out[g]]. Each output has its own accumulator of W lanes from zero: lane l sums vector x column over
+// the positions p = l (mod W) in increasing p, one fma each (the last, partial vector of k loaded with zeros past k),
+// then the lanes are summed by halves (vsum) and the sum stored or added to C. The same operations in the same order
+// whatever G and H, so the bits of an output do not depend on the blocking.
+//
+// one: one vector against every column, four columns per pass (four fma chains, each fed by its own load: the loop
+// is bound by the matrix's stream from L2 or L3, and eight columns per pass measured no faster), then the last
+// columns one by one; a function of its own, so the loop keeps its pointers in registers (inlined into `all`, GCC
+// reloaded one from a vector register every k step). all: several vectors (up to kMaxDotVectors) in blocks of HB
+// against four columns per pass, so the columns of a pass stay in L1 while every vector block reads them, and the
+// matrix is read from memory once.
+#define EINSTAGE_DOT_KERNELS(NAME, TARGET)                                                                          \
+  struct NAME {                                                                                                      \
+    template <typename R, int W, int G, int H>                                                                       \
+    [[gnu::target(TARGET), gnu::always_inline]] static inline void block(                                           \
+        const R* v, const int64_t* vecs, const int64_t* vec_out, const R* m, const int64_t* cols, const int64_t* out, \
+        R* c, int64_t k, bool accumulate) {                                                                          \
+      using Vec = typename VecOf<R, W>::type;                                                                        \
+      const R* x[H];                                                                                                 \
+      const R* y[G];                                                                                                 \
+      for (int h = 0; h < H; ++h) x[h] = v + vecs[h];                                                                \
+      for (int g = 0; g < G; ++g) y[g] = m + cols[g];                                                                \
+      Vec acc[H][G];                                                                                                 \
+      for (int h = 0; h < H; ++h)                                                                                    \
+        for (int g = 0; g < G; ++g) acc[h][g] = Vec{};                                                               \
+      const int64_t kv = k / W * W;                                                                                  \
+      for (int64_t p = 0; p < kv; p += W) {                                                                          \
+        Vec xv[H];                                                                                                   \
+        for (int h = 0; h < H; ++h) xv[h] = vload(Vec{}, x[h] + p);                                                  \
+        for (int g = 0; g < G; ++g) {                                                                                \
+          const Vec yv = vload(Vec{}, y[g] + p);                                                                     \
+          for (int h = 0; h < H; ++h) acc[h][g] = vfma(xv[h], yv, acc[h][g]);                                        \
+        }                                                                                                            \
+      }                                                                                                              \
+      if (kv < k) {                                                                                                  \
+        Vec xv[H];                                                                                                   \
+        for (int h = 0; h < H; ++h) xv[h] = vload_first(Vec{}, x[h] + kv, k - kv);                                   \
+        for (int g = 0; g < G; ++g) {                                                                                \
+          const Vec yv = vload_first(Vec{}, y[g] + kv, k - kv);                                                      \
+          for (int h = 0; h < H; ++h) acc[h][g] = vfma(xv[h], yv, acc[h][g]);                                        \
+        }                                                                                                            \
+      }                                                                                                              \
+      for (int h = 0; h < H; ++h)                                                                                    \
+        for (int g = 0; g < G; ++g) {                                                                                \
+          const R s = vsum(acc[h][g]);                                                                               \
+          R& dst = c[vec_out[h] + out[g]];                                                                           \
+          dst = accumulate ? dst + s : s;                                                                            \
+        }                                                                                                            \
+    }                                                                                                                \
+    template <typename R, int W, int HB, int G>                                                                      \
+    [[gnu::target(TARGET), gnu::always_inline]] static inline void vectors(                                         \
+        const R* v, const int64_t* vecs, const int64_t* vec_out, int64_t nvec, const R* m, const int64_t* cols,       \
+        const int64_t* out, R* c, int64_t k, bool accumulate) {                                                      \
+      int64_t h = 0;                                                                                                 \
+      for (; h + HB <= nvec; h += HB) block<R, W, G, HB>(v, vecs + h, vec_out + h, m, cols, out, c, k, accumulate); \
+      for (; h < nvec; ++h) block<R, W, G, 1>(v, vecs + h, vec_out + h, m, cols, out, c, k, accumulate);            \
+    }                                                                                                                \
+    template <typename R, int W>                                                                                     \
+    [[gnu::target(TARGET), gnu::noinline]] static void one(const R* v, const int64_t* vecs, const int64_t* vec_out,  \
+                                                           const R* m, const int64_t* cols, const int64_t* out,       \
+                                                           int64_t count, R* c, int64_t k, bool accumulate) {        \
+      int64_t j = 0;                                                                                                 \
+      for (; j + 4 <= count; j += 4) block<R, W, 4, 1>(v, vecs, vec_out, m, cols + j, out + j, c, k, accumulate);    \
+      for (; j < count; ++j) block<R, W, 1, 1>(v, vecs, vec_out, m, cols + j, out + j, c, k, accumulate);            \
+    }                                                                                                                \
+    template <typename R, int W, int HB>                                                                             \
+    [[gnu::target(TARGET)]] static void all(const R* v, const int64_t* vecs, const int64_t* vec_out, int64_t nvec,  \
+                                            const R* m, const int64_t* cols, const int64_t* out, int64_t count, R* c, \
+                                            int64_t k, bool accumulate) {                                            \
+      if (nvec == 1) return one<R, W>(v, vecs, vec_out, m, cols, out, count, c, k, accumulate);                     \
+      int64_t j = 0;                                                                                                 \
+      for (; j + 4 <= count; j += 4)                                                                                 \
+        vectors<R, W, HB, 4>(v, vecs, vec_out, nvec, m, cols + j, out + j, c, k, accumulate);                        \
+      for (; j < count; ++j) vectors<R, W, HB, 1>(v, vecs, vec_out, nvec, m, cols + j, out + j, c, k, accumulate);   \
+    }                                                                                                                \
   };
-  int64_t j = 0;
-  for (; j + 4 <= count; j += 4) vectors(std::integral_constant<int, 4>{}, j);
-  for (; j < count; ++j) vectors(std::integral_constant<int, 1>{}, j);
-}
-
-template <typename R>
-[[gnu::target("avx512f")]] void dot_all_avx512(const R* v, const int64_t* vecs, const int64_t* vec_out, int64_t nvec,
-                                               const R* m, const int64_t* cols, const int64_t* out, int64_t count,
-                                               R* c, int64_t k, bool accumulate) {
-  dot_all<R, 64 / int(sizeof(R)), 4>(v, vecs, vec_out, nvec, m, cols, out, count, c, k, accumulate);
-}
-
-template <typename R>
-[[gnu::target("avx2,fma")]] void dot_all_avx2(const R* v, const int64_t* vecs, const int64_t* vec_out, int64_t nvec,
-                                              const R* m, const int64_t* cols, const int64_t* out, int64_t count,
-                                              R* c, int64_t k, bool accumulate) {
-  dot_all<R, 32 / int(sizeof(R)), 2>(v, vecs, vec_out, nvec, m, cols, out, count, c, k, accumulate);
-}
+EINSTAGE_DOT_KERNELS(DotsAvx512, "avx512f")
+EINSTAGE_DOT_KERNELS(DotsAvx2, "avx2,fma")
+#undef EINSTAGE_DOT_KERNELS
 
 // Most vectors a dots problem has (GettMode::dots): up to this many, the vectors and four matrix columns stay in L1.
 inline constexpr int64_t kMaxDotVectors = 16;
@@ -113,7 +167,8 @@ struct Dots {
   int64_t k = 0;
   std::vector<int64_t> vecs, vec_out, cols, out;
 
-  // Columns per work item of the threaded split: the one-vector pass's block, so a split adds no tail columns.
+  // Columns per work item of the threaded split: a multiple of the one-vector pass's four, so a split adds no tail
+  // columns.
   static constexpr int64_t kSplitColumns = 8;
 
   void run(const void* a, const void* b, void* c_data, ThreadPool* pool) const {
@@ -122,15 +177,16 @@ struct Dots {
     R* c = static_cast<R*>(c_data);
     const int64_t nvec = static_cast<int64_t>(vecs.size()), count = static_cast<int64_t>(cols.size());
     auto columns = [&](int64_t j0, int64_t j1) {
-      if (isa == 2) dot_all_avx512<R>(v, vecs.data(), vec_out.data(), nvec, m, cols.data() + j0, out.data() + j0, j1 - j0, c, k, accumulate);
-      else dot_all_avx2<R>(v, vecs.data(), vec_out.data(), nvec, m, cols.data() + j0, out.data() + j0, j1 - j0, c, k, accumulate);
+      const int64_t *vs = vecs.data(), *vo = vec_out.data(), *cs = cols.data() + j0, *os = out.data() + j0;
+      if (isa == 2) DotsAvx512::all<R, 64 / int(sizeof(R)), 4>(v, vs, vo, nvec, m, cs, os, j1 - j0, c, k, accumulate);
+      else DotsAvx2::all<R, 32 / int(sizeof(R)), 2>(v, vs, vo, nvec, m, cs, os, j1 - j0, c, k, accumulate);
     };
     const double macs = double(nvec) * double(count) * double(k);
     if (pool == nullptr || pool->size() <= 1 || macs < (nvec == 1 ? kMinThreadedMatVecMacs : kMinThreadedMacs)) {
       columns(0, count);
       return;
     }
-    // Every output has its own accumulator and order (dot_block), so a split by columns keeps the bits.
+    // Every output has its own accumulator and order (block), so a split by columns keeps the bits.
     const int64_t groups = (count + kSplitColumns - 1) / kSplitColumns;
     parallel_for(pool, groups, [&](int64_t g0, int64_t g1) {
       columns(g0 * kSplitColumns, std::min(count, g1 * kSplitColumns));

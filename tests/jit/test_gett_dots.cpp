@@ -9,11 +9,16 @@
 #include "ir/Scratch.h"
 #include "runtime/ThreadPool.h"
 #include "runtime/jit/Gett.h"
+#include "runtime/jit/GettDots.h"
 #include "runtime/jit/KernelCache.h"
 
 #include <doctest/doctest.h>
 
+#include <cmath>
+#include <cstring>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 using namespace einstage;
 using namespace einstage::testing;
@@ -177,4 +182,115 @@ TEST_CASE_TEMPLATE("jit gett: a matrix times a vector by row blocks has the pack
   CHECK_FALSE(runs_as_axpy(matmul_problem(63, 1, 64, 1, dtype, false, 1).p));
   CHECK_FALSE(runs_as_axpy(matmul_problem(64, 1, 15, 1, dtype, false, 1).p));
   CHECK_FALSE(runs_as_axpy(matmul_problem(64, 2, 64, 1, dtype, false, 1).p));
+}
+
+namespace {
+
+// The dots mode's summation order, written out as scalar code (GettDots.h: block): lanes l = p mod W from zero, one
+// fma per position over whole vectors of W (zeros past k), then the lanes summed by halves.
+template <typename T> T dot_in_order(const T* x, const T* y, int64_t k, int w) {
+  std::vector<T> lanes(size_t(w), T(0));
+  for (int64_t p = 0; p < (k + w - 1) / w * w; ++p)
+    lanes[size_t(p % w)] = std::fma(p < k ? x[p] : T(0), p < k ? y[p] : T(0), lanes[size_t(p % w)]);
+  for (int half = w / 2; half >= 1; half /= 2)
+    for (int l = 0; l < half; ++l) lanes[size_t(l)] = lanes[size_t(l)] + lanes[size_t(l + half)];
+  return lanes[0];
+}
+
+// A copy of `values` starting `offset` elements past a 64-byte boundary of a buffer of its own.
+template <typename T> struct Placed {
+  std::vector<T> storage;
+  T* data = nullptr;
+  Placed(const std::vector<T>& values, int64_t offset) : storage(values.size() + size_t(offset) + 64 / sizeof(T)) {
+    const uintptr_t base = reinterpret_cast<uintptr_t>(storage.data());
+    data = reinterpret_cast<T*>((base + 63) / 64 * 64) + offset;
+    std::copy(values.begin(), values.end(), data);
+  }
+};
+
+// n values from `rng`, in [-1, 1).
+template <typename T> std::vector<T> random_values(SplitMix64& rng, int64_t n) {
+  std::vector<T> v(static_cast<size_t>(n));
+  for (T& e : v) e = T(rng.uniform());
+  return v;
+}
+
+}  // namespace
+
+// Each ISA's kernels (GettDots.h, called directly: this CPU may run either) against the order written out as scalar
+// code, bit for bit: one vector and several (the blocks of four columns and of HB vectors, and their tails), k with
+// and without a partial last vector, the operands at several offsets from a cache line (a column stride that keeps
+// the columns' alignment or not), accumulate on and off.
+TEST_CASE_TEMPLATE("jit gett: the dot kernels sum every output in the documented order", T, float, double) {
+  using namespace einstage::gett_detail;
+  const bool avx512 = __builtin_cpu_supports("avx512f"), avx2 = __builtin_cpu_supports("avx2") &&
+                                                               __builtin_cpu_supports("fma");
+  for (int isa : {1, 2}) {
+    if ((isa == 2 && !avx512) || (isa == 1 && !avx2)) continue;
+    const int w = (isa == 2 ? 64 : 32) / int(sizeof(T));
+    for (auto [nvec, count, k, pad, offset] : {std::tuple{1, 9, 16, 0, 0}, std::tuple{1, 13, 17, 3, 1},
+                                               std::tuple{1, 4, 1000, 0, 3}, std::tuple{1, 1, 23, 1, 5},
+                                               std::tuple{2, 5, 100, 2, 2}, std::tuple{5, 9, 129, 0, 7},
+                                               std::tuple{16, 7, 256, 5, 1}, std::tuple{3, 3, 31, 0, 4}})
+      for (bool accumulate : {false, true}) {
+        const uint64_t seed = uint64_t(isa * 100003 + nvec * 1009 + count * 101 + k * 7 + pad + offset);
+        INFO("isa " << isa << " vectors " << nvec << " columns " << count << " k " << k << " pad " << pad
+                    << " offset " << offset << (accumulate ? " accumulate" : "") << " seed " << seed);
+        SplitMix64 rng(seed);
+        const int64_t ld = k + pad;  // the stride between vectors and between columns
+        Placed<T> v(random_values<T>(rng, nvec * ld), offset), m(random_values<T>(rng, count * ld), (offset * 3) % w);
+        const std::vector<T> initial = random_values<T>(rng, nvec * count);
+        std::vector<int64_t> vecs, vec_out, cols, out;
+        for (int64_t h = 0; h < nvec; ++h) vecs.push_back(h * ld), vec_out.push_back(h);
+        for (int64_t g = 0; g < count; ++g) cols.push_back(g * ld), out.push_back(g * nvec);
+        std::vector<T> c = initial, expected = initial;
+        if (isa == 2)
+          DotsAvx512::all<T, 64 / int(sizeof(T)), 4>(v.data, vecs.data(), vec_out.data(), nvec, m.data, cols.data(),
+                                                     out.data(), count, c.data(), k, accumulate);
+        else
+          DotsAvx2::all<T, 32 / int(sizeof(T)), 2>(v.data, vecs.data(), vec_out.data(), nvec, m.data, cols.data(),
+                                                   out.data(), count, c.data(), k, accumulate);
+        for (int64_t h = 0; h < nvec; ++h)
+          for (int64_t g = 0; g < count; ++g) {
+            const T s = dot_in_order(v.data + h * ld, m.data + g * ld, k, w);
+            T& e = expected[size_t(h + g * nvec)];
+            e = accumulate ? e + s : s;
+          }
+        CHECK(std::memcmp(c.data(), expected.data(), c.size() * sizeof(T)) == 0);
+      }
+  }
+}
+
+// Through contract_jit: i,ij->j with the same values at several addresses (offsets from a cache line, vector and
+// matrix apart) and on 1, 2 and 3 threads (1024 x 1024 splits its columns between the threads) gives one set of bits:
+// the documented order at this CPU's vector width.
+TEST_CASE_TEMPLATE("jit gett: a matrix-vector product's bits depend on neither address nor threads", T, float,
+                   double) {
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return;  // no dots mode on this CPU
+  const int w = (__builtin_cpu_supports("avx512f") ? 64 : 32) / int(sizeof(T));
+  ThreadPool two(2), three(3);
+  for (auto [n, k, pad] : {std::tuple{256, 256, 0}, std::tuple{37, 1000, 3}, std::tuple{1024, 1024, 0},
+                           std::tuple{100, 77, 1}}) {
+    const uint64_t seed = uint64_t(n * 31 + k * 7 + pad);
+    INFO("n " << n << " k " << k << " pad " << pad << " seed " << seed);
+    SplitMix64 rng(seed);
+    const int64_t ld = k + pad;
+    const std::vector<T> x = random_values<T>(rng, k), mat = random_values<T>(rng, n * ld);
+    std::vector<T> expected(static_cast<size_t>(n));
+    for (int64_t j = 0; j < n; ++j) expected[size_t(j)] = dot_in_order(x.data(), mat.data() + j * ld, k, w);
+    for (auto [ox, om] : {std::pair{0, 0}, std::pair{1, 2}, std::pair{3, 5}, std::pair{7, 1}})
+      for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &two, &three}) {
+        INFO("vector offset " << ox << " matrix offset " << om << " threads " << (pool ? pool->size() : 1));
+        Placed<T> xs(x, ox), ms(mat, om), cs(std::vector<T>(size_t(n), T(7)), (ox + om) % 8);
+        ContractionProblem p;
+        p.dtype = dtype_v<T>;
+        p.m = {{1, 1, 0, 1}};
+        p.k = {{k, 1, 1, 0}};
+        p.n = {{n, 0, ld, 1}};
+        p.a = xs.data, p.b = ms.data, p.c = cs.data;
+        REQUIRE(runs_as_dots(p));
+        contract_jit(p, pool, &memory_cache());
+        CHECK(std::memcmp(cs.data, expected.data(), size_t(n) * sizeof(T)) == 0);
+      }
+  }
 }
