@@ -2,7 +2,9 @@
 // and B panels straight from strides (1m for complex), the BLIS macro-kernel over NC x KC x MC blocks, the direct
 // (no-pack) and lane-kernel loops, and how threads split them. Internal to runtime/jit/Gett*.cpp (GettSetup.cpp chooses the
 // mode, the micro-tile and the blocking and then fills a Gett<T>; GettRun.cpp runs it); nothing else includes it but
-// tests/jit/test_gett.cpp, for RowClaims.
+// tests/jit/test_gett.cpp, for RowClaims and BlockShare. Threads split a large packed GEMM by row tiles, each packing
+// its own A blocks against one shared B panel per KC step (RowClaims); a thread out of row tiles helps with the column
+// slivers of the blocks still running (BlockShare), so neither waits long at the step's end.
 #pragma once
 
 #include "ir/Error.h"
@@ -15,12 +17,15 @@
 #include "runtime/kernels/Strided.h"
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <cmath>
 #include <complex>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <optional>
+#include <thread>
 #include <tuple>
 #include <type_traits>
 #include <vector>
@@ -201,6 +206,94 @@ class RowClaims {
   int64_t tiles_, block_tiles_;
   std::vector<Range> ranges_;
   std::mutex mutex_;
+};
+
+// The A blocks in flight in one KC step of a packed GEMM's row chunks (Gett::gemm), so that a chunk with no row tiles
+// left to claim helps with the column slivers of the blocks still running instead of waiting at the step's end:
+// RowClaims' last claims are whole MC blocks (a 2048^2 KC step's block is ~2.6 ms here), and whenever the two vCPUs
+// ran unevenly one thread waited for most of one (docs/performance.md, 2026-12-06 10:40). A chunk publishes each
+// block once it has packed it (into its own A buffer) and takes the block's column slivers from a shared counter, a
+// few at a time; a helper takes them from the same counter and reads the owner's packed A. Blocks are published only
+// while RowClaims has tiles left and helped only once it has none, so no A buffer is packed again while a helper
+// reads it (the next KC step starts after the pool's barrier). Which thread computes a tile never changes its bits.
+class BlockShare {
+ public:
+  static constexpr int kMaxChunks = 16;  // more chunks: not shared (Gett::chunk_rows runs its own blocks only)
+  static constexpr int64_t kGrain = 2;   // column slivers per take
+  // Every slot empty and no chunk running: a new KC step of `chunks` chunks whose blocks have `slivers` slivers.
+  void reset(int chunks, int64_t slivers) {
+    chunks_ = std::min(chunks, kMaxChunks);
+    slivers_ = slivers;
+    for (int ch = 0; ch < chunks_; ++ch) {
+      slots_[size_t(ch)].word.store(uint64_t(slivers), std::memory_order_relaxed);  // block 0, no sliver left
+      slots_[size_t(ch)].running.store(false, std::memory_order_relaxed);
+    }
+  }
+  // Whether chunk ch has a slot (the first kMaxChunks chunks share their blocks; any others run theirs alone).
+  bool has_slot(int ch) const { return ch < chunks_; }
+  // Chunk ch may publish blocks (true) or has published its last one and taken all its slivers (false).
+  void running(int ch, bool yes) { slots_[size_t(ch)].running.store(yes, std::memory_order_release); }
+  // Chunk ch's next block, rows [r0, r1), packed in its A buffer: all its slivers to take.
+  void publish(int ch, int64_t r0, int64_t r1) {
+    Slot& slot = slots_[size_t(ch)];
+    slot.r0.store(r0, std::memory_order_relaxed);
+    slot.r1.store(r1, std::memory_order_relaxed);
+    const uint64_t block = (slot.word.load(std::memory_order_relaxed) >> 32) + 1;
+    slot.word.store(block << 32, std::memory_order_release);
+  }
+  // Slivers [s0, s1) of chunk ch's current block, rows [r0, r1); false when it has none left.
+  bool take(int ch, int64_t& s0, int64_t& s1, int64_t& r0, int64_t& r1) {
+    Slot& slot = slots_[size_t(ch)];
+    uint64_t word = slot.word.load(std::memory_order_acquire);
+    for (;;) {
+      const int64_t next = int64_t(word & 0xFFFFFFFFu);
+      if (next >= slivers_) return false;
+      // The rows stay the block's while slivers are left: the owner publishes again only after taking the last one.
+      r0 = slot.r0.load(std::memory_order_relaxed);
+      r1 = slot.r1.load(std::memory_order_relaxed);
+      const int64_t count = std::min(kGrain, slivers_ - next);
+      if (slot.word.compare_exchange_weak(word, word + uint64_t(count), std::memory_order_acq_rel,
+                                          std::memory_order_acquire)) {
+        s0 = next, s1 = next + count;
+        return true;
+      }
+    }
+  }
+  enum Help { kTook, kWait, kDone };
+  // For chunk ch, done with its own blocks: slivers of another chunk's block (its `owner`), kTook; else kWait while
+  // some other chunk still runs and may publish one, kDone when none will.
+  Help try_help(int ch, int& owner, int64_t& s0, int64_t& s1, int64_t& r0, int64_t& r1) {
+    bool pending = false;
+    for (int o = 0; o < chunks_; ++o) {
+      if (o == ch) continue;
+      const bool runs = slots_[size_t(o)].running.load(std::memory_order_acquire);  // before its slot is read
+      if (take(o, s0, s1, r0, r1)) return owner = o, kTook;
+      pending = pending || runs;
+    }
+    return pending ? kWait : kDone;
+  }
+  // try_help until it takes (true) or is done (false), polling in between (a chunk that has claimed rows is packing
+  // their A block and publishes it next).
+  bool help(int ch, int& owner, int64_t& s0, int64_t& s1, int64_t& r0, int64_t& r1) {
+    for (int round = 1;; ++round) {
+      const Help h = try_help(ch, owner, s0, s1, r0, r1);
+      if (h != kWait) return h == kTook;
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+      if (round % 64 == 0) std::this_thread::yield();
+    }
+  }
+
+ private:
+  struct alignas(64) Slot {
+    std::atomic<uint64_t> word{0};  // block number << 32 | next sliver to take
+    std::atomic<int64_t> r0{0}, r1{0};
+    std::atomic<bool> running{false};
+  };
+  std::array<Slot, kMaxChunks> slots_;
+  int chunks_ = 0;
+  int64_t slivers_ = 0;
 };
 
 template <typename T>
@@ -440,6 +533,7 @@ struct Gett {
       }
     }
     RowClaims claims(row_tiles, chunks, mc_max / mrc);
+    BlockShare share;
     for (int64_t jc = 0; jc < N; jc += nc) {
       const int64_t ncur = std::min(nc, N - jc);
       const int64_t nslivers = (ncur + nr - 1) / nr;
@@ -455,13 +549,12 @@ struct Gett {
         });
         if (row_chunks > 1) {
           // Each thread takes whole row tiles as RowClaims shares them out, packs its own A blocks (in its core's L2)
-          // and runs them against every column of the shared B panel: two pool barriers per KC step, not two per MC
-          // block. Chunk ch packs into apack(ch): one thread runs it.
+          // and runs them against every column of the shared B panel, then helps with the blocks still running
+          // (BlockShare): two pool barriers per KC step, not two per MC block. Chunk ch packs into apack(ch).
           claims.reset();
+          share.reset(chunks, nslivers);
           pool->parallel_for(chunks, [&](int64_t ch, int64_t) {
-            for (int64_t t0 = 0, t1 = 0; claims.next(int(ch), t0, t1);)
-              rows_block(a, bpack, c, apack(int(ch)), t0 * mrc, std::min(M, t1 * mrc), jc, nslivers, pc, kc, beta,
-                         nullptr);
+            chunk_rows(int(ch), a, bpack, c, a_base, a_bytes, claims, share, jc, nslivers, pc, kc, beta);
           });
         } else {
           rows_block(a, bpack, c, apack(0), 0, M, jc, nslivers, pc, kc, beta, pool, whole);
@@ -477,7 +570,7 @@ struct Gett {
   // `whole`: A packed whole (pack_a_whole; r0 = 0 and one block), read in place instead of packed into `apack`.
   void rows_block(const T* a, const R* bpanel, T* c, R* apack, int64_t r0, int64_t r1, int64_t jc, int64_t nslivers,
                   int64_t pc, int64_t kc, int64_t beta, ThreadPool* pool, const R* whole = nullptr) const {
-    const int64_t N = n.size, kc_real = kc * cf;
+    const int64_t kc_real = kc * cf;
     // A sliver's KC block: in `whole`, sliver t's k steps from pc on; else packed here, slivers one after the other.
     const int64_t sliver_stride = whole ? mr * k.size : mr * kc_real;
     const R* ablock = whole ? whole + pc * mr : apack;
@@ -490,17 +583,48 @@ struct Gett {
         parallel_for(pool, mslivers, [&](int64_t s0, int64_t s1) { pack_a_block(apack, a, ic, r1, s0, s1, pc, kc); });
       // Tiles are independent: split the columns (B slivers) between threads; each tile's k order is fixed.
       parallel_for(pool, nslivers, [&](int64_t s0, int64_t s1) {
-        for (int64_t s = s0; s < s1; ++s) {
-          int64_t j0 = jc + s * nr;
-          int64_t cols = std::min(nr, N - j0);
-          for (int64_t t = 0; t < mslivers; ++t) {
-            int64_t i0 = ic + t * mrc;
-            tile(ablock + t * sliver_stride, bpanel + s * nr * kc_real, kc_real, c, i0, std::min(mrc, r1 - i0), j0,
-                 cols, beta);
-          }
-        }
+        block_tiles(ablock, sliver_stride, bpanel, c, ic, std::min(r1, ic + mcur), jc, s0, s1, kc_real, beta);
       });
     }
+  }
+
+  // The tiles of column slivers [s0, s1) (of the panel at column jc) by the A block of rows [ic, r1) at `ablock`.
+  void block_tiles(const R* ablock, int64_t sliver_stride, const R* bpanel, T* c, int64_t ic, int64_t r1, int64_t jc,
+                   int64_t s0, int64_t s1, int64_t kc_real, int64_t beta) const {
+    const int64_t N = n.size, mslivers = (r1 - ic + mrc - 1) / mrc;
+    for (int64_t s = s0; s < s1; ++s) {
+      const int64_t j0 = jc + s * nr, cols = std::min(nr, N - j0);
+      for (int64_t t = 0; t < mslivers; ++t) {
+        const int64_t i0 = ic + t * mrc;
+        tile(ablock + t * sliver_stride, bpanel + s * nr * kc_real, kc_real, c, i0, std::min(mrc, r1 - i0), j0, cols,
+             beta);
+      }
+    }
+  }
+
+  // Row chunk ch of one KC step (gemm, row_chunks > 1): its blocks as RowClaims hands them out, each packed into its
+  // A buffer (a_base + ch * a_bytes) and published so its slivers can be shared (BlockShare), then the slivers of the
+  // other chunks' blocks still running.
+  void chunk_rows(int ch, const T* a, const R* bpanel, T* c, std::byte* a_base, size_t a_bytes, RowClaims& claims,
+                  BlockShare& share, int64_t jc, int64_t nslivers, int64_t pc, int64_t kc, int64_t beta) const {
+    const int64_t M = m.size, kc_real = kc * cf;
+    auto apack = [&](int chunk) { return reinterpret_cast<R*>(a_base + a_bytes * size_t(chunk)); };
+    if (!share.has_slot(ch)) {
+      for (int64_t t0 = 0, t1 = 0; claims.next(ch, t0, t1);)
+        rows_block(a, bpanel, c, apack(ch), t0 * mrc, std::min(M, t1 * mrc), jc, nslivers, pc, kc, beta, nullptr);
+      return;
+    }
+    int64_t s0 = 0, s1 = 0, r0 = 0, r1 = 0;
+    share.running(ch, true);
+    for (int64_t t0 = 0, t1 = 0; claims.next(ch, t0, t1);) {
+      pack_a_block(apack(ch), a, t0 * mrc, std::min(M, t1 * mrc), 0, t1 - t0, pc, kc);
+      share.publish(ch, t0 * mrc, std::min(M, t1 * mrc));
+      while (share.take(ch, s0, s1, r0, r1))
+        block_tiles(apack(ch), mr * kc_real, bpanel, c, r0, r1, jc, s0, s1, kc_real, beta);
+    }
+    share.running(ch, false);
+    for (int owner = 0; share.help(ch, owner, s0, s1, r0, r1);)
+      block_tiles(apack(owner), mr * kc_real, bpanel, c, r0, r1, jc, s0, s1, kc_real, beta);
   }
 
   // ---- direct mode (small real problems): no packing, the kernel reads A and B through the offset tables ----

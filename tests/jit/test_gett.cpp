@@ -658,6 +658,74 @@ TEST_CASE("jit gett: row claims give every row tile to exactly one claim, whatev
 // them) run as scalar loops over the offset tables (Gett::gemm_tiny) instead of packed: the same bits as the packed
 // path (explicit blocking), on one and two threads, overwriting and accumulating, against the oracle; on 300 seeded
 // problems, most of which take that path.
+// The chunks of a KC step share their A blocks' column slivers through gett_detail::BlockShare once RowClaims has no
+// row tiles left. Chunks step through claim, publish, take and help in seeded random interleavings (the seed is
+// printed; round 0 runs each chunk to its end before the next starts, as one thread running them all does, where a
+// helper must not wait for a chunk that has not started): every (row tile, column sliver) of the step is computed
+// exactly once, taken from the block that holds its row.
+TEST_CASE("jit gett: shared blocks give every tile of a KC step to exactly one thread, whatever the order") {
+  using gett_detail::BlockShare;
+  using gett_detail::RowClaims;
+  const uint64_t seed = 4040;
+  INFO("seed " << seed);
+  SplitMix64 rng(seed);
+  BlockShare share;
+  for (int64_t tiles : {0, 1, 7, 43})
+    for (int chunks : {1, 2, 3})
+      for (int64_t slivers : {1, 2, 5, 16}) {
+        RowClaims claims(tiles, chunks, 4);
+        for (int round = 0; round < 20; ++round) {
+          INFO("tiles " << tiles << ", chunks " << chunks << ", slivers " << slivers << ", round " << round);
+          claims.reset();
+          share.reset(chunks, slivers);
+          std::vector<int> count(size_t(tiles * slivers), 0);
+          std::vector<int> state(size_t(chunks), 0);  // 0 not started, 1 claims, 2 takes its own, 3 helps, 4 done
+          std::vector<std::pair<int64_t, int64_t>> block(static_cast<size_t>(chunks));
+          auto cover = [&](int64_t s0, int64_t s1, int64_t r0, int64_t r1, std::pair<int64_t, int64_t> rows) {
+            REQUIRE(0 <= s0);
+            REQUIRE(s0 < s1);
+            REQUIRE(s1 <= slivers);
+            CHECK(s1 - s0 <= BlockShare::kGrain);
+            CHECK(r0 == rows.first);
+            CHECK(r1 == rows.second);
+            for (int64_t t = r0; t < r1; ++t)
+              for (int64_t s = s0; s < s1; ++s) ++count[size_t(t * slivers + s)];
+          };
+          for (;;) {
+            std::vector<int> live;
+            for (int ch = 0; ch < chunks; ++ch)
+              if (state[size_t(ch)] != 4) live.push_back(ch);
+            if (live.empty()) break;
+            const int ch = round == 0 ? live[0] : live[size_t(rng.next() % live.size())];
+            int& st = state[size_t(ch)];
+            int64_t t0 = 0, t1 = 0, s0 = 0, s1 = 0, r0 = 0, r1 = 0;
+            int owner = -1;
+            if (st == 0) {
+              share.running(ch, true), st = 1;
+            } else if (st == 1) {
+              if (claims.next(ch, t0, t1)) {
+                block[size_t(ch)] = {t0, t1};
+                share.publish(ch, t0, t1), st = 2;
+              } else {
+                share.running(ch, false), st = 3;
+              }
+            } else if (st == 2) {
+              if (share.take(ch, s0, s1, r0, r1)) cover(s0, s1, r0, r1, block[size_t(ch)]);
+              else st = 1;
+            } else {
+              const BlockShare::Help h = share.try_help(ch, owner, s0, s1, r0, r1);
+              if (h == BlockShare::kTook) {
+                REQUIRE(owner != ch);
+                cover(s0, s1, r0, r1, block[size_t(owner)]);
+              }
+              if (h == BlockShare::kDone) st = 4;
+            }
+          }
+          for (int64_t q = 0; q < tiles * slivers; ++q) CHECK(count[size_t(q)] == 1);
+        }
+      }
+}
+
 TEST_CASE_TEMPLATE("jit gett: tiny problems run as scalar loops with the packed path's bits", T, float, double) {
   const DType dtype = dtype_v<T>;
   const GettBlocking packed = default_blocking(dtype, memory_cache().host().has_avx512);
