@@ -670,16 +670,21 @@ struct Gett {
     const int64_t kc_max = std::min(kc_e, K);
     R* bpack = reinterpret_cast<R*>(lease.buffer(kPackB, sizeof(R) * size_t(nc_max * kc_max * V)));
     R* apack = reinterpret_cast<R*>(lease.buffer(kPackA, sizeof(R) * size_t(mc_max * kc_max * V)));
-    // One vector's worth per (k, row): a fixed-size copy for the usual full block (a memcpy call per 64 bytes
-    // would cost more than the copy).
-    auto copy_lanes = [&](R* dst, const T* src) {
+    // One sliver: `rows` vectors (of `width`, the rest zero) per k step p < kc, row r's at base + koff[p] + roff[r];
+    // a full block of lanes one vector move per copy (GettPack.h: pack_lanes), else element by element.
+    const int isa = gett_detail::pack_isa();
+    auto pack = [&](R* dst, const T* base, const int64_t* koff, const int64_t* roff, int64_t width, int64_t rows,
+                    int64_t kc) {
       if constexpr (is_complex_v<T>) {
         EIN_ASSERT(false, "lane kernels are real");  // complex problems never take the lane path
-      } else if (lane_rem == V && V * sizeof(R) == 64) {
-        std::memcpy(dst, src, 64);  // a fixed-size copy: vector moves, where the element loop stayed scalar
+      } else if (lane_rem == V) {
+        pack_lanes<R>(isa, dst, base, koff, roff, width, rows, V, kc);
       } else {
-        for (int64_t l = 0; l < lane_rem; ++l) dst[l] = src[l];
-        for (int64_t l = lane_rem; l < V; ++l) dst[l] = 0;
+        for (int64_t p = 0; p < kc; ++p)
+          for (int64_t r = 0; r < width; ++r, dst += V) {
+            const T* src = base + koff[p] + roff[std::min(r, rows - 1)];
+            for (int64_t l = 0; l < V; ++l) dst[l] = r < rows && l < lane_rem ? src[l] : R(0);
+          }
       }
     };
     for (int64_t jc = 0; jc < N; jc += nc) {
@@ -689,23 +694,13 @@ struct Gett {
         const int64_t beta = (pc > 0 || accumulate) ? 1 : 0;
         for (int64_t s = 0; s * nr < ncur; ++s) {
           const int64_t j0 = jc + s * nr, cols = std::min(nr, N - j0);
-          R* dst = bpack + s * nr * kc * V;
-          for (int64_t p = 0; p < kc; ++p)
-            for (int64_t j = 0; j < nr; ++j, dst += V) {
-              if (j < cols) copy_lanes(dst, b + k.b[pc + p] + n.b[j0 + j]);
-              else std::memset(dst, 0, sizeof(R) * size_t(V));
-            }
+          pack(bpack + s * nr * kc * V, b, k.b.data() + pc, n.b.data() + j0, nr, cols, kc);
         }
         for (int64_t ic = 0; ic < M; ic += mc_e) {
           const int64_t mcur = std::min(mc_e, M - ic);
           for (int64_t t = 0; t * mr < mcur; ++t) {
             const int64_t i0 = ic + t * mr, rows = std::min(mr, M - i0);
-            R* dst = apack + t * mr * kc * V;
-            for (int64_t p = 0; p < kc; ++p)
-              for (int64_t i = 0; i < mr; ++i, dst += V) {
-                if (i < rows) copy_lanes(dst, a + k.a[pc + p] + m.a[i0 + i]);
-                else std::memset(dst, 0, sizeof(R) * size_t(V));
-              }
+            pack(apack + t * mr * kc * V, a, k.a.data() + pc, m.a.data() + i0, mr, rows, kc);
           }
           for (int64_t s = 0; s * nr < ncur; ++s) {
             const int64_t j0 = jc + s * nr, cols = std::min(nr, N - j0);

@@ -239,8 +239,9 @@ TEST_CASE("jit gett pack: unit_k_axis finds A's unit-stride k axis in k's order"
   CHECK(run == -1);
 }
 
-// Every body of the transposing packer this CPU runs (GettPack.h: AVX-512, AVX2, scalar), and the fixed-width and
-// column-wise copies, against the element-by-element definition: counts and depths around the vector widths.
+// Every body of the transposing and lane packers this CPU runs (GettPack.h: AVX-512, AVX2, scalar), and the
+// fixed-width and column-wise copies, against the element-by-element definition: counts and depths around the vector
+// widths.
 TEST_CASE_TEMPLATE("jit gett pack: every packer body this CPU runs copies exactly", T, float, double) {
   const uint64_t seed = 9300;
   INFO("seed " << seed);
@@ -266,6 +267,33 @@ TEST_CASE_TEMPLATE("jit gett pack: every packer body this CPU runs copies exactl
             same = same && got[size_t(p * ld + j)] == want;
           }
         CHECK(same);
+      }
+    }
+    // The lane kernels' packer (pack_lanes) at the AVX-512 and AVX2 widths and one the memcpy body takes: vector
+    // (p, r) of `lanes` elements from koff[p] + roff[r], rows [rows, width) zero, nothing past kc * width vectors.
+    for (int64_t lanes : {int64_t(32 / sizeof(T)), int64_t(64 / sizeof(T)), int64_t(3)}) {
+      for (int64_t width : {3, 4, 5, 6}) {
+        for (int64_t rows = 1; rows <= width; ++rows) {
+          for (int64_t kc : {1, 7, 64}) {
+            INFO("body " << body << " lanes " << lanes << " width " << width << " rows " << rows << " kc " << kc);
+            std::vector<int64_t> koff, roff;
+            for (int64_t p = 0; p < kc; ++p) koff.push_back(p * 131 % 97 + p % 5);
+            for (int64_t r = 0; r < rows; ++r) roff.push_back(r * 1000 + r % 3);
+            const int64_t size = kc * width * lanes;
+            std::vector<T> got(size_t(size + lanes), poison);
+            gett_detail::pack_lanes<T>(body, got.data(), source.data(), koff.data(), roff.data(), width, rows, lanes,
+                                       kc);
+            bool same = true;
+            for (int64_t p = 0; p < kc; ++p)
+              for (int64_t r = 0; r < width; ++r)
+                for (int64_t l = 0; l < lanes; ++l) {
+                  const T want = r < rows ? source[size_t(koff[size_t(p)] + roff[size_t(r)] + l)] : T(0);
+                  same = same && got[size_t((p * width + r) * lanes + l)] == want;
+                }
+            for (int64_t i = size; i < size + lanes; ++i) same = same && got[size_t(i)] == poison;
+            CHECK(same);
+          }
+        }
       }
     }
   }
@@ -297,3 +325,4 @@ TEST_CASE_TEMPLATE("jit gett pack: every packer body this CPU runs copies exactl
     }
   }
 }
+
