@@ -716,15 +716,22 @@ struct Gett {
   }
 
   void run_lanes(const T* a, const T* b, T* c, ThreadPool* pool) const {
-    const int64_t blocks = (lane_extent + lanes - 1) / lanes;
-    // Lane blocks and batch entries are independent: split them between threads.
-    parallel_for(pool, batch.size * blocks, [&](int64_t w0, int64_t w1) {
+    const int64_t blocks = (lane_extent + lanes - 1) / lanes, items = batch.size * blocks;
+    // Lane blocks and batch entries are independent: each thread runs the blocks of its own range of them, and one
+    // whose range is done takes the last block of the range with most left (RowClaims, one block at a time), so a
+    // slower or descheduled vCPU does not hold the call up with a fixed half of the blocks (bij,bjk->bik at b=64 has
+    // 8). Neighbouring blocks stay on one thread when both keep pace. Which thread runs a block never changes its bits.
+    const int chunks = pool && pool->size() > 1 ? int(std::min<int64_t>(pool->size(), items)) : 1;
+    RowClaims claims(items, chunks, 1);
+    claims.reset();
+    parallel_for(pool, chunks, [&](int64_t ch, int64_t) {
       ScratchAllocator::Lease lease = scratch->lease();  // one per chunk: chunks run at the same time
-      for (int64_t w = w0; w < w1; ++w) {
-        int64_t bt = w / blocks, l0 = (w % blocks) * lanes;
-        lane_gemm(a + batch.a[bt] + l0, b + batch.b[bt] + l0, c + batch.c[bt] + l0, std::min(lanes, lane_extent - l0),
-                  lease);
-      }
+      for (int64_t w0 = 0, w1 = 0; claims.next(int(ch), w0, w1);)
+        for (int64_t w = w0; w < w1; ++w) {
+          int64_t bt = w / blocks, l0 = (w % blocks) * lanes;
+          lane_gemm(a + batch.a[bt] + l0, b + batch.b[bt] + l0, c + batch.c[bt] + l0,
+                    std::min(lanes, lane_extent - l0), lease);
+        }
     });
   }
 

@@ -1,7 +1,8 @@
 // The packed GEMM's packers (runtime/jit/GettLoops.h, GettPack.h) copy elements and never change bits: the same
 // logical operands stored in other layouts -- A with m contiguous, with k contiguous (transposed in registers), with
 // neither (gathered), B with k or n contiguous or neither -- give the same bytes as the column-major product (itself
-// checked against the loop oracle), at 1 and 2 threads.
+// checked against the loop oracle), at 1 and 2 threads; and the lane kernels' path (a batch axis of unit stride
+// everywhere) gives the definitional loop's bits at 1, 2 and 3 threads.
 #include "ProblemGen.h"
 
 #include "runtime/ThreadPool.h"
@@ -11,6 +12,8 @@
 
 #include <doctest/doctest.h>
 
+#include <cmath>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <tuple>
@@ -326,3 +329,45 @@ TEST_CASE_TEMPLATE("jit gett pack: every packer body this CPU runs copies exactl
   }
 }
 
+
+// The lane path end to end (column-major bij,bjk->bik with a second batch axis: lane blocks packed by pack_lanes,
+// full and partial, taken by whichever thread claims them next): the same bytes at 1, 2 and 3 threads, and those of
+// the definitional loop that sums each output over k in order by fused multiply-adds from zero, as the lane kernel
+// does within its one KC block (k = 21).
+TEST_CASE_TEMPLATE("jit gett pack: the lane path gives the definitional loop's bits at 1, 2 and 3 threads", T, float,
+                   double) {
+  const uint64_t seed = 9500;
+  INFO("seed " << seed);
+  SplitMix64 rng(seed);
+  const int64_t L = 2 * (64 / int64_t(sizeof(T))) + 3, I = 13, J = 21, K = 9, E = 2;  // lanes, rows, k, columns, batch
+  OwnedProblem base;
+  base.p.dtype = dtype_v<T>;
+  base.p.batch = {{L, 1, 1, 1}, {E, L * I * J, L * J * K, L * I * K}};  // A[b,i,j,e], B[b,j,k,e], C[b,i,k,e]
+  base.p.m = {{I, L, 0, L}};
+  base.p.k = {{J, L * I, L, 0}};
+  base.p.n = {{K, 0, L * J, L * I}};
+  base.a.elements = L * I * J * E;
+  base.b.elements = L * J * K * E;
+  base.c.elements = L * I * K * E;
+  allocate_and_fill<T>(base, rng, /*fill_c=*/false);
+  std::vector<T> want(size_t(base.c.elements));
+  const T* a = reinterpret_cast<const T*>(base.a.bytes.data());
+  const T* b = reinterpret_cast<const T*>(base.b.bytes.data());
+  for (int64_t e = 0; e < E; ++e)
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t i = 0; i < I; ++i)
+        for (int64_t l = 0; l < L; ++l) {
+          T acc = 0;
+          for (int64_t j = 0; j < J; ++j)
+            acc = std::fma(a[l + L * i + L * I * j + L * I * J * e], b[l + L * j + L * J * k + L * J * K * e], acc);
+          want[size_t(l + L * i + L * I * k + L * I * K * e)] = acc;
+        }
+  ThreadPool two(2), three(3);
+  for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &two, &three}) {
+    INFO("threads " << (pool ? pool->size() : 1));
+    OwnedProblem x = base;
+    x.bind();
+    contract_jit(x.p, pool, &memory_cache());
+    CHECK(std::memcmp(x.c.bytes.data(), want.data(), x.c.bytes.size()) == 0);
+  }
+}
