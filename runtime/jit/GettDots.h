@@ -32,24 +32,68 @@
 namespace einstage::gett_detail {
 
 // The vector operations of the dot products besides GettAxpy.h's vfma, one overload per vector type with its ISA
-// as target: an unaligned load, a load of the first n lanes (the others zero, nothing past them read), and the sum of
-// the lanes by halves (lane l plus lane l + W/2, repeated down to one lane).
+// as target: an unaligned load; the mask of lanes lo to hi - 1 (vmask), a load of those lanes (the others zero,
+// nothing outside them read) and an fma on them (the others keep the accumulator); the lanes rotated down by s (lane
+// l takes lane l + s mod W); and the sum of the lanes by halves (lane l plus lane l + W/2, down to one lane).
 [[gnu::target("avx512f")]] inline __m512d vload(__m512d, const double* p) { return _mm512_loadu_pd(p); }
 [[gnu::target("avx512f")]] inline __m512 vload(__m512, const float* p) { return _mm512_loadu_ps(p); }
 [[gnu::target("avx2")]] inline __m256d vload(__m256d, const double* p) { return _mm256_loadu_pd(p); }
 [[gnu::target("avx2")]] inline __m256 vload(__m256, const float* p) { return _mm256_loadu_ps(p); }
-[[gnu::target("avx512f")]] inline __m512d vload_first(__m512d, const double* p, int64_t n) {
-  return _mm512_maskz_loadu_pd(__mmask8((1u << n) - 1), p);
+inline unsigned lane_bits(int64_t lo, int64_t hi) { return ((1u << hi) - 1) & ~((1u << lo) - 1); }
+[[gnu::target("avx512f")]] inline __mmask8 vmask(__m512d, int64_t lo, int64_t hi) {
+  return __mmask8(lane_bits(lo, hi));
 }
-[[gnu::target("avx512f")]] inline __m512 vload_first(__m512, const float* p, int64_t n) {
-  return _mm512_maskz_loadu_ps(__mmask16((1u << n) - 1), p);
+[[gnu::target("avx512f")]] inline __mmask16 vmask(__m512, int64_t lo, int64_t hi) {
+  return __mmask16(lane_bits(lo, hi));
 }
-[[gnu::target("avx2")]] inline __m256d vload_first(__m256d, const double* p, int64_t n) {
-  return _mm256_maskload_pd(p, _mm256_cmpgt_epi64(_mm256_set1_epi64x(n), _mm256_setr_epi64x(0, 1, 2, 3)));
+[[gnu::target("avx2")]] inline __m256i vmask(__m256d, int64_t lo, int64_t hi) {
+  const __m256i lane = _mm256_setr_epi64x(0, 1, 2, 3);
+  return _mm256_and_si256(_mm256_cmpgt_epi64(_mm256_set1_epi64x(hi), lane),
+                          _mm256_cmpgt_epi64(lane, _mm256_set1_epi64x(lo - 1)));
 }
-[[gnu::target("avx2")]] inline __m256 vload_first(__m256, const float* p, int64_t n) {
-  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  return _mm256_maskload_ps(p, _mm256_cmpgt_epi32(_mm256_set1_epi32(int(n)), lanes));
+[[gnu::target("avx2")]] inline __m256i vmask(__m256, int64_t lo, int64_t hi) {
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  return _mm256_and_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(int(hi)), lane),
+                          _mm256_cmpgt_epi32(lane, _mm256_set1_epi32(int(lo) - 1)));
+}
+[[gnu::target("avx512f")]] inline __m512d vload_masked(const double* p, __mmask8 k) {
+  return _mm512_maskz_loadu_pd(k, p);
+}
+[[gnu::target("avx512f")]] inline __m512 vload_masked(const float* p, __mmask16 k) {
+  return _mm512_maskz_loadu_ps(k, p);
+}
+[[gnu::target("avx2")]] inline __m256d vload_masked(const double* p, __m256i k) { return _mm256_maskload_pd(p, k); }
+[[gnu::target("avx2")]] inline __m256 vload_masked(const float* p, __m256i k) { return _mm256_maskload_ps(p, k); }
+[[gnu::target("avx512f")]] inline __m512d vfma_masked(__m512d a, __m512d b, __m512d c, __mmask8 k) {
+  return _mm512_mask3_fmadd_pd(a, b, c, k);
+}
+[[gnu::target("avx512f")]] inline __m512 vfma_masked(__m512 a, __m512 b, __m512 c, __mmask16 k) {
+  return _mm512_mask3_fmadd_ps(a, b, c, k);
+}
+[[gnu::target("avx2,fma")]] inline __m256d vfma_masked(__m256d a, __m256d b, __m256d c, __m256i k) {
+  return _mm256_blendv_pd(c, vfma(a, b, c), _mm256_castsi256_pd(k));
+}
+[[gnu::target("avx2,fma")]] inline __m256 vfma_masked(__m256 a, __m256 b, __m256 c, __m256i k) {
+  return _mm256_blendv_ps(c, vfma(a, b, c), _mm256_castsi256_ps(k));
+}
+[[gnu::target("avx512f")]] inline __m512d vrotate(__m512d v, int64_t s) {
+  const __m512i lane = _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m512i from = _mm512_and_epi64(_mm512_add_epi64(lane, _mm512_set1_epi64(s)), _mm512_set1_epi64(7));
+  return _mm512_maskz_permutexvar_pd(0xff, from, v);  // masked: GCC 12 warns on the plain one, as on vsum's extracts
+}
+[[gnu::target("avx512f")]] inline __m512 vrotate(__m512 v, int64_t s) {
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i from = _mm512_and_epi32(_mm512_add_epi32(lane, _mm512_set1_epi32(int(s))), _mm512_set1_epi32(15));
+  return _mm512_maskz_permutexvar_ps(0xffff, from, v);
+}
+[[gnu::target("avx2")]] inline __m256 vrotate(__m256 v, int64_t s) {
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  return _mm256_permutevar8x32_ps(v, _mm256_and_si256(_mm256_add_epi32(lane, _mm256_set1_epi32(int(s))),
+                                                      _mm256_set1_epi32(7)));
+}
+[[gnu::target("avx2")]] inline __m256d vrotate(__m256d v, int64_t s) {
+  // Lane l of four doubles is 32-bit lanes 2l and 2l + 1: rotate those by 2s.
+  return _mm256_castps_pd(vrotate(_mm256_castpd_ps(v), 2 * s));
 }
 [[gnu::target("avx2")]] inline double vsum(__m256d v) {
   const __m128d q = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
@@ -75,22 +119,35 @@ namespace einstage::gett_detail {
 //
 // block: H vectors (k runs at v + vecs[h]) against G matrix columns (k runs at m + cols[g]); output (h, g) at
 // c[vec_out[h] + out[g]]. Each output has its own accumulator of W lanes from zero: lane l sums vector x column over
-// the positions p = l (mod W) in increasing p, one fma each (the last, partial vector of k loaded with zeros past k),
-// then the lanes are summed by halves (vsum) and the sum stored or added to C. The same operations in the same order
-// whatever G and H, so the bits of an output do not depend on the blocking.
+// the positions p < k with p = l (mod W), in increasing p, one fma each; then the lanes are summed by halves (vsum)
+// and the sum stored or added to C. The same operations in the same order whatever G, H and s, so the bits of an
+// output depend on neither the blocking nor where the data sits. The loads start at position -s (0 <= s < W): with
+// s the columns' offset from a W-lane boundary (all G alike), every column load is aligned (a load across two cache
+// lines costs two), the first and last vectors masked; vector lane j then holds the positions p = j - s (mod W), and
+// the accumulator is rotated by s before the sum. A masked-off lane is neither read nor changed.
 //
-// one: one vector against every column, four columns per pass (four fma chains, each fed by its own load: the loop
-// is bound by the matrix's stream from L2 or L3, and eight columns per pass measured no faster), then the last
-// columns one by one; a function of its own, so the loop keeps its pointers in registers (inlined into `all`, GCC
-// reloaded one from a vector register every k step). all: several vectors (up to kMaxDotVectors) in blocks of HB
-// against four columns per pass, so the columns of a pass stay in L1 while every vector block reads them, and the
-// matrix is read from memory once.
+// one: one vector against every column, four columns of one alignment per pass (four fma chains, each fed by its
+// own load: the loop is bound by the matrix's stream from L2 or L3, and eight columns per pass measured no faster),
+// the columns left over in a class one by one; a function of its own, so the loop keeps its pointers in registers
+// (inlined into `all`, GCC reloaded one from a vector register every k step). all: several vectors (up to
+// kMaxDotVectors) in blocks of HB against four columns per pass (s = 0), so the columns of a pass stay in L1 while
+// every vector block reads them, and the matrix is read from memory once.
 #define EINSTAGE_DOT_KERNELS(NAME, TARGET)                                                                          \
   struct NAME {                                                                                                      \
+    template <int G, int H, typename R, typename Vec, typename Mask>                                                 \
+    [[gnu::target(TARGET), gnu::always_inline]] static inline void masked(const R* const* x, const R* const* y,     \
+                                                                          Vec (&acc)[H][G], int64_t q, Mask mask) {  \
+      Vec xv[H];                                                                                                     \
+      for (int h = 0; h < H; ++h) xv[h] = vload_masked(x[h] + q, mask);                                              \
+      for (int g = 0; g < G; ++g) {                                                                                  \
+        const Vec yv = vload_masked(y[g] + q, mask);                                                                 \
+        for (int h = 0; h < H; ++h) acc[h][g] = vfma_masked(xv[h], yv, acc[h][g], mask);                             \
+      }                                                                                                              \
+    }                                                                                                                \
     template <typename R, int W, int G, int H>                                                                       \
     [[gnu::target(TARGET), gnu::always_inline]] static inline void block(                                           \
         const R* v, const int64_t* vecs, const int64_t* vec_out, const R* m, const int64_t* cols, const int64_t* out, \
-        R* c, int64_t k, bool accumulate) {                                                                          \
+        R* c, int64_t k, int64_t s, bool accumulate) {                                                               \
       using Vec = typename VecOf<R, W>::type;                                                                        \
       const R* x[H];                                                                                                 \
       const R* y[G];                                                                                                 \
@@ -99,8 +156,9 @@ namespace einstage::gett_detail {
       Vec acc[H][G];                                                                                                 \
       for (int h = 0; h < H; ++h)                                                                                    \
         for (int g = 0; g < G; ++g) acc[h][g] = Vec{};                                                               \
-      const int64_t kv = k / W * W;                                                                                  \
-      for (int64_t p = 0; p < kv; p += W) {                                                                          \
+      int64_t p = 0;                                                                                                 \
+      if (s > 0) masked<G, H>(x, y, acc, -s, vmask(Vec{}, s, std::min<int64_t>(W, k + s))), p = W - s;              \
+      for (const int64_t whole = p + (k - p) / W * W; p < whole; p += W) {                                           \
         Vec xv[H];                                                                                                   \
         for (int h = 0; h < H; ++h) xv[h] = vload(Vec{}, x[h] + p);                                                  \
         for (int g = 0; g < G; ++g) {                                                                                \
@@ -108,19 +166,12 @@ namespace einstage::gett_detail {
           for (int h = 0; h < H; ++h) acc[h][g] = vfma(xv[h], yv, acc[h][g]);                                        \
         }                                                                                                            \
       }                                                                                                              \
-      if (kv < k) {                                                                                                  \
-        Vec xv[H];                                                                                                   \
-        for (int h = 0; h < H; ++h) xv[h] = vload_first(Vec{}, x[h] + kv, k - kv);                                   \
-        for (int g = 0; g < G; ++g) {                                                                                \
-          const Vec yv = vload_first(Vec{}, y[g] + kv, k - kv);                                                      \
-          for (int h = 0; h < H; ++h) acc[h][g] = vfma(xv[h], yv, acc[h][g]);                                        \
-        }                                                                                                            \
-      }                                                                                                              \
+      if (p < k) masked<G, H>(x, y, acc, p, vmask(Vec{}, 0, k - p));                                                  \
       for (int h = 0; h < H; ++h)                                                                                    \
         for (int g = 0; g < G; ++g) {                                                                                \
-          const R s = vsum(acc[h][g]);                                                                               \
+          const R sum = vsum(s > 0 ? vrotate(acc[h][g], s) : acc[h][g]);                                             \
           R& dst = c[vec_out[h] + out[g]];                                                                           \
-          dst = accumulate ? dst + s : s;                                                                            \
+          dst = accumulate ? dst + sum : sum;                                                                        \
         }                                                                                                            \
     }                                                                                                                \
     template <typename R, int W, int HB, int G>                                                                      \
@@ -128,16 +179,27 @@ namespace einstage::gett_detail {
         const R* v, const int64_t* vecs, const int64_t* vec_out, int64_t nvec, const R* m, const int64_t* cols,       \
         const int64_t* out, R* c, int64_t k, bool accumulate) {                                                      \
       int64_t h = 0;                                                                                                 \
-      for (; h + HB <= nvec; h += HB) block<R, W, G, HB>(v, vecs + h, vec_out + h, m, cols, out, c, k, accumulate); \
-      for (; h < nvec; ++h) block<R, W, G, 1>(v, vecs + h, vec_out + h, m, cols, out, c, k, accumulate);            \
+      for (; h + HB <= nvec; h += HB)                                                                                \
+        block<R, W, G, HB>(v, vecs + h, vec_out + h, m, cols, out, c, k, 0, accumulate);                             \
+      for (; h < nvec; ++h) block<R, W, G, 1>(v, vecs + h, vec_out + h, m, cols, out, c, k, 0, accumulate);         \
     }                                                                                                                \
     template <typename R, int W>                                                                                     \
     [[gnu::target(TARGET), gnu::noinline]] static void one(const R* v, const int64_t* vecs, const int64_t* vec_out,  \
                                                            const R* m, const int64_t* cols, const int64_t* out,       \
                                                            int64_t count, R* c, int64_t k, bool accumulate) {        \
+      /* The offset of column j's start from a W-lane boundary, in elements; -1 when not a whole element. */        \
+      auto shift = [&](int64_t j) {                                                                                  \
+        const uintptr_t address = reinterpret_cast<uintptr_t>(m + cols[j]);                                          \
+        return address % sizeof(R) ? int64_t(-1) : int64_t(address % (W * sizeof(R)) / sizeof(R));                  \
+      };                                                                                                             \
       int64_t j = 0;                                                                                                 \
-      for (; j + 4 <= count; j += 4) block<R, W, 4, 1>(v, vecs, vec_out, m, cols + j, out + j, c, k, accumulate);    \
-      for (; j < count; ++j) block<R, W, 1, 1>(v, vecs, vec_out, m, cols + j, out + j, c, k, accumulate);            \
+      for (; j + 4 <= count; j += 4) {                                                                               \
+        const int64_t s = shift(j);                                                                                  \
+        const bool alike = s >= 0 && shift(j + 1) == s && shift(j + 2) == s && shift(j + 3) == s;                    \
+        block<R, W, 4, 1>(v, vecs, vec_out, m, cols + j, out + j, c, k, alike ? s : 0, accumulate);                  \
+      }                                                                                                              \
+      for (; j < count; ++j)                                                                                         \
+        block<R, W, 1, 1>(v, vecs, vec_out, m, cols + j, out + j, c, k, std::max<int64_t>(shift(j), 0), accumulate); \
     }                                                                                                                \
     template <typename R, int W, int HB>                                                                             \
     [[gnu::target(TARGET)]] static void all(const R* v, const int64_t* vecs, const int64_t* vec_out, int64_t nvec,  \

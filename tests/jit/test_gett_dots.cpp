@@ -187,11 +187,10 @@ TEST_CASE_TEMPLATE("jit gett: a matrix times a vector by row blocks has the pack
 namespace {
 
 // The dots mode's summation order, written out as scalar code (GettDots.h: block): lanes l = p mod W from zero, one
-// fma per position over whole vectors of W (zeros past k), then the lanes summed by halves.
+// fma per position p < k in increasing p, then the lanes summed by halves.
 template <typename T> T dot_in_order(const T* x, const T* y, int64_t k, int w) {
   std::vector<T> lanes(size_t(w), T(0));
-  for (int64_t p = 0; p < (k + w - 1) / w * w; ++p)
-    lanes[size_t(p % w)] = std::fma(p < k ? x[p] : T(0), p < k ? y[p] : T(0), lanes[size_t(p % w)]);
+  for (int64_t p = 0; p < k; ++p) lanes[size_t(p % w)] = std::fma(x[p], y[p], lanes[size_t(p % w)]);
   for (int half = w / 2; half >= 1; half /= 2)
     for (int l = 0; l < half; ++l) lanes[size_t(l)] = lanes[size_t(l)] + lanes[size_t(l + half)];
   return lanes[0];
@@ -219,8 +218,9 @@ template <typename T> std::vector<T> random_values(SplitMix64& rng, int64_t n) {
 
 // Each ISA's kernels (GettDots.h, called directly: this CPU may run either) against the order written out as scalar
 // code, bit for bit: one vector and several (the blocks of four columns and of HB vectors, and their tails), k with
-// and without a partial last vector, the operands at several offsets from a cache line (a column stride that keeps
-// the columns' alignment or not), accumulate on and off.
+// and without a partial last vector (and below one vector), the operands at several offsets from a cache line (a
+// column stride that keeps the columns' alignment, so a block loads from the line boundary, or not), accumulate on
+// and off.
 TEST_CASE_TEMPLATE("jit gett: the dot kernels sum every output in the documented order", T, float, double) {
   using namespace einstage::gett_detail;
   const bool avx512 = __builtin_cpu_supports("avx512f"), avx2 = __builtin_cpu_supports("avx2") &&
@@ -231,7 +231,8 @@ TEST_CASE_TEMPLATE("jit gett: the dot kernels sum every output in the documented
     for (auto [nvec, count, k, pad, offset] : {std::tuple{1, 9, 16, 0, 0}, std::tuple{1, 13, 17, 3, 1},
                                                std::tuple{1, 4, 1000, 0, 3}, std::tuple{1, 1, 23, 1, 5},
                                                std::tuple{2, 5, 100, 2, 2}, std::tuple{5, 9, 129, 0, 7},
-                                               std::tuple{16, 7, 256, 5, 1}, std::tuple{3, 3, 31, 0, 4}})
+                                               std::tuple{16, 7, 256, 5, 1}, std::tuple{3, 3, 31, 0, 4},
+                                               std::tuple{1, 6, 5, 2, 6}, std::tuple{1, 8, 64, 0, 2}})
       for (bool accumulate : {false, true}) {
         const uint64_t seed = uint64_t(isa * 100003 + nvec * 1009 + count * 101 + k * 7 + pad + offset);
         INFO("isa " << isa << " vectors " << nvec << " columns " << count << " k " << k << " pad " << pad
