@@ -132,27 +132,31 @@ TEST_CASE("jit gett: bitwise identical at 1 and 2 threads") {
     CHECK(x.c.bytes == y.c.bytes);
     check_against_oracle<double>(y);
   }
-  // A problem large enough to take the threaded paths (work above the serial threshold), batched and not.
-  for (int batch : {1, 3}) {
-    SplitMix64 rng(4242 + uint64_t(batch));
-    OwnedProblem base;
-    base.p.dtype = DType::f64;
-    int64_t m = 130, n = 70, k = 90;
-    base.p.m = {{m, 1, 0, 1}};
-    base.p.k = {{k, m, 1, 0}};
-    base.p.n = {{n, 0, k, m}};
-    base.p.batch = {{batch, m * k, k * n, m * n}};
-    base.a.elements = m * k * batch;
-    base.b.elements = k * n * batch;
-    base.c.elements = m * n * batch;
-    allocate_and_fill<double>(base, rng, /*fill_c=*/false);
-    OwnedProblem x = base, y = base;
-    x.bind();
-    y.bind();
-    contract_jit(x.p, nullptr, &memory_cache(), &kTiny);
-    contract_jit(y.p, &two, &memory_cache(), &kTiny);
-    CHECK(x.c.bytes == y.c.bytes);
-    check_against_oracle<double>(y);
+  // A problem large enough to take the threaded paths (work above the serial threshold), batched and not; with the
+  // default blocking its 130 rows are one MC block, too few tiles for row chunks: the block's packing and its column
+  // slivers are split between the threads (Gett::rows_block).
+  for (const GettBlocking* blocking : {&kTiny, static_cast<const GettBlocking*>(nullptr)}) {
+    for (int batch : {1, 3}) {
+      SplitMix64 rng(4242 + uint64_t(batch));
+      OwnedProblem base;
+      base.p.dtype = DType::f64;
+      int64_t m = 130, n = 70, k = 90;
+      base.p.m = {{m, 1, 0, 1}};
+      base.p.k = {{k, m, 1, 0}};
+      base.p.n = {{n, 0, k, m}};
+      base.p.batch = {{batch, m * k, k * n, m * n}};
+      base.a.elements = m * k * batch;
+      base.b.elements = k * n * batch;
+      base.c.elements = m * n * batch;
+      allocate_and_fill<double>(base, rng, /*fill_c=*/false);
+      OwnedProblem x = base, y = base;
+      x.bind();
+      y.bind();
+      contract_jit(x.p, nullptr, &memory_cache(), blocking);
+      contract_jit(y.p, &two, &memory_cache(), blocking);
+      CHECK(x.c.bytes == y.c.bytes);
+      check_against_oracle<double>(y);
+    }
   }
 }
 
