@@ -121,17 +121,17 @@ inline unsigned lane_bits(int64_t lo, int64_t hi) { return ((1u << hi) - 1) & ~(
 // c[vec_out[h] + out[g]]. Each output has its own accumulator of W lanes from zero: lane l sums vector x column over
 // the positions p < k with p = l (mod W), in increasing p, one fma each; then the lanes are summed by halves (vsum)
 // and the sum stored or added to C. The same operations in the same order whatever G, H and s, so the bits of an
-// output depend on neither the blocking nor where the data sits. The loads start at position -s (0 <= s < W): with
-// s the columns' offset from a W-lane boundary (all G alike), every column load is aligned (a load across two cache
+// output depend on neither the blocking nor where the data sits. The loads start at position -s, any 0 <= s < W: with
+// s the columns' offset from a W-lane boundary (Dots::run), every column load is aligned (a load across two cache
 // lines costs two), the first and last vectors masked; vector lane j then holds the positions p = j - s (mod W), and
 // the accumulator is rotated by s before the sum. A masked-off lane is neither read nor changed.
 //
-// one: one vector against every column, four columns of one alignment per pass (four fma chains, each fed by its
-// own load: the loop is bound by the matrix's stream from L2 or L3, and eight columns per pass measured no faster),
-// the columns left over in a class one by one; a function of its own, so the loop keeps its pointers in registers
-// (inlined into `all`, GCC reloaded one from a vector register every k step). all: several vectors (up to
-// kMaxDotVectors) in blocks of HB against four columns per pass (s = 0), so the columns of a pass stay in L1 while
-// every vector block reads them, and the matrix is read from memory once.
+// all: one vector against every column (one), four columns per pass (four fma chains, each fed by its own load: the
+// loop is bound by the matrix's stream from L2 or L3, and eight columns per pass measured no faster), then the last
+// columns one by one; a function of its own, so the loop keeps its pointers in registers (inlined into `all`, GCC
+// reloaded one from a vector register every k step). Several vectors (up to kMaxDotVectors) in blocks of HB against
+// four columns per pass, so the columns of a pass stay in L1 while every vector block reads them, and the matrix is
+// read from memory once.
 #define EINSTAGE_DOT_KERNELS(NAME, TARGET)                                                                          \
   struct NAME {                                                                                                      \
     template <int G, int H, typename R, typename Vec, typename Mask>                                                 \
@@ -177,39 +177,30 @@ inline unsigned lane_bits(int64_t lo, int64_t hi) { return ((1u << hi) - 1) & ~(
     template <typename R, int W, int HB, int G>                                                                      \
     [[gnu::target(TARGET), gnu::always_inline]] static inline void vectors(                                         \
         const R* v, const int64_t* vecs, const int64_t* vec_out, int64_t nvec, const R* m, const int64_t* cols,       \
-        const int64_t* out, R* c, int64_t k, bool accumulate) {                                                      \
+        const int64_t* out, R* c, int64_t k, int64_t s, bool accumulate) {                                           \
       int64_t h = 0;                                                                                                 \
       for (; h + HB <= nvec; h += HB)                                                                                \
-        block<R, W, G, HB>(v, vecs + h, vec_out + h, m, cols, out, c, k, 0, accumulate);                             \
-      for (; h < nvec; ++h) block<R, W, G, 1>(v, vecs + h, vec_out + h, m, cols, out, c, k, 0, accumulate);         \
+        block<R, W, G, HB>(v, vecs + h, vec_out + h, m, cols, out, c, k, s, accumulate);                             \
+      for (; h < nvec; ++h) block<R, W, G, 1>(v, vecs + h, vec_out + h, m, cols, out, c, k, s, accumulate);         \
     }                                                                                                                \
     template <typename R, int W>                                                                                     \
     [[gnu::target(TARGET), gnu::noinline]] static void one(const R* v, const int64_t* vecs, const int64_t* vec_out,  \
                                                            const R* m, const int64_t* cols, const int64_t* out,       \
-                                                           int64_t count, R* c, int64_t k, bool accumulate) {        \
-      /* The offset of column j's start from a W-lane boundary, in elements; -1 when not a whole element. */        \
-      auto shift = [&](int64_t j) {                                                                                  \
-        const uintptr_t address = reinterpret_cast<uintptr_t>(m + cols[j]);                                          \
-        return address % sizeof(R) ? int64_t(-1) : int64_t(address % (W * sizeof(R)) / sizeof(R));                  \
-      };                                                                                                             \
+                                                           int64_t count, R* c, int64_t k, int64_t s,                 \
+                                                           bool accumulate) {                                         \
       int64_t j = 0;                                                                                                 \
-      for (; j + 4 <= count; j += 4) {                                                                               \
-        const int64_t s = shift(j);                                                                                  \
-        const bool alike = s >= 0 && shift(j + 1) == s && shift(j + 2) == s && shift(j + 3) == s;                    \
-        block<R, W, 4, 1>(v, vecs, vec_out, m, cols + j, out + j, c, k, alike ? s : 0, accumulate);                  \
-      }                                                                                                              \
-      for (; j < count; ++j)                                                                                         \
-        block<R, W, 1, 1>(v, vecs, vec_out, m, cols + j, out + j, c, k, std::max<int64_t>(shift(j), 0), accumulate); \
+      for (; j + 4 <= count; j += 4) block<R, W, 4, 1>(v, vecs, vec_out, m, cols + j, out + j, c, k, s, accumulate); \
+      for (; j < count; ++j) block<R, W, 1, 1>(v, vecs, vec_out, m, cols + j, out + j, c, k, s, accumulate);         \
     }                                                                                                                \
     template <typename R, int W, int HB>                                                                             \
     [[gnu::target(TARGET)]] static void all(const R* v, const int64_t* vecs, const int64_t* vec_out, int64_t nvec,  \
                                             const R* m, const int64_t* cols, const int64_t* out, int64_t count, R* c, \
-                                            int64_t k, bool accumulate) {                                            \
-      if (nvec == 1) return one<R, W>(v, vecs, vec_out, m, cols, out, count, c, k, accumulate);                     \
+                                            int64_t k, int64_t s, bool accumulate) {                                 \
+      if (nvec == 1) return one<R, W>(v, vecs, vec_out, m, cols, out, count, c, k, s, accumulate);                  \
       int64_t j = 0;                                                                                                 \
       for (; j + 4 <= count; j += 4)                                                                                 \
-        vectors<R, W, HB, 4>(v, vecs, vec_out, nvec, m, cols + j, out + j, c, k, accumulate);                        \
-      for (; j < count; ++j) vectors<R, W, HB, 1>(v, vecs, vec_out, nvec, m, cols + j, out + j, c, k, accumulate);   \
+        vectors<R, W, HB, 4>(v, vecs, vec_out, nvec, m, cols + j, out + j, c, k, s, accumulate);                     \
+      for (; j < count; ++j) vectors<R, W, HB, 1>(v, vecs, vec_out, nvec, m, cols + j, out + j, c, k, s, accumulate); \
     }                                                                                                                \
   };
 EINSTAGE_DOT_KERNELS(DotsAvx512, "avx512f")
@@ -226,6 +217,7 @@ struct Dots {
   bool vector_is_a = true;
   bool accumulate = false;
   int isa = 0;  // 2: AVX-512, 1: AVX2 + FMA, 0: neither (the caller does not set Dots up)
+  bool alike = false;  // every column starts at the same offset from a vector of the ISA's W lanes
   int64_t k = 0;
   std::vector<int64_t> vecs, vec_out, cols, out;
 
@@ -238,10 +230,16 @@ struct Dots {
     const R* m = static_cast<const R*>(vector_is_a ? b : a);
     R* c = static_cast<R*>(c_data);
     const int64_t nvec = static_cast<int64_t>(vecs.size()), count = static_cast<int64_t>(cols.size());
+    // The columns' offset from a vector boundary (block: their loads start there), in elements; 0 (unaligned loads)
+    // when they differ or an element is not aligned to its size. One per call, from the first column.
+    const int64_t lanes = (isa == 2 ? 64 : 32) / int64_t(sizeof(R));
+    const uintptr_t first = count == 0 ? 0 : reinterpret_cast<uintptr_t>(m + cols[0]);
+    const int64_t s = alike && first % sizeof(R) == 0 ? int64_t(first / sizeof(R)) % lanes : 0;
     auto columns = [&](int64_t j0, int64_t j1) {
       const int64_t *vs = vecs.data(), *vo = vec_out.data(), *cs = cols.data() + j0, *os = out.data() + j0;
-      if (isa == 2) DotsAvx512::all<R, 64 / int(sizeof(R)), 4>(v, vs, vo, nvec, m, cs, os, j1 - j0, c, k, accumulate);
-      else DotsAvx2::all<R, 32 / int(sizeof(R)), 2>(v, vs, vo, nvec, m, cs, os, j1 - j0, c, k, accumulate);
+      const int64_t n = j1 - j0;
+      if (isa == 2) DotsAvx512::all<R, 64 / int(sizeof(R)), 4>(v, vs, vo, nvec, m, cs, os, n, c, k, s, accumulate);
+      else DotsAvx2::all<R, 32 / int(sizeof(R)), 2>(v, vs, vo, nvec, m, cs, os, n, c, k, s, accumulate);
     };
     const double macs = double(nvec) * double(count) * double(k);
     if (pool == nullptr || pool->size() <= 1 || macs < (nvec == 1 ? kMinThreadedMatVecMacs : kMinThreadedMacs)) {
@@ -280,6 +278,8 @@ void set_up_dots(Dots<R>& d, const Gett<R>& g, int isa) {
   d.cols.resize(size_t(outs.size));
   d.out.resize(size_t(outs.size));
   for (int64_t j = 0; j < outs.size; ++j) d.cols[j] = mat_free[j] + mat_k, d.out[j] = outs.c[j];
+  const int64_t lanes = (isa == 2 ? 64 : 32) / int64_t(sizeof(R));
+  d.alike = std::all_of(d.cols.begin(), d.cols.end(), [&](int64_t o) { return (o - d.cols[0]) % lanes == 0; });
 }
 
 }  // namespace einstage::gett_detail

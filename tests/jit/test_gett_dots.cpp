@@ -218,9 +218,8 @@ template <typename T> std::vector<T> random_values(SplitMix64& rng, int64_t n) {
 
 // Each ISA's kernels (GettDots.h, called directly: this CPU may run either) against the order written out as scalar
 // code, bit for bit: one vector and several (the blocks of four columns and of HB vectors, and their tails), k with
-// and without a partial last vector (and below one vector), the operands at several offsets from a cache line (a
-// column stride that keeps the columns' alignment, so a block loads from the line boundary, or not), accumulate on
-// and off.
+// and without a partial last vector (and below one vector), the operands at several offsets from a cache line,
+// loads from every offset s (block), accumulate on and off.
 TEST_CASE_TEMPLATE("jit gett: the dot kernels sum every output in the documented order", T, float, double) {
   using namespace einstage::gett_detail;
   const bool avx512 = __builtin_cpu_supports("avx512f"), avx2 = __builtin_cpu_supports("avx2") &&
@@ -244,20 +243,24 @@ TEST_CASE_TEMPLATE("jit gett: the dot kernels sum every output in the documented
         std::vector<int64_t> vecs, vec_out, cols, out;
         for (int64_t h = 0; h < nvec; ++h) vecs.push_back(h * ld), vec_out.push_back(h);
         for (int64_t g = 0; g < count; ++g) cols.push_back(g * ld), out.push_back(g * nvec);
-        std::vector<T> c = initial, expected = initial;
-        if (isa == 2)
-          DotsAvx512::all<T, 64 / int(sizeof(T)), 4>(v.data, vecs.data(), vec_out.data(), nvec, m.data, cols.data(),
-                                                     out.data(), count, c.data(), k, accumulate);
-        else
-          DotsAvx2::all<T, 32 / int(sizeof(T)), 2>(v.data, vecs.data(), vec_out.data(), nvec, m.data, cols.data(),
-                                                   out.data(), count, c.data(), k, accumulate);
+        std::vector<T> expected = initial;
         for (int64_t h = 0; h < nvec; ++h)
           for (int64_t g = 0; g < count; ++g) {
             const T s = dot_in_order(v.data + h * ld, m.data + g * ld, k, w);
             T& e = expected[size_t(h + g * nvec)];
             e = accumulate ? e + s : s;
           }
-        CHECK(std::memcmp(c.data(), expected.data(), c.size() * sizeof(T)) == 0);
+        // Loads from every offset s: the bits are the same (Dots::run passes the columns' own, when they share it).
+        for (int64_t shift = 0; shift < w; ++shift) {
+          std::vector<T> c = initial;
+          if (isa == 2)
+            DotsAvx512::all<T, 64 / int(sizeof(T)), 4>(v.data, vecs.data(), vec_out.data(), nvec, m.data, cols.data(),
+                                                       out.data(), count, c.data(), k, shift, accumulate);
+          else
+            DotsAvx2::all<T, 32 / int(sizeof(T)), 2>(v.data, vecs.data(), vec_out.data(), nvec, m.data, cols.data(),
+                                                     out.data(), count, c.data(), k, shift, accumulate);
+          CHECK_MESSAGE(std::memcmp(c.data(), expected.data(), c.size() * sizeof(T)) == 0, "shift " << shift);
+        }
       }
   }
 }
