@@ -1,27 +1,29 @@
-// The warm-up of LLVM's code generator (runtime stage, JIT): what the process's first code generation compiles first
+// The warm-up of LLVM's code generator (runtime stage, JIT): what the process does before its first code generation
 // (a context's kernel caches ask LlvmProcess::warm_up for it before their first code generation: runtime/jit/JitState.h,
-// runtime/jit/LlvmProcess.h). LLVM makes some function-local statics on
-// the first use of a code path (TargetLibraryInfo's name table, SDNode's value-type lists, X86's broadcast-fold and
-// memory-unfold tables, ...); each registers its destructor with the C library's exit handlers then. A static first
-// made by LLVM work still running when exit() starts (on the background specialiser, say) would be destroyed under
-// that work, so every static einstage's kernels reach is made once, up front, by one small kernel. Depends on
-// runtime/jit/Jit.h and LlvmProcess.h only; tests/runtime/exit_child/ExitChild.cpp ("statics" mode) checks that after it, compiling
-// every kind of kernel einstage generates registers no new static destructor, for the host and for named CPUs.
+// runtime/jit/LlvmProcess.h). LLVM makes some function-local statics on the first use of a code path
+// (TargetLibraryInfo's name table, SDNode's value-type lists, X86's broadcast-fold and memory-unfold tables, the
+// print-pass name sets); each registers its destructor with the C library's exit handlers then. A static first made by
+// LLVM work still running when exit() starts (on the background specialiser, say) would be destroyed under that work,
+// so every static einstage's kernels reach is made once, up front, by calling the LLVM functions that own them
+// directly: no kernel is compiled. (Until 2026-12-06 one small specialised kernel was compiled through the O2
+// pipeline for this; that cost 7-9 ms of the process's first kernel on the Zen 5 guest: docs/performance.md, "First
+// kernel of a process".) Depends on runtime/jit/Jit.h and LlvmProcess.h only;
+// tests/runtime/exit_child/WarmUpStatics.cpp ("statics" mode) checks that after it, compiling every kind of kernel
+// einstage generates registers no new static destructor, for the host and for named CPUs: a new LLVM version that
+// makes another static on those paths fails there, naming its destructor.
 #pragma once
 
 namespace einstage {
 
 class Jit;
 
-/// Compiles (never runs) one small shape-specialised kernel for `jit`'s target: a 3-vector direct tile of one
-/// column, two 9-row tiles with masked edges, through LLVM's O2 pipeline and the code generator. That one kernel
-/// takes every code path of LLVM that makes a static with a destructor when einstage compiles its micro-kernels,
-/// lane, direct and specialised kernels, with AVX-512 and with AVX2: the six kernels the warm-up compiled before (one
-/// micro-, lane and specialised kernel per real dtype) made the same statics, missed one on AVX2 targets, and took
-/// 4-5x as long (docs/performance.md, "First kernel of a process").
-void generate_warm_up_kernel(Jit& jit);
+/// Makes every lazily made LLVM static with a destructor that compiling einstage's micro-kernels, lane, direct and
+/// specialised kernels (the O2 pipeline and the code generator) reaches, for `jit`'s target, by calling the LLVM
+/// functions that own them (makes `jit`'s target machine if it has none). Generates no code: takes well under a
+/// millisecond once the target machine exists.
+void make_code_generator_statics(Jit& jit);
 
-/// Generates the warm-up kernel on a throwaway JIT for the host; throws Error(runtime) if LLVM cannot target this
+/// make_code_generator_statics on a throwaway JIT for the host; throws Error(runtime) if LLVM cannot target this
 /// machine. What a context's JIT passes to LlvmProcess::warm_up.
 void generate_host_warm_up();
 

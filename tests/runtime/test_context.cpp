@@ -171,15 +171,15 @@ TEST_CASE("context: a process whose kernels all come from the disk cache skips t
   REQUIRE(jit_enabled());
   test::TempDir cache;
   // Status 20 + 1 (warm-up ran) + 2 (a kernel compiled) + 4 (a kernel loaded from disk) + 8 (code generations other
-  // than the cache's kernels and the warm-up's one kernel): see ExitChild.cpp.
-  CHECK(child_status("cache", cache.path().string()) == 20 + 1 + 2);  // cold: compiles, warming up with one kernel
+  // than the cache's kernels: the warm-up makes LLVM's statics without generating code): see ExitChild.cpp.
+  CHECK(child_status("cache", cache.path().string()) == 20 + 1 + 2);  // cold: compiles, warming up first
   CHECK(child_status("cache", cache.path().string()) == 20 + 4);      // warm: loads, never warms up
 }
 
 TEST_CASE("context: the JIT's warm-up makes every LLVM static that compiling einstage's kernels makes") {
   // runtime/jit/WarmUp.h: after the warm-up, compiling every micro-, lane, direct and specialised kernel kind registers
   // no new static destructor, for the host and for CPUs of either vector width (compiled, never run). Status 30:
-  // none; 31: some, listed on the child's stderr (make the warm-up kernel take their code path too); 32: the warm-up
+  // none; 31: some, listed on the child's stderr (make_code_generator_statics must make them too); 32: the warm-up
   // made none, so the child's __cxa_atexit saw nothing; 33: a sanitizer build, which cannot check.
   test::TempDir cache;
   for (const std::string cpu : {"host", "haswell", "skylake-avx512", "znver3"}) {

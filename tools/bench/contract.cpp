@@ -332,9 +332,9 @@ int first_call_child() {
 }
 
 // Codegen mode: the code generation cost of one kernel for each named LLVM CPU ("host": the host's), in this
-// process after one warm-up kernel (runtime/jit/WarmUp.h) has paid LLVM's one-off costs. Each round compiles the
-// host's default f64 micro-kernel (for that CPU's vector width) and the warm-up kernel once per CPU, in turn; prints
-// the median thread CPU time of each over `rounds` rounds.
+// process after the warm-up (runtime/jit/WarmUp.h) and one untimed compilation per CPU have paid LLVM's one-off
+// costs. Each round compiles the host's default f64 micro-kernel (for that CPU's vector width) once per CPU, in turn;
+// prints the median thread CPU time over `rounds` rounds.
 int codegen_per_cpu(const std::string& cpus, int rounds) {
   auto cpu_ms = [] {
     timespec ts{};
@@ -348,26 +348,23 @@ int codegen_per_cpu(const std::string& cpus, int rounds) {
     jits.push_back(Jit::create(JitTarget{cpu == "host" ? "" : cpu}));
     at = comma + 1;
   }
-  generate_warm_up_kernel(*jits.front());
-  std::vector<std::vector<double>> micro(jits.size()), warm(jits.size());
-  for (int r = 0; r < rounds; ++r)
+  make_code_generator_statics(*jits.front());
+  std::vector<std::vector<double>> micro(jits.size());
+  for (int r = -1; r < rounds; ++r)  // round -1: untimed
     for (size_t i = 0; i < jits.size(); ++i) {
       const double t0 = cpu_ms();
       (void)compile_micro_kernel(*jits[i], default_micro_kernel(DType::f64, jits[i]->host().has_avx512));
-      const double t1 = cpu_ms();
-      generate_warm_up_kernel(*jits[i]);
-      micro[i].push_back(t1 - t0);
-      warm[i].push_back(cpu_ms() - t1);
+      if (r >= 0) micro[i].push_back(cpu_ms() - t0);
     }
   auto median = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());
     return v[v.size() / 2];
   };
-  fmt::print("code generation per kernel, median of {} rounds (thread CPU ms; LLVM {})\n{:<18} {:<24} {:>8} {:>14}\n",
-             rounds, jits.front()->host().llvm_version, "cpu", "micro-kernel", "ms", "warm-up kernel");
+  fmt::print("code generation per kernel, median of {} rounds (thread CPU ms; LLVM {})\n{:<18} {:<24} {:>8}\n", rounds,
+             jits.front()->host().llvm_version, "cpu", "micro-kernel", "ms");
   for (size_t i = 0; i < jits.size(); ++i)
-    fmt::print("{:<18} {:<24} {:>8.2f} {:>14.2f}\n", jits[i]->host().cpu,
-               default_micro_kernel(DType::f64, jits[i]->host().has_avx512).symbol(), median(micro[i]), median(warm[i]));
+    fmt::print("{:<18} {:<24} {:>8.2f}\n", jits[i]->host().cpu,
+               default_micro_kernel(DType::f64, jits[i]->host().has_avx512).symbol(), median(micro[i]));
   return 0;
 }
 

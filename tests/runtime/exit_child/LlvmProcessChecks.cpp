@@ -73,7 +73,7 @@ int check_exit_handlers() {
                static_cast<long long>(kernels));
   if (seen != seen_after_first || ours != ours_after_first) return 41;
   // One per kind of use (6) and one for the warm-up, each at most once per thread that raced to it (the foreground
-  // and the specialiser), plus the warm-up's own three code-generating uses.
+  // and the specialiser), plus the warm-up's own uses (a JIT, its target machine, the statics).
   if (ours > 2 * (6 + 1) + 3) return 42;
   // Each kernel is two uses of LLVM or more (compile or read, link, look up): the old registration after every use
   // would have made at least twice this many.
@@ -142,16 +142,17 @@ int specialised_files() {
 // "specialise-fill" (status 60) fills the disk cache with two hot matmuls' kernels; the parent then removes the
 // specialised ones, and "specialise-cold" runs the same matmuls again: every ordinary kernel now comes from disk, so
 // the first code this process generates is a specialised kernel, queued for the background thread. The warm-up must
-// run on this thread before it is queued (one code generation here, none compiled by the foreground cache) and the
-// background must still generate the kernels. Before that rule the specialiser's thread warmed up itself, and an
-// exit() during it destroyed the statics it was making under it. Status 61: so; 62: the foreground compiled kernels
+// run on this thread before it is queued (its throwaway JIT's target machine is the one made here: the foreground
+// cache compiles nothing, and the warm-up generates no code) and the background must still generate the kernels.
+// Before that rule the specialiser's thread warmed up itself, and an exit() during it destroyed the statics it was
+// making under it. Status 61: so; 62: the foreground compiled kernels
 // (the fill did not fill); 63: no warm-up on this thread; 64: no specialised kernel generated; 65: not warmed up.
 int check_specialise(bool fill) {
   ExecutionContext context(ConfigOptions{.threads = 1});
   (void)matmuls(context, 0, 2);
   if (fill) return 60;
   if (dispatch_stats(context).jit.kernels_compiled != 0) return 62;
-  if (Jit::codegens_on_this_thread() != 1) return 63;
+  if (Jit::target_machines_on_this_thread() != 1 || Jit::codegens_on_this_thread() != 0) return 63;
   if (specialised_files() == 0) return 64;
   return LlvmProcess::get().warmed_up() ? 61 : 65;
 }

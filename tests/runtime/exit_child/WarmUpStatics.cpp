@@ -97,7 +97,7 @@ int check_warm_up_statics(const std::string& cpu) {
       }
   }
   const int before = g_count.load();
-  generate_warm_up_kernel(*Jit::create(target));
+  make_code_generator_statics(*Jit::create(target));
   const int warmed = g_count.load();
   for (const MicroKernelSpec& spec : kernels) (void)cache.micro_kernel(spec);
   for (const SpecialisedKernelSpec& spec : specialised)
