@@ -6,15 +6,18 @@
 // rows, so with one row (or one column, transposed) they pad every vector to MR and run at an eighth of their rate;
 // here each output is a dot product along k instead: four columns per pass for one vector, blocks of vectors by four
 // columns for several, one vector accumulator per output, then one horizontal sum per output. Every output is summed
-// in one order (an explicit fma per vector of k into lanes l = p mod W, the last partial vector loaded with zeros
-// past k, then the lanes summed by halves: the definition is `block` below), whatever block, thread or address it
-// runs at, so the bits depend only on the values, W (8 f64 / 16 f32 lanes under AVX-512, 4 / 8 under AVX2) and k.
-// Since 2026-12-06 (issue 39) the multiply-adds are fmas, not a multiply and an add (the project builds with
-// -ffp-contract=off): other bits than before, 10-15% faster at 256^2 and 512^2 f64 (docs/performance.md). From
-// kMinThreadedMacs multiply-adds on (one vector: kMinThreadedMatVecMacs, Gett.h), the matrix columns are split
-// between the pool's threads in runs of eight (each thread reads its own columns once; a 256 x 256 product is about
-// 10 us read from L3, which a gradient walk's six reverse matrix-vector steps spent on one core while the other
-// waited). Real dtypes only; complex stays on the 1m path. Included through GettSetup.h by runtime/jit/Gett*.cpp only.
+// in one order (lane l = p mod W of its accumulator takes one fma per position p < k, in increasing p; then the lanes
+// are summed by halves: `block` below is the definition), whatever block, thread or address it runs at, so the bits
+// depend only on the values, k and W (8 f64 / 16 f32 lanes under AVX-512, 4 / 8 under AVX2). When the columns share
+// their offset from a vector boundary (Dots::alike: e.g. columns a multiple of 64 bytes apart), their loads start at
+// that boundary, so none crosses a cache line wherever the operands sit (NumPy's arrays usually sit 16 bytes past
+// one: 256^2 f64 ran 4.1 us instead of 2.8); the lanes are rotated back before the sum. Since 2026-12-06 (issue 39)
+// the multiply-adds are fmas, not a multiply and an add (the project builds with -ffp-contract=off): other bits than
+// before (docs/performance.md has the measurements). From kMinThreadedMacs multiply-adds on (one vector:
+// kMinThreadedMatVecMacs, Gett.h), the matrix columns are split between the pool's threads in runs of eight (each
+// thread reads its own columns once; a 256 x 256 product is about 10 us read from L3, which a gradient walk's six
+// reverse matrix-vector steps spent on one core while the other waited). Real dtypes only; complex stays on the 1m
+// path. Included through GettSetup.h by runtime/jit/Gett*.cpp only.
 #pragma once
 
 #include "runtime/jit/GettAxpy.h"
