@@ -107,14 +107,20 @@ int64_t Jit::target_machines_on_this_thread() { return t_target_machines; }
 
 namespace {
 
+// A module the emitters built wrong is einstage's bug: checked before the optimiser (which may delete the evidence, as
+// it deleted the unused argument of a direct kernel that its specialised callers did not pass) and before codegen.
+void verify(llvm::Module& module, const char* when) {
+  std::string verify_message;
+  llvm::raw_string_ostream verify_stream(verify_message);
+  if (llvm::verifyModule(module, &verify_stream))
+    fail(ErrorKind::runtime, "jit: module '{}' is invalid {}: {}", module.getName().str(), when, verify_message);
+}
+
 // Verifies the module and runs the code generator into `out` as an object file or assembly text.
 void emit(Jit::Impl& impl, llvm::Module& module, llvm::CodeGenFileType type, llvm::SmallVector<char, 0>& out) {
   LlvmProcess::Use use(LlvmProcess::UseKind::codegen);
   ++t_codegens;
-  std::string verify_message;
-  llvm::raw_string_ostream verify_stream(verify_message);
-  if (llvm::verifyModule(module, &verify_stream))
-    fail(ErrorKind::runtime, "jit: module '{}' is invalid: {}", module.getName().str(), verify_message);
+  verify(module, "before code generation");
   llvm::raw_svector_ostream stream(out);
   llvm::TargetMachine& tm = impl.target_machine();
   std::lock_guard lock(impl.mutex);  // a TargetMachine is not safe to use from two threads at once
@@ -141,6 +147,7 @@ std::string Jit::Impl::emit_assembly(llvm::Module& module) {
 
 void Jit::Impl::optimise(llvm::Module& module) {
   LlvmProcess::Use use(LlvmProcess::UseKind::codegen);
+  verify(module, "before optimisation");
   llvm::TargetMachine& tm = target_machine();
   std::lock_guard lock(mutex);  // the pipeline reads the target machine
   llvm::LoopAnalysisManager lam;

@@ -512,7 +512,7 @@ struct Emitter {
     if (spec.lane) return emit_lane(module);
     llvm::Type* ptr = llvm::PointerType::get(ctx, 0);
     std::vector<llvm::Type*> params = {i64, ptr, ptr, ptr, ptr, i64, i64, i64};
-    if (spec.direct) params.insert(params.end(), {ptr, ptr, ptr});  // a_koff, b_koff, b_coff
+    if (spec.direct) params.insert(params.end(), {ptr, ptr});  // k_geometry, b_coff (MicroKernel.h: DirectKernelFn)
     auto* type = llvm::FunctionType::get(b.getVoidTy(), params, false);
     fn = llvm::Function::Create(type, llvm::Function::ExternalLinkage, spec.symbol(), module);
     fn->addFnAttr(llvm::Attribute::NoUnwind);
