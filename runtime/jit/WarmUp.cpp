@@ -8,9 +8,16 @@
 #include <llvm/CodeGen/SelectionDAG.h>
 #include <llvm/IR/PrintPasses.h>
 
-#if defined(__x86_64__)
+#if defined(__x86_64__) && EINSTAGE_LLVM_SHARED
+#include "runtime/jit/MicroKernel.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <iterator>
+#elif defined(__x86_64__)
 // X86's fold tables are reached through functions of LLVM's X86 code generator (lib/Target/X86/X86InstrFoldTables.h,
-// a header LLVM does not install); the library that defines them is linked in as the native target's.
+// a header LLVM does not install); the library that defines them is linked in as the native target's. Debian's shared
+// libLLVM does not export them (EINSTAGE_LLVM_SHARED): that build compiles a small kernel instead (below).
 namespace llvm {
 struct X86FoldTableEntry;
 const X86FoldTableEntry* lookupUnfoldTable(unsigned MemOp);
@@ -34,7 +41,26 @@ void make_code_generator_statics(Jit& jit) {
   // The pass and function name sets behind -print-after and -filter-print-funcs (every pass manager).
   (void)llvm::isPassInPrintList("");
   (void)llvm::isFunctionInPrintList("");
-#if defined(__x86_64__)
+#if defined(__x86_64__) && EINSTAGE_LLVM_SHARED
+  // X86's memory-unfold and broadcast-fold tables, which the shared libLLVM keeps to itself: made by compiling one
+  // specialised kernel that takes both paths (the warm-up einstage used before 2026-12-06, 7-9 ms on the Zen 5 guest).
+  // C (18 x 1) = A (18 x 4) B (4 x 1) as two tiles of 9 rows of a 3-vector tile, so each tile's rows are masked: with
+  // one 9-row tile the memory-unfold table is made only with AVX2, with 3 x 9 tiles of one vector only with AVX-512.
+  constexpr int64_t kRows = 9, kTiles = 2, kDepth = 4, kLda = kRows * kTiles;
+  SpecialisedKernelSpec spec;
+  spec.tile.dtype = DType::f64;
+  spec.tile.lanes = jit.host().has_avx512 ? 8 : 4;
+  spec.tile.mr = 3 * spec.tile.lanes;
+  spec.tile.nr = 1;
+  spec.tile.k_unroll = 1;
+  spec.tile.direct = true;
+  spec.k_inner = kDepth;
+  const int64_t geometry[kKGeometry] = {1, kLda, 1, 0, 0, 0, 0};  // one k level: A's k stride kLda, B's 1
+  std::copy(std::begin(geometry), std::end(geometry), spec.k_geometry);
+  spec.col_off = {0, 0};  // C's one column, padded with nr zeros
+  for (int64_t t = 0; t < kTiles; ++t) spec.tiles.push_back({t * kRows, t * kRows, 0, kRows, 1, {0}});
+  (void)compile_specialised_kernel(jit, spec);
+#elif defined(__x86_64__)
   // X86's memory-unfold and broadcast-fold tables (MachineLICM, the scheduler, the peephole folding of loads).
   (void)llvm::lookupUnfoldTable(0);
   (void)llvm::lookupBroadcastFoldTableBySize(0, 64);
