@@ -189,17 +189,29 @@ inline unsigned lane_bits(int64_t lo, int64_t hi) { return ((1u << hi) - 1) & ~(
     template <typename R, int W>                                                                                     \
     [[gnu::target(TARGET), gnu::noinline]] static void one(const R* v, const int64_t* vecs, const int64_t* vec_out,  \
                                                            const R* m, const int64_t* cols, const int64_t* out,       \
-                                                           int64_t count, R* c, int64_t k, int64_t s,                 \
-                                                           bool accumulate) {                                         \
+                                                           int64_t count, R* c, int64_t k, int64_t s, bool accumulate, \
+                                                           int64_t col_step, int64_t out_step) {                     \
       int64_t j = 0;                                                                                                 \
+      if (col_step != 0 && count >= 4) {                                                                             \
+        const int64_t c0 = cols[0], o0 = out[0];                                                                     \
+        for (; j + 4 <= count; j += 4) {                                                                             \
+          const int64_t cs[4] = {c0 + j * col_step, c0 + (j + 1) * col_step, c0 + (j + 2) * col_step,               \
+                                 c0 + (j + 3) * col_step};                                                           \
+          const int64_t os[4] = {o0 + j * out_step, o0 + (j + 1) * out_step, o0 + (j + 2) * out_step,               \
+                                 o0 + (j + 3) * out_step};                                                           \
+          block<R, W, 4, 1>(v, vecs, vec_out, m, cs, os, c, k, s, accumulate);                                       \
+        }                                                                                                            \
+      }                                                                                                              \
       for (; j + 4 <= count; j += 4) block<R, W, 4, 1>(v, vecs, vec_out, m, cols + j, out + j, c, k, s, accumulate); \
       for (; j < count; ++j) block<R, W, 1, 1>(v, vecs, vec_out, m, cols + j, out + j, c, k, s, accumulate);         \
     }                                                                                                                \
     template <typename R, int W, int HB>                                                                             \
     [[gnu::target(TARGET)]] static void all(const R* v, const int64_t* vecs, const int64_t* vec_out, int64_t nvec,  \
                                             const R* m, const int64_t* cols, const int64_t* out, int64_t count, R* c, \
-                                            int64_t k, int64_t s, bool accumulate) {                                 \
-      if (nvec == 1) return one<R, W>(v, vecs, vec_out, m, cols, out, count, c, k, s, accumulate);                  \
+                                            int64_t k, int64_t s, bool accumulate, int64_t col_step = 0,             \
+                                            int64_t out_step = 0) {                                                  \
+      if (nvec == 1)                                                                                                 \
+        return one<R, W>(v, vecs, vec_out, m, cols, out, count, c, k, s, accumulate, col_step, out_step);            \
       int64_t j = 0;                                                                                                 \
       for (; j + 4 <= count; j += 4)                                                                                 \
         vectors<R, W, HB, 4>(v, vecs, vec_out, nvec, m, cols + j, out + j, c, k, s, accumulate);                     \
@@ -221,6 +233,10 @@ struct Dots {
   bool accumulate = false;
   int isa = 0;  // 2: AVX-512, 1: AVX2 + FMA, 0: neither (the caller does not set Dots up)
   bool alike = false;  // every column starts at the same offset from a vector of the ISA's W lanes
+  // When the columns and their outputs are equally spaced (cols[j] = cols[0] + j * col_step, out[j] likewise: a
+  // matrix's columns, the usual case), their steps: the one-vector loop then computes each pass's four columns
+  // instead of reading them from the tables (a 256^2 product ran 8-15% faster so); 0 otherwise.
+  int64_t col_step = 0, out_step = 0;
   int64_t k = 0;
   std::vector<int64_t> vecs, vec_out, cols, out;
 
@@ -241,8 +257,12 @@ struct Dots {
     auto columns = [&](int64_t j0, int64_t j1) {
       const int64_t *vs = vecs.data(), *vo = vec_out.data(), *cs = cols.data() + j0, *os = out.data() + j0;
       const int64_t n = j1 - j0;
-      if (isa == 2) DotsAvx512::all<R, 64 / int(sizeof(R)), 4>(v, vs, vo, nvec, m, cs, os, n, c, k, s, accumulate);
-      else DotsAvx2::all<R, 32 / int(sizeof(R)), 2>(v, vs, vo, nvec, m, cs, os, n, c, k, s, accumulate);
+      if (isa == 2)
+        DotsAvx512::all<R, 64 / int(sizeof(R)), 4>(v, vs, vo, nvec, m, cs, os, n, c, k, s, accumulate, col_step,
+                                                   out_step);
+      else
+        DotsAvx2::all<R, 32 / int(sizeof(R)), 2>(v, vs, vo, nvec, m, cs, os, n, c, k, s, accumulate, col_step,
+                                                 out_step);
     };
     const double macs = double(nvec) * double(count) * double(k);
     if (pool == nullptr || pool->size() <= 1 || macs < (nvec == 1 ? kMinThreadedMatVecMacs : kMinThreadedMacs)) {
@@ -283,6 +303,14 @@ void set_up_dots(Dots<R>& d, const Gett<R>& g, int isa) {
   for (int64_t j = 0; j < outs.size; ++j) d.cols[j] = mat_free[j] + mat_k, d.out[j] = outs.c[j];
   const int64_t lanes = (isa == 2 ? 64 : 32) / int64_t(sizeof(R));
   d.alike = std::all_of(d.cols.begin(), d.cols.end(), [&](int64_t o) { return (o - d.cols[0]) % lanes == 0; });
+  d.col_step = d.out_step = 0;
+  if (outs.size >= 2) {
+    const int64_t cs = d.cols[1] - d.cols[0], os = d.out[1] - d.out[0];
+    bool stepped = cs != 0;
+    for (int64_t j = 2; j < outs.size && stepped; ++j)
+      stepped = d.cols[j] - d.cols[j - 1] == cs && d.out[j] - d.out[j - 1] == os;
+    if (stepped) d.col_step = cs, d.out_step = os;
+  }
 }
 
 }  // namespace einstage::gett_detail
