@@ -1,16 +1,17 @@
-// The warm-up of LLVM's code generator (runtime stage, JIT): what the process does before its first code generation
-// (a context's kernel caches ask LlvmProcess::warm_up for it before their first code generation: runtime/jit/JitState.h,
+// The warm-up of LLVM's code generator (runtime stage, JIT): what the process does before its first code generation (a
+// context's kernel caches ask LlvmProcess::warm_up for it before their first code generation: runtime/jit/JitState.h,
 // runtime/jit/LlvmProcess.h). LLVM makes some function-local statics on the first use of a code path
 // (TargetLibraryInfo's name table, SDNode's value-type lists, X86's broadcast-fold and memory-unfold tables, the
 // print-pass name sets); each registers its destructor with the C library's exit handlers then. A static first made by
 // LLVM work still running when exit() starts (on the background specialiser, say) would be destroyed under that work,
 // so every static einstage's kernels reach is made once, up front, by calling the LLVM functions that own them
-// directly: no kernel is compiled. (Until 2026-12-06 one small specialised kernel was compiled through the O2
-// pipeline for this; that cost 7-9 ms of the process's first kernel on the Zen 5 guest: docs/performance.md, "First
-// kernel of a process".) Depends on runtime/jit/Jit.h and LlvmProcess.h only;
-// tests/runtime/exit_child/WarmUpStatics.cpp ("statics" mode) checks that after it, compiling every kind of kernel
-// einstage generates registers no new static destructor, for the host and for named CPUs: a new LLVM version that
-// makes another static on those paths fails there, naming its destructor.
+// directly: no kernel is compiled (except in a build on Debian's shared libLLVM, EINSTAGE_LLVM_SHARED, which does not
+// export X86's fold-table functions: it compiles one small kernel for those two). (Until 2026-12-06 one small
+// specialised kernel was compiled through the O2 pipeline for this; that cost 7-9 ms of the process's first kernel on
+// the Zen 5 guest: docs/performance.md, "First kernel of a process".) Depends on runtime/jit/Jit.h and LlvmProcess.h
+// only; tests/runtime/exit_child/WarmUpStatics.cpp ("statics" mode) checks that after it, compiling every kind of
+// kernel einstage generates registers no new static destructor, for the host and for named CPUs: a new LLVM version
+// that makes another static on those paths fails there, naming its destructor.
 #pragma once
 
 namespace einstage {
