@@ -85,4 +85,12 @@ void warm_up_code_generator() {
 
 bool code_generator_warmed_up() { return LlvmProcess::get().warmed_up(); }
 
+int warm_up_code_generations() {
+#if defined(__x86_64__) && EINSTAGE_LLVM_SHARED
+  return 1;
+#else
+  return 0;
+#endif
+}
+
 }  // namespace einstage

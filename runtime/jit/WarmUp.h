@@ -35,4 +35,8 @@ void warm_up_code_generator();
 /// Whether a warm-up has succeeded in this process (LlvmProcess::warmed_up).
 bool code_generator_warmed_up();
 
+/// How many code generations a warm-up makes on its thread: 0, or 1 in a build on the shared libLLVM
+/// (EINSTAGE_LLVM_SHARED), whose warm-up compiles one small kernel (for the tests that count code generations).
+int warm_up_code_generations();
+
 }  // namespace einstage

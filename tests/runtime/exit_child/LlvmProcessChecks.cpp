@@ -15,6 +15,7 @@
 #include "runtime/jit/JitState.h"
 #include "runtime/jit/LlvmProcess.h"
 #include "runtime/jit/Specialise.h"
+#include "runtime/jit/WarmUp.h"
 #include "runtime/kernels/Contraction.h"
 
 #include <cstdint>
@@ -152,7 +153,8 @@ int check_specialise(bool fill) {
   (void)matmuls(context, 0, 2);
   if (fill) return 60;
   if (dispatch_stats(context).jit.kernels_compiled != 0) return 62;
-  if (Jit::target_machines_on_this_thread() != 1 || Jit::codegens_on_this_thread() != 0) return 63;
+  if (Jit::target_machines_on_this_thread() != 1 || Jit::codegens_on_this_thread() != warm_up_code_generations())
+    return 63;
   if (specialised_files() == 0) return 64;
   return LlvmProcess::get().warmed_up() ? 61 : 65;
 }
