@@ -329,7 +329,6 @@ TEST_CASE_TEMPLATE("jit gett pack: every packer body this CPU runs copies exactl
   }
 }
 
-
 // The lane path end to end (column-major bij,bjk->bik with a second batch axis: lane blocks packed by pack_lanes,
 // full and partial, taken by whichever thread claims them next): the same bytes at 1, 2 and 3 threads, and those of
 // the definitional loop that sums each output over k in order by fused multiply-adds from zero, as the lane kernel

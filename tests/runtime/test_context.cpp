@@ -171,7 +171,7 @@ TEST_CASE("context: a process whose kernels all come from the disk cache skips t
   REQUIRE(jit_enabled());
   test::TempDir cache;
   // Status 20 + 1 (warm-up ran) + 2 (a kernel compiled) + 4 (a kernel loaded from disk) + 8 (code generations other
-  // than the cache's kernels: the warm-up makes LLVM's statics without generating code): see ExitChild.cpp.
+  // than the cache's kernels and the warm-up's own: none, or one on the shared libLLVM): see ExitChild.cpp.
   CHECK(child_status("cache", cache.path().string()) == 20 + 1 + 2);  // cold: compiles, warming up first
   CHECK(child_status("cache", cache.path().string()) == 20 + 4);      // warm: loads, never warms up
 }

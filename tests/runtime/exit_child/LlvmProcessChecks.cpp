@@ -142,11 +142,11 @@ int specialised_files() {
 
 // "specialise-fill" (status 60) fills the disk cache with two hot matmuls' kernels; the parent then removes the
 // specialised ones, and "specialise-cold" runs the same matmuls again: every ordinary kernel now comes from disk, so
-// the first code this process generates is a specialised kernel, queued for the background thread. The warm-up must
-// run on this thread before it is queued (its throwaway JIT's target machine is the one made here: the foreground
-// cache compiles nothing, and the warm-up generates no code) and the background must still generate the kernels.
-// Before that rule the specialiser's thread warmed up itself, and an exit() during it destroyed the statics it was
-// making under it. Status 61: so; 62: the foreground compiled kernels
+// the first code this process generates is a specialised kernel, queued for the background thread. The warm-up must run
+// on this thread before it is queued (its throwaway JIT's target machine is the one made here: the foreground cache
+// compiles nothing, and the warm-up generates warm_up_code_generations(): none, one kernel on the shared libLLVM) and
+// the background must still generate the kernels. Before that rule the specialiser's thread warmed up itself, and an
+// exit() during it destroyed the statics it was making under it. Status 61: so; 62: the foreground compiled kernels
 // (the fill did not fill); 63: no warm-up on this thread; 64: no specialised kernel generated; 65: not warmed up.
 int check_specialise(bool fill) {
   ExecutionContext context(ConfigOptions{.threads = 1});
